@@ -1,0 +1,455 @@
+// Package config holds paystate's configuration: the TOML file that
+// config.example.toml documents key by key, its defaults (DefaultConfig), the
+// environment variables that may carry secrets, and a validation that names
+// the offending key in every message.
+//
+// Load and Parse work in four steps: decode the TOML over DefaultConfig (a
+// key that is absent keeps its default), reject every key paystate does not
+// know, apply the environment overrides, then Validate. Durations are Go
+// duration strings ("30s", "1h").
+//
+// Secrets may come from the environment instead of the file. A variable that
+// is unset or empty leaves the file's value in place:
+//
+//	PAYSTATE_AUTH_API_KEYS                      auth.api_keys (comma-separated, replaces the list)
+//	PAYSTATE_STORAGE_DSN                        storage.dsn
+//	PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET      providers.mock.webhook_secret
+//	PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET  providers.standard.webhook_secret
+//	PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY        providers.stripe.secret_key
+//	PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET    providers.stripe.webhook_secret
+//	PAYSTATE_WEBHOOKS_<i>_SECRET                webhooks[i].secret (i counts from 0, in file order)
+//	PAYSTATE_WEBHOOKS_<i>_SECRETS               webhooks[i].secrets (comma-separated, replaces the list)
+//
+// The PAYSTATE_WEBHOOKS_<i>_ variables only fill endpoints the file declares;
+// they never add one.
+package config
+
+import (
+	"bytes"
+	"encoding"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"strings"
+	"time"
+
+	"github.com/BurntSushi/toml"
+)
+
+// DevelopmentWebhookSecret is the Standard Webhooks secret that
+// providers.mock.webhook_secret and providers.standard.webhook_secret default
+// to, so that "paystate serve" runs with no config file and the README's tour
+// can sign a webhook. It is "whsec_" followed by the base64 of the 32 bytes
+// "paystate-development-secret-0000". It is public: set your own secret
+// before anything but your own machine can reach the server. Validate refuses
+// it for providers.standard on a non-loopback listen address, and Warnings
+// reports it wherever it is in use.
+const DevelopmentWebhookSecret = "whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA="
+
+// Provider names, as payment.provider and the create request spell them.
+const (
+	ProviderMock     = "mock"
+	ProviderStandard = "standard"
+	ProviderStripe   = "stripe"
+)
+
+// Config is paystate's whole configuration, one field per TOML section.
+type Config struct {
+	Server       Server       `toml:"server"`
+	Storage      Storage      `toml:"storage"`
+	Auth         Auth         `toml:"auth"`
+	Log          Log          `toml:"log"`
+	Lease        Lease        `toml:"lease"`
+	Payment      Payment      `toml:"payment"`
+	Idempotency  Idempotency  `toml:"idempotency"`
+	WebhookInbox WebhookInbox `toml:"webhook_inbox"`
+	Sweeper      Sweeper      `toml:"sweeper"`
+	Ripple       Ripple       `toml:"ripple"`
+	Loyalty      Loyalty      `toml:"loyalty"`
+	Receipt      Receipt      `toml:"receipt"`
+	Webhooks     []Webhook    `toml:"webhooks"`
+	Providers    Providers    `toml:"providers"`
+}
+
+// Server is the [server] section: the HTTP listener.
+type Server struct {
+	// Listen is the host:port the HTTP server binds.
+	Listen string `toml:"listen"`
+	// MaxBody is the largest request body accepted, in bytes; larger → 413.
+	MaxBody int `toml:"max_body"`
+	// ShutdownTimeout bounds a graceful shutdown after SIGINT or SIGTERM.
+	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+}
+
+// Storage is the [storage] section: where the payments live.
+type Storage struct {
+	// Backend is "bolt", the embedded default; "postgres" is reserved.
+	Backend string `toml:"backend"`
+	// Path is the bbolt data file.
+	Path string `toml:"path"`
+	// DSN is the PostgreSQL connection string for backend "postgres".
+	DSN string `toml:"dsn"`
+}
+
+// Auth is the [auth] section: the merchant API keys.
+type Auth struct {
+	// APIKeys are the accepted bearer tokens. With none, the server binds to
+	// loopback only.
+	APIKeys []string `toml:"api_keys"`
+}
+
+// Log is the [log] section.
+type Log struct {
+	// Level is one of trace, debug, info, warn, error.
+	Level string `toml:"level"`
+	// Format is "console" or "json".
+	Format string `toml:"format"`
+}
+
+// Lease is the [lease] section: the per-payment lease taken before a PSP call.
+type Lease struct {
+	// TTL is how long a lease holds before another worker may take it.
+	TTL Duration `toml:"ttl"`
+}
+
+// Payment is the [payment] section.
+type Payment struct {
+	// ExpireAfter is the age past which a payment stuck in created,
+	// processing or requires_action is expired by the sweeper.
+	ExpireAfter Duration `toml:"expire_after"`
+	// Provider is the provider used when a create request names none:
+	// "mock", "standard" or "stripe".
+	Provider string `toml:"provider"`
+}
+
+// Idempotency is the [idempotency] section: merchant Idempotency-Key storage.
+type Idempotency struct {
+	// TTL is how long a key and its stored response are kept.
+	TTL Duration `toml:"ttl"`
+}
+
+// WebhookInbox is the [webhook_inbox] section: incoming PSP webhooks.
+type WebhookInbox struct {
+	// ProcessedRetention is how long processed event ids are kept for
+	// deduplication.
+	ProcessedRetention Duration `toml:"processed_retention"`
+	// Tolerance is the accepted distance between a webhook's signed
+	// timestamp and now.
+	Tolerance Duration `toml:"tolerance"`
+}
+
+// Sweeper is the [sweeper] section: reconciliation and housekeeping.
+type Sweeper struct {
+	// Interval is the time between two passes.
+	Interval Duration `toml:"interval"`
+	// MinAge is how long a payment stays untouched before the sweeper asks
+	// the PSP about it.
+	MinAge Duration `toml:"min_age"`
+	// GiveUpAfter is the age past which an unresolved payment goes to the
+	// review queue.
+	GiveUpAfter Duration `toml:"give_up_after"`
+	// RatePerSecond limits PSP status calls, per provider.
+	RatePerSecond float64 `toml:"rate_per_second"`
+}
+
+// Ripple is the [ripple] section: the outbox workers and their retries.
+type Ripple struct {
+	// Workers is the number of delivery goroutines.
+	Workers int `toml:"workers"`
+	// MaxAttempts is the number of tries before a delivery is dead-lettered.
+	MaxAttempts int `toml:"max_attempts"`
+	// BackoffBase is the first retry delay; each retry doubles it.
+	BackoffBase Duration `toml:"backoff_base"`
+	// BackoffCap is the longest retry delay.
+	BackoffCap Duration `toml:"backoff_cap"`
+}
+
+// Loyalty is the [loyalty] section: the loyalty effect.
+type Loyalty struct {
+	// PointsPerUnit is the points credited per major currency unit.
+	PointsPerUnit int64 `toml:"points_per_unit"`
+}
+
+// Receipt is the [receipt] section: the e-mail receipt effect.
+type Receipt struct {
+	// SMTPAddr is the SMTP server's host:port; empty turns receipts off.
+	SMTPAddr string `toml:"smtp_addr"`
+	// From is the sender address of receipts.
+	From string `toml:"from"`
+}
+
+// Webhook is one [[webhooks]] entry: a merchant endpoint that receives
+// outbox events signed per the Standard Webhooks spec.
+type Webhook struct {
+	// URL is the endpoint, an absolute http or https URL.
+	URL string `toml:"url"`
+	// Secret is the Standard Webhooks secret, "whsec_" + base64.
+	Secret string `toml:"secret"`
+	// Secrets are further secrets during a rotation; every secret, Secret
+	// included, signs each delivery.
+	Secrets []string `toml:"secrets"`
+	// Events are the outbox event types sent, such as "payment.captured".
+	Events []string `toml:"events"`
+}
+
+// SigningSecrets returns Secret followed by Secrets, without empty strings:
+// every secret a delivery must be signed with.
+func (w Webhook) SigningSecrets() []string {
+	out := make([]string, 0, 1+len(w.Secrets))
+	for _, s := range append([]string{w.Secret}, w.Secrets...) {
+		if s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Providers is the [providers] section, one table per provider adapter.
+type Providers struct {
+	Mock     Mock     `toml:"mock"`
+	Standard Standard `toml:"standard"`
+	Stripe   Stripe   `toml:"stripe"`
+}
+
+// Mock is the [providers.mock] section: the simulated PSP inside the binary.
+type Mock struct {
+	// WebhookSecret signs the mock's webhooks (Standard Webhooks).
+	WebhookSecret string `toml:"webhook_secret"`
+	// WebhookURL is where the mock sends its webhooks; empty means this
+	// server's own /webhooks/mock.
+	WebhookURL string `toml:"webhook_url"`
+	// WebhookDelay is the wait before the mock sends a webhook.
+	WebhookDelay Duration `toml:"webhook_delay"`
+	// DuplicateRate is the share of webhooks sent twice, in [0, 1].
+	DuplicateRate float64 `toml:"duplicate_rate"`
+	// Reorder lets the mock send a payment's webhooks out of order.
+	Reorder bool `toml:"reorder"`
+}
+
+// Standard is the [providers.standard] section: report mode plus Standard
+// Webhooks, for any PSP bridge that speaks them.
+type Standard struct {
+	// WebhookSecret verifies incoming webhooks (Standard Webhooks).
+	WebhookSecret string `toml:"webhook_secret"`
+}
+
+// Stripe is the [providers.stripe] section. The provider is disabled while
+// SecretKey is empty.
+type Stripe struct {
+	// SecretKey is the Stripe API key, "sk_..." or a restricted "rk_...".
+	SecretKey string `toml:"secret_key"`
+	// WebhookSecret is the endpoint's signing secret, "whsec_...".
+	WebhookSecret string `toml:"webhook_secret"`
+	// APIBase overrides Stripe's API URL (stripe-mock in tests); empty means
+	// Stripe's own.
+	APIBase string `toml:"api_base"`
+}
+
+// Enabled reports whether the mock provider is configured: it needs a
+// secret to sign its webhooks.
+func (m Mock) Enabled() bool { return m.WebhookSecret != "" }
+
+// Enabled reports whether the standard provider is configured: it needs a
+// secret to verify webhooks.
+func (s Standard) Enabled() bool { return s.WebhookSecret != "" }
+
+// Enabled reports whether the Stripe provider is configured: it needs an
+// API key.
+func (s Stripe) Enabled() bool { return s.SecretKey != "" }
+
+// DefaultConfig returns the configuration paystate runs with when no file
+// is given; config.example.toml spells out the same values.
+func DefaultConfig() Config {
+	return Config{
+		Server: Server{
+			Listen:          "127.0.0.1:8080",
+			MaxBody:         256 << 10,
+			ShutdownTimeout: Duration{10 * time.Second},
+		},
+		Storage: Storage{
+			Backend: "bolt",
+			Path:    "./paystate.db",
+		},
+		Auth: Auth{APIKeys: []string{}},
+		Log: Log{
+			Level:  "info",
+			Format: "console",
+		},
+		Lease:       Lease{TTL: Duration{30 * time.Second}},
+		Payment:     Payment{ExpireAfter: Duration{time.Hour}, Provider: ProviderMock},
+		Idempotency: Idempotency{TTL: Duration{24 * time.Hour}},
+		WebhookInbox: WebhookInbox{
+			ProcessedRetention: Duration{30 * 24 * time.Hour},
+			Tolerance:          Duration{5 * time.Minute},
+		},
+		Sweeper: Sweeper{
+			Interval:      Duration{time.Minute},
+			MinAge:        Duration{10 * time.Minute},
+			GiveUpAfter:   Duration{24 * time.Hour},
+			RatePerSecond: 5,
+		},
+		Ripple: Ripple{
+			Workers:     4,
+			MaxAttempts: 15,
+			BackoffBase: Duration{time.Second},
+			BackoffCap:  Duration{time.Hour},
+		},
+		Loyalty: Loyalty{PointsPerUnit: 1},
+		Receipt: Receipt{From: "receipts@example.com"},
+		Providers: Providers{
+			Mock: Mock{
+				WebhookSecret: DevelopmentWebhookSecret,
+				WebhookDelay:  Duration{50 * time.Millisecond},
+			},
+			Standard: Standard{WebhookSecret: DevelopmentWebhookSecret},
+		},
+	}
+}
+
+// Load reads the TOML file at path and returns the validated configuration,
+// with secrets from the process environment applied. An empty path means
+// no file: DefaultConfig plus the environment.
+func Load(path string) (Config, error) {
+	return LoadEnv(path, os.Getenv)
+}
+
+// LoadEnv is Load with the environment read through getenv (nil reads
+// nothing), so tests need not touch the process environment.
+func LoadEnv(path string, getenv func(string) string) (Config, error) {
+	if path == "" {
+		return Parse(nil, getenv)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+	cfg, err := Parse(data, getenv)
+	if err != nil {
+		return Config{}, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+// Parse decodes TOML data over DefaultConfig, rejects unknown keys, applies
+// the environment through getenv (nil reads nothing) and validates the
+// result. Empty data yields the defaults.
+func Parse(data []byte, getenv func(string) string) (Config, error) {
+	cfg, err := decode(data)
+	if err != nil {
+		return Config{}, err
+	}
+	if getenv != nil {
+		applyEnv(&cfg, getenv)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+// decode decodes data over DefaultConfig and rejects every key that does not
+// map exactly, case included, onto a Config field.
+func decode(data []byte) (Config, error) {
+	cfg := DefaultConfig()
+	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&cfg)
+	if err != nil {
+		return Config{}, fmt.Errorf("config: %w", err)
+	}
+
+	// The decoder matches field names without regard to case; a key must
+	// be spelled as documented, so "Listen" is as unknown as "listne".
+	// Below an unknown table only the table itself is reported.
+	known := knownKeys()
+	var errs []error
+	unknown := make(map[string]bool)
+	report := func(k toml.Key) {
+		for i := 1; i <= len(k); i++ {
+			if unknown[k[:i].String()] {
+				return
+			}
+		}
+		unknown[k.String()] = true
+		errs = append(errs, fmt.Errorf("config: unknown key %q", k.String()))
+	}
+	undecoded := make(map[string]bool)
+	for _, k := range md.Undecoded() {
+		undecoded[k.String()] = true
+	}
+	for _, k := range md.Keys() {
+		if undecoded[k.String()] || !known[k.String()] {
+			report(k)
+		}
+	}
+	if len(errs) > 0 {
+		return Config{}, errors.Join(errs...)
+	}
+	return cfg, nil
+}
+
+// applyEnv overrides secrets with the PAYSTATE_ variables that are set.
+func applyEnv(cfg *Config, getenv func(string) string) {
+	str := func(dst *string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = v
+		}
+	}
+	list := func(dst *[]string, name string) {
+		if v := getenv(name); v != "" {
+			*dst = splitList(v)
+		}
+	}
+	list(&cfg.Auth.APIKeys, "PAYSTATE_AUTH_API_KEYS")
+	str(&cfg.Storage.DSN, "PAYSTATE_STORAGE_DSN")
+	str(&cfg.Providers.Mock.WebhookSecret, "PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET")
+	str(&cfg.Providers.Standard.WebhookSecret, "PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET")
+	str(&cfg.Providers.Stripe.SecretKey, "PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY")
+	str(&cfg.Providers.Stripe.WebhookSecret, "PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET")
+	for i := range cfg.Webhooks {
+		str(&cfg.Webhooks[i].Secret, fmt.Sprintf("PAYSTATE_WEBHOOKS_%d_SECRET", i))
+		list(&cfg.Webhooks[i].Secrets, fmt.Sprintf("PAYSTATE_WEBHOOKS_%d_SECRETS", i))
+	}
+}
+
+// splitList splits a comma-separated list, trimming spaces and dropping
+// empty items, so "a, b," is ["a", "b"].
+func splitList(s string) []string {
+	out := []string{}
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+// knownKeys returns every dotted key a config file may contain, spelled as
+// the toml tags spell it; keys inside [[webhooks]] carry no index.
+func knownKeys() map[string]bool {
+	keys := make(map[string]bool)
+	addKeys(keys, "", reflect.TypeFor[Config]())
+	return keys
+}
+
+// addKeys adds the keys of struct type t, under prefix, to keys. A struct
+// that unmarshals itself from text (Duration) is one key, not a table.
+func addKeys(keys map[string]bool, prefix string, t reflect.Type) {
+	textType := reflect.TypeFor[encoding.TextUnmarshaler]()
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("toml"), ",")
+		if name == "" || name == "-" {
+			continue
+		}
+		if prefix != "" {
+			name = prefix + "." + name
+		}
+		keys[name] = true
+		ft := f.Type
+		if ft.Kind() == reflect.Slice {
+			ft = ft.Elem()
+		}
+		if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(textType) {
+			addKeys(keys, name, ft)
+		}
+	}
+}

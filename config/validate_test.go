@@ -1,0 +1,307 @@
+package config
+
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+// validWebhook returns a merchant endpoint that passes Validate.
+func validWebhook() Webhook {
+	return Webhook{
+		URL:    "https://shop.example.com/hooks",
+		Secret: testSecret("endpoint"),
+		Events: []string{"payment.captured"},
+	}
+}
+
+func TestConfig_Validate(t *testing.T) {
+	t.Parallel()
+	d := func(s string) Duration {
+		v, err := time.ParseDuration(s)
+		if err != nil {
+			panic(err)
+		}
+		return Duration{v}
+	}
+	for _, tt := range []struct {
+		name   string
+		mutate func(*Config)
+		key    string // the key the message must name; "" means valid
+	}{
+		{"Default", func(*Config) {}, ""},
+		{"ListenPortZero", func(c *Config) { c.Server.Listen = "127.0.0.1:0" }, ""},
+		{"ListenLocalhost", func(c *Config) { c.Server.Listen = "localhost:8080" }, ""},
+		{"ListenIPv6Loopback", func(c *Config) { c.Server.Listen = "[::1]:8080" }, ""},
+		{"ListenPublicWithKey", func(c *Config) {
+			c.Server.Listen = "0.0.0.0:8080"
+			c.Auth.APIKeys = []string{"0123456789abcdef"}
+			c.Providers.Standard.WebhookSecret = testSecret("standard")
+		}, ""},
+		{"ListenNoPort", func(c *Config) { c.Server.Listen = "127.0.0.1" }, "server.listen"},
+		{"ListenBadPort", func(c *Config) { c.Server.Listen = "127.0.0.1:http" }, "server.listen"},
+		{"ListenPortRange", func(c *Config) { c.Server.Listen = "127.0.0.1:70000" }, "server.listen"},
+		{"ListenPublicNoKey", func(c *Config) { c.Server.Listen = "0.0.0.0:8080" }, "server.listen"},
+		{"ListenAllNoKey", func(c *Config) { c.Server.Listen = ":8080" }, "server.listen"},
+		{"MaxBodyZero", func(c *Config) { c.Server.MaxBody = 0 }, "server.max_body"},
+		{"MaxBodyHuge", func(c *Config) { c.Server.MaxBody = MaxBodyLimit + 1 }, "server.max_body"},
+		{"MaxBodyLimit", func(c *Config) { c.Server.MaxBody = MaxBodyLimit }, ""},
+		{"ShutdownTimeoutZero", func(c *Config) { c.Server.ShutdownTimeout = Duration{} }, "server.shutdown_timeout"},
+		{"BackendUnknown", func(c *Config) { c.Storage.Backend = "sqlite" }, "storage.backend"},
+		{"BackendPostgres", func(c *Config) { c.Storage.Backend = "postgres"; c.Storage.DSN = "postgres://db/x" }, "storage.backend"},
+		{"BackendPostgresNoDSN", func(c *Config) { c.Storage.Backend = "postgres" }, "storage.dsn"},
+		{"PathEmpty", func(c *Config) { c.Storage.Path = "" }, "storage.path"},
+		{"APIKeyEmpty", func(c *Config) { c.Auth.APIKeys = []string{"0123456789abcdef", ""} }, "auth.api_keys[1]"},
+		{"APIKeyShort", func(c *Config) { c.Auth.APIKeys = []string{"short"} }, "auth.api_keys[0]"},
+		{"APIKeySpace", func(c *Config) { c.Auth.APIKeys = []string{"0123456789 abcdef"} }, "auth.api_keys[0]"},
+		{"LogLevel", func(c *Config) { c.Log.Level = "verbose" }, "log.level"},
+		{"LogFormat", func(c *Config) { c.Log.Format = "text" }, "log.format"},
+		{"LeaseTTLZero", func(c *Config) { c.Lease.TTL = Duration{} }, "lease.ttl"},
+		{"ExpireAfterNegative", func(c *Config) { c.Payment.ExpireAfter = d("-1h") }, "payment.expire_after"},
+		{"ProviderUnknown", func(c *Config) { c.Payment.Provider = "paypal" }, "payment.provider"},
+		{"ProviderStripeNoKey", func(c *Config) { c.Payment.Provider = "stripe" }, "payment.provider"},
+		{"ProviderStripe", func(c *Config) {
+			c.Payment.Provider = "stripe"
+			c.Providers.Stripe.SecretKey = "sk_test_123"
+			c.Providers.Stripe.WebhookSecret = "whsec_123"
+		}, ""},
+		{"ProviderStandardDisabled", func(c *Config) {
+			c.Payment.Provider = "standard"
+			c.Providers.Standard.WebhookSecret = ""
+		}, "payment.provider"},
+		{"ProviderMockDisabled", func(c *Config) { c.Providers.Mock.WebhookSecret = "" }, "payment.provider"},
+		{"IdempotencyTTLZero", func(c *Config) { c.Idempotency.TTL = Duration{} }, "idempotency.ttl"},
+		{"ProcessedRetentionZero", func(c *Config) { c.WebhookInbox.ProcessedRetention = Duration{} }, "webhook_inbox.processed_retention"},
+		{"ProcessedRetentionShort", func(c *Config) { c.WebhookInbox.ProcessedRetention = d("1m") }, "webhook_inbox.processed_retention"},
+		{"ToleranceZero", func(c *Config) { c.WebhookInbox.Tolerance = Duration{} }, "webhook_inbox.tolerance"},
+		{"SweeperIntervalZero", func(c *Config) { c.Sweeper.Interval = Duration{} }, "sweeper.interval"},
+		{"SweeperMinAgeZero", func(c *Config) { c.Sweeper.MinAge = Duration{} }, ""},
+		{"SweeperMinAgeNegative", func(c *Config) { c.Sweeper.MinAge = d("-1s") }, "sweeper.min_age"},
+		{"GiveUpAfterZero", func(c *Config) { c.Sweeper.GiveUpAfter = Duration{} }, "sweeper.give_up_after"},
+		{"GiveUpBeforeMinAge", func(c *Config) { c.Sweeper.GiveUpAfter = d("5m") }, "sweeper.give_up_after"},
+		{"RateZero", func(c *Config) { c.Sweeper.RatePerSecond = 0 }, "sweeper.rate_per_second"},
+		{"RateNaN", func(c *Config) { c.Sweeper.RatePerSecond = math.NaN() }, "sweeper.rate_per_second"},
+		{"RateInf", func(c *Config) { c.Sweeper.RatePerSecond = math.Inf(1) }, "sweeper.rate_per_second"},
+		{"WorkersZero", func(c *Config) { c.Ripple.Workers = 0 }, "ripple.workers"},
+		{"WorkersMany", func(c *Config) { c.Ripple.Workers = MaxWorkers + 1 }, "ripple.workers"},
+		{"MaxAttemptsZero", func(c *Config) { c.Ripple.MaxAttempts = 0 }, "ripple.max_attempts"},
+		{"BackoffBaseZero", func(c *Config) { c.Ripple.BackoffBase = Duration{} }, "ripple.backoff_base"},
+		{"BackoffCapZero", func(c *Config) { c.Ripple.BackoffCap = Duration{} }, "ripple.backoff_cap"},
+		{"BackoffBaseOverCap", func(c *Config) { c.Ripple.BackoffBase = d("2h") }, "ripple.backoff_base"},
+		{"PointsNegative", func(c *Config) { c.Loyalty.PointsPerUnit = -1 }, "loyalty.points_per_unit"},
+		{"PointsZero", func(c *Config) { c.Loyalty.PointsPerUnit = 0 }, ""},
+		{"SMTPAddr", func(c *Config) { c.Receipt.SMTPAddr = "localhost:2525" }, ""},
+		{"SMTPAddrNoPort", func(c *Config) { c.Receipt.SMTPAddr = "localhost" }, "receipt.smtp_addr"},
+		{"SMTPAddrNoHost", func(c *Config) { c.Receipt.SMTPAddr = ":25" }, "receipt.smtp_addr"},
+		{"ReceiptFromEmpty", func(c *Config) { c.Receipt.SMTPAddr = "localhost:25"; c.Receipt.From = "" }, "receipt.from"},
+		{"ReceiptFromBad", func(c *Config) { c.Receipt.From = "receipts" }, "receipt.from"},
+		{"Webhook", func(c *Config) { c.Webhooks = []Webhook{validWebhook()} }, ""},
+		{"WebhookURLRelative", func(c *Config) {
+			w := validWebhook()
+			w.URL = "/hooks"
+			c.Webhooks = []Webhook{validWebhook(), w}
+		}, "webhooks[1].url"},
+		{"WebhookURLScheme", func(c *Config) {
+			w := validWebhook()
+			w.URL = "ftp://shop.example.com/hooks"
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].url"},
+		{"WebhookNoSecret", func(c *Config) {
+			w := validWebhook()
+			w.Secret = ""
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].secret"},
+		{"WebhookOnlySecrets", func(c *Config) {
+			w := validWebhook()
+			w.Secret, w.Secrets = "", []string{testSecret("next")}
+			c.Webhooks = []Webhook{w}
+		}, ""},
+		{"WebhookSecretNoPrefix", func(c *Config) {
+			w := validWebhook()
+			w.Secret = strings.TrimPrefix(w.Secret, "whsec_")
+			c.Webhooks = []Webhook{validWebhook(), w}
+		}, "webhooks[1].secret"},
+		{"WebhookSecretBadBase64", func(c *Config) {
+			w := validWebhook()
+			w.Secret = "whsec_not base64!"
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].secret"},
+		{"WebhookSecretShort", func(c *Config) {
+			w := validWebhook()
+			w.Secret = "whsec_c2hvcnQ="
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].secret"},
+		{"WebhookSecretsBad", func(c *Config) {
+			w := validWebhook()
+			w.Secrets = []string{testSecret("next"), "whsec_"}
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].secrets[1]"},
+		{"WebhookNoEvents", func(c *Config) {
+			w := validWebhook()
+			w.Events = nil
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].events"},
+		{"WebhookBadEvent", func(c *Config) {
+			w := validWebhook()
+			w.Events = []string{"payment.captured", "captured"}
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].events[1]"},
+		{"WebhookBareEvent", func(c *Config) {
+			w := validWebhook()
+			w.Events = []string{"payment."}
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].events[0]"},
+		{"MockSecretBad", func(c *Config) { c.Providers.Mock.WebhookSecret = "secret" }, "providers.mock.webhook_secret"},
+		{"MockURL", func(c *Config) { c.Providers.Mock.WebhookURL = "http://127.0.0.1:9/webhooks/mock" }, ""},
+		{"MockURLBad", func(c *Config) { c.Providers.Mock.WebhookURL = "127.0.0.1:9/webhooks/mock" }, "providers.mock.webhook_url"},
+		{"MockDelayNegative", func(c *Config) { c.Providers.Mock.WebhookDelay = d("-1ms") }, "providers.mock.webhook_delay"},
+		{"MockDelayZero", func(c *Config) { c.Providers.Mock.WebhookDelay = Duration{} }, ""},
+		{"DuplicateRateHigh", func(c *Config) { c.Providers.Mock.DuplicateRate = 1.5 }, "providers.mock.duplicate_rate"},
+		{"DuplicateRateNegative", func(c *Config) { c.Providers.Mock.DuplicateRate = -0.1 }, "providers.mock.duplicate_rate"},
+		{"DuplicateRateNaN", func(c *Config) { c.Providers.Mock.DuplicateRate = math.NaN() }, "providers.mock.duplicate_rate"},
+		{"DuplicateRateOne", func(c *Config) { c.Providers.Mock.DuplicateRate = 1 }, ""},
+		{"StandardSecretBad", func(c *Config) { c.Providers.Standard.WebhookSecret = "whsec_%%%" }, "providers.standard.webhook_secret"},
+		{"StandardDevSecretPublic", func(c *Config) {
+			c.Server.Listen = "0.0.0.0:8080"
+			c.Auth.APIKeys = []string{"0123456789abcdef"}
+		}, "providers.standard.webhook_secret"},
+		{"StandardDisabledPublic", func(c *Config) {
+			c.Server.Listen = "0.0.0.0:8080"
+			c.Auth.APIKeys = []string{"0123456789abcdef"}
+			c.Providers.Standard.WebhookSecret = ""
+		}, ""},
+		{"StripeKeyPublishable", func(c *Config) {
+			c.Providers.Stripe.SecretKey = "pk_test_123"
+			c.Providers.Stripe.WebhookSecret = "whsec_123"
+		}, "providers.stripe.secret_key"},
+		{"StripeNoWebhookSecret", func(c *Config) { c.Providers.Stripe.SecretKey = "sk_test_123" }, "providers.stripe.webhook_secret"},
+		{"StripeWebhookSecretPrefix", func(c *Config) {
+			c.Providers.Stripe.SecretKey = "rk_test_123"
+			c.Providers.Stripe.WebhookSecret = "secret"
+		}, "providers.stripe.webhook_secret"},
+		{"StripeAPIBase", func(c *Config) { c.Providers.Stripe.APIBase = "http://localhost:12111" }, ""},
+		{"StripeAPIBaseBad", func(c *Config) { c.Providers.Stripe.APIBase = "localhost:12111" }, "providers.stripe.api_base"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c := DefaultConfig()
+			tt.mutate(&c)
+			err := c.Validate()
+			if tt.key == "" {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("Validate()=nil, want an error naming %s", tt.key)
+			}
+			if want := "config: " + tt.key + ": "; !strings.Contains(err.Error(), want) {
+				t.Fatalf("Validate()=%q, want it to contain %q", err, want)
+			}
+		})
+	}
+}
+
+func TestConfig_Validate_AllProblems(t *testing.T) {
+	t.Parallel()
+	c := DefaultConfig()
+	c.Server.MaxBody = -1
+	c.Log.Level = "loud"
+	c.Ripple.Workers = 0
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate()=nil, want three problems")
+	}
+	var joined interface{ Unwrap() []error }
+	if !errors.As(err, &joined) {
+		t.Fatalf("Validate()=%T, want joined errors", err)
+	}
+	if got, want := len(joined.Unwrap()), 3; got != want {
+		t.Fatalf("%d problems, want %d: %v", got, want, err)
+	}
+	for _, key := range []string{"server.max_body", "log.level", "ripple.workers"} {
+		if !strings.Contains(err.Error(), key) {
+			t.Errorf("Validate()=%q, want it to name %s", err, key)
+		}
+	}
+}
+
+// TestConfig_Validate_NoSecretInMessage: a rejected secret is named by its
+// key, never quoted.
+func TestConfig_Validate_NoSecretInMessage(t *testing.T) {
+	t.Parallel()
+	const apiKey, hookSecret, stripeKey = "tiny-api-key", "whsec_dG9vLXNob3J0LXNlY3JldA==", "pk_live_LEAKED"
+	c := DefaultConfig()
+	c.Auth.APIKeys = []string{apiKey}
+	c.Webhooks = []Webhook{{URL: "https://a.example/h", Secret: hookSecret, Events: []string{"payment.captured"}}}
+	c.Providers.Stripe.SecretKey = stripeKey
+	c.Providers.Stripe.WebhookSecret = "whsec_x"
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate()=nil, want errors")
+	}
+	for _, s := range []string{apiKey, hookSecret, stripeKey} {
+		if strings.Contains(err.Error(), s) {
+			t.Errorf("Validate()=%q contains the secret %q", err, s)
+		}
+	}
+}
+
+func TestConfig_Loopback(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		listen string
+		want   bool
+	}{
+		{"127.0.0.1:8080", true},
+		{"127.0.0.2:8080", true},
+		{"localhost:8080", true},
+		{"LOCALHOST:0", true},
+		{"[::1]:8080", true},
+		{"0.0.0.0:8080", false},
+		{":8080", false},
+		{"[::]:8080", false},
+		{"10.0.0.1:8080", false},
+		{"example.com:8080", false},
+		{"127.0.0.1", false},
+		{"", false},
+	} {
+		c := DefaultConfig()
+		c.Server.Listen = tt.listen
+		if got := c.Loopback(); got != tt.want {
+			t.Errorf("Loopback() for %q=%v, want %v", tt.listen, got, tt.want)
+		}
+	}
+}
+
+func TestConfig_Warnings(t *testing.T) {
+	t.Parallel()
+
+	t.Run("Default", func(t *testing.T) {
+		t.Parallel()
+		got := strings.Join(DefaultConfig().Warnings(), "\n")
+		for _, key := range []string{"auth.api_keys", "providers.mock.webhook_secret", "providers.standard.webhook_secret"} {
+			if !strings.Contains(got, key) {
+				t.Errorf("Warnings()=%q, want one about %s", got, key)
+			}
+		}
+	})
+
+	t.Run("Configured", func(t *testing.T) {
+		t.Parallel()
+		c := DefaultConfig()
+		c.Auth.APIKeys = []string{"0123456789abcdef"}
+		c.Providers.Mock.WebhookSecret = testSecret("mock")
+		c.Providers.Standard.WebhookSecret = ""
+		if got := c.Warnings(); len(got) != 0 {
+			t.Fatalf("Warnings()=%q, want none", got)
+		}
+		c.Providers.Stripe.WebhookSecret = "whsec_123"
+		if got := strings.Join(c.Warnings(), "\n"); !strings.Contains(got, "providers.stripe.secret_key") {
+			t.Fatalf("Warnings()=%q, want one about providers.stripe.secret_key", got)
+		}
+	})
+}

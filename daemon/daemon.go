@@ -1,0 +1,198 @@
+// Package daemon wires paystate together: it opens the store, builds the
+// providers, finalize, the webhook inbox and its workers, and the HTTP
+// server from a config.Config, and shuts them down in order. main.go runs
+// it for `paystate serve`; end-to-end tests boot it on 127.0.0.1:0 with a
+// temporary database and drive it over HTTP only.
+//
+// It lives in its own package rather than in main.go so that main.go stays
+// a thin command-line front and tests of other packages (the simulation,
+// the crash loop) can boot the same daemon.
+package daemon
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/httpd"
+	"github.com/paystate/paystate/inbox"
+	"github.com/paystate/paystate/lease"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/payments"
+	"github.com/paystate/paystate/psp/mock"
+	"github.com/paystate/paystate/psp/standard"
+	"github.com/paystate/paystate/store"
+)
+
+// Main is one running paystate.
+type Main struct {
+	Config config.Config
+	// Now is the clock of the store and the workers; default time.Now.
+	Now    func() time.Time
+	Logger zerolog.Logger
+
+	DB        *store.DB
+	Server    *httpd.Server
+	Finalizer *finalize.Finalizer
+	Payments  *payments.Service
+	Inbox     *inbox.Inbox
+	Mock      *mock.Provider
+	Providers map[string]pay.Provider
+
+	cancel  context.CancelFunc
+	g       *errgroup.Group
+	running atomic.Bool
+}
+
+// New returns a Main for cfg; Open starts it.
+func New(cfg config.Config, logger zerolog.Logger) *Main {
+	return &Main{Config: cfg, Logger: logger, Now: time.Now}
+}
+
+// Open opens the database, binds the HTTP listener and starts the workers.
+func (m *Main) Open() (err error) {
+	cfg := m.Config
+	if m.Now == nil {
+		m.Now = time.Now
+	}
+	defer func() {
+		if err != nil {
+			m.Close(context.Background())
+		}
+	}()
+	owner := newOwner()
+
+	// Storage first, closed last.
+	if cfg.Storage.Backend != "bolt" {
+		return fmt.Errorf("storage.backend %q is not available in this build", cfg.Storage.Backend)
+	}
+	m.DB, err = store.Open(cfg.Storage.Path, &store.Options{Now: m.Now})
+	if err != nil {
+		return fmt.Errorf("open database %s: %w", cfg.Storage.Path, err)
+	}
+
+	// Providers.
+	m.Providers = map[string]pay.Provider{}
+	tol := cfg.WebhookInbox.Tolerance.Duration
+	if cfg.Providers.Mock.Enabled() {
+		mc := cfg.Providers.Mock
+		m.Mock, err = mock.New(mock.Config{
+			WebhookSecret: mc.WebhookSecret, WebhookURL: mc.WebhookURL,
+			WebhookDelay: mc.WebhookDelay.Duration, DuplicateRate: mc.DuplicateRate,
+			Reorder: mc.Reorder, Tolerance: tol,
+		})
+		if err != nil {
+			return err
+		}
+		m.Mock.Logger = m.component("psp_mock")
+		m.Mock.Now = m.Now
+		m.Providers["mock"] = m.Mock
+	}
+	if cfg.Providers.Standard.Enabled() {
+		sp, err := standard.New(standard.Config{WebhookSecret: cfg.Providers.Standard.WebhookSecret, Tolerance: tol})
+		if err != nil {
+			return err
+		}
+		m.Providers["standard"] = sp
+	}
+	if _, ok := m.Providers[cfg.Payment.Provider]; !ok {
+		return fmt.Errorf("payment.provider %q is not configured", cfg.Payment.Provider)
+	}
+
+	// The domain services.
+	m.Finalizer = finalize.New(m.DB)
+	m.Finalizer.Logger = m.component("finalize")
+	m.Payments = &payments.Service{
+		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers,
+		DefaultProvider: cfg.Payment.Provider, Now: m.Now, Logger: m.component("payments"),
+	}
+	m.Inbox = &inbox.Inbox{
+		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
+		Leases: &lease.Runner{Store: m.DB, Holder: "inbox/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")},
+		Logger: m.component("inbox"),
+	}
+
+	// HTTP: bind now, so a port in use fails the start.
+	m.Server = &httpd.Server{
+		Addr: cfg.Server.Listen, APIKeys: cfg.Auth.APIKeys, MaxBody: cfg.Server.MaxBody,
+		Store: m.DB, Payments: m.Payments, Inbox: m.Inbox,
+		IdemTTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true,
+		Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
+	}
+	if err := m.Server.Open(); err != nil {
+		return err
+	}
+	if m.Mock != nil && cfg.Providers.Mock.WebhookURL == "" {
+		m.Mock.SetWebhookURL(m.Server.URL() + "/webhooks/mock")
+	}
+
+	// Workers.
+	ctx, cancel := context.WithCancel(context.Background())
+	m.cancel = cancel
+	m.g, ctx = errgroup.WithContext(ctx)
+	m.g.Go(func() error { return m.Inbox.Run(ctx) })
+	m.running.Store(true)
+	m.Logger.Info().Str("listen", m.Server.URL()).Str("db", cfg.Storage.Path).Msg("paystate started")
+	return nil
+}
+
+// ready is the readiness check: storage open and workers running.
+func (m *Main) ready() error {
+	if m.DB == nil {
+		return errors.New("storage is not open")
+	}
+	if !m.running.Load() {
+		return errors.New("workers are not running")
+	}
+	return nil
+}
+
+// Close shuts down in order: the HTTP server (in-flight requests finish),
+// then the workers (at a step boundary), and the database last; the mock
+// PSP's webhook senders stop first. ctx bounds the whole shutdown.
+func (m *Main) Close(ctx context.Context) error {
+	var errs []error
+	m.running.Store(false)
+	if m.Mock != nil {
+		// The simulated PSP stops sending first; what it did not send is
+		// what a real PSP would redeliver later (or the sweeper finds).
+		m.Mock.Close()
+	}
+	if m.Server != nil {
+		if err := m.Server.Shutdown(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("http shutdown: %w", err))
+		}
+	}
+	if m.cancel != nil {
+		m.cancel()
+		if err := m.g.Wait(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if m.DB != nil {
+		if err := m.DB.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("close database: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (m *Main) component(name string) zerolog.Logger {
+	return m.Logger.With().Str("component", name).Logger()
+}
+
+// newOwner names this process on leases and idempotency keys.
+func newOwner() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,31 @@
+// Package finalize holds the one function that changes a payment's status,
+// and the client view that decides what of a payment a client may see.
+//
+// Every path — the synchronous PSP answer, a merchant's /sync report, a
+// webhook, the sweeper, a human on the review queue — builds a
+// pay.Observation and calls Finalize (or Apply inside its own transaction).
+// In one storage transaction it reads the payment, checks the lease token
+// (fencing), notes a version conflict and evaluates the state machine
+// against the fresh record, writes the next version with compare-and-set,
+// appends the outbox record and ledger lines of a real transition, records
+// a webhook's event id as processed, and appends a timeline step.
+//
+// The state machine (pay.Decide), non-terminal statuses ranked
+// created < processing = requires_action < finalize_pending:
+//
+//	            +------------------+-----------------+
+//	            |                  |                 v
+//	created --> processing <--> requires_action --> finalize_pending
+//	   |            |                  |                 |
+//	   |            v                  v                 v
+//	   +------> captured / failed / refunded <---- expired (any non-terminal
+//	                 |                                  may expire; expired
+//	                 +--> refunded (only exit from      may move to anything)
+//	                      a terminal status)
+//
+// A terminal payment observed in the same status is a duplicate (no-op);
+// observed in another terminal status it goes to the review queue as
+// conflicting_terminal; observed in a non-terminal status the observation
+// is stale and ignored. A lower-ranked non-terminal observation is stale.
+// Only a real transition ("flipped") appends an outbox record.
+package finalize

@@ -1,0 +1,310 @@
+package finalize
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
+	"github.com/paystate/paystate/ids"
+	"github.com/paystate/paystate/pay"
+)
+
+// maxRetries bounds the re-reads after a lost compare-and-set. With bbolt the
+// write lock makes a lost CAS impossible inside one transaction; a backend
+// with concurrent writers (PostgreSQL) may lose it and re-read.
+const maxRetries = 8
+
+// Finalizer applies observations to payments. It is the only code in
+// paystate that changes a payment's status.
+type Finalizer struct {
+	Store pay.Store
+
+	// Notify, if set, is called after every commit that appended outbox
+	// records (the ripple workers' wake-up). It must not block.
+	Notify func()
+
+	Logger zerolog.Logger
+}
+
+// New returns a Finalizer over store.
+func New(store pay.Store) *Finalizer {
+	return &Finalizer{Store: store, Logger: zerolog.Nop()}
+}
+
+// Finalize applies obs in one storage transaction and returns the committed
+// payment and what happened. A version conflict is reported in the result,
+// never as an error; a stale lease token is an ELEASELOST error and changes
+// nothing.
+func (f *Finalizer) Finalize(ctx context.Context, obs pay.Observation) (pay.Result, error) {
+	if !obs.Status.Valid() {
+		return pay.Result{}, pay.Errorf(pay.EINVALID, "status %q is not a payment status", obs.Status)
+	}
+	var res pay.Result
+	var err error
+	for range maxRetries {
+		err = f.Store.Update(ctx, func(tx pay.Tx) error {
+			var err error
+			res, err = Apply(tx, obs)
+			if err != nil {
+				return err
+			}
+			r := res // the OnCommit closure must see this attempt's result
+			tx.OnCommit(func() { f.committed(obs, r) })
+			return nil
+		})
+		if pay.ErrorCode(err) != pay.ECONFLICT {
+			break
+		}
+	}
+	if err != nil {
+		return pay.Result{}, err
+	}
+	return res, nil
+}
+
+// committed runs after a successful commit: metrics, the log line and the
+// ripple wake-up. It is the only place finalize has effects outside storage.
+func (f *Finalizer) committed(obs pay.Observation, r pay.Result) {
+	outcome := Outcome(r)
+	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_finalize_outcomes_total{outcome=%q}`, outcome)).Inc()
+	if r.Conflict {
+		metrics.GetOrCreateCounter(`paystate_finalize_version_conflicts_total`).Inc()
+	}
+	ev := f.Logger.Debug()
+	if r.Anomaly {
+		ev = f.Logger.Warn()
+	}
+	ev.Str("payment_id", obs.PaymentID).Str("source", string(obs.Source)).
+		Str("observed", string(obs.Status)).Str("status", string(r.Payment.Status)).
+		Uint64("version", r.Payment.Version).Str("outcome", outcome).Bool("conflict", r.Conflict).
+		Func(func(e *zerolog.Event) {
+			if obs.EventID != "" {
+				e.Str("event_id", obs.EventID)
+			}
+		}).Msg("finalize")
+	if r.Flipped && f.Notify != nil {
+		f.Notify()
+	}
+}
+
+// Outcome names a result for metrics and logs: flipped, duplicate, stale,
+// anomaly or update.
+func Outcome(r pay.Result) string {
+	switch {
+	case r.Flipped:
+		return "flipped"
+	case r.Anomaly:
+		return "anomaly"
+	case r.Stale:
+		return "stale"
+	case r.Duplicate:
+		return "duplicate"
+	}
+	return "update"
+}
+
+// Apply is the body of Finalize inside a transaction the caller owns, for
+// paths that must write more in the same transaction (the payment's
+// creation, the webhook inbox). It has no effect outside tx.
+func Apply(tx pay.Tx, obs pay.Observation) (pay.Result, error) {
+	now := tx.Now()
+
+	// Read the payment.
+	p, err := tx.Payment(obs.PaymentID)
+	if err != nil {
+		return pay.Result{}, err
+	}
+	res := pay.Result{Payment: p}
+
+	// An event applied before changes nothing, not even the timeline.
+	if obs.EventID != "" {
+		done, err := tx.IsProcessed(obs.Provider, obs.EventID)
+		if err != nil {
+			return pay.Result{}, err
+		}
+		if done {
+			res.Duplicate = true
+			res.Decision = pay.Duplicate
+			return res, nil
+		}
+	}
+
+	// Fencing: a caller whose lease is no longer current must not write.
+	if obs.LeaseToken != 0 {
+		l, err := tx.Lease(p.ID)
+		if err != nil {
+			return pay.Result{}, err
+		}
+		if l.Token != obs.LeaseToken || !l.Held(now) {
+			return pay.Result{}, pay.Errorf(pay.ELEASELOST, "lease %d of payment %s is no longer current", obs.LeaseToken, p.ID)
+		}
+	}
+
+	step := pay.Step{PaymentID: p.ID, At: now, Source: obs.Source, From: p.Status, To: obs.Status, Version: p.Version, EventID: obs.EventID, Note: obs.Note}
+
+	// A version conflict is a signal to re-read: the rules below run on the
+	// fresh record just read.
+	if obs.ExpectedVersion != 0 && obs.ExpectedVersion != p.Version {
+		res.Conflict = true
+		c := step
+		c.Kind = pay.StepConflict
+		c.Note = fmt.Sprintf("expected version %d, found %d", obs.ExpectedVersion, p.Version)
+		if err := tx.AppendStep(c); err != nil {
+			return pay.Result{}, err
+		}
+	}
+
+	res.Decision = pay.Decide(p.Status, obs.Status)
+	switch res.Decision {
+	case pay.Apply:
+		np := withProviderData(p, obs)
+		np.Status = obs.Status
+		if np.Status.Terminal() {
+			// Secrets are worthless once the payment is final; keep none.
+			np.ClientSecret, np.RedirectURL = "", ""
+		}
+		if err := write(tx, &np, p.Version, now); err != nil {
+			return pay.Result{}, err
+		}
+		step.Kind, step.Version = pay.StepTransition, np.Version
+		if err := tx.AppendStep(step); err != nil {
+			return pay.Result{}, err
+		}
+		rec := pay.OutboxRecord{
+			ID: ids.Event(now), Type: pay.EventType(np.Status), PaymentID: np.ID,
+			Status: np.Status, From: p.Status, Version: np.Version,
+			OrderID: np.OrderID, Amount: np.Amount, Currency: np.Currency,
+			Customer: np.Customer, Provider: np.Provider, CreatedAt: now,
+		}
+		if err := tx.AppendOutbox(rec); err != nil {
+			return pay.Result{}, err
+		}
+		if entries := postings(p.Status, rec); len(entries) > 0 {
+			if err := tx.AppendLedger(entries); err != nil {
+				return pay.Result{}, err
+			}
+		}
+		res.Payment, res.Flipped = np, true
+
+	case pay.Duplicate:
+		res.Duplicate = true
+		np := withProviderData(p, obs)
+		if np != p {
+			// Same status, but the PSP told us something new (its reference,
+			// a secret for the customer): write it as an update.
+			if err := write(tx, &np, p.Version, now); err != nil {
+				return pay.Result{}, err
+			}
+			step.Kind, step.Version = pay.StepUpdate, np.Version
+			res.Payment = np
+		} else {
+			step.Kind = pay.StepDuplicate
+		}
+		if err := tx.AppendStep(step); err != nil {
+			return pay.Result{}, err
+		}
+
+	case pay.Stale:
+		res.Stale = true
+		step.Kind = pay.StepStale
+		if err := tx.AppendStep(step); err != nil {
+			return pay.Result{}, err
+		}
+
+	case pay.ConflictingTerminal:
+		res.Anomaly = true
+		step.Kind = pay.StepAnomaly
+		if err := tx.AppendStep(step); err != nil {
+			return pay.Result{}, err
+		}
+		if err := tx.PutReview(pay.ReviewItem{
+			ID: p.ID, PaymentID: p.ID, Reason: pay.ReasonConflictingTerminal,
+			Provider: p.Provider, ProviderRef: p.ProviderRef, EventID: obs.EventID,
+			Observed: obs.Status, Note: fmt.Sprintf("stored %s, %s reported %s", p.Status, obs.Source, obs.Status),
+			CreatedAt: now,
+		}); err != nil {
+			return pay.Result{}, err
+		}
+	}
+
+	// The event is processed in the same transaction as its effect.
+	if obs.EventID != "" {
+		if err := tx.MarkProcessed(obs.Provider, obs.EventID); err != nil {
+			return pay.Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// Record appends a timeline step that changes no status (a failed attempt
+// at the PSP, an event without a status) and, for a webhook, records its
+// event as processed, in one transaction.
+func Record(tx pay.Tx, paymentID string, source pay.Source, kind, provider, eventID, note string) error {
+	p, err := tx.Payment(paymentID)
+	if err != nil {
+		return err
+	}
+	if eventID != "" {
+		if done, err := tx.IsProcessed(provider, eventID); err != nil || done {
+			return err
+		}
+	}
+	if err := tx.AppendStep(pay.Step{
+		PaymentID: p.ID, At: tx.Now(), Source: source, Kind: kind,
+		From: p.Status, To: p.Status, Version: p.Version, EventID: eventID, Note: note,
+	}); err != nil {
+		return err
+	}
+	if eventID != "" {
+		return tx.MarkProcessed(provider, eventID)
+	}
+	return nil
+}
+
+// withProviderData returns p with the PSP data the observation carries.
+func withProviderData(p pay.Payment, obs pay.Observation) pay.Payment {
+	if obs.ProviderRef != "" && p.ProviderRef == "" {
+		// A PSP reference, once known, does not change.
+		p.ProviderRef = obs.ProviderRef
+	}
+	if obs.Status.ShowsSecrets() {
+		if obs.ClientSecret != "" {
+			p.ClientSecret = obs.ClientSecret
+		}
+		if obs.RedirectURL != "" {
+			p.RedirectURL = obs.RedirectURL
+		}
+	}
+	return p
+}
+
+// write stores np as the next version after prev (compare-and-set).
+func write(tx pay.Tx, np *pay.Payment, prev uint64, now time.Time) error {
+	np.Version = prev + 1
+	np.UpdatedAt = now.UTC()
+	return tx.UpdatePayment(*np, prev)
+}
+
+// postings returns the ledger lines of a transition: a capture moves the
+// amount into the PSP receivable against revenue; a refund of a captured
+// payment reverses it. A payment refunded without ever being captured here
+// posted nothing and reverses nothing.
+func postings(from pay.Status, rec pay.OutboxRecord) []pay.LedgerEntry {
+	var amt int64
+	switch {
+	case rec.Status == pay.Captured:
+		amt = rec.Amount
+	case rec.Status == pay.Refunded && from == pay.Captured:
+		amt = -rec.Amount
+	default:
+		return nil
+	}
+	base := pay.LedgerEntry{PaymentID: rec.PaymentID, EventID: rec.ID, Currency: rec.Currency, At: rec.CreatedAt}
+	debit, credit := base, base
+	debit.Account, debit.Amount = pay.AccountPSPReceivable, amt
+	credit.Account, credit.Amount = pay.AccountMerchantRevenue, -amt
+	return []pay.LedgerEntry{debit, credit}
+}

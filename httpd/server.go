@@ -1,0 +1,235 @@
+// Package httpd is paystate's HTTP server: the merchant API, the PSP webhook
+// endpoints, health, metrics and the dashboard, on fasthttp. It owns the
+// wire format (JSON structs with snake_case tags), authentication, the
+// idempotency-key protocol and the table from error codes to HTTP statuses.
+// Handlers never use the fasthttp request as a context: every store or PSP
+// call gets a context derived from the server's own, with a timeout.
+package httpd
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+	"github.com/valyala/fasthttp"
+
+	"github.com/paystate/paystate/inbox"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/payments"
+)
+
+// Defaults of the server.
+const (
+	DefaultMaxBody        = 256 << 10
+	DefaultRequestTimeout = 30 * time.Second
+	DefaultIdemTTL        = 24 * time.Hour
+	// DefaultIdemLock is how long an in-flight idempotency key is held
+	// before a retry may take it over (a request that died midway).
+	DefaultIdemLock = 60 * time.Second
+)
+
+// Server serves the HTTP API.
+type Server struct {
+	Addr    string   // listen address, e.g. "127.0.0.1:8080" or ":0"
+	APIKeys []string // bearer keys; empty = loopback only
+	MaxBody int      // server.max_body
+
+	Store    pay.Store
+	Payments *payments.Service
+	Inbox    *inbox.Inbox
+
+	// IdemTTL is how long idempotency keys are kept (idempotency.ttl).
+	IdemTTL time.Duration
+	// IdemLock bounds how long a key stays in flight without an answer.
+	IdemLock time.Duration
+	// Owner identifies this process on in-flight idempotency keys.
+	Owner string
+	// Exclusive says this process is the only one using the store (bbolt
+	// holds a file lock): an in-flight key left by another process belongs
+	// to a request that died with it, and is taken over at once.
+	Exclusive bool
+
+	// Ready reports whether the server can take traffic (storage open,
+	// workers running); nil means ready.
+	Ready func() error
+
+	// RequestTimeout bounds the work of one request.
+	RequestTimeout time.Duration
+	// ReadTimeout bounds reading one request (slow clients); default 10s.
+	ReadTimeout time.Duration
+
+	Now    func() time.Time
+	Logger zerolog.Logger
+
+	ln     net.Listener
+	srv    *fasthttp.Server
+	ctx    context.Context
+	cancel context.CancelFunc
+	done   chan error
+	keys   [][32]byte
+	routes []route
+}
+
+// Open validates the configuration, binds the listener (a port in use is an
+// error here, not later) and starts serving.
+func (s *Server) Open() error {
+	if s.MaxBody <= 0 {
+		s.MaxBody = DefaultMaxBody
+	}
+	if s.RequestTimeout <= 0 {
+		s.RequestTimeout = DefaultRequestTimeout
+	}
+	if s.ReadTimeout <= 0 {
+		s.ReadTimeout = 10 * time.Second
+	}
+	if s.IdemTTL <= 0 {
+		s.IdemTTL = DefaultIdemTTL
+	}
+	if s.IdemLock <= 0 {
+		s.IdemLock = DefaultIdemLock
+	}
+	if s.Owner == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		s.Owner = hex.EncodeToString(b[:])
+	}
+	for _, k := range s.APIKeys {
+		s.keys = append(s.keys, hashKey(k))
+	}
+	if len(s.keys) == 0 {
+		if !loopback(s.Addr) {
+			return fmt.Errorf("auth.api_keys is empty: refusing to listen on %q, which is not a loopback address", s.Addr)
+		}
+		s.Logger.Info().Str("listen", s.Addr).Msg("no API key configured: serving loopback only")
+	}
+	s.routes = s.routeTable()
+
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	s.ln = lingerListener{ln}
+	s.ctx, s.cancel = context.WithCancel(context.Background())
+	s.srv = &fasthttp.Server{
+		Handler:               s.serve,
+		ErrorHandler:          s.parseError,
+		ExpectHandler:         s.expect,
+		Name:                  "paystate",
+		MaxRequestBodySize:    s.MaxBody,
+		ReadTimeout:           s.ReadTimeout,
+		WriteTimeout:          s.RequestTimeout + 5*time.Second,
+		IdleTimeout:           60 * time.Second,
+		NoDefaultServerHeader: true,
+		NoDefaultDate:         false,
+		Logger:                fasthttpLogger{s.Logger},
+	}
+	s.done = make(chan error, 1)
+	go func() { s.done <- s.srv.Serve(s.ln) }()
+	s.Logger.Info().Str("listen", ln.Addr().String()).Msg("http server listening")
+	return nil
+}
+
+// Port returns the port the server listens on (useful with ":0").
+func (s *Server) Port() int {
+	if s.ln == nil {
+		return 0
+	}
+	return s.ln.Addr().(*net.TCPAddr).Port
+}
+
+// URL returns the server's base URL on loopback.
+func (s *Server) URL() string {
+	host := "127.0.0.1"
+	if a, ok := s.ln.Addr().(*net.TCPAddr); ok && a.IP.To4() == nil && !a.IP.IsUnspecified() {
+		host = "[" + a.IP.String() + "]"
+	}
+	return "http://" + host + ":" + strconv.Itoa(s.Port())
+}
+
+// Shutdown stops accepting connections, waits for in-flight requests until
+// ctx ends, and then cancels what is left.
+func (s *Server) Shutdown(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	err := s.srv.ShutdownWithContext(ctx)
+	s.cancel()
+	if serr := <-s.done; serr != nil && err == nil && !errors.Is(serr, net.ErrClosed) {
+		err = serr
+	}
+	return err
+}
+
+// fasthttpLogger sends fasthttp's own messages to zerolog.
+type fasthttpLogger struct{ l zerolog.Logger }
+
+func (f fasthttpLogger) Printf(format string, args ...any) {
+	f.l.Debug().Str("component", "fasthttp").Msgf(format, args...)
+}
+
+// parseError answers requests fasthttp could not read: too large, too slow,
+// malformed.
+func (s *Server) parseError(ctx *fasthttp.RequestCtx, err error) {
+	var code, msg string
+	status := fasthttp.StatusBadRequest
+	switch {
+	case errors.Is(err, fasthttp.ErrBodyTooLarge):
+		status, code, msg = fasthttp.StatusRequestEntityTooLarge, pay.ETOOLARGE, fmt.Sprintf("request body is larger than server.max_body (%d bytes)", s.MaxBody)
+	case isTimeout(err):
+		status, code, msg = fasthttp.StatusRequestTimeout, "request_timeout", "request was not received in time"
+	default:
+		code, msg = pay.EINVALID, "malformed HTTP request"
+	}
+	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_http_requests_total{route="unparsed",status="%d"}`, status)).Inc()
+	writeJSON(ctx, status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+	ctx.SetConnectionClose()
+}
+
+// expect answers "Expect: 100-continue": a body announced larger than
+// server.max_body is refused before the client sends it.
+func (s *Server) expect(rc *fasthttp.RequestCtx) int {
+	if n := rc.Request.Header.ContentLength(); n > s.MaxBody {
+		s.parseError(rc, fasthttp.ErrBodyTooLarge)
+		return fasthttp.StatusRequestEntityTooLarge
+	}
+	return fasthttp.StatusContinue
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// loopback reports whether addr's host is a loopback address or localhost.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// requestContext returns a context for one request's store and PSP calls,
+// derived from the server's own (never from the fasthttp request).
+func (s *Server) requestContext() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.RequestTimeout)
+}
+
+func (s *Server) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}

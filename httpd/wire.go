@@ -1,0 +1,245 @@
+package httpd
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/valyala/fasthttp"
+
+	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/pay"
+)
+
+// customerJSON is the wire form of pay.Customer.
+type customerJSON struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+}
+
+// paymentJSON is the client view on the wire. It is built only from a
+// finalize.View, which decides whether the secrets may be shown; absent
+// secrets are omitted, not empty.
+type paymentJSON struct {
+	ID           string       `json:"id"`
+	OrderID      string       `json:"order_id"`
+	Amount       int64        `json:"amount"`
+	Currency     string       `json:"currency"`
+	Status       string       `json:"status"`
+	Terminal     bool         `json:"terminal"`
+	Version      uint64       `json:"version"`
+	Provider     string       `json:"provider"`
+	ProviderRef  string       `json:"provider_ref"`
+	Customer     customerJSON `json:"customer"`
+	ClientSecret *string      `json:"client_secret,omitempty"`
+	RedirectURL  *string      `json:"redirect_url,omitempty"`
+	CreatedAt    string       `json:"created_at"`
+	UpdatedAt    string       `json:"updated_at"`
+	Conflict     bool         `json:"conflict,omitempty"`
+}
+
+// toJSON builds the wire view of a payment.
+func toJSON(v finalize.View) paymentJSON {
+	out := paymentJSON{
+		ID: v.ID, OrderID: v.OrderID, Amount: v.Amount, Currency: v.Currency,
+		Status: string(v.Status), Terminal: v.Terminal, Version: v.Version,
+		Provider: v.Provider, ProviderRef: v.ProviderRef,
+		Customer:  customerJSON{ID: v.Customer.ID, Email: v.Customer.Email},
+		CreatedAt: rfc3339(v.CreatedAt), UpdatedAt: rfc3339(v.UpdatedAt),
+	}
+	if s, ok := v.ClientSecret(); ok {
+		out.ClientSecret = &s
+	}
+	if u, ok := v.RedirectURL(); ok {
+		out.RedirectURL = &u
+	}
+	return out
+}
+
+// viewJSON is toJSON of a payment's view.
+func viewJSON(p pay.Payment) paymentJSON { return toJSON(finalize.NewView(p)) }
+
+func rfc3339(t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+// stepJSON is one timeline step on the wire.
+type stepJSON struct {
+	Seq     uint64 `json:"seq"`
+	At      string `json:"at"`
+	Source  string `json:"source"`
+	Kind    string `json:"kind"`
+	From    string `json:"from,omitempty"`
+	To      string `json:"to,omitempty"`
+	Version uint64 `json:"version"`
+	EventID string `json:"event_id,omitempty"`
+	Note    string `json:"note,omitempty"`
+}
+
+func stepToJSON(s pay.Step) stepJSON {
+	return stepJSON{Seq: s.Seq, At: rfc3339(s.At), Source: string(s.Source), Kind: s.Kind,
+		From: string(s.From), To: string(s.To), Version: s.Version, EventID: s.EventID, Note: s.Note}
+}
+
+// writeJSON answers with v as JSON.
+func writeJSON(rc *fasthttp.RequestCtx, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status = fasthttp.StatusInternalServerError
+		b = []byte(`{"error":{"code":"internal","message":"encode response"}}`)
+	}
+	writeRaw(rc, status, b)
+}
+
+func writeRaw(rc *fasthttp.RequestCtx, status int, b []byte) {
+	rc.Response.Header.SetContentType("application/json")
+	rc.Response.Header.Set("Cache-Control", "no-store")
+	rc.SetStatusCode(status)
+	rc.SetBody(b)
+}
+
+// decodeJSON decodes a request body into v strictly: the content type must
+// be JSON, the body one object, no unknown fields, no duplicated keys, no
+// trailing data. Errors name the field.
+func decodeJSON(rc *fasthttp.RequestCtx, v any) error {
+	if ct := string(rc.Request.Header.ContentType()); ct != "" {
+		mt, _, _ := strings.Cut(ct, ";")
+		if !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
+			return pay.Errorf(pay.EINVALID, "Content-Type must be application/json, got %q", mt)
+		}
+	}
+	return DecodeStrict(rc.PostBody(), v)
+}
+
+// DecodeStrict decodes one JSON object from body into v and rejects unknown
+// fields, duplicated keys and trailing data, with errors naming the field.
+func DecodeStrict(body []byte, v any) error {
+	if len(bytes.TrimSpace(body)) == 0 {
+		return pay.Errorf(pay.EINVALID, "request body is empty: a JSON object is required")
+	}
+	if err := checkDuplicateKeys(body); err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return pay.Errorf(pay.EINVALID, "request body has data after the JSON object")
+	}
+	return nil
+}
+
+// jsonError turns a decoding error into an invalid error naming the field.
+func jsonError(err error) error {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		field := te.Field
+		if field == "" {
+			return pay.Errorf(pay.EINVALID, "request body must be a JSON object, got %s", te.Value)
+		}
+		return pay.Errorf(pay.EINVALID, "field %s: expected %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+	case errors.As(err, &se):
+		return pay.Errorf(pay.EINVALID, "malformed JSON at byte %d: %s", se.Offset, se.Error())
+	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
+		return pay.Errorf(pay.EINVALID, "malformed JSON: the body ends early")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return pay.Errorf(pay.EINVALID, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+	}
+	return pay.Errorf(pay.EINVALID, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func jsonKind(k string) string {
+	switch k {
+	case "int64", "int", "uint64", "int32":
+		return "an integer"
+	case "string":
+		return "a string"
+	case "bool":
+		return "a boolean"
+	case "struct", "ptr":
+		return "an object"
+	}
+	return k
+}
+
+// checkDuplicateKeys rejects a JSON document in which an object has the
+// same key twice (encoding/json would silently keep the last one).
+func checkDuplicateKeys(body []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	type frame struct {
+		obj    bool
+		keys   map[string]bool
+		expect bool // in an object: the next string token is a key
+	}
+	var stack []*frame
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return jsonError(err)
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				if top != nil && top.obj {
+					top.expect = true
+				}
+				stack = append(stack, &frame{obj: true, keys: map[string]bool{}, expect: true})
+			case '[':
+				if top != nil && top.obj {
+					top.expect = true
+				}
+				stack = append(stack, &frame{})
+			case '}', ']':
+				stack = stack[:len(stack)-1]
+			}
+		case string:
+			if top != nil && top.obj && top.expect {
+				if top.keys[t] {
+					return pay.Errorf(pay.EINVALID, "duplicated key %q in JSON object", t)
+				}
+				top.keys[t] = true
+				top.expect = false
+				continue
+			}
+			if top != nil && top.obj {
+				top.expect = true
+			}
+		default:
+			if top != nil && top.obj {
+				top.expect = true
+			}
+		}
+	}
+}
+
+// parseLimit reads a limit query parameter.
+func parseLimit(rc *fasthttp.RequestCtx, def, max int) (int, error) {
+	v := rc.QueryArgs().Peek("limit")
+	if len(v) == 0 {
+		return def, nil
+	}
+	n, err := fasthttp.ParseUint(v)
+	if err != nil || n < 1 || n > max {
+		return 0, pay.Errorf(pay.EINVALID, "limit must be an integer from 1 to %d", max)
+	}
+	return n, nil
+}

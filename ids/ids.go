@@ -1,0 +1,46 @@
+// Package ids makes paystate's identifiers: a prefix and a ULID, so ids sort
+// by creation time and carry no meaning a client could guess from.
+package ids
+
+import (
+	"crypto/rand"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/oklog/ulid/v2"
+)
+
+// Prefixes of paystate's identifiers.
+const (
+	PaymentPrefix  = "pay_"
+	EventPrefix    = "evt_"
+	DeliveryPrefix = "dlv_"
+)
+
+var (
+	mu      sync.Mutex
+	entropy io.Reader = ulid.Monotonic(rand.Reader, 0)
+)
+
+// New returns prefix + a 26-character ULID for time t.
+func New(prefix string, t time.Time) string {
+	mu.Lock()
+	defer mu.Unlock()
+	return prefix + ulid.MustNew(ulid.Timestamp(t), entropy).String()
+}
+
+// Payment returns a new payment id.
+func Payment(t time.Time) string { return New(PaymentPrefix, t) }
+
+// Event returns a new event id.
+func Event(t time.Time) string { return New(EventPrefix, t) }
+
+// ValidPayment reports whether s has the form of a payment id.
+func ValidPayment(s string) bool {
+	if len(s) != len(PaymentPrefix)+ulid.EncodedSize || s[:len(PaymentPrefix)] != PaymentPrefix {
+		return false
+	}
+	_, err := ulid.ParseStrict(s[len(PaymentPrefix):])
+	return err == nil
+}

@@ -1,0 +1,68 @@
+package pay
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Error codes. The httpd package maps each to an HTTP status; any error that
+// is not a *Error counts as EINTERNAL.
+const (
+	EINVALID      = "invalid"      // the request is wrong; the message names the field
+	ENOTFOUND     = "not_found"    // no such payment, event, key or route
+	ECONFLICT     = "conflict"     // compare-and-set lost, or a record already exists
+	ELEASEHELD    = "lease_held"   // another worker holds the payment's lease
+	ELEASELOST    = "lease_lost"   // the caller's lease token is no longer current (fencing)
+	EUNAUTHORIZED = "unauthorized" // missing or wrong API key
+	EINTERNAL     = "internal"     // anything else; the client sees only a request id
+	EUNAVAILABLE  = "unavailable"  // storage cannot write (disk full, read-only) or shutting down
+	EUNSUPPORTED  = "unsupported"  // the provider cannot do this (no status API, no refunds)
+	EPSP          = "psp_error"    // the PSP answered with an error or not at all
+	ESIGNATURE    = "invalid_signature"
+	ETOOLARGE     = "payload_too_large"
+	EKEYREUSED    = "idempotency_key_reused"
+	EKEYINUSE     = "idempotency_key_in_use"
+	EKEYMISSING   = "idempotency_key_missing"
+	ENOTALLOWED   = "method_not_allowed"
+)
+
+// Error is a domain error with a machine-readable code and a message that is
+// safe to show to the client.
+type Error struct {
+	Code    string
+	Message string
+}
+
+// Error implements the error interface.
+func (e *Error) Error() string {
+	return fmt.Sprintf("paystate error: code=%s message=%s", e.Code, e.Message)
+}
+
+// Errorf returns a *Error with the given code and formatted message.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// ErrorCode returns the code of err if it is (or wraps) a *Error, "" for nil,
+// and EINTERNAL otherwise.
+func ErrorCode(err error) string {
+	var e *Error
+	if err == nil {
+		return ""
+	} else if errors.As(err, &e) {
+		return e.Code
+	}
+	return EINTERNAL
+}
+
+// ErrorMessage returns the client-safe message of err; internal errors get a
+// generic text.
+func ErrorMessage(err error) string {
+	var e *Error
+	if err == nil {
+		return ""
+	} else if errors.As(err, &e) {
+		return e.Message
+	}
+	return "internal error"
+}

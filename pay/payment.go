@@ -1,0 +1,192 @@
+package pay
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxOrderIDLen is the longest order id accepted, in bytes.
+const MaxOrderIDLen = 128
+
+// Customer is who pays. ID is needed for loyalty, Email for receipts.
+type Customer struct {
+	ID    string
+	Email string
+}
+
+// Payment is paystate's record of one charge.
+type Payment struct {
+	ID           string // "pay_" + ULID
+	OrderID      string
+	Amount       int64 // minor units, > 0
+	Currency     string
+	Customer     Customer
+	Provider     string
+	ProviderRef  string
+	Status       Status
+	Version      uint64
+	ClientSecret string // sensitive: see finalize.View
+	RedirectURL  string // sensitive: see finalize.View
+	ReturnURL    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+// Source says which path made an observation.
+type Source string
+
+const (
+	SourceAPI     Source = "api"     // the merchant API created the payment
+	SourceSync    Source = "sync"    // the synchronous PSP answer to a charge or refund
+	SourceReport  Source = "report"  // the merchant reported a PSP answer (/sync)
+	SourceWebhook Source = "webhook" // a PSP webhook
+	SourceSweeper Source = "sweeper" // the reconciliation sweeper
+	SourceReview  Source = "review"  // a human resolving a review item
+)
+
+// Observation is one report of a payment's status, from any source. It is
+// the only input of finalize.
+type Observation struct {
+	PaymentID       string
+	Source          Source
+	Status          Status
+	ProviderRef     string // optional: set when the PSP id becomes known
+	ClientSecret    string // optional
+	RedirectURL     string // optional
+	Provider        string // with EventID: the provider the event came from
+	EventID         string // optional: a webhook event, recorded as processed
+	ExpectedVersion uint64 // optional: the version the caller read; 0 = none
+	LeaseToken      uint64 // optional: the caller's lease; 0 = none
+	Note            string // optional: free text for the timeline
+}
+
+// Result is what finalize did with an observation.
+type Result struct {
+	Payment   Payment // the committed payment
+	Decision  Decision
+	Flipped   bool // the stored status changed (a real transition)
+	Conflict  bool // the expected version did not match; the rules ran on the fresh record
+	Stale     bool // the observation was older than the stored status and was ignored
+	Anomaly   bool // conflicting terminal outcomes: the payment is on the review queue
+	Duplicate bool // the payment already had this status, or the event was processed before
+}
+
+// Step kinds in a payment's timeline.
+const (
+	StepCreated         = "created"          // the payment was stored (version 1)
+	StepTransition      = "transition"       // the status changed
+	StepUpdate          = "update"           // same status, new provider data (version bumped)
+	StepDuplicate       = "duplicate"        // an observation of the current status
+	StepStale           = "stale"            // an older observation, ignored
+	StepConflict        = "version_conflict" // the caller's expected version was behind
+	StepAnomaly         = "conflicting_terminal"
+	StepFailedAttempt   = "failed_attempt" // the PSP reported a failed attempt; status unchanged
+	StepReview          = "review"         // put on the review queue
+	StepPSPError        = "psp_error"      // a PSP call failed
+	StepIgnoredEvent    = "ignored_event"  // a webhook event that carries no status
+	StepRefundRequested = "refund_requested"
+)
+
+// Step is one entry of a payment's timeline. Steps that wrote the payment
+// (created, transition, update) carry the version they wrote; the others
+// carry the version they saw.
+type Step struct {
+	PaymentID string
+	Seq       uint64 // position in the payment's timeline, from 1
+	At        time.Time
+	Source    Source
+	Kind      string
+	From      Status
+	To        Status
+	Version   uint64
+	EventID   string
+	Note      string
+}
+
+// Wrote reports whether the step wrote a new version of the payment.
+func (s Step) Wrote() bool {
+	return s.Kind == StepCreated || s.Kind == StepTransition || s.Kind == StepUpdate
+}
+
+// ValidateOrderID checks the merchant's order reference.
+func ValidateOrderID(s string) error {
+	switch {
+	case s == "":
+		return Errorf(EINVALID, "order_id is required")
+	case len(s) > MaxOrderIDLen:
+		return Errorf(EINVALID, "order_id is longer than %d bytes", MaxOrderIDLen)
+	case !utf8.ValidString(s):
+		return Errorf(EINVALID, "order_id is not valid UTF-8")
+	}
+	for _, r := range s {
+		if !printable(r) {
+			return Errorf(EINVALID, "order_id contains a control, format or bidirectional character (%U)", r)
+		}
+	}
+	return nil
+}
+
+// ValidateText checks an optional free-text field (customer id, e-mail).
+func ValidateText(field, s string, max int) error {
+	if len(s) > max {
+		return Errorf(EINVALID, "%s is longer than %d bytes", field, max)
+	}
+	if !utf8.ValidString(s) {
+		return Errorf(EINVALID, "%s is not valid UTF-8", field)
+	}
+	for _, r := range s {
+		if !printable(r) {
+			return Errorf(EINVALID, "%s contains a control, format or bidirectional character (%U)", field, r)
+		}
+	}
+	return nil
+}
+
+// printable rejects control characters, format characters (which include the
+// bidirectional overrides and zero-width characters) and the replacement rune.
+func printable(r rune) bool {
+	return r != utf8.RuneError && !unicode.IsControl(r) && !unicode.Is(unicode.Cf, r) && unicode.IsPrint(r) || r == ' '
+}
+
+// ValidateCurrency checks an ISO 4217 code: three upper-case ASCII letters.
+func ValidateCurrency(s string) error {
+	if len(s) != 3 || strings.IndexFunc(s, func(r rune) bool { return r < 'A' || r > 'Z' }) >= 0 {
+		return Errorf(EINVALID, "currency must be an ISO 4217 code of three upper-case letters, got %q", s)
+	}
+	return nil
+}
+
+// ValidateAmount checks an amount in minor units.
+func ValidateAmount(n int64) error {
+	if n <= 0 {
+		return Errorf(EINVALID, "amount must be a positive number of minor units, got %d", n)
+	}
+	return nil
+}
+
+// EventType is the outbox and merchant-webhook type of a transition to s.
+func EventType(s Status) string { return "payment." + string(s) }
+
+// String formats a payment for logs; it never includes secrets.
+func (p Payment) String() string {
+	return fmt.Sprintf("%s(%s v%d)", p.ID, p.Status, p.Version)
+}
+
+// ValidateEmail checks an optional e-mail address: printable, at most 254
+// bytes, one "@" with something on both sides.
+func ValidateEmail(field, s string) error {
+	if s == "" {
+		return nil
+	}
+	if err := ValidateText(field, s, 254); err != nil {
+		return err
+	}
+	at := strings.LastIndexByte(s, '@')
+	if at <= 0 || at == len(s)-1 || strings.ContainsAny(s, " <>,;\"") {
+		return Errorf(EINVALID, "%s is not an e-mail address", field)
+	}
+	return nil
+}

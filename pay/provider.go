@@ -1,0 +1,57 @@
+package pay
+
+import (
+	"context"
+	"net/http"
+	"time"
+)
+
+// PSPResult is a provider's answer about a payment.
+type PSPResult struct {
+	Status       Status
+	ProviderRef  string
+	ClientSecret string
+	RedirectURL  string
+	Found        bool   // false: the PSP does not know the payment
+	Raw          string // the answer as text, kept as evidence (no secrets)
+}
+
+// WebhookEvent is a verified, parsed PSP webhook.
+type WebhookEvent struct {
+	EventID     string
+	Type        string
+	PaymentID   string // paystate's id, when the PSP echoes it (metadata)
+	ProviderRef string
+	Status      Status // "" when the event carries no status change
+	StepKind    string // for events without status: the timeline step kind (e.g. StepFailedAttempt)
+	OccurredAt  time.Time
+	// Ignore marks an event type paystate does not act on (for example a
+	// Stripe event type it does not map): it is answered 2xx, counted and
+	// not stored.
+	Ignore bool
+}
+
+// Provider is a PSP adapter.
+type Provider interface {
+	// Name is the provider's configured name ("mock", "stripe", ...).
+	Name() string
+	// Create charges the payment. key is derived from business data
+	// ("charge-<payment_id>"), so a retry cannot charge twice. A provider
+	// in report mode returns the payment's status unchanged.
+	Create(ctx context.Context, p Payment, key string) (PSPResult, error)
+	// Refund refunds the payment in full; EUNSUPPORTED if it cannot.
+	Refund(ctx context.Context, p Payment, key string) (PSPResult, error)
+	// Status asks the PSP for the payment's status; EUNSUPPORTED if the
+	// provider has no status API.
+	Status(ctx context.Context, p Payment) (PSPResult, error)
+	// ParseWebhook verifies the signature of a webhook (ESIGNATURE, with the
+	// timestamp checked against now) and parses it (EINVALID).
+	ParseWebhook(body []byte, header http.Header, now time.Time) (WebhookEvent, error)
+}
+
+// Canceler is a Provider that can cancel an open payment at the PSP (the
+// sweeper expires a Stripe PaymentIntent this way, and finalizes what the
+// PSP answers: canceled → failed, succeeded → captured).
+type Canceler interface {
+	Cancel(ctx context.Context, p Payment, key string) (PSPResult, error)
+}

@@ -1,0 +1,119 @@
+package pay
+
+import "time"
+
+// Lease is a time-limited claim on one payment. Token is a fencing number
+// that grows on every acquisition of that payment's lease, so a worker whose
+// lease ran out cannot write after the next holder took over.
+type Lease struct {
+	PaymentID string
+	Holder    string
+	Token     uint64
+	ExpiresAt time.Time
+}
+
+// Held reports whether the lease is still in force at now.
+func (l Lease) Held(now time.Time) bool { return l.Token != 0 && now.Before(l.ExpiresAt) }
+
+// OutboxRecord is one event of a real transition, appended in the same
+// transaction as the payment write and delivered by the ripple workers.
+type OutboxRecord struct {
+	Seq       uint64 // assigned by the store, increasing
+	ID        string // "evt_" + ULID: the webhook-id and the effects' dedupe key
+	Type      string // "payment.captured", ...
+	PaymentID string
+	Status    Status
+	From      Status
+	Version   uint64
+	OrderID   string
+	Amount    int64
+	Currency  string
+	Customer  Customer
+	Provider  string
+	CreatedAt time.Time
+}
+
+// InboxEvent is one accepted webhook: the inbox entry while it waits to be
+// applied, and the archived webhook history afterwards.
+type InboxEvent struct {
+	Provider      string
+	EventID       string
+	Type          string
+	PaymentID     string // paystate's payment, "" while unknown (orphan)
+	ProviderRef   string
+	Status        Status // "" when the event carries no status
+	StepKind      string // with no Status: the timeline step kind (pay.StepFailedAttempt, ...)
+	OccurredAt    time.Time
+	ReceivedAt    time.Time
+	Body          []byte // the raw body as received
+	Attempts      int    // how often it was deferred
+	NextAttemptAt time.Time
+	LastError     string
+	Processed     bool
+}
+
+// Review reasons.
+const (
+	ReasonUnresolved          = "unresolved"
+	ReasonConflictingTerminal = "conflicting_terminal"
+	ReasonOrphan              = "orphan"
+)
+
+// ReviewItem is a payment that needs a human.
+type ReviewItem struct {
+	ID          string // the payment id, or "orphan_<provider>_<event id>" for an orphan
+	PaymentID   string // "" for an orphan
+	Reason      string
+	Provider    string
+	ProviderRef string
+	EventID     string
+	Observed    Status // the status that could not be applied, if any
+	Note        string
+	LastPSP     string // the last PSP status answer, as text
+	CreatedAt   time.Time
+}
+
+// Idempotency key states.
+const (
+	IdemInFlight = "in_flight"
+	IdemDone     = "done"
+)
+
+// IdemRecord is the stored state of one idempotency key of the merchant API.
+type IdemRecord struct {
+	Key         string // scoped: operation, API key hash and the client's key
+	Fingerprint string // hex SHA-256 of method, path and body
+	State       string
+	Owner       string    // the process that runs the request
+	LockedUntil time.Time // an in-flight record past this is taken over
+	PaymentID   string    // the payment the request created or acted on
+	StatusCode  int
+	Body        []byte // the stored response (never with secrets)
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+// Ledger accounts.
+const (
+	AccountPSPReceivable   = "psp_receivable"   // money the PSP holds for the merchant
+	AccountMerchantRevenue = "merchant_revenue" // what the merchant earned
+)
+
+// LedgerEntry is one line of a double-entry journal: Amount > 0 debits,
+// Amount < 0 credits. The entries of one posting sum to zero per currency.
+type LedgerEntry struct {
+	Seq       uint64 // assigned by the store
+	PaymentID string
+	EventID   string // the outbox record of the transition that posted it
+	Account   string
+	Currency  string
+	Amount    int64
+	At        time.Time
+}
+
+// Balance is the sum of an account's entries in one currency.
+type Balance struct {
+	Account  string
+	Currency string
+	Amount   int64
+}

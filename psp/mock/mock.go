@@ -1,0 +1,491 @@
+// Package mock is a simulated PSP inside the paystate binary, the default
+// provider, so the whole flow runs with no account anywhere.
+//
+// Outcomes are chosen by the last two digits of the amount, like the test
+// cards of a real PSP:
+//
+//	amount % 100   sync answer of Create             webhooks, in order                 Status afterwards
+//	00             captured                          payment.captured                   captured
+//	01             failed                            payment.failed                     failed
+//	02             requires_action + redirect URL    payment.requires_action, .captured captured
+//	03             processing + client secret        payment.processing, .captured      captured
+//	04             lost: EPSP "timeout"              none                               captured
+//	other          captured                          payment.captured                   captured
+//
+// For 02 and 03 the customer's action (or the bank's answer) happens after
+// webhook_delay: only then does Status say captured. For 04 the PSP took the
+// money but its answer never arrived and no webhook follows: drift that only
+// the sweeper's Status query finds. A retry of Create with the same key is
+// not lost: it answers captured, which is how a crash-resume finishes.
+//
+// Webhooks are signed per Standard Webhooks with providers.mock.webhook_secret
+// and posted to the webhook URL (paystate's own /webhooks/mock) from
+// goroutines after webhook_delay, so they race the synchronous answer: with a
+// delay of 0 a webhook can land before Create returns. duplicate_rate sends
+// that share of events twice with the same event id; reorder sends a
+// payment's events in reverse order. A failed POST is retried a few times
+// with backoff, then dropped quietly (the sweeper finds what is missing).
+//
+// The PSP's state lives in memory, keyed by the idempotency key
+// ("charge-<payment_id>"). A restart of the process forgets it: Status then
+// answers not found and the sweeper puts such a payment on the review queue.
+package mock
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/psp/stdwebhook"
+)
+
+// Name is the provider's name, in configuration and in /webhooks/mock.
+const Name = "mock"
+
+// Defaults of the webhook delivery retries.
+const (
+	DefaultAttempts     = 5
+	DefaultRetryBackoff = 200 * time.Millisecond
+	maxRetryBackoff     = 5 * time.Second
+)
+
+// Config is the [providers.mock] section of the configuration, plus the
+// webhook tolerance of [webhook_inbox].
+type Config struct {
+	// WebhookSecret signs the mock's webhooks and verifies them in
+	// ParseWebhook ("whsec_" + base64). Empty: a random secret for this
+	// process, which is enough while the mock posts to its own paystate.
+	WebhookSecret string
+	// WebhookURL receives the webhooks. Empty until SetWebhookURL: the server
+	// learns its own address after binding.
+	WebhookURL string
+	// WebhookDelay is the wait between an event and its webhook.
+	WebhookDelay time.Duration
+	// DuplicateRate is the share of webhooks sent twice, from 0 to 1.
+	DuplicateRate float64
+	// Reorder sends a payment's events in reverse order.
+	Reorder bool
+	// Tolerance is how far a webhook's timestamp may be from now in
+	// ParseWebhook; 0 means stdwebhook.DefaultTolerance.
+	Tolerance time.Duration
+}
+
+// Option changes a Provider built by New.
+type Option func(*Provider)
+
+// WithNow sets the clock that stamps webhooks and events.
+func WithNow(now func() time.Time) Option { return func(p *Provider) { p.Now = now } }
+
+// WithLogger sets the logger; New adds component=psp_mock.
+func WithLogger(l zerolog.Logger) Option { return func(p *Provider) { p.Logger = l } }
+
+// WithHTTPClient sets the client that posts the webhooks.
+func WithHTTPClient(c *http.Client) Option { return func(p *Provider) { p.Client = c } }
+
+// WithRand sets the random source behind duplicates and client secrets, so
+// a test or a simulation can be seeded.
+func WithRand(r *rand.Rand) Option { return func(p *Provider) { p.rnd = r } }
+
+// WithRetry sets how often a webhook POST is tried (at least 1) and the
+// first wait between tries, which doubles up to five seconds.
+func WithRetry(attempts int, backoff time.Duration) Option {
+	return func(p *Provider) {
+		p.attempts = max(attempts, 1)
+		p.backoff = max(backoff, 0)
+	}
+}
+
+// Provider is the simulated PSP. It implements pay.Provider and is safe for
+// concurrent use.
+type Provider struct {
+	// Now stamps webhooks and events; time.Now by default.
+	Now func() time.Time
+	// Logger logs webhook deliveries; zerolog.Nop() by default. New adds
+	// component=psp_mock to it; a logger assigned here after New should
+	// carry that field itself. No line holds a secret or a signature.
+	Logger zerolog.Logger
+	// Client posts the webhooks. By default it has a 15 s timeout and its
+	// own transport, so no other user of http.DefaultTransport can break a
+	// delivery by closing its idle connections (which would turn into a
+	// redelivery of an event already received).
+	Client *http.Client
+
+	cfg      Config
+	signer   *stdwebhook.Signer
+	verifier *stdwebhook.Verifier
+	attempts int
+	backoff  time.Duration
+
+	// ctx is canceled by Close: pending webhooks stop.
+	ctx    context.Context
+	cancel context.CancelFunc
+
+	mu         sync.Mutex
+	idle       *sync.Cond // broadcast when inflight drops to 0
+	inflight   int        // webhook goroutines running
+	closed     bool
+	webhookURL string
+	rnd        *rand.Rand
+	byKey      map[string]*charge
+	byRef      map[string]*charge
+	stats      Stats
+}
+
+// Stats counts what the simulated PSP did, for tests and `paystate simulate`.
+type Stats struct {
+	Charges            int // charges taken: the first Create of each key
+	Replays            int // Create calls answered from an earlier charge of the same key
+	LostAnswers        int // synchronous answers dropped (amount ending in 04)
+	Refunds            int // refunds made
+	WebhooksSent       int // webhook deliveries answered 2xx, duplicates included
+	WebhooksDuplicated int // extra copies of an event scheduled by duplicate_rate
+	WebhooksFailed     int // deliveries dropped after every attempt failed
+	Attempts           int // webhook POST attempts
+}
+
+// Charge is the PSP's record of one charge.
+type Charge struct {
+	Key         string // the idempotency key of the charge
+	PaymentID   string
+	ProviderRef string
+	Amount      int64
+	Currency    string
+	Status      pay.Status // the PSP's current status
+	Charges     int        // times money was taken for the key: 1
+	Calls       int        // Create calls with the key, replays included
+	Refunds     int        // refunds made: 0 or 1
+}
+
+// charge is the in-memory state of one charge, guarded by Provider.mu.
+type charge struct {
+	Charge
+	clientSecret string
+	redirectURL  string
+	refundKey    string
+}
+
+// result is the PSP's answer about c.
+func (c *charge) result() pay.PSPResult {
+	r := pay.PSPResult{
+		Status:      c.Status,
+		ProviderRef: c.ProviderRef,
+		Found:       true,
+		Raw:         fmt.Sprintf("mock status=%s ref=%s", c.Status, c.ProviderRef),
+	}
+	if c.Status.ShowsSecrets() {
+		r.ClientSecret = c.clientSecret
+	}
+	if c.Status == pay.RequiresAction {
+		r.RedirectURL = c.redirectURL
+	}
+	return r
+}
+
+// New returns a simulated PSP. Configuration errors name their key
+// (providers.mock.*).
+func New(cfg Config, opts ...Option) (*Provider, error) {
+	if cfg.WebhookSecret == "" {
+		secret, err := stdwebhook.GenerateSecret()
+		if err != nil {
+			return nil, err
+		}
+		cfg.WebhookSecret = secret
+	}
+	signer, err := stdwebhook.NewSigner(cfg.WebhookSecret)
+	if err != nil {
+		return nil, fmt.Errorf("providers.mock.webhook_secret: %w", err)
+	}
+	verifier, err := stdwebhook.NewVerifier(cfg.WebhookSecret, cfg.Tolerance)
+	if err != nil {
+		return nil, fmt.Errorf("providers.mock.webhook_secret: %w", err)
+	}
+	if cfg.WebhookURL != "" {
+		if err := checkURL(cfg.WebhookURL); err != nil {
+			return nil, fmt.Errorf("providers.mock.webhook_url: %w", err)
+		}
+	}
+	if cfg.WebhookDelay < 0 {
+		return nil, fmt.Errorf("providers.mock.webhook_delay: must not be negative, got %s", cfg.WebhookDelay)
+	}
+	if math.IsNaN(cfg.DuplicateRate) || cfg.DuplicateRate < 0 || cfg.DuplicateRate > 1 {
+		return nil, fmt.Errorf("providers.mock.duplicate_rate: must be between 0 and 1, got %v", cfg.DuplicateRate)
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	p := &Provider{
+		Now:        time.Now,
+		Logger:     zerolog.Nop(),
+		Client:     &http.Client{Timeout: 15 * time.Second, Transport: http.DefaultTransport.(*http.Transport).Clone()},
+		cfg:        cfg,
+		signer:     signer,
+		verifier:   verifier,
+		attempts:   DefaultAttempts,
+		backoff:    DefaultRetryBackoff,
+		ctx:        ctx,
+		cancel:     cancel,
+		webhookURL: cfg.WebhookURL,
+		byKey:      make(map[string]*charge),
+		byRef:      make(map[string]*charge),
+	}
+	p.idle = sync.NewCond(&p.mu)
+	for _, opt := range opts {
+		opt(p)
+	}
+	p.Logger = p.Logger.With().Str("component", "psp_mock").Logger()
+	if p.rnd == nil {
+		p.rnd = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	return p, nil
+}
+
+// checkURL accepts an absolute http or https URL.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return errors.New("not a URL")
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("must be an absolute http or https URL, got %q", s)
+	}
+	return nil
+}
+
+var _ pay.Provider = (*Provider)(nil)
+
+// Name returns "mock".
+func (p *Provider) Name() string { return Name }
+
+// SetWebhookURL sets where webhooks go, for a server that learns its own
+// address after binding. Webhooks not yet posted use the new URL.
+func (p *Provider) SetWebhookURL(u string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.webhookURL = u
+}
+
+// Create charges p with the outcome chosen by its amount (see the package
+// documentation). A second call with the same key charges nothing and sends
+// no webhook: it answers the charge's current status. The same key with
+// another payment, amount or currency is an EPSP error, as at a real PSP.
+func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	if err := ctx.Err(); err != nil {
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "mock: %v", err)
+	}
+	switch {
+	case key == "":
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: idempotency key is required")
+	case pm.ID == "":
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: payment id is required")
+	}
+	if err := pay.ValidateAmount(pm.Amount); err != nil {
+		return pay.PSPResult{}, err
+	}
+
+	p.mu.Lock()
+	// A replay of the key answers from the recorded charge.
+	if c, ok := p.byKey[key]; ok {
+		if c.PaymentID != pm.ID || c.Amount != pm.Amount || c.Currency != pm.Currency {
+			p.mu.Unlock()
+			return pay.PSPResult{}, pay.Errorf(pay.EPSP, "mock: idempotency key %s was used with other parameters", key)
+		}
+		c.Calls++
+		p.stats.Replays++
+		res := c.result()
+		p.mu.Unlock()
+		return res, nil
+	}
+
+	// A new charge: its outcome follows the amount.
+	ref := "mock_pi_" + digest(key)
+	c := &charge{Charge: Charge{
+		Key:         key,
+		PaymentID:   pm.ID,
+		ProviderRef: ref,
+		Amount:      pm.Amount,
+		Currency:    pm.Currency,
+		Charges:     1,
+		Calls:       1,
+	}}
+	var (
+		events []string   // webhook types, in the order they happen
+		final  pay.Status // the status reached after the delay, if it changes
+		lost   bool       // the answer to this call is dropped
+	)
+	switch pm.Amount % 100 {
+	case 1:
+		c.Status = pay.Failed
+		events = []string{stdwebhook.TypeFailed}
+	case 2:
+		c.Status = pay.RequiresAction
+		c.clientSecret = p.clientSecretLocked(ref)
+		c.redirectURL = "https://mock-psp.invalid/3ds/" + ref
+		events = []string{stdwebhook.TypeRequiresAction, stdwebhook.TypeCaptured}
+		final = pay.Captured
+	case 3:
+		c.Status = pay.Processing
+		c.clientSecret = p.clientSecretLocked(ref)
+		events = []string{stdwebhook.TypeProcessing, stdwebhook.TypeCaptured}
+		final = pay.Captured
+	case 4:
+		c.Status = pay.Captured
+		lost = true
+		p.stats.LostAnswers++
+	default:
+		c.Status = pay.Captured
+		events = []string{stdwebhook.TypeCaptured}
+	}
+	p.byKey[key] = c
+	p.byRef[ref] = c
+	p.stats.Charges++
+	res := c.result()
+	p.mu.Unlock()
+
+	// The webhooks race the answer returned below.
+	p.schedule(c, events, res.Status, final)
+	if lost {
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "mock: timeout waiting for the PSP's answer")
+	}
+	return res, nil
+}
+
+// Refund refunds a captured payment in full and sends payment.refunded. A
+// second call with the same key refunds nothing and answers refunded. A
+// payment unknown to the PSP or not captured there is EINVALID.
+func (p *Provider) Refund(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	if err := ctx.Err(); err != nil {
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "mock: %v", err)
+	}
+	if key == "" {
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: idempotency key is required")
+	}
+
+	p.mu.Lock()
+	c := p.lookupLocked(pm)
+	switch {
+	case c == nil:
+		p.mu.Unlock()
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: the PSP has no charge for payment %s", pm.ID)
+	case c.refundKey == key:
+		res := c.result()
+		p.mu.Unlock()
+		return res, nil
+	case c.Status != pay.Captured:
+		status := c.Status
+		p.mu.Unlock()
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: payment %s cannot be refunded: it is %s at the PSP", pm.ID, status)
+	}
+	c.Status = pay.Refunded
+	c.refundKey = key
+	c.Refunds++
+	p.stats.Refunds++
+	res := c.result()
+	p.mu.Unlock()
+
+	p.schedule(c, []string{stdwebhook.TypeRefunded}, pay.Refunded, "")
+	return res, nil
+}
+
+// Status answers the PSP's current status of a payment, found by its
+// provider reference or else by its charge key ("charge-<payment_id>"). A
+// payment the PSP does not know is Found false with a nil error.
+func (p *Provider) Status(ctx context.Context, pm pay.Payment) (pay.PSPResult, error) {
+	if err := ctx.Err(); err != nil {
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "mock: %v", err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c := p.lookupLocked(pm)
+	if c == nil {
+		return pay.PSPResult{Found: false, Raw: "mock status=not_found"}, nil
+	}
+	return c.result(), nil
+}
+
+// ParseWebhook verifies a webhook with the mock's secret and parses it (see
+// stdwebhook.Verifier.Parse).
+func (p *Provider) ParseWebhook(body []byte, header http.Header, now time.Time) (pay.WebhookEvent, error) {
+	return p.verifier.Parse(body, header, now)
+}
+
+// Charge returns the PSP's record of the charge made with key.
+func (p *Provider) Charge(key string) (Charge, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	c, ok := p.byKey[key]
+	if !ok {
+		return Charge{}, false
+	}
+	return c.Charge, true
+}
+
+// Charges returns how often money was taken with key: 1 once a Create with
+// the key went through (replays included), 0 for an unknown key.
+func (p *Provider) Charges(key string) int {
+	c, _ := p.Charge(key)
+	return c.Charges
+}
+
+// Stats returns what the PSP did so far.
+func (p *Provider) Stats() Stats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stats
+}
+
+// Wait blocks until every webhook scheduled so far is delivered or dropped.
+func (p *Provider) Wait() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for p.inflight > 0 {
+		p.idle.Wait()
+	}
+}
+
+// Close stops pending webhook deliveries and waits for their goroutines.
+// Afterwards the PSP still answers Create, Refund and Status but sends no
+// webhook. Close always returns nil.
+func (p *Provider) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	p.mu.Unlock()
+	p.cancel()
+	p.Wait()
+	p.Client.CloseIdleConnections()
+	return nil
+}
+
+// lookupLocked finds a payment's charge by provider reference, else by its
+// charge key.
+func (p *Provider) lookupLocked(pm pay.Payment) *charge {
+	if c, ok := p.byRef[pm.ProviderRef]; ok && pm.ProviderRef != "" {
+		return c
+	}
+	if pm.ID == "" {
+		return nil
+	}
+	return p.byKey["charge-"+pm.ID]
+}
+
+// clientSecretLocked makes a client secret the way Stripe does: the
+// reference, "_secret_" and a random part.
+func (p *Provider) clientSecretLocked(ref string) string {
+	return fmt.Sprintf("%s_secret_%016x", ref, p.rnd.Uint64())
+}
+
+// digest returns 24 hex digits of the SHA-256 of s: stable ids derived from
+// business data.
+func digest(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:12])
+}

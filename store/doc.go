@@ -1,0 +1,89 @@
+// Package store is paystate's storage on one bbolt file: it implements
+// pay.Store and pay.Tx, and package store/storetest holds the conformance
+// suite that this and every other backend passes.
+//
+// # Transactions
+//
+// DB.Update runs a function in a bbolt write transaction (one writer at a
+// time, so compare-and-set never loses inside bbolt; the check is there for
+// backends with concurrent writers and for callers that carry a version
+// across transactions). The function has no effect outside the transaction;
+// Tx.OnCommit callbacks run after the commit, never after a rollback. Each
+// transaction reads the clock (Options.Now) once, when it begins, in UTC:
+// Tx.Now. Every time is stored in UTC.
+//
+// # Schema
+//
+// Notation: be64(x) is x as 8 big-endian bytes; times in keys are
+// be64(nanoseconds since 1970), clamped to [0, MaxInt64], so byte order is
+// time order (never RFC 3339 strings). str(s) is be16(len(s)) ‖ s, used for
+// a string that is followed by more key parts, so that parts never run into
+// each other and a prefix scan of str(s) sees exactly the keys of s. A
+// string that ends a key is written as it is. Every string in a key is at
+// most 1024 bytes (EINVALID otherwise). "—" is an empty value.
+//
+//	bucket               key                                              value
+//	meta                 "schema_version"                                 be64(SchemaVersion)
+//	payments             payment id                                       payment (JSON)
+//	payments_by_status   status ‖ 0x00 ‖ be64(updated_at) ‖ payment id    —
+//	payments_by_created  be64(created_at) ‖ payment id                    —
+//	payments_by_order    str(order id) ‖ be64(created_at) ‖ payment id    —
+//	payments_by_ref      str(provider) ‖ provider ref                     payment id
+//	timeline             str(payment id) ‖ be64(seq)                      step (JSON)
+//	inbox                str(provider) ‖ event id                         event with raw body (JSON)
+//	inbox_by_payment     str(payment id) ‖ be64(received_at) ‖ str(provider) ‖ event id   —
+//	inbox_pending        be64(next_attempt_at) ‖ str(provider) ‖ event id —
+//	processed            str(provider) ‖ event id                         {"at": processed time} (JSON)
+//	leases               payment id                                       {holder, token, expires_at} (JSON)
+//	outbox               be64(seq)                                        outbox record (JSON)
+//	outbox_by_payment    str(payment id) ‖ be64(seq)                      —
+//	ledger               be64(seq)                                        ledger entry (JSON)
+//	balances             str(account) ‖ currency                          be64(balance as int64, two's complement)
+//	review               review id                                        review item (JSON)
+//	review_by_created    be64(created_at) ‖ review id                     —
+//	idempotency_keys     scoped key                                       idempotency record (JSON)
+//
+// JSON values are the unexported record types of codec.go, with fixed
+// snake_case field names; the domain types in package pay carry no tags.
+// Byte fields (raw webhook bodies, stored responses) are base64 in JSON.
+// Sequences (timeline per payment; outbox and ledger through the bucket
+// sequence) start at 1 and are never reused.
+//
+// Who uses which index: Candidates scans payments_by_status from
+// status ‖ 0x00 up to the time bound, so a sweeper pass costs O(candidates);
+// ListPayments walks payments_by_created (no filter), payments_by_status
+// (status filter: newest updated first) or payments_by_order (order filter)
+// backwards from an opaque cursor, base64url of the kind of list and the
+// last key; PendingInbox walks inbox_pending from the start up to the due
+// time; InboxForPayment and OutboxForPayment scan the payment's prefix.
+//
+// # Decisions callers rely on
+//
+//   - Payments: InsertPayment needs Version 1, a known Status and non-zero
+//     CreatedAt and UpdatedAt (they drive the time indexes): EINVALID
+//     otherwise. UpdatePayment is compare-and-set: the stored version must
+//     be prev and the new one prev+1, else ECONFLICT and nothing is
+//     written. A provider reference already held by another payment is
+//     ECONFLICT.
+//   - Other records: a zero time (Step.At, OutboxRecord.CreatedAt,
+//     LedgerEntry.At, ReviewItem.CreatedAt, InboxEvent.ReceivedAt,
+//     IdemRecord.CreatedAt) becomes Tx.Now.
+//   - Leases: a lease in force is ELEASEHELD for everyone, its own holder
+//     included; each acquisition gets the last token + 1; ReleaseLease with
+//     a stale token does nothing and a release keeps the token counter.
+//   - Inbox: MarkProcessed works for events that are not in the inbox, and
+//     PutInbox of an event already processed archives it as processed, not
+//     pending. DeferInbox of a processed event does nothing.
+//   - Ledger: one AppendLedger call is one posting; it must balance per
+//     currency (EINVALID otherwise). Seq and At are written back into the
+//     caller's slice.
+//   - Errors: missing records are ENOTFOUND naming what is missing; bad
+//     input is EINVALID. A failure to begin or commit a write (disk full,
+//     read-only file or file system, closed database) is EUNAVAILABLE; the
+//     error wraps the cause, so errors.Is(err, syscall.ENOSPC) still works,
+//     while its client-safe message names no file. Anything else is an
+//     internal error wrapped with the operation ("put payments: ...").
+//
+// DB.Check verifies bbolt's pages and every index against its records;
+// storetest.MustOpen runs it when a test ends.
+package store

@@ -1,0 +1,21 @@
+package store
+
+import (
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// IndexSteps returns how many status index entries Candidates visited in
+// the transaction tx.
+func IndexSteps(t pay.Tx) int { return t.(*tx).indexSteps }
+
+// BoltDB returns the bbolt handle of db.
+func BoltDB(db *DB) *bolt.DB { return db.bolt }
+
+// Bucket names for tests that damage a database on purpose.
+var (
+	BucketMeta             = bucketMeta
+	BucketPaymentsByStatus = bucketPaymentsByStatus
+	KeySchemaVersion       = keySchemaVersion
+)

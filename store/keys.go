@@ -1,0 +1,254 @@
+package store
+
+// This file holds the schema: bucket names and every key encoding. doc.go
+// describes the same layout as a table; keep the two in step.
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/binary"
+	"math"
+	"time"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// SchemaVersion is the layout of buckets, keys and values this package reads
+// and writes. Open stores it in a new database and refuses a database with a
+// newer one.
+const SchemaVersion = 1
+
+// Bucket names. Open creates every one of them.
+var (
+	bucketMeta              = []byte("meta")
+	bucketPayments          = []byte("payments")
+	bucketPaymentsByStatus  = []byte("payments_by_status")
+	bucketPaymentsByCreated = []byte("payments_by_created")
+	bucketPaymentsByOrder   = []byte("payments_by_order")
+	bucketPaymentsByRef     = []byte("payments_by_ref")
+	bucketTimeline          = []byte("timeline")
+	bucketInbox             = []byte("inbox")
+	bucketInboxByPayment    = []byte("inbox_by_payment")
+	bucketInboxPending      = []byte("inbox_pending")
+	bucketProcessed         = []byte("processed")
+	bucketLeases            = []byte("leases")
+	bucketOutbox            = []byte("outbox")
+	bucketOutboxByPayment   = []byte("outbox_by_payment")
+	bucketLedger            = []byte("ledger")
+	bucketBalances          = []byte("balances")
+	bucketReview            = []byte("review")
+	bucketReviewByCreated   = []byte("review_by_created")
+	bucketIdem              = []byte("idempotency_keys")
+
+	allBuckets = [][]byte{
+		bucketMeta,
+		bucketPayments, bucketPaymentsByStatus, bucketPaymentsByCreated, bucketPaymentsByOrder, bucketPaymentsByRef,
+		bucketTimeline,
+		bucketInbox, bucketInboxByPayment, bucketInboxPending, bucketProcessed,
+		bucketLeases,
+		bucketOutbox, bucketOutboxByPayment,
+		bucketLedger, bucketBalances,
+		bucketReview, bucketReviewByCreated,
+		bucketIdem,
+	}
+)
+
+// keySchemaVersion is the key of the schema version in the meta bucket; its
+// value is be64(SchemaVersion).
+var keySchemaVersion = []byte("schema_version")
+
+// maxKeyPart is the longest string accepted as one part of a key (ids,
+// provider names, references, event ids, order ids, idempotency keys). It
+// keeps every key far below bbolt's limit and fits the uint16 length prefix.
+const maxKeyPart = 1024
+
+// Key times are nanoseconds since the Unix epoch. Times outside what an
+// int64 of nanoseconds can hold are clamped: the zero time and anything
+// before 1970 encode as 0, anything after 2262 as MaxInt64.
+var (
+	minKeyTime = time.Unix(0, 0)
+	maxKeyTime = time.Unix(0, math.MaxInt64)
+)
+
+// keyTime encodes t for a time index, so that byte order is time order.
+func keyTime(t time.Time) uint64 {
+	switch {
+	case t.IsZero() || t.Before(minKeyTime):
+		return 0
+	case t.After(maxKeyTime):
+		return math.MaxInt64
+	}
+	return uint64(t.UnixNano())
+}
+
+// be64 returns v as 8 big-endian bytes.
+func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0, 8), v) }
+
+// appendStr appends s with a big-endian uint16 length prefix, so that a
+// variable-length part can be followed by more parts without ambiguity and
+// a scan of the prefix appendStr(nil, s) sees exactly the keys of s.
+// Callers check len(s) <= maxKeyPart first.
+func appendStr(b []byte, s string) []byte {
+	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
+	return append(b, s...)
+}
+
+// readStr reads a part written by appendStr and returns the rest of b.
+func readStr(b []byte) (s string, rest []byte, ok bool) {
+	if len(b) < 2 {
+		return "", nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	if len(b) < 2+n {
+		return "", nil, false
+	}
+	return string(b[2 : 2+n]), b[2+n:], true
+}
+
+// statusPrefix is status ‖ 0x00: the start of one status in
+// payments_by_status. Statuses are known constants without a NUL byte.
+func statusPrefix(s pay.Status) []byte {
+	return append([]byte(s), 0)
+}
+
+// statusKey is status ‖ 0x00 ‖ be64(updated_at) ‖ id.
+func statusKey(s pay.Status, updated time.Time, id string) []byte {
+	k := binary.BigEndian.AppendUint64(statusPrefix(s), keyTime(updated))
+	return append(k, id...)
+}
+
+// statusBound is the first key of status s at or after time t: keys below
+// it have updated_at strictly before t.
+func statusBound(s pay.Status, t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(statusPrefix(s), keyTime(t))
+}
+
+// createdKey is be64(created_at) ‖ id.
+func createdKey(created time.Time, id string) []byte {
+	return append(be64(keyTime(created)), id...)
+}
+
+// orderPrefix is str(order id): the start of one order in payments_by_order.
+func orderPrefix(orderID string) []byte { return appendStr(nil, orderID) }
+
+// orderKey is str(order id) ‖ be64(created_at) ‖ id.
+func orderKey(orderID string, created time.Time, id string) []byte {
+	k := binary.BigEndian.AppendUint64(orderPrefix(orderID), keyTime(created))
+	return append(k, id...)
+}
+
+// splitTimeID splits a time index key after its prefix of length n into
+// the be64 time and the trailing id.
+func splitTimeID(k []byte, n int) (ns uint64, id string, ok bool) {
+	if len(k) < n+8+1 {
+		return 0, "", false
+	}
+	return binary.BigEndian.Uint64(k[n : n+8]), string(k[n+8:]), true
+}
+
+// refKey is str(provider) ‖ provider ref.
+func refKey(provider, ref string) []byte { return append(appendStr(nil, provider), ref...) }
+
+// paymentPrefix is str(payment id): the start of one payment in the
+// timeline, inbox_by_payment and outbox_by_payment buckets.
+func paymentPrefix(paymentID string) []byte { return appendStr(nil, paymentID) }
+
+// stepKey is str(payment id) ‖ be64(seq).
+func stepKey(paymentID string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(paymentPrefix(paymentID), seq)
+}
+
+// outboxPaymentKey is str(payment id) ‖ be64(seq).
+func outboxPaymentKey(paymentID string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(paymentPrefix(paymentID), seq)
+}
+
+// trailingSeq returns the be64 that ends a key of stepKey or
+// outboxPaymentKey.
+func trailingSeq(k []byte) (uint64, bool) {
+	if len(k) < 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+// eventKey is str(provider) ‖ event id: the key of inbox and processed.
+func eventKey(provider, eventID string) []byte {
+	return append(appendStr(nil, provider), eventID...)
+}
+
+// inboxPaymentKey is str(payment id) ‖ be64(received_at) ‖ eventKey.
+func inboxPaymentKey(paymentID string, received time.Time, provider, eventID string) []byte {
+	k := binary.BigEndian.AppendUint64(paymentPrefix(paymentID), keyTime(received))
+	return append(k, eventKey(provider, eventID)...)
+}
+
+// pendingKey is be64(next_attempt_at) ‖ eventKey.
+func pendingKey(next time.Time, provider, eventID string) []byte {
+	return append(be64(keyTime(next)), eventKey(provider, eventID)...)
+}
+
+// splitPendingKey returns the time and a copy of the event key of a
+// pendingKey.
+func splitPendingKey(k []byte) (ns uint64, event []byte, ok bool) {
+	if len(k) < 8+2 {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint64(k[:8]), bytes.Clone(k[8:]), true
+}
+
+// seqKey is be64(seq): the key of outbox and ledger.
+func seqKey(seq uint64) []byte { return be64(seq) }
+
+// balanceKey is str(account) ‖ currency.
+func balanceKey(account, currency string) []byte {
+	return append(appendStr(nil, account), currency...)
+}
+
+// splitBalanceKey is the inverse of balanceKey.
+func splitBalanceKey(k []byte) (account, currency string, ok bool) {
+	account, rest, ok := readStr(k)
+	return account, string(rest), ok
+}
+
+// reviewKey is be64(created_at) ‖ review id: the key of review_by_created.
+func reviewKey(created time.Time, id string) []byte {
+	return append(be64(keyTime(created)), id...)
+}
+
+// prefixEnd returns the smallest key greater than every key that starts
+// with p, or nil if there is none (p is empty or all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// List cursors name the index they continue, so that a cursor of one list
+// cannot be replayed against another.
+const (
+	cursorCreated = 'c' // payments_by_created
+	cursorStatus  = 's' // payments_by_status
+	cursorOrder   = 'o' // payments_by_order
+)
+
+// encodeCursor returns the opaque cursor after index key k: unpadded
+// base64url of kind ‖ k.
+func encodeCursor(kind byte, k []byte) string {
+	return base64.RawURLEncoding.EncodeToString(append([]byte{kind}, k...))
+}
+
+// decodeCursor returns the index key of a cursor made by encodeCursor for
+// the same kind and prefix, or EINVALID.
+func decodeCursor(s string, kind byte, prefix []byte) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 1+len(prefix)+8+1 || b[0] != kind || !bytes.HasPrefix(b[1:], prefix) {
+		return nil, pay.Errorf(pay.EINVALID, "cursor is not valid for this list")
+	}
+	return b[1:], nil
+}

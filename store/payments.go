@@ -1,0 +1,319 @@
+package store
+
+import (
+	"bytes"
+	"cmp"
+	"slices"
+	"time"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// List limits of ListPayments.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// Payment returns the payment with the given id, or ENOTFOUND.
+func (t *tx) Payment(id string) (pay.Payment, error) {
+	p, ok, err := t.payment(id)
+	if err != nil {
+		return pay.Payment{}, err
+	} else if !ok {
+		return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment %s not found", id)
+	}
+	return p, nil
+}
+
+// payment loads a payment and reports whether it exists.
+func (t *tx) payment(id string) (pay.Payment, bool, error) {
+	var r paymentRecord
+	if ok, err := t.getJSON(bucketPayments, []byte(id), &r); err != nil || !ok {
+		return pay.Payment{}, false, err
+	}
+	return r.payment(), true, nil
+}
+
+// PaymentByRef finds a payment by the provider's reference, or ENOTFOUND.
+func (t *tx) PaymentByRef(provider, ref string) (pay.Payment, error) {
+	v := t.bucket(bucketPaymentsByRef).Get(refKey(provider, ref))
+	if v == nil || ref == "" {
+		return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment with %s reference %s not found", provider, ref)
+	}
+	id := string(v)
+	p, ok, err := t.payment(id)
+	if err != nil {
+		return pay.Payment{}, err
+	} else if !ok {
+		return pay.Payment{}, corrupt(bucketPaymentsByRef, "%s/%s points to missing payment %s", provider, ref, id)
+	}
+	return p, nil
+}
+
+// checkPayment checks what the store relies on: the parts of keys, a known
+// status (the status index) and set times (the time indexes).
+func checkPayment(p pay.Payment) error {
+	if err := checkPart("payment id", p.ID, true); err != nil {
+		return err
+	}
+	if err := checkPart("order_id", p.OrderID, false); err != nil {
+		return err
+	}
+	if err := checkPart("provider", p.Provider, false); err != nil {
+		return err
+	}
+	if err := checkPart("provider_ref", p.ProviderRef, false); err != nil {
+		return err
+	}
+	if !p.Status.Valid() {
+		return pay.Errorf(pay.EINVALID, "payment %s: status %q is not a known status", p.ID, p.Status)
+	}
+	if p.CreatedAt.IsZero() || p.UpdatedAt.IsZero() {
+		return pay.Errorf(pay.EINVALID, "payment %s: created_at and updated_at are required", p.ID)
+	}
+	return nil
+}
+
+// InsertPayment stores a new payment with Version 1; ECONFLICT if the id
+// exists or another payment has the same provider reference.
+func (t *tx) InsertPayment(p pay.Payment) error {
+	if err := checkPayment(p); err != nil {
+		return err
+	}
+	if p.Version != 1 {
+		return pay.Errorf(pay.EINVALID, "payment %s: a new payment has version 1, got %d", p.ID, p.Version)
+	}
+	if t.has(bucketPayments, []byte(p.ID)) {
+		return pay.Errorf(pay.ECONFLICT, "payment %s already exists", p.ID)
+	}
+	if err := t.checkRefFree(p); err != nil {
+		return err
+	}
+	return t.writePayment(nil, fromPayment(p).payment())
+}
+
+// UpdatePayment writes p with compare-and-set on the version: the stored
+// version must be prev and p.Version prev+1, else ECONFLICT (nothing is
+// written). Every index follows the new record.
+func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
+	if err := checkPayment(p); err != nil {
+		return err
+	}
+	cur, ok, err := t.payment(p.ID)
+	if err != nil {
+		return err
+	} else if !ok {
+		return pay.Errorf(pay.ENOTFOUND, "payment %s not found", p.ID)
+	}
+	if cur.Version != prev {
+		return pay.Errorf(pay.ECONFLICT, "payment %s is at version %d, not %d", p.ID, cur.Version, prev)
+	}
+	if p.Version != prev+1 {
+		return pay.Errorf(pay.ECONFLICT, "payment %s: the version after %d is %d, got %d", p.ID, prev, prev+1, p.Version)
+	}
+	if err := t.checkRefFree(p); err != nil {
+		return err
+	}
+	return t.writePayment(&cur, fromPayment(p).payment())
+}
+
+// checkRefFree returns ECONFLICT if p's provider reference belongs to
+// another payment.
+func (t *tx) checkRefFree(p pay.Payment) error {
+	if p.ProviderRef == "" {
+		return nil
+	}
+	if v := t.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); v != nil && string(v) != p.ID {
+		return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, p.ProviderRef, v)
+	}
+	return nil
+}
+
+// indexEntry is one entry a payment has in an index.
+type indexEntry struct {
+	bucket, key, value []byte
+}
+
+// paymentIndexes lists the index entries of p.
+func paymentIndexes(p pay.Payment) []indexEntry {
+	ix := []indexEntry{
+		{bucketPaymentsByStatus, statusKey(p.Status, p.UpdatedAt, p.ID), nil},
+		{bucketPaymentsByCreated, createdKey(p.CreatedAt, p.ID), nil},
+		{bucketPaymentsByOrder, orderKey(p.OrderID, p.CreatedAt, p.ID), nil},
+	}
+	if p.ProviderRef != "" {
+		ix = append(ix, indexEntry{bucketPaymentsByRef, refKey(p.Provider, p.ProviderRef), []byte(p.ID)})
+	}
+	return ix
+}
+
+// writePayment stores p (times in UTC) and moves its index entries from
+// those of old (nil for a new payment) to those of p.
+func (t *tx) writePayment(old *pay.Payment, p pay.Payment) error {
+	next := paymentIndexes(p)
+	if old != nil {
+		for _, o := range paymentIndexes(*old) {
+			if !slices.ContainsFunc(next, func(n indexEntry) bool {
+				return bytes.Equal(n.bucket, o.bucket) && bytes.Equal(n.key, o.key)
+			}) {
+				if err := t.del(o.bucket, o.key); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	if err := t.putJSON(bucketPayments, []byte(p.ID), fromPayment(p)); err != nil {
+		return err
+	}
+	for _, n := range next {
+		if err := t.put(n.bucket, n.key, n.value); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ListPayments returns a page of payments and the cursor of the next page
+// ("" on the last page).
+//
+// Without filter the order is newest created first (payments_by_created).
+// With OrderID it is newest created first among that order's payments
+// (payments_by_order), and Status, if also set, filters those. With Status
+// alone it is newest updated first (payments_by_status); a payment that
+// changes while a client pages moves in that order, so it may be seen
+// twice or not at all. Limit 0 means DefaultListLimit; other values are
+// clamped to 1..MaxListLimit. A cursor that is not from the same kind of
+// list is EINVALID.
+func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
+	limit := f.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 1:
+		limit = 1
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, "", pay.Errorf(pay.EINVALID, "status %q is not a known status", f.Status)
+	}
+
+	// Pick the index.
+	var (
+		bucket []byte
+		kind   byte
+		prefix []byte
+	)
+	switch {
+	case f.OrderID != "":
+		if err := checkPart("order_id", f.OrderID, false); err != nil {
+			return nil, "", err
+		}
+		bucket, kind, prefix = bucketPaymentsByOrder, cursorOrder, orderPrefix(f.OrderID)
+	case f.Status != "":
+		bucket, kind, prefix = bucketPaymentsByStatus, cursorStatus, statusPrefix(f.Status)
+	default:
+		bucket, kind, prefix = bucketPaymentsByCreated, cursorCreated, nil
+	}
+
+	// Position on the first key of the page.
+	c := t.bucket(bucket).Cursor()
+	var k []byte
+	if f.Cursor != "" {
+		from, err := decodeCursor(f.Cursor, kind, prefix)
+		if err != nil {
+			return nil, "", err
+		}
+		k = seekBefore(c, from)
+	} else {
+		k = lastWithPrefix(c, prefix)
+	}
+
+	// Walk backwards; one match past the page means there is a next page.
+	var (
+		out  []pay.Payment
+		last []byte
+	)
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+		_, id, ok := splitTimeID(k, len(prefix))
+		if !ok {
+			return nil, "", corrupt(bucket, "key %x", k)
+		}
+		p, found, err := t.payment(id)
+		if err != nil {
+			return nil, "", err
+		} else if !found {
+			return nil, "", corrupt(bucket, "key %x points to missing payment %s", k, id)
+		}
+		if f.Status != "" && p.Status != f.Status {
+			continue
+		}
+		if len(out) == limit {
+			return out, encodeCursor(kind, last), nil
+		}
+		out = append(out, p)
+		last = bytes.Clone(k)
+	}
+	return out, "", nil
+}
+
+// Candidates returns up to limit payments in the given statuses whose
+// UpdatedAt is strictly before updatedBefore, oldest first (ties by id). For
+// each status it scans payments_by_status from status ‖ 0x00 up to the
+// bound and stops after limit entries, so the cost is O(statuses × limit)
+// index entries plus limit payment reads, whatever the number of payments.
+// EINVALID for an unknown status or a limit below 1.
+func (t *tx) Candidates(statuses []pay.Status, updatedBefore time.Time, limit int) ([]pay.Payment, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	type cand struct {
+		ns uint64
+		id string
+	}
+	var (
+		cs   []cand
+		seen = make(map[pay.Status]bool, len(statuses))
+	)
+	for _, s := range statuses {
+		if !s.Valid() {
+			return nil, pay.Errorf(pay.EINVALID, "status %q is not a known status", s)
+		}
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		prefix, end := statusPrefix(s), statusBound(s, updatedBefore)
+		c := t.bucket(bucketPaymentsByStatus).Cursor()
+		n := 0
+		for k, _ := c.Seek(prefix); k != nil && bytes.Compare(k, end) < 0 && n < limit; k, _ = c.Next() {
+			t.indexSteps++
+			ns, id, ok := splitTimeID(k, len(prefix))
+			if !ok {
+				return nil, corrupt(bucketPaymentsByStatus, "key %x", k)
+			}
+			cs = append(cs, cand{ns, id})
+			n++
+		}
+	}
+
+	// Merge: oldest first over all statuses, then cap.
+	slices.SortFunc(cs, func(a, b cand) int {
+		return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.id, b.id))
+	})
+	if len(cs) > limit {
+		cs = cs[:limit]
+	}
+	out := make([]pay.Payment, 0, len(cs))
+	for _, c := range cs {
+		p, ok, err := t.payment(c.id)
+		if err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, corrupt(bucketPaymentsByStatus, "entry points to missing payment %s", c.id)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}

@@ -1,0 +1,106 @@
+package store
+
+import (
+	"github.com/paystate/paystate/pay"
+)
+
+// PutReview adds or replaces a review item. A zero CreatedAt keeps the
+// stored item's time, or becomes Tx.Now for a new item.
+func (t *tx) PutReview(item pay.ReviewItem) error {
+	if err := checkPart("review id", item.ID, true); err != nil {
+		return err
+	}
+	var old reviewRecord
+	found, err := t.getJSON(bucketReview, []byte(item.ID), &old)
+	if err != nil {
+		return err
+	}
+	if item.CreatedAt.IsZero() {
+		item.CreatedAt = t.now
+		if found {
+			item.CreatedAt = old.CreatedAt
+		}
+	}
+	r := fromReview(item)
+	if found {
+		if err := t.del(bucketReviewByCreated, reviewKey(old.CreatedAt, old.ID)); err != nil {
+			return err
+		}
+	}
+	if err := t.putJSON(bucketReview, []byte(r.ID), r); err != nil {
+		return err
+	}
+	return t.put(bucketReviewByCreated, reviewKey(r.CreatedAt, r.ID), nil)
+}
+
+// Review returns one review item, or ENOTFOUND.
+func (t *tx) Review(id string) (pay.ReviewItem, error) {
+	var r reviewRecord
+	if found, err := t.getJSON(bucketReview, []byte(id), &r); err != nil {
+		return pay.ReviewItem{}, err
+	} else if !found {
+		return pay.ReviewItem{}, pay.Errorf(pay.ENOTFOUND, "review item %s not found", id)
+	}
+	return r.item(), nil
+}
+
+// ListReview returns every review item, oldest CreatedAt first (ties by
+// id), through review_by_created.
+func (t *tx) ListReview() ([]pay.ReviewItem, error) {
+	var out []pay.ReviewItem
+	err := t.bucket(bucketReviewByCreated).ForEach(func(k, _ []byte) error {
+		_, id, ok := splitTimeID(k, 0)
+		if !ok {
+			return corrupt(bucketReviewByCreated, "key %x", k)
+		}
+		var r reviewRecord
+		if found, err := t.getJSON(bucketReview, []byte(id), &r); err != nil {
+			return err
+		} else if !found {
+			return corrupt(bucketReviewByCreated, "key %x points to missing item %s", k, id)
+		}
+		out = append(out, r.item())
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// DeleteReview removes a review item; ENOTFOUND if there is none.
+func (t *tx) DeleteReview(id string) error {
+	var r reviewRecord
+	if found, err := t.getJSON(bucketReview, []byte(id), &r); err != nil {
+		return err
+	} else if !found {
+		return pay.Errorf(pay.ENOTFOUND, "review item %s not found", id)
+	}
+	if err := t.del(bucketReviewByCreated, reviewKey(r.CreatedAt, r.ID)); err != nil {
+		return err
+	}
+	return t.del(bucketReview, []byte(id))
+}
+
+// IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
+func (t *tx) IdemKey(key string) (pay.IdemRecord, error) {
+	var r idemRecord
+	if found, err := t.getJSON(bucketIdem, []byte(key), &r); err != nil {
+		return pay.IdemRecord{}, err
+	} else if !found {
+		return pay.IdemRecord{}, pay.Errorf(pay.ENOTFOUND, "idempotency key not found")
+	}
+	return r.record(), nil
+}
+
+// PutIdemKey stores r under r.Key, replacing what was there. A zero
+// CreatedAt becomes Tx.Now.
+func (t *tx) PutIdemKey(r pay.IdemRecord) error {
+	if err := checkPart("idempotency key", r.Key, true); err != nil {
+		return err
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = t.now
+	}
+	return t.putJSON(bucketIdem, []byte(r.Key), fromIdem(r))
+}

@@ -1,0 +1,372 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/storetest"
+)
+
+func TestDB(t *testing.T) {
+	t.Parallel()
+	storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
+		return storetest.MustOpen(t, &store.Options{Now: now})
+	})
+}
+
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
+
+// payment returns payment i in status s, created at t0 and updated at
+// updated.
+func payment(i int, s pay.Status, updated time.Time) pay.Payment {
+	return pay.Payment{
+		ID: fmt.Sprintf("pay_%026d", i), OrderID: fmt.Sprintf("order-%d", i), Amount: 1000, Currency: "EUR",
+		Provider: "mock", Status: s, Version: 1, CreatedAt: t0, UpdatedAt: updated,
+	}
+}
+
+func TestOpen_Reopen(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "paystate.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	want := payment(1, pay.Processing, t0)
+	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(want) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err = store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var got pay.Payment
+	if err := db.View(ctx, func(tx pay.Tx) (err error) { got, err = tx.Payment(want.ID); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := got.Status, want.Status; got != want {
+		t.Fatalf("Status=%s, want %s", got, want)
+	}
+	err = store.BoltDB(db).View(func(btx *bolt.Tx) error {
+		v := btx.Bucket(store.BucketMeta).Get(store.KeySchemaVersion)
+		if got, want := fmt.Sprintf("%x", v), fmt.Sprintf("%016x", store.SchemaVersion); got != want {
+			t.Fatalf("schema version=%s, want %s", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestOpen_NewerSchema(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "paystate.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = store.BoltDB(db).Update(func(btx *bolt.Tx) error {
+		return btx.Bucket(store.BucketMeta).Put(store.KeySchemaVersion, []byte{0, 0, 0, 0, 0, 0, 0, store.SchemaVersion + 1})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for _, ro := range []bool{false, true} {
+		db, err = store.Open(path, &store.Options{ReadOnly: ro})
+		if err == nil {
+			db.Close()
+			t.Fatalf("ReadOnly=%t: Open of a newer schema succeeded", ro)
+		}
+		if !strings.Contains(err.Error(), "newer") {
+			t.Fatalf("ReadOnly=%t: error %q does not say the schema is newer", ro, err)
+		}
+	}
+}
+
+func TestOpen_NotPaystate(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "other.db")
+	bdb, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(btx *bolt.Tx) error { _, err := btx.CreateBucket([]byte("widgets")); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err := store.Open(path, nil); err == nil {
+		db.Close()
+		t.Fatal("Open of a foreign bbolt file succeeded")
+	}
+}
+
+func TestOpen_Locked(t *testing.T) {
+	t.Parallel()
+	db := storetest.MustOpen(t, nil)
+	second, err := store.Open(db.Path(), &store.Options{Timeout: 50 * time.Millisecond})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second Open of a held file succeeded")
+	}
+	if !errors.Is(err, berrors.ErrTimeout) || !strings.Contains(err.Error(), "locked") {
+		t.Fatalf("error %q, want a locked database (bbolt errors.ErrTimeout)", err)
+	}
+}
+
+func TestDB_ReadOnly(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "paystate.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(payment(1, pay.Created, t0)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db, err = store.Open(path, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(ctx, func(tx pay.Tx) error { _, err := tx.Payment(payment(1, "", t0).ID); return err }); err != nil {
+		t.Fatalf("View: %v", err)
+	}
+	ran := false
+	err = db.Update(ctx, func(tx pay.Tx) error { ran = true; return nil })
+	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
+		t.Fatalf("Update on a read-only database: error %v: code=%q, want %q", err, got, want)
+	}
+	if !errors.Is(err, berrors.ErrDatabaseReadOnly) {
+		t.Fatalf("error %v does not wrap %v", err, berrors.ErrDatabaseReadOnly)
+	}
+	if got, want := pay.ErrorMessage(err), "storage is unavailable"; got != want {
+		t.Fatalf("ErrorMessage=%q, want %q", got, want)
+	}
+	if ran {
+		t.Fatal("fn ran on a read-only database")
+	}
+	if err := db.Check(); err != nil {
+		t.Fatalf("Check on a read-only database: %v", err)
+	}
+}
+
+func TestDB_Closed(t *testing.T) {
+	t.Parallel()
+	db := storetest.MustOpen(t, nil)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	err := db.Update(ctx, func(tx pay.Tx) error { return nil })
+	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
+		t.Fatalf("Update after Close: error %v: code=%q, want %q", err, got, want)
+	}
+	err = db.View(ctx, func(tx pay.Tx) error { return nil })
+	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
+		t.Fatalf("View after Close: error %v: code=%q, want %q", err, got, want)
+	}
+}
+
+// sweep is what the sweeper asks for.
+var sweep = []pay.Status{pay.FinalizePending, pay.Expired, pay.Processing, pay.RequiresAction}
+
+// fill stores n payments of which the first candidates are sweep
+// candidates before bound (finalize_pending, updated before t0+1h) and the
+// rest are not (captured, or processing updated after the bound), in
+// transactions of 10,000.
+func fill(tb testing.TB, db *store.DB, n, candidates int) (bound time.Time) {
+	tb.Helper()
+	bound = t0.Add(time.Hour)
+	const batch = 10_000
+	for start := 0; start < n; start += batch {
+		err := db.Update(context.Background(), func(tx pay.Tx) error {
+			for i := start; i < min(start+batch, n); i++ {
+				var p pay.Payment
+				switch {
+				case i < candidates:
+					p = payment(i, pay.FinalizePending, t0.Add(time.Duration(i)*time.Millisecond))
+				case i%2 == 0:
+					p = payment(i, pay.Captured, t0.Add(time.Duration(i)*time.Millisecond))
+				default:
+					p = payment(i, pay.Processing, bound.Add(time.Duration(i)*time.Millisecond))
+				}
+				if err := tx.InsertPayment(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			tb.Fatal(err)
+		}
+	}
+	return bound
+}
+
+func TestDB_CandidatesMany(t *testing.T) {
+	t.Parallel()
+	db := storetest.MustOpen(t, nil)
+	const n, candidates = 10_000, 100
+	bound := fill(t, db, n, candidates)
+
+	err := db.View(context.Background(), func(tx pay.Tx) error {
+		ps, err := tx.Candidates(sweep, bound, 1000)
+		if err != nil {
+			return err
+		}
+		if got, want := len(ps), candidates; got != want {
+			t.Fatalf("len(Candidates)=%d, want %d", got, want)
+		}
+		for i, p := range ps {
+			if got, want := p.ID, payment(i, "", t0).ID; got != want {
+				t.Fatalf("Candidates[%d]=%s, want %s", i, got, want)
+			}
+		}
+		// Only the candidates' index entries were read, not the 5,000
+		// processing payments after the bound nor the captured ones.
+		if got, want := store.IndexSteps(tx), candidates; got != want {
+			t.Fatalf("index entries visited=%d, want %d", got, want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDB_WriteTo(t *testing.T) {
+	t.Parallel()
+	db := storetest.MustOpen(t, nil)
+	want := payment(1, pay.Captured, t0)
+	ctx := context.Background()
+	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(want) }); err != nil {
+		t.Fatal(err)
+	}
+
+	path := filepath.Join(t.TempDir(), "backup.db")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := db.WriteTo(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(path); err != nil || fi.Size() != n {
+		t.Fatalf("backup is %v bytes (%v), WriteTo said %d", fi.Size(), err, n)
+	}
+
+	backup, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer backup.Close()
+	var got pay.Payment
+	if err := backup.View(ctx, func(tx pay.Tx) (err error) { got, err = tx.Payment(want.ID); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := got.Status, want.Status; got != want {
+		t.Fatalf("Status=%s, want %s", got, want)
+	}
+	if err := backup.Check(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDB_Check(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "paystate.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	p := payment(1, pay.Processing, t0)
+	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(); err != nil {
+		t.Fatalf("Check of a sound database: %v", err)
+	}
+
+	// A status index entry without its payment, and a payment without one.
+	err = store.BoltDB(db).Update(func(btx *bolt.Tx) error {
+		b := btx.Bucket(store.BucketPaymentsByStatus)
+		k, _ := b.Cursor().First()
+		if k == nil {
+			return errors.New("empty status index")
+		}
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+		return b.Put([]byte("failed\x00\x00\x00\x00\x00\x00\x00\x00\x01pay_ghost"), nil)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Check()
+	if err == nil {
+		t.Fatal("Check of a damaged index found nothing")
+	}
+	if !strings.Contains(err.Error(), p.ID) {
+		t.Fatalf("Check error %q does not name payment %s", err, p.ID)
+	}
+}
+
+func BenchmarkCandidates(b *testing.B) {
+	for _, n := range []int{10_000, 100_000} {
+		b.Run(fmt.Sprintf("payments=%d", n), func(b *testing.B) {
+			db := storetest.MustOpen(b, nil)
+			const candidates = 100
+			bound := fill(b, db, n, candidates)
+			ctx := context.Background()
+			for b.Loop() {
+				err := db.View(ctx, func(tx pay.Tx) error {
+					ps, err := tx.Candidates(sweep, bound, 1000)
+					if err == nil && len(ps) != candidates {
+						err = fmt.Errorf("%d candidates, want %d", len(ps), candidates)
+					}
+					return err
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

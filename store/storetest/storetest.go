@@ -1,0 +1,250 @@
+// Package storetest holds MustOpen, which opens a bbolt store for a test,
+// and Run, the conformance suite that every pay.Store backend passes. The
+// suite is written against pay.Store alone, so a PostgreSQL backend runs
+// the same tests:
+//
+//	func TestDB(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
+//			return storetest.MustOpen(t, &store.Options{Now: now})
+//		})
+//	}
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	berrors "go.etcd.io/bbolt/errors"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
+)
+
+// MustOpen opens a store.DB in tb.TempDir() and fails the test if it
+// cannot. When the test ends it runs DB.Check (bbolt's tx.Check and the
+// index checks) and fails the test on any problem, then closes the
+// database; a test that closed the database itself skips the check.
+// opts may be nil.
+func MustOpen(tb testing.TB, opts *store.Options) *store.DB {
+	tb.Helper()
+	db, err := store.Open(filepath.Join(tb.TempDir(), "paystate.db"), opts)
+	if err != nil {
+		tb.Fatalf("open store: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := db.Check(); err != nil && !errors.Is(err, berrors.ErrDatabaseNotOpen) {
+			tb.Errorf("check store: %v", err)
+		}
+		if err := db.Close(); err != nil {
+			tb.Errorf("close store: %v", err)
+		}
+	})
+	return db
+}
+
+// Opener opens an empty store for one test. Every transaction of the store
+// reads the time from now. The store is closed when the test ends
+// (t.Cleanup); the opener arranges that.
+type Opener func(t *testing.T, now func() time.Time) pay.Store
+
+// Run runs the conformance suite: every method of pay.Tx, the indexes kept
+// in step with the payments, OnCommit and rollback semantics, leases under
+// an injected clock. Subtests run in parallel, each on its own store.
+func Run(t *testing.T, open Opener) {
+	for _, tt := range []struct {
+		name string
+		fn   func(*testing.T, Opener)
+	}{
+		{"Tx", testTx},
+		{"InsertPayment", testInsertPayment},
+		{"UpdatePayment", testUpdatePayment},
+		{"PaymentByRef", testPaymentByRef},
+		{"ListPayments", testListPayments},
+		{"Candidates", testCandidates},
+		{"Timeline", testTimeline},
+		{"Inbox", testInbox},
+		{"Lease", testLease},
+		{"Outbox", testOutbox},
+		{"Ledger", testLedger},
+		{"Review", testReview},
+		{"IdemKey", testIdemKey},
+	} {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
+	}
+}
+
+// Clock is a settable clock for tests, safe for concurrent use.
+type Clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+// NewClock returns a clock that reads t until moved.
+func NewClock(t time.Time) *Clock { return &Clock{now: t} }
+
+// Now returns the clock's time.
+func (c *Clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+// Add moves the clock by d and returns the new time.
+func (c *Clock) Add(d time.Duration) time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+	return c.now
+}
+
+// t0 is where every test's clock starts. It has microsecond precision, the
+// finest a PostgreSQL timestamp keeps, so backends that store less than
+// nanoseconds pass too.
+var t0 = time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
+
+// env is one test's store and clock.
+type env struct {
+	t     *testing.T
+	s     pay.Store
+	clock *Clock
+}
+
+// newEnv opens a store for t on a clock at t0.
+func newEnv(t *testing.T, open Opener) *env {
+	c := NewClock(t0)
+	return &env{t: t, s: open(t, c.Now), clock: c}
+}
+
+// update runs fn in a write transaction and fails the test on error.
+func (e *env) update(fn func(tx pay.Tx) error) {
+	e.t.Helper()
+	if err := e.s.Update(context.Background(), fn); err != nil {
+		e.t.Fatalf("Update: %v", err)
+	}
+}
+
+// view runs fn in a read transaction and fails the test on error.
+func (e *env) view(fn func(tx pay.Tx) error) {
+	e.t.Helper()
+	if err := e.s.View(context.Background(), fn); err != nil {
+		e.t.Fatalf("View: %v", err)
+	}
+}
+
+// tryUpdate runs fn in a write transaction and returns its error.
+func (e *env) tryUpdate(fn func(tx pay.Tx) error) error {
+	return e.s.Update(context.Background(), fn)
+}
+
+// payment reads one payment and fails the test if it cannot.
+func (e *env) payment(id string) pay.Payment {
+	e.t.Helper()
+	var p pay.Payment
+	e.view(func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err })
+	return p
+}
+
+// insert stores payments in one transaction.
+func (e *env) insert(ps ...pay.Payment) {
+	e.t.Helper()
+	e.update(func(tx pay.Tx) error {
+		for _, p := range ps {
+			if err := tx.InsertPayment(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// move writes a new version of the stored payment id with status s at
+// time at, and returns it.
+func (e *env) move(id string, s pay.Status, at time.Time) pay.Payment {
+	e.t.Helper()
+	var p pay.Payment
+	e.update(func(tx pay.Tx) error {
+		cur, err := tx.Payment(id)
+		if err != nil {
+			return err
+		}
+		p = cur
+		p.Status, p.UpdatedAt, p.Version = s, at, cur.Version+1
+		return tx.UpdatePayment(p, cur.Version)
+	})
+	return p
+}
+
+// paymentID returns the i-th test payment id.
+func paymentID(i int) string { return fmt.Sprintf("pay_%026d", i) }
+
+// newPayment returns payment i in status created at time at.
+func newPayment(i int, at time.Time) pay.Payment {
+	id := paymentID(i)
+	return pay.Payment{
+		ID:           id,
+		OrderID:      fmt.Sprintf("order-%d", i),
+		Amount:       1000 + int64(i),
+		Currency:     "EUR",
+		Customer:     pay.Customer{ID: "cus_1", Email: "ada@example.com"},
+		Provider:     "mock",
+		Status:       pay.Created,
+		Version:      1,
+		ClientSecret: "secret_" + id,
+		RedirectURL:  "https://psp.example/3ds/" + id,
+		ReturnURL:    "https://shop.example/done",
+		CreatedAt:    at,
+		UpdatedAt:    at,
+	}
+}
+
+// samePayment fails the test unless got equals want (times compared as
+// instants).
+func samePayment(t *testing.T, got, want pay.Payment) {
+	t.Helper()
+	if !got.CreatedAt.Equal(want.CreatedAt) {
+		t.Fatalf("CreatedAt=%s, want %s", got.CreatedAt, want.CreatedAt)
+	}
+	if !got.UpdatedAt.Equal(want.UpdatedAt) {
+		t.Fatalf("UpdatedAt=%s, want %s", got.UpdatedAt, want.UpdatedAt)
+	}
+	got.CreatedAt, got.UpdatedAt, want.CreatedAt, want.UpdatedAt = time.Time{}, time.Time{}, time.Time{}, time.Time{}
+	if got != want {
+		t.Fatalf("Payment=%#v, want %#v", got, want)
+	}
+}
+
+// wantCode fails the test unless err carries the pay error code.
+func wantCode(t *testing.T, err error, code string) {
+	t.Helper()
+	if got := pay.ErrorCode(err); got != code {
+		t.Fatalf("error %v: code=%q, want %q", err, got, code)
+	}
+}
+
+// ids returns the ids of payments, in order.
+func ids(ps []pay.Payment) []string {
+	out := make([]string, 0, len(ps))
+	for _, p := range ps {
+		out = append(out, p.ID)
+	}
+	return out
+}
+
+// wantIDs fails the test unless ps has exactly the payments want[i], in
+// that order.
+func wantIDs(t *testing.T, ps []pay.Payment, want ...int) {
+	t.Helper()
+	w := make([]string, 0, len(want))
+	for _, i := range want {
+		w = append(w, paymentID(i))
+	}
+	if got := ids(ps); !slices.Equal(got, w) {
+		t.Fatalf("ids=%v, want %v", got, w)
+	}
+}

@@ -1,0 +1,129 @@
+package store
+
+import (
+	"bytes"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// tx is one bbolt transaction seen as a pay.Tx. It is used by one goroutine.
+type tx struct {
+	btx      *bolt.Tx
+	now      time.Time
+	onCommit []func()
+
+	// indexSteps counts the status index entries Candidates visited, so a
+	// test can show that a pass costs O(candidates).
+	indexSteps int
+}
+
+var _ pay.Tx = (*tx)(nil)
+
+// Now returns the time read when the transaction began, in UTC.
+func (t *tx) Now() time.Time { return t.now }
+
+// OnCommit registers fn to run after a successful commit.
+func (t *tx) OnCommit(fn func()) { t.onCommit = append(t.onCommit, fn) }
+
+// bucket returns a bucket that Open created.
+func (t *tx) bucket(name []byte) *bolt.Bucket { return t.btx.Bucket(name) }
+
+// getJSON decodes the value at key into v and reports whether it was there.
+func (t *tx) getJSON(bucket, key []byte, v any) (bool, error) {
+	data := t.bucket(bucket).Get(key)
+	if data == nil {
+		return false, nil
+	}
+	return true, decode(string(bucket), data, v)
+}
+
+// has reports whether key is in bucket, whatever its value (index entries
+// have empty values, for which Get cannot tell).
+func (t *tx) has(bucket, key []byte) bool {
+	k, _ := t.bucket(bucket).Cursor().Seek(key)
+	return k != nil && bytes.Equal(k, key)
+}
+
+// put stores value at key.
+func (t *tx) put(bucket, key, value []byte) error {
+	if err := t.bucket(bucket).Put(key, value); err != nil {
+		return fmt.Errorf("put %s: %w", bucket, err)
+	}
+	return nil
+}
+
+// putJSON stores v, encoded, at key.
+func (t *tx) putJSON(bucket, key []byte, v any) error {
+	data, err := encode(string(bucket), v)
+	if err != nil {
+		return err
+	}
+	return t.put(bucket, key, data)
+}
+
+// del removes key from bucket; a missing key is not an error.
+func (t *tx) del(bucket, key []byte) error {
+	if err := t.bucket(bucket).Delete(key); err != nil {
+		return fmt.Errorf("delete %s: %w", bucket, err)
+	}
+	return nil
+}
+
+// nextSeq returns the next value of a bucket's sequence, from 1.
+func (t *tx) nextSeq(bucket []byte) (uint64, error) {
+	seq, err := t.bucket(bucket).NextSequence()
+	if err != nil {
+		return 0, fmt.Errorf("next %s sequence: %w", bucket, err)
+	}
+	return seq, nil
+}
+
+// seekBefore positions c on the greatest key below key and returns it.
+func seekBefore(c *bolt.Cursor, key []byte) []byte {
+	if k, _ := c.Seek(key); k == nil {
+		k, _ = c.Last()
+		return k
+	}
+	k, _ := c.Prev()
+	return k
+}
+
+// lastWithPrefix positions c on the greatest key that starts with prefix,
+// if any, and returns the key it is on (which may lack the prefix).
+func lastWithPrefix(c *bolt.Cursor, prefix []byte) []byte {
+	end := prefixEnd(prefix)
+	if end == nil {
+		k, _ := c.Last()
+		return k
+	}
+	return seekBefore(c, end)
+}
+
+// checkPart checks a string that becomes part of a key.
+func checkPart(field, s string, required bool) error {
+	switch {
+	case required && s == "":
+		return pay.Errorf(pay.EINVALID, "%s is required", field)
+	case len(s) > maxKeyPart:
+		return pay.Errorf(pay.EINVALID, "%s is longer than %d bytes", field, maxKeyPart)
+	}
+	return nil
+}
+
+// checkLimit checks the limit of a scan.
+func checkLimit(limit int) error {
+	if limit <= 0 {
+		return pay.Errorf(pay.EINVALID, "limit must be positive, got %d", limit)
+	}
+	return nil
+}
+
+// corrupt reports an index entry that does not match its record: a bug or
+// a damaged file, never the caller's fault.
+func corrupt(bucket []byte, format string, args ...any) error {
+	return fmt.Errorf("corrupt %s: %s", bucket, fmt.Sprintf(format, args...))
+}
