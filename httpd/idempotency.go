@@ -58,15 +58,23 @@ func idemKey(rc *fasthttp.RequestCtx) (string, error) {
 	return string(k), nil
 }
 
-// fingerprint is the SHA-256 of method, path and body.
-func fingerprint(rc *fasthttp.RequestCtx) string {
+// Fingerprint is the request fingerprint of an idempotency key: the hex
+// SHA-256 of method, path and body.
+func Fingerprint(method, path string, body []byte) string {
 	h := sha256.New()
-	h.Write(rc.Method())
+	h.Write([]byte(method))
 	h.Write([]byte{0})
-	h.Write(rc.Path())
+	h.Write([]byte(path))
 	h.Write([]byte{0})
-	h.Write(rc.PostBody())
+	h.Write(body)
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ScopedKey is the stored name of a client's idempotency key: the
+// operation, a hash of the API key and the key itself.
+func ScopedKey(op, apiKey, key string) string {
+	h := hashKey(apiKey)
+	return op + ":" + hex.EncodeToString(h[:8]) + ":" + key
 }
 
 // idemBegin claims the key for this request, or says why not.
@@ -183,11 +191,12 @@ func (s *Server) idempotent(rc *fasthttp.RequestCtx, op string, status int,
 	if err != nil {
 		return err
 	}
-	scoped := op + ":" + keyScope(rc) + ":" + key
+	apiKey, _ := bearer(rc)
+	scoped := ScopedKey(op, apiKey, key)
 	ctx, cancel := s.requestContext()
 	defer cancel()
 
-	rec, state, err := s.idemBegin(ctx, scoped, fingerprint(rc))
+	rec, state, err := s.idemBegin(ctx, scoped, Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody()))
 	if err != nil {
 		var iu inUseError
 		if errors.As(err, &iu) {

@@ -197,11 +197,3 @@ func bearer(rc *fasthttp.RequestCtx) (string, bool) {
 	}
 	return strings.TrimSpace(auth[len(prefix):]), true
 }
-
-// keyScope identifies the caller for idempotency keys: a hash of its API
-// key, so keys of different merchants never collide and no key is stored.
-func keyScope(rc *fasthttp.RequestCtx) string {
-	k, _ := bearer(rc)
-	h := hashKey(k)
-	return hex.EncodeToString(h[:8])
-}

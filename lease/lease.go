@@ -28,6 +28,8 @@ type Runner struct {
 	Store  pay.Store
 	Holder string        // who holds the lease: "inbox", "sweeper", "review", plus a process id
 	TTL    time.Duration // lease.ttl
+	// Now measures how long work under a lease takes; default time.Now.
+	Now    func() time.Time
 	Logger zerolog.Logger
 
 	mu     sync.Mutex
@@ -65,10 +67,14 @@ func (r *Runner) Do(ctx context.Context, paymentID string, fn func(ctx context.C
 
 	// The work may not outlive the lease.
 	wctx, cancel := context.WithTimeout(ctx, r.TTL)
-	start := time.Now()
+	now := r.Now
+	if now == nil {
+		now = time.Now
+	}
+	start := now()
 	err = fn(wctx, l.Token)
 	cancel()
-	r.observe(time.Since(start))
+	r.observe(now().Sub(start))
 	if pay.ErrorCode(err) == pay.ELEASELOST {
 		lost.Inc()
 	}
