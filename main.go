@@ -42,6 +42,8 @@ commands:
   serve [-config FILE]     run the daemon (the default command)
   check -config FILE       validate a config file and print the effective config, secrets masked
   version                  print version and build information
+  verify -db FILE          replay every payment's history and check it; non-zero exit on a mismatch
+  backup -db FILE -o OUT   write a consistent copy of the database (stopped, or -url of a running server)
 `
 
 // run dispatches a subcommand.
@@ -57,6 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runCheck(args, stdout, stderr)
 	case "version":
 		return runVersion(stdout)
+	case "verify":
+		return runVerify(ctx, args, stdout, stderr)
+	case "backup":
+		return runBackup(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

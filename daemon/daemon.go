@@ -126,7 +126,7 @@ func (m *Main) Open() (err error) {
 		Addr: cfg.Server.Listen, APIKeys: cfg.Auth.APIKeys, MaxBody: cfg.Server.MaxBody,
 		Store: m.DB, Payments: m.Payments, Inbox: m.Inbox,
 		IdemTTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true,
-		Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
+		Backup: m.DB, Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
 	}
 	if err := m.Server.Open(); err != nil {
 		return err

@@ -12,6 +12,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"strings"
@@ -56,6 +57,12 @@ type Server struct {
 	// holds a file lock): an in-flight key left by another process belongs
 	// to a request that died with it, and is taken over at once.
 	Exclusive bool
+
+	// Backup writes a consistent copy of the database (GET /admin/backup);
+	// nil if the backend cannot.
+	Backup interface {
+		WriteTo(w io.Writer) (int64, error)
+	}
 
 	// Ready reports whether the server can take traffic (storage open,
 	// workers running); nil means ready.

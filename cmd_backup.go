@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/store"
+)
+
+// runBackup is `paystate backup -db FILE -o OUT`: a consistent copy of the
+// database. A stopped database is copied directly (a bbolt read
+// transaction). A running paystate holds the file's lock; then the copy is
+// streamed from its GET /admin/backup, at -url or at the server.listen of
+// -config (default: the embedded defaults), with the API key from -api-key,
+// PAYSTATE_API_KEY or the config's first key. The copy is written to a
+// temporary file, checked to open as a paystate database, and renamed.
+func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("db", "./paystate.db", "database file")
+	out := fs.String("o", "", "output file (required)")
+	url := fs.String("url", "", "base URL of a running paystate to back up over HTTP")
+	cfgPath := fs.String("config", "", "config of the running paystate (for its address and API key)")
+	apiKey := fs.String("api-key", "", "API key for -url (default: PAYSTATE_API_KEY or the config's first key)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *out == "" {
+		return errors.New("backup: -o OUT is required")
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(*out), filepath.Base(*out)+".*.tmp")
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+
+	n, err := int64(0), error(nil)
+	if *url == "" {
+		var db *store.DB
+		db, err = store.Open(*path, &store.Options{ReadOnly: true, Timeout: time.Second})
+		if err == nil {
+			n, err = db.WriteTo(tmp)
+			db.Close()
+		} else if strings.Contains(err.Error(), "locked") {
+			// A running paystate has the file: ask it.
+			cfg, cerr := config.Load(*cfgPath)
+			if cerr != nil {
+				return cerr
+			}
+			*url = "http://" + cfg.Server.Listen
+			if *apiKey == "" && len(cfg.Auth.APIKeys) > 0 {
+				*apiKey = cfg.Auth.APIKeys[0]
+			}
+			fmt.Fprintf(stderr, "backup: %s is in use by a running paystate; fetching %s/admin/backup\n", *path, *url)
+			err = nil
+		}
+	}
+	if err == nil && *url != "" {
+		if *apiKey == "" {
+			*apiKey = os.Getenv("PAYSTATE_API_KEY")
+		}
+		n, err = fetchBackup(ctx, strings.TrimRight(*url, "/")+"/admin/backup", *apiKey, tmp)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+
+	// The copy must open as a paystate database before it replaces OUT.
+	check, err := store.Open(tmp.Name(), &store.Options{ReadOnly: true, Timeout: time.Second})
+	if err != nil {
+		return fmt.Errorf("backup: the copy does not open: %w", err)
+	}
+	err = check.Check()
+	check.Close()
+	if err != nil {
+		return fmt.Errorf("backup: the copy is damaged: %w", err)
+	}
+	if err := os.Rename(tmp.Name(), *out); err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	fmt.Fprintf(stdout, "backup written to %s (%d bytes)\n", *out, n)
+	return nil
+}
+
+func fetchBackup(ctx context.Context, url, apiKey string, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", url, nil)
+	if err != nil {
+		return 0, err
+	}
+	if apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+apiKey)
+	}
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(res.Body, 4096))
+		return 0, fmt.Errorf("%s answered %s: %s", url, res.Status, strings.TrimSpace(string(b)))
+	}
+	return io.Copy(w, res.Body)
+}

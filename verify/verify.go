@@ -1,0 +1,185 @@
+// Package verify replays every payment's timeline and checks it against the
+// stored record (SPEC "Self-verification"): versions strictly increasing
+// with no gaps, no transition the state machine forbids, one outbox record
+// per real transition, every processed webhook reflected in the timeline,
+// and a ledger that balances per currency. It reads one consistent
+// snapshot and changes nothing.
+package verify
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// Mismatch is one problem found.
+type Mismatch struct {
+	PaymentID string // "" for a problem of the whole database (the ledger)
+	Problem   string
+}
+
+// String formats a mismatch for the command line.
+func (m Mismatch) String() string {
+	if m.PaymentID == "" {
+		return m.Problem
+	}
+	return m.PaymentID + ": " + m.Problem
+}
+
+// Report is the result of a verification.
+type Report struct {
+	Payments    int
+	Steps       int
+	Transitions int
+	Mismatches  []Mismatch
+}
+
+// OK reports whether nothing was found.
+func (r Report) OK() bool { return len(r.Mismatches) == 0 }
+
+// Run verifies the whole store in one read transaction.
+func Run(ctx context.Context, s pay.Store) (Report, error) {
+	var r Report
+	err := s.View(ctx, func(tx pay.Tx) error {
+		r = Report{}
+		cursor := ""
+		for {
+			page, next, err := tx.ListPayments(pay.PaymentFilter{Limit: 500, Cursor: cursor})
+			if err != nil {
+				return fmt.Errorf("list payments: %w", err)
+			}
+			for _, p := range page {
+				if err := checkPayment(tx, p, &r); err != nil {
+					return fmt.Errorf("payment %s: %w", p.ID, err)
+				}
+			}
+			if next == "" {
+				break
+			}
+			cursor = next
+		}
+		return checkLedger(tx, &r)
+	})
+	return r, err
+}
+
+func (r *Report) add(id, format string, args ...any) {
+	r.Mismatches = append(r.Mismatches, Mismatch{PaymentID: id, Problem: fmt.Sprintf(format, args...)})
+}
+
+// checkPayment replays one payment's timeline.
+func checkPayment(tx pay.Tx, p pay.Payment, r *Report) error {
+	r.Payments++
+	steps, err := tx.Steps(p.ID)
+	if err != nil {
+		return err
+	}
+	outbox, err := tx.OutboxForPayment(p.ID)
+	if err != nil {
+		return err
+	}
+	events, err := tx.InboxForPayment(p.ID)
+	if err != nil {
+		return err
+	}
+	r.Steps += len(steps)
+
+	// Replay: written versions 1..N without gaps, each transition allowed
+	// from the status the replay has reached.
+	var (
+		version     uint64
+		status      pay.Status
+		transitions []pay.Step
+		eventSteps  = map[string]bool{}
+	)
+	for i, s := range steps {
+		if s.Seq != uint64(i+1) {
+			r.add(p.ID, "timeline step %d has sequence %d", i+1, s.Seq)
+		}
+		if s.EventID != "" {
+			eventSteps[s.EventID] = true
+		}
+		if !s.Wrote() {
+			continue
+		}
+		if s.Version != version+1 {
+			r.add(p.ID, "version gap: step %d wrote version %d after version %d", s.Seq, s.Version, version)
+		}
+		version = s.Version
+		switch s.Kind {
+		case pay.StepCreated:
+			if i != 0 || s.Version != 1 {
+				r.add(p.ID, "creation at step %d, version %d", s.Seq, s.Version)
+			}
+			status = s.To
+		case pay.StepTransition:
+			if s.From != status {
+				r.add(p.ID, "step %d moves from %s, but the payment was %s", s.Seq, s.From, status)
+			}
+			if !pay.CanTransition(s.From, s.To) {
+				r.add(p.ID, "step %d: transition %s → %s is forbidden", s.Seq, s.From, s.To)
+			}
+			status = s.To
+			transitions = append(transitions, s)
+		case pay.StepUpdate:
+			if s.To != status {
+				r.add(p.ID, "step %d updates status %s, but the payment was %s", s.Seq, s.To, status)
+			}
+		}
+	}
+	r.Transitions += len(transitions)
+	if version != p.Version {
+		r.add(p.ID, "timeline ends at version %d, record has version %d", version, p.Version)
+	}
+	if status != p.Status {
+		r.add(p.ID, "timeline ends in status %s, record has %s", status, p.Status)
+	}
+
+	// One outbox record per real transition, in the same order.
+	if len(outbox) != len(transitions) {
+		r.add(p.ID, "%d outbox records for %d transitions", len(outbox), len(transitions))
+	} else {
+		for i, o := range outbox {
+			t := transitions[i]
+			if o.Version != t.Version || o.Status != t.To || o.Type != pay.EventType(t.To) {
+				r.add(p.ID, "outbox record %s (%s, version %d) does not match transition to %s at version %d", o.ID, o.Type, o.Version, t.To, t.Version)
+			}
+		}
+	}
+
+	// Every processed webhook of the payment has its timeline step.
+	for _, e := range events {
+		if !e.Processed {
+			continue
+		}
+		if !eventSteps[e.EventID] {
+			r.add(p.ID, "webhook %s/%s is processed but has no timeline step", e.Provider, e.EventID)
+		}
+	}
+	return nil
+}
+
+// checkLedger checks that every currency balances.
+func checkLedger(tx pay.Tx, r *Report) error {
+	bs, err := tx.LedgerBalances()
+	if err != nil {
+		return fmt.Errorf("ledger balances: %w", err)
+	}
+	sum := map[string]int64{}
+	for _, b := range bs {
+		sum[b.Currency] += b.Amount
+	}
+	curs := make([]string, 0, len(sum))
+	for c := range sum {
+		curs = append(curs, c)
+	}
+	sort.Strings(curs)
+	for _, c := range curs {
+		if sum[c] != 0 {
+			r.add("", "ledger does not balance in %s: accounts sum to %d", c, sum[c])
+		}
+	}
+	return nil
+}
