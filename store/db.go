@@ -68,6 +68,7 @@ func Open(path string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("open %s: %w", path, err)
 	}
 
+	bdb.MaxBatchDelay = 2 * time.Millisecond
 	if o.ReadOnly {
 		err = bdb.View(checkSchema)
 	} else {
@@ -198,7 +199,7 @@ func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
 		began     bool
 		fnErr     error
 	)
-	err := db.bolt.Update(func(btx *bolt.Tx) error {
+	err := db.bolt.Batch(func(btx *bolt.Tx) error {
 		began = true
 		t := db.begin(btx)
 		if fnErr = fn(t); fnErr != nil {
