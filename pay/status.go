@@ -127,6 +127,11 @@ func Decide(cur, obs Status) Decision {
 		if cur == Captured && obs == Refunded {
 			return Apply // rule 2
 		}
+		if cur == Refunded && obs == Captured {
+			// The capture came before the refund: a late report of it is
+			// old news, not a conflict (rule 4 in spirit).
+			return Stale
+		}
 		if obs.Terminal() {
 			return ConflictingTerminal // rule 3
 		}

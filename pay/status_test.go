@@ -27,7 +27,7 @@ func TestDecide(t *testing.T) {
 		pay.Expired:         {A, A, A, A, D, A, A, A},
 		pay.Captured:        {S, S, S, S, S, D, C, A},
 		pay.Failed:          {S, S, S, S, S, C, D, C},
-		pay.Refunded:        {S, S, S, S, S, C, C, D},
+		pay.Refunded:        {S, S, S, S, S, S, C, D},
 	}
 	n := 0
 	for _, cur := range pay.Statuses {
