@@ -223,6 +223,10 @@ type Mock struct {
 	WebhookDelay Duration `toml:"webhook_delay"`
 	// DuplicateRate is the share of webhooks sent twice, in [0, 1].
 	DuplicateRate float64 `toml:"duplicate_rate"`
+	// WebhookFirstRate is the share of charges whose first webhook is
+	// delivered before the synchronous answer returns, in [0, 1]: the
+	// webhook then wins the race (chaos testing, `paystate simulate`).
+	WebhookFirstRate float64 `toml:"webhook_first_rate"`
 	// Reorder lets the mock send a payment's webhooks out of order.
 	Reorder bool `toml:"reorder"`
 }

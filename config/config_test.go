@@ -424,7 +424,7 @@ func TestKnownKeys(t *testing.T) {
 		"loyalty.points_per_unit", "receipt.smtp_addr", "receipt.from",
 		"webhooks", "webhooks.url", "webhooks.secret", "webhooks.secrets", "webhooks.events",
 		"providers.mock.webhook_secret", "providers.mock.webhook_url", "providers.mock.webhook_delay",
-		"providers.mock.duplicate_rate", "providers.mock.reorder",
+		"providers.mock.duplicate_rate", "providers.mock.webhook_first_rate", "providers.mock.reorder",
 		"providers.standard.webhook_secret",
 		"providers.stripe.secret_key", "providers.stripe.webhook_secret", "providers.stripe.api_base",
 	} {

@@ -216,6 +216,9 @@ func (c Config) Validate() error {
 	if r := mock.DuplicateRate; !(r >= 0 && r <= 1) {
 		p.addf("providers.mock.duplicate_rate", "must be between 0 and 1, got %v", r)
 	}
+	if r := mock.WebhookFirstRate; !(r >= 0 && r <= 1) {
+		p.addf("providers.mock.webhook_first_rate", "must be between 0 and 1, got %v", r)
+	}
 
 	// [providers.standard]: its webhooks finalize payments, so the public
 	// development secret must not be reachable from the network.

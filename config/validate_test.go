@@ -162,6 +162,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"DuplicateRateNegative", func(c *Config) { c.Providers.Mock.DuplicateRate = -0.1 }, "providers.mock.duplicate_rate"},
 		{"DuplicateRateNaN", func(c *Config) { c.Providers.Mock.DuplicateRate = math.NaN() }, "providers.mock.duplicate_rate"},
 		{"DuplicateRateOne", func(c *Config) { c.Providers.Mock.DuplicateRate = 1 }, ""},
+		{"WebhookFirstRateHigh", func(c *Config) { c.Providers.Mock.WebhookFirstRate = 2 }, "providers.mock.webhook_first_rate"},
 		{"StandardSecretBad", func(c *Config) { c.Providers.Standard.WebhookSecret = "whsec_%%%" }, "providers.standard.webhook_secret"},
 		{"StandardDevSecretPublic", func(c *Config) {
 			c.Server.Listen = "0.0.0.0:8080"

@@ -76,10 +76,20 @@ type Config struct {
 	DuplicateRate float64
 	// Reorder sends a payment's events in reverse order.
 	Reorder bool
+	// WebhookFirstRate is the share of charges whose first webhook is
+	// delivered (and acknowledged) before Create returns, so the webhook
+	// can be applied before the synchronous answer: the other order of the
+	// race. From 0 to 1.
+	WebhookFirstRate float64
 	// Tolerance is how far a webhook's timestamp may be from now in
 	// ParseWebhook; 0 means stdwebhook.DefaultTolerance.
 	Tolerance time.Duration
 }
+
+// slowAnswer is how long a synchronous answer takes after a webhook that
+// was sent first (WebhookFirstRate): long enough for paystate to apply the
+// webhook before the answer, most of the time.
+const slowAnswer = 50 * time.Millisecond
 
 // Option changes a Provider built by New.
 type Option func(*Provider)
@@ -349,8 +359,16 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 	p.byRef[ref] = c
 	p.stats.Charges++
 	res := c.result()
+	first := len(events) > 0 && !lost && p.rnd.Float64() < p.cfg.WebhookFirstRate
 	p.mu.Unlock()
 
+	// The first webhook may arrive before this answer does: it is
+	// delivered, and the answer then takes a while on the network.
+	if first {
+		p.deliver(p.event(c, events[0]))
+		events = events[1:]
+		p.sleep(slowAnswer)
+	}
 	// The webhooks race the answer returned below.
 	p.schedule(c, events, res.Status, final)
 	if lost {

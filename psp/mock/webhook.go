@@ -43,15 +43,7 @@ func (p *Provider) schedule(c *charge, types []string, from, final pay.Status) {
 		now := p.Now()
 		var sends []stdwebhook.Event
 		for _, typ := range types {
-			e := stdwebhook.Event{
-				ID:          "evt_mock_" + digest(c.ProviderRef+"/"+typ),
-				Type:        typ,
-				Created:     now,
-				PaymentID:   c.PaymentID,
-				ProviderRef: c.ProviderRef,
-				Amount:      c.Amount,
-				Currency:    c.Currency,
-			}
+			e := p.eventAt(c, typ, now)
 			sends = append(sends, e)
 			if p.rnd.Float64() < p.cfg.DuplicateRate {
 				sends = append(sends, e)
@@ -69,6 +61,25 @@ func (p *Provider) schedule(c *charge, types []string, from, final pay.Status) {
 			}
 		}
 	}()
+}
+
+// event builds the webhook of type typ about c, stamped now.
+func (p *Provider) event(c *charge, typ string) stdwebhook.Event {
+	return p.eventAt(c, typ, p.Now())
+}
+
+// eventAt builds the webhook of type typ about c. Its id is derived from
+// the charge and the type, so a redelivery carries the same id.
+func (p *Provider) eventAt(c *charge, typ string, now time.Time) stdwebhook.Event {
+	return stdwebhook.Event{
+		ID:          "evt_mock_" + digest(c.ProviderRef+"/"+typ),
+		Type:        typ,
+		Created:     now,
+		PaymentID:   c.PaymentID,
+		ProviderRef: c.ProviderRef,
+		Amount:      c.Amount,
+		Currency:    c.Currency,
+	}
 }
 
 // done ends one webhook goroutine.
