@@ -44,6 +44,9 @@ commands:
   version                  print version and build information
   verify -db FILE          replay every payment's history and check it; non-zero exit on a mismatch
   backup -db FILE -o OUT   write a consistent copy of the database (stopped, or -url of a running server)
+  simulate [-n 1000] [-concurrency 32]
+                           run a paystate against the mock PSP in chaos mode and check its invariants
+  review list|resolve      the review queue of a running server (-url, -api-key or PAYSTATE_API_KEY)
 `
 
 // run dispatches a subcommand.
@@ -63,6 +66,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runVerify(ctx, args, stdout, stderr)
 	case "backup":
 		return runBackup(ctx, args, stdout, stderr)
+	case "simulate":
+		return runSimulate(ctx, args, stdout, stderr)
+	case "review":
+		return runReview(ctx, args, stdout, stderr)
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
