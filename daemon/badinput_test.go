@@ -1,23 +1,70 @@
 package daemon_test
 
 import (
+	"bufio"
 	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+	bolt "go.etcd.io/bbolt"
+
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/daemon"
 )
 
-// dump returns a consistent copy of the whole database file. bbolt writes
-// pages only on commit, so equal copies mean no transaction committed.
+// dump returns every bucket, key and value of the database, in order,
+// read from a consistent copy. Equal dumps mean nothing was stored. It
+// compares content rather than file bytes: the sweeper's housekeeping
+// commits transactions that store nothing, and each commit rewrites bbolt's
+// meta page.
 func dump(t *testing.T, in *instance) string {
 	t.Helper()
 	var b bytes.Buffer
 	if _, err := in.m.DB.WriteTo(&b); err != nil {
 		t.Fatal(err)
 	}
-	return b.String()
+	path := filepath.Join(t.TempDir(), "copy.db")
+	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var out strings.Builder
+	var walk func(prefix string, bk *bolt.Bucket) error
+	walk = func(prefix string, bk *bolt.Bucket) error {
+		return bk.ForEach(func(k, v []byte) error {
+			if v == nil {
+				return walk(fmt.Sprintf("%s%x/", prefix, k), bk.Bucket(k))
+			}
+			fmt.Fprintf(&out, "%s%x=%x\n", prefix, k, v)
+			return nil
+		})
+	}
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error { return walk(string(name)+"/", bk) })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.String()
 }
 
 // TestE2E_BadInput: every hostile request gets the specified status and
@@ -100,6 +147,64 @@ func TestE2E_BadInput(t *testing.T) {
 		{"webhook tampered body", "POST", "/webhooks/standard", bytes.Replace(goodBody, []byte("captured"), []byte("refunded"), 1), signStandard(t, secret, "evt_bad", time.Now(), goodBody), 400, "invalid_signature"},
 		{"webhook malformed JSON", "POST", "/webhooks/standard", []byte(`{"id":"evt_m"`), signStandard(t, secret, "evt_m", time.Now(), []byte(`{"id":"evt_m"`)), 400, "invalid"},
 		{"webhook unknown type", "POST", "/webhooks/standard", eventBody("evt_u", "payment.won", existing, ""), signStandard(t, secret, "evt_u", time.Now(), eventBody("evt_u", "payment.won", existing, "")), 400, "invalid"},
+
+		// Truncated and malformed bodies, wrong types, huge numbers.
+		{"truncated in a string", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EU`), key, 400, "invalid"},
+		{"empty body", "POST", "/v1/payments", []byte{}, key, 400, "invalid"},
+		{"null body", "POST", "/v1/payments", []byte(`null`), key, 400, "invalid"},
+		{"not JSON content type", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), merge(key, hdr("Content-Type", "text/plain")), 400, "invalid"},
+		{"exponent amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":1e3,"currency":"EUR"}`), key, 400, "invalid"},
+		{"min int64 amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":-9223372036854775808,"currency":"EUR"}`), key, 400, "invalid"},
+		{"amount as bool", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":true,"currency":"EUR"}`), key, 400, "invalid"},
+		{"order id as number", "POST", "/v1/payments", []byte(`{"order_id":42,"amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"duplicated nested key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","customer":{"id":"a","id":"b"}}`), key, 400, "invalid"},
+		{"duplicated escaped key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"\u0061mount":20,"currency":"EUR"}`), key, 400, "invalid"},
+		{"deeply nested", "POST", "/v1/payments", []byte(`{"customer":` + strings.Repeat(`{"id":`, 5000) + `1` + strings.Repeat(`}`, 5001)), key, 400, "invalid"},
+		{"huge expected version", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":18446744073709551616}`), nil, 400, "invalid"},
+		{"negative expected version", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":-1}`), nil, 400, "invalid"},
+		{"sync duplicated status", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"failed","status":"captured"}`), nil, 400, "invalid"},
+		{"sync If-Match disagrees", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":1}`), hdr("If-Match", `"2"`), 400, "invalid"},
+		{"oversized body, 10 MB", "POST", "/v1/payments", bytes.Repeat([]byte(" "), 10<<20), key, 413, "payload_too_large"},
+
+		// Unicode tricks in order ids: homoglyphs are text, but control,
+		// format (bidi, zero-width) and invalid characters are refused.
+		{"NUL in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u0000x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"zero-width space in order id", "POST", "/v1/payments", []byte("{\"order_id\":\"o\u200bx\",\"amount\":10,\"currency\":\"EUR\"}"), key, 400, "invalid"},
+		{"zero-width joiner in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u200dx","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"BOM in order id", "POST", "/v1/payments", []byte(`{"order_id":"\ufeffo","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"bidi isolate in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u2066x\u2069","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"C1 control in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u0085x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"line separator in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u2028x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"invalid UTF-8 in order id", "POST", "/v1/payments", []byte("{\"order_id\":\"o\xff\xfex\",\"amount\":10,\"currency\":\"EUR\"}"), key, 400, "invalid"},
+		{"lone surrogate in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\ud800x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"order id of 129 bytes", "POST", "/v1/payments", []byte(`{"order_id":"` + strings.Repeat("é", 64) + `x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
+		{"bidi in customer id", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","customer":{"id":"c\u202e1"}}`), key, 400, "invalid"},
+		{"homoglyph order id in a list", "GET", "/v1/payments?order_id=" + url.QueryEscape("оrder-1"), nil, nil, 200, ""},
+		{"zero-width order id in a list", "GET", "/v1/payments?order_id=" + url.QueryEscape("order\u200b1"), nil, nil, 400, "invalid"},
+
+		// Unicode tricks in path ids: only pay_ + a ULID names a payment.
+		{"homoglyph in payment id", "GET", "/v1/payments/" + url.PathEscape(strings.Replace(existing, "0", "О", 1)), nil, nil, 404, "not_found"},
+		{"zero-width in payment id", "GET", "/v1/payments/" + url.PathEscape(existing+"\u200b"), nil, nil, 404, "not_found"},
+		{"NUL in payment id", "GET", "/v1/payments/" + existing + "%00", nil, nil, 404, "not_found"},
+		{"bidi in payment id", "POST", "/v1/payments/" + url.PathEscape("\u202e"+existing[1:]) + "/sync", []byte(`{"status":"captured"}`), nil, 404, "not_found"},
+		{"fullwidth payment id", "GET", "/v1/payments/" + url.PathEscape("ｐａｙ_"+existing[4:]), nil, nil, 404, "not_found"},
+		{"lower-case payment id", "POST", "/v1/payments/" + strings.ToLower(existing) + "/sync", []byte(`{"status":"captured"}`), nil, 404, "not_found"},
+		{"overflowing ULID", "GET", "/v1/payments/pay_8ZZZZZZZZZZZZZZZZZZZZZZZZZ", nil, nil, 404, "not_found"},
+
+		// Idempotency keys the client library lets through.
+		{"non-ASCII idempotency key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", "ключ-1"), 400, "invalid"},
+		{"tab in idempotency key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", "a\tb"), 400, "invalid"},
+		{"idempotency key of 256", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", strings.Repeat("k", 256)), 400, "invalid"},
+
+		// Signatures: replayed, for another event, another scheme, garbage.
+		{"webhook replayed 6 minutes later", "POST", "/webhooks/standard", goodBody, signStandard(t, secret, "evt_bad", time.Now().Add(-6*time.Minute), goodBody), 400, "invalid_signature"},
+		{"webhook signature for another id", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_other", time.Now(), goodBody), hdr("webhook-id", "evt_bad")), 400, "invalid_signature"},
+		{"webhook body id differs from header", "POST", "/webhooks/standard", eventBody("evt_body", "payment.captured", existing, ""), signStandard(t, secret, "evt_head", time.Now(), eventBody("evt_body", "payment.captured", existing, "")), 400, "invalid"},
+		{"webhook other scheme", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-signature", "v1a,"+strings.Repeat("A", 44))), 400, "invalid_signature"},
+		{"webhook several wrong signatures", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-signature", "v1,AAAA v1,"+strings.Repeat("B", 44)+" v2,CCCC")), 400, "invalid_signature"},
+		{"webhook text timestamp", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-timestamp", "yesterday")), 400, "invalid_signature"},
+		{"webhook huge timestamp", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-timestamp", "99999999999999999999")), 400, "invalid_signature"},
+		{"webhook bidi payment id", "POST", "/webhooks/standard", eventBody("evt_bidi", "payment.captured", "pay_\u202e1", ""), signStandard(t, secret, "evt_bidi", time.Now(), eventBody("evt_bidi", "payment.captured", "pay_\u202e1", "")), 400, "invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := in.do(tc.method, tc.path, tc.body, tc.hdr)
@@ -114,7 +219,257 @@ func TestE2E_BadInput(t *testing.T) {
 			}
 		})
 	}
+
+	// Requests the client library refuses to send go over raw TCP.
+	plain := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	const createBody = `{"order_id":"o","amount":10,"currency":"EUR"}`
+	rawPost := func(path string, headers ...string) string {
+		return "POST " + path + " HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+			"\r\nContent-Type: application/json\r\n" + strings.Join(headers, "") +
+			fmt.Sprintf("Content-Length: %d\r\n\r\n", len(createBody)) + createBody
+	}
+	for _, tc := range []struct {
+		name   string
+		raw    string
+		status int
+		code   string
+	}{
+		{"CR LF in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\r\n\r\n"), 400, "invalid"},
+		{"bare CR in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\rSet-Cookie: a=b\r\n"), 400, "invalid"},
+		// A bare LF ends the header line (RFC 9112 §2.2 lets a server
+		// accept it, as net/http does): what follows is a header of its
+		// own and never part of the key, which here is empty.
+		{"bare LF in idempotency key", rawPost("/v1/payments", "Idempotency-Key: \nX-Injected: k\r\n"), 400, "idempotency_key_missing"},
+		{"NUL in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\x00j\r\n"), 400, "invalid"},
+		{"DEL in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\x7f\r\n"), 400, "invalid"},
+		// A folded line is joined to the key (or refused): either way the
+		// whole value is checked, here 301 characters.
+		{"folded idempotency key", rawPost("/v1/payments", "Idempotency-Key: "+strings.Repeat("k", 200)+"\r\n "+strings.Repeat("j", 100)+"\r\n"), 400, "invalid"},
+		{"space in header name", rawPost("/v1/payments", "Idempotency Key: k\r\n"), 400, "idempotency_key_missing"},
+		{"space before colon", rawPost("/v1/payments", "Idempotency-Key : k\r\n"), 400, "invalid"},
+		{"two content lengths", "POST /v1/payments HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+			"\r\nIdempotency-Key: cl-1\r\nContent-Length: 3\r\nContent-Length: 45\r\n\r\n" + createBody, 400, "invalid"},
+		{"CR in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+			"\r\nX-Request-Id: abc\rSet-Cookie: session=evil\r\n\r\n", 400, "invalid"},
+		{"encoded CRLF in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+			"\r\nX-Request-Id: abc%0d%0aSet-Cookie:%20session=evil\r\n\r\n", 404, "not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res, body, err := rawExchange(in, tc.raw)
+			if err != nil {
+				t.Fatalf("no answer: %v", err)
+			}
+			if got, want := res.StatusCode, tc.status; got != want {
+				t.Errorf("status=%d, want %d: %s", got, want, body)
+			}
+			r := response{status: res.StatusCode, header: res.Header, body: body}
+			_ = json.Unmarshal(body, &r.json)
+			if got, want := r.errCode(), tc.code; got != want {
+				t.Errorf("code=%q, want %q: %s", got, want, body)
+			}
+			// Nothing the client sent comes back as a header.
+			if got := res.Header.Values("Set-Cookie"); len(got) > 0 {
+				t.Errorf("Set-Cookie in the answer: %q", got)
+			}
+			if rid := res.Header.Get("X-Request-Id"); rid != "" && !plain.MatchString(rid) {
+				t.Errorf("X-Request-Id=%q reflects client input", rid)
+			}
+		})
+	}
+
 	if after := dump(t, in); after != before {
 		t.Fatalf("rejected requests changed stored state (database copies differ: %d vs %d bytes)", len(before), len(after))
 	}
+}
+
+// rawExchange writes raw bytes on a new connection to the instance and
+// reads one answer.
+func rawExchange(in *instance, raw string) (*http.Response, []byte, error) {
+	c, err := net.Dial("tcp", strings.TrimPrefix(in.base, "http://"))
+	if err != nil {
+		return nil, nil, err
+	}
+	defer c.Close()
+	if err := c.SetDeadline(time.Now().Add(10 * time.Second)); err != nil {
+		return nil, nil, err
+	}
+	if _, err := io.WriteString(c, raw); err != nil {
+		return nil, nil, err
+	}
+	res, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return res, b, err
+}
+
+// bootMain is boot with the daemon's clock and its knobs set by setup
+// before Open.
+func bootMain(t *testing.T, mutate func(*config.Config), setup func(*daemon.Main)) *instance {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Storage.Path = filepath.Join(t.TempDir(), "paystate.db")
+	cfg.Auth.APIKeys = []string{apiKey}
+	cfg.Providers.Mock.WebhookDelay = config.Duration{}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	m := daemon.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if setup != nil {
+		setup(m)
+	}
+	if err := m.Open(); err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{t: t, m: m, base: m.Server.URL(), hc: &http.Client{Timeout: 30 * time.Second}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return in
+}
+
+// TestE2E_ReplayedWebhook: a webhook that was accepted is replayed byte for
+// byte, headers included, ten minutes later (the daemon's injected clock
+// moves; the signature stays valid). The timestamp is out of tolerance:
+// 400 invalid_signature, and nothing is stored.
+func TestE2E_ReplayedWebhook(t *testing.T) {
+	t.Parallel()
+	var offset atomic.Int64
+	in := bootMain(t, func(c *config.Config) { c.Payment.Provider = "standard" }, func(m *daemon.Main) {
+		m.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
+	})
+	secret := in.m.Config.Providers.Standard.WebhookSecret
+	id := in.create(`{"order_id":"o-replay","amount":1000,"currency":"EUR"}`, "replay").str("id")
+	body := eventBody("evt_replay", "payment.captured", id, "psp_r")
+	h := signStandard(t, secret, "evt_replay", time.Now(), body)
+	if r := in.do("POST", "/webhooks/standard", body, h); r.status != 200 {
+		t.Fatalf("first delivery: %d %s", r.status, r.body)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.str("status") != "captured" {
+			return fmt.Errorf("status=%s", g.str("status"))
+		}
+		return nil
+	})
+	before := dump(t, in)
+
+	offset.Store(int64(10 * time.Minute))
+	r := in.do("POST", "/webhooks/standard", body, h)
+	if got, want := r.status, 400; got != want {
+		t.Errorf("replay: status=%d, want %d: %s", got, want, r.body)
+	}
+	if got, want := r.errCode(), "invalid_signature"; got != want {
+		t.Errorf("replay: code=%q, want %q", got, want)
+	}
+	if after := dump(t, in); after != before {
+		t.Fatal("the replay changed stored state")
+	}
+}
+
+// TestE2E_SlowClients: clients that send their headers or body slower than
+// the server's read timeout (slowloris) are cut off, with 408
+// request_timeout or a closed connection, store nothing, and do not keep
+// the server from answering others meanwhile.
+func TestE2E_SlowClients(t *testing.T) {
+	t.Parallel()
+	in := bootMain(t, nil, func(m *daemon.Main) { m.HTTPReadTimeout = 500 * time.Millisecond })
+	before := dump(t, in)
+	addr := strings.TrimPrefix(in.base, "http://")
+	body := `{"order_id":"o-slow","amount":1000,"currency":"EUR"}`
+	head := "POST /v1/payments HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+		"\r\nContent-Type: application/json\r\nIdempotency-Key: slow-1\r\n"
+
+	for _, tc := range []struct {
+		name   string
+		fast   string // sent at once
+		slow   string // then one byte every 100 ms
+		silent bool   // send nothing at all
+	}{
+		{"headers", "", head + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)) + body, false},
+		{"body", head + fmt.Sprintf("Content-Length: %d\r\n\r\n", len(body)), body, false},
+		{"nothing", "", "", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := net.Dial("tcp", addr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			if _, err := io.WriteString(c, tc.fast); err != nil {
+				t.Fatal(err)
+			}
+			// Trickle the rest until the server answers or closes.
+			stop := make(chan struct{})
+			var wg sync.WaitGroup
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				tick := time.NewTicker(100 * time.Millisecond)
+				defer tick.Stop()
+				for i := 0; i < len(tc.slow); i++ {
+					select {
+					case <-stop:
+						return
+					case <-tick.C:
+					}
+					if _, err := c.Write([]byte{tc.slow[i]}); err != nil {
+						return
+					}
+				}
+			}()
+
+			// Meanwhile the server answers a well-behaved client.
+			if r := in.do("GET", "/healthz", nil, nil); r.status != 200 {
+				t.Errorf("healthz during a slow client: %d", r.status)
+			}
+
+			if err := c.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			res, err := http.ReadResponse(bufio.NewReader(c), nil)
+			close(stop)
+			wg.Wait()
+			var ne net.Error
+			switch {
+			case errors.As(err, &ne) && ne.Timeout():
+				t.Fatal("the server kept a slow connection open for 20 s")
+			case err != nil:
+				// Closed without an answer: acceptable for a slow client.
+				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, net.ErrClosed) {
+					t.Logf("connection ended with %v", err)
+				}
+			default:
+				b, _ := io.ReadAll(res.Body)
+				res.Body.Close()
+				if got, want := res.StatusCode, http.StatusRequestTimeout; got != want {
+					t.Fatalf("status=%d, want %d: %s", got, want, b)
+				}
+				r := response{status: res.StatusCode, body: b}
+				_ = json.Unmarshal(b, &r.json)
+				if got, want := r.errCode(), "request_timeout"; got != want {
+					t.Fatalf("code=%q, want %q", got, want)
+				}
+				// And then the server closes the connection.
+				if _, err := c.Read(make([]byte, 1)); err == nil {
+					t.Fatal("connection still open after the 408")
+				}
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if after := dump(t, in); after != before {
+			t.Error("slow clients changed stored state")
+		}
+	})
 }

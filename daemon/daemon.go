@@ -30,7 +30,10 @@ import (
 	"github.com/paystate/paystate/payments"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
+	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/sweeper"
 )
 
 // Main is one running paystate.
@@ -39,12 +42,17 @@ type Main struct {
 	// Now is the clock of the store and the workers; default time.Now.
 	Now    func() time.Time
 	Logger zerolog.Logger
+	// HTTPReadTimeout bounds reading one request (slow clients); 0 keeps
+	// the HTTP server's default. Tests set it to exercise slow bodies.
+	HTTPReadTimeout time.Duration
 
 	DB        *store.DB
 	Server    *httpd.Server
 	Finalizer *finalize.Finalizer
 	Payments  *payments.Service
 	Inbox     *inbox.Inbox
+	Sweeper   *sweeper.Sweeper
+	Ripple    *ripple.Service
 	Mock      *mock.Provider
 	Providers map[string]pay.Provider
 
@@ -87,7 +95,7 @@ func (m *Main) Open() (err error) {
 		mc := cfg.Providers.Mock
 		m.Mock, err = mock.New(mock.Config{
 			WebhookSecret: mc.WebhookSecret, WebhookURL: mc.WebhookURL,
-			WebhookDelay: mc.WebhookDelay.Duration, DuplicateRate: mc.DuplicateRate,
+			WebhookDelay: mc.WebhookDelay.Duration, DuplicateRate: mc.DuplicateRate, WebhookFirstRate: mc.WebhookFirstRate,
 			Reorder: mc.Reorder, Tolerance: tol,
 		})
 		if err != nil {
@@ -103,6 +111,16 @@ func (m *Main) Open() (err error) {
 			return err
 		}
 		m.Providers["standard"] = sp
+	}
+	if cfg.Providers.Stripe.Enabled() {
+		sc := cfg.Providers.Stripe
+		sp, err := stripe.New(stripe.Config{
+			SecretKey: sc.SecretKey, WebhookSecret: sc.WebhookSecret, APIBase: sc.APIBase, Tolerance: tol,
+		}, stripe.WithLogger(m.Logger))
+		if err != nil {
+			return err
+		}
+		m.Providers[stripe.Name] = sp
 	}
 	if _, ok := m.Providers[cfg.Payment.Provider]; !ok {
 		return fmt.Errorf("payment.provider %q is not configured", cfg.Payment.Provider)
@@ -121,13 +139,32 @@ func (m *Main) Open() (err error) {
 		Logger: m.component("inbox"),
 	}
 
+	// The sweeper: reconciliation against the PSPs, expiry, housekeeping.
+	m.Sweeper = &sweeper.Sweeper{
+		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
+		Leases:   &lease.Runner{Store: m.DB, Holder: "sweeper/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")},
+		Interval: cfg.Sweeper.Interval.Duration, MinAge: cfg.Sweeper.MinAge.Duration,
+		GiveUpAfter: cfg.Sweeper.GiveUpAfter.Duration, RatePerSecond: cfg.Sweeper.RatePerSecond,
+		ExpireAfter: cfg.Payment.ExpireAfter.Duration, ProcessedRetention: cfg.WebhookInbox.ProcessedRetention.Duration,
+		Logger: m.component("sweeper"),
+	}
+
+	// Ripple: the outbox workers, woken by every commit that appended a record.
+	if err := m.openRipple(); err != nil {
+		return err
+	}
+
 	// HTTP: bind now, so a port in use fails the start.
 	m.Server = &httpd.Server{
 		Addr: cfg.Server.Listen, APIKeys: cfg.Auth.APIKeys, MaxBody: cfg.Server.MaxBody,
 		Store: m.DB, Payments: m.Payments, Inbox: m.Inbox,
 		IdemTTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true,
 		Backup: m.DB, Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
+		ReadTimeout: m.HTTPReadTimeout,
 	}
+	m.Server.Ripple = m.Ripple
+	m.Server.Finalizer = m.Finalizer
+	m.Server.ReviewLeases = &lease.Runner{Store: m.DB, Holder: "review/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")}
 	if err := m.Server.Open(); err != nil {
 		return err
 	}
@@ -140,6 +177,8 @@ func (m *Main) Open() (err error) {
 	m.cancel = cancel
 	m.g, ctx = errgroup.WithContext(ctx)
 	m.g.Go(func() error { return m.Inbox.Run(ctx) })
+	m.g.Go(func() error { return m.Sweeper.Run(ctx) })
+	m.g.Go(func() error { return m.Ripple.Run(ctx) })
 	m.running.Store(true)
 	m.Logger.Info().Str("listen", m.Server.URL()).Str("db", cfg.Storage.Path).Msg("paystate started")
 	return nil
@@ -195,4 +234,27 @@ func newOwner() string {
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
+}
+
+// openRipple builds the ripple workers from the [ripple], [loyalty],
+// [receipt] and [[webhooks]] sections and has finalize wake them.
+func (m *Main) openRipple() error {
+	cfg := m.Config
+	rc := ripple.Config{
+		Workers: cfg.Ripple.Workers, MaxAttempts: cfg.Ripple.MaxAttempts,
+		BackoffBase: cfg.Ripple.BackoffBase.Duration, BackoffCap: cfg.Ripple.BackoffCap.Duration,
+		PointsPerUnit: cfg.Loyalty.PointsPerUnit,
+		Receipt:       ripple.ReceiptConfig{Addr: cfg.Receipt.SMTPAddr, From: cfg.Receipt.From},
+	}
+	for _, w := range cfg.Webhooks {
+		rc.Webhooks = append(rc.Webhooks, ripple.EndpointConfig{URL: w.URL, Secrets: w.SigningSecrets(), Events: w.Events})
+	}
+	r, err := ripple.New(m.DB, rc)
+	if err != nil {
+		return err
+	}
+	r.Now, r.Logger = m.Now, m.component("ripple")
+	m.Ripple = r
+	m.Finalizer.Notify = r.Notify
+	return nil
 }

@@ -43,19 +43,29 @@ const (
 
 // idemKey reads and checks the Idempotency-Key header.
 func idemKey(rc *fasthttp.RequestCtx) (string, error) {
-	k := rc.Request.Header.Peek("Idempotency-Key")
+	k := string(rc.Request.Header.Peek("Idempotency-Key"))
+	if err := ValidIdempotencyKey(k); err != nil {
+		return "", err
+	}
+	return k, nil
+}
+
+// ValidIdempotencyKey checks the value of an Idempotency-Key header: 1–255
+// printable ASCII characters. An empty key is EKEYMISSING, any other wrong
+// key EINVALID.
+func ValidIdempotencyKey(k string) error {
 	if len(k) == 0 {
-		return "", pay.Errorf(pay.EKEYMISSING, "the Idempotency-Key header is required for this request")
+		return pay.Errorf(pay.EKEYMISSING, "the Idempotency-Key header is required for this request")
 	}
 	if len(k) > 255 {
-		return "", pay.Errorf(pay.EINVALID, "Idempotency-Key is longer than 255 characters")
+		return pay.Errorf(pay.EINVALID, "Idempotency-Key is longer than 255 characters")
 	}
-	for _, c := range k {
-		if c < 0x20 || c > 0x7e {
-			return "", pay.Errorf(pay.EINVALID, "Idempotency-Key must be printable ASCII")
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c > 0x7e {
+			return pay.Errorf(pay.EINVALID, "Idempotency-Key must be printable ASCII")
 		}
 	}
-	return string(k), nil
+	return nil
 }
 
 // Fingerprint is the request fingerprint of an idempotency key: the hex

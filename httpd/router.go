@@ -39,6 +39,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: "/v1/review/{id}/resolve", auth: true, handle: s.handleResolveReview},
 		{method: "GET", pattern: "/v1/deliveries", auth: true, handle: s.handleListDeliveries},
 		{method: "POST", pattern: "/v1/deliveries/{id}/retry", auth: true, handle: s.handleRetryDelivery},
+		{method: "POST", pattern: "/v1/deliveries/retry", auth: true, handle: s.handleRetryDeliveries},
 		{method: "GET", pattern: "/v1/customers/{id}", auth: true, handle: s.handleGetCustomer},
 		{method: "GET", pattern: "/v1/ledger/balances", auth: true, handle: s.handleLedgerBalances},
 		{method: "GET", pattern: "/admin/backup", auth: true, handle: s.handleBackup},
@@ -46,6 +47,10 @@ func (s *Server) routeTable() []route {
 		{method: "GET", pattern: "/metrics", handle: s.handleMetrics},
 		{method: "GET", pattern: "/healthz", handle: s.handleHealthz},
 		{method: "GET", pattern: "/readyz", handle: s.handleReadyz},
+		{method: "GET", pattern: "/", handle: s.handleDashboard},
+		{method: "POST", pattern: "/dashboard/login", handle: s.handleDashboardLogin},
+		{method: "POST", pattern: "/dashboard/logout", handle: s.handleDashboardLogout},
+		{method: "GET", pattern: "/dashboard/static/{file}", handle: s.handleDashboardStatic},
 	}
 	for i := range rs {
 		rs[i].name = rs[i].pattern
@@ -168,14 +173,16 @@ func acceptRequestID(v []byte) string {
 func hashKey(k string) [32]byte { return sha256.Sum256([]byte(k)) }
 
 // authenticate checks the bearer API key in constant time against every
-// configured key. With no key configured (loopback only) it lets all in.
+// configured key; without one, the dashboard's session cookie, with a CSRF
+// check on requests that change state (httpd/dashboard.go). With no key
+// configured (loopback only) it lets all in but cross-site browser writes.
 func (s *Server) authenticate(rc *fasthttp.RequestCtx) error {
 	if len(s.keys) == 0 {
-		return nil
+		return authenticateLoopback(rc)
 	}
 	key, ok := bearer(rc)
 	if !ok {
-		return pay.Errorf(pay.EUNAUTHORIZED, "missing API key: send Authorization: Bearer <key>")
+		return s.authenticateBrowser(rc)
 	}
 	h := hashKey(key)
 	match := 0

@@ -22,7 +22,9 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/inbox"
+	"github.com/paystate/paystate/lease"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/payments"
 )
@@ -46,6 +48,13 @@ type Server struct {
 	Store    pay.Store
 	Payments *payments.Service
 	Inbox    *inbox.Inbox
+	Ripple   Deliveries // the ripple workers; nil: the retry routes answer 501
+
+	// Finalizer and ReviewLeases resolve review items: the payment's lease
+	// (holder "review/<process>") is taken, then the human's decision is
+	// finalized. Nil: the resolve route answers 501.
+	Finalizer    *finalize.Finalizer
+	ReviewLeases *lease.Runner
 
 	// IdemTTL is how long idempotency keys are kept (idempotency.ttl).
 	IdemTTL time.Duration

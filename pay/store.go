@@ -33,6 +33,8 @@ type Tx interface {
 	Now() time.Time
 	// OnCommit registers fn to run once after a successful commit.
 	OnCommit(fn func())
+	RippleTx
+	SweeperTx
 
 	// Payment returns the payment with the given id, or ENOTFOUND.
 	Payment(id string) (Payment, error)

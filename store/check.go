@@ -209,6 +209,9 @@ func (t *tx) checkIndexes(report func(error)) {
 		report(fmt.Errorf("%s has %d entries for %d items", bucketReviewByCreated, n, nReview))
 	}
 
+	// Idempotency keys and processed ids against their time indexes.
+	t.checkSweeperIndexes(report)
+
 	// Records without an index: they must decode.
 	for _, c := range []struct {
 		bucket []byte

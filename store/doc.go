@@ -42,6 +42,17 @@
 //	review               review id                                        review item (JSON)
 //	review_by_created    be64(created_at) ‖ review id                     —
 //	idempotency_keys     scoped key                                       idempotency record (JSON)
+//	meta                 "ripple_cursor"                                  be64(seq of the last outbox record fanned out)
+//	deliveries           delivery id                                      delivery (JSON, record type in ripple.go)
+//	deliveries_due       be64(next_attempt_at) ‖ delivery id              —   (pending only)
+//	deliveries_open      str(target) ‖ str(payment id) ‖ be64(event seq)  delivery id   (pending only: a payment's order per target)
+//	deliveries_by_state  state ‖ 0x00 ‖ be64(entered state) ‖ delivery id —   (pending: the event's time)
+//	customers            customer id                                      {points, last_visit_at} (JSON)
+//	effects              dedupe key ("loyalty:<event id>", ...)           {delivery_id, points, at} (JSON)
+//	webhook_endpoints    endpoint id                                      {url, disabled, failing_since, ...} (JSON)
+//	idempotency_keys_by_expiry  be64(expires_at) ‖ scoped key             —
+//	processed_by_time    be64(processed_at) ‖ str(provider) ‖ event id    —
+//	psp_answers          payment id                                       last PSP status answer (JSON)
 //
 // JSON values are the unexported record types of codec.go, with fixed
 // snake_case field names; the domain types in package pay carry no tags.
@@ -56,6 +67,13 @@
 // backwards from an opaque cursor, base64url of the kind of list and the
 // last key; PendingInbox walks inbox_pending from the start up to the due
 // time; InboxForPayment and OutboxForPayment scan the payment's prefix.
+// The sweeper (store/sweeper.go) pages through candidates with
+// CandidatesAfter, which seeks payments_by_status to the last candidate
+// of the page before; PurgeIdemKeys walks idempotency_keys_by_expiry and
+// PurgeProcessed walks processed_by_time from the start up to the bound,
+// so housekeeping costs O(records removed). PutIdemKey and MarkProcessed
+// keep those two indexes in step; a purged processed id takes its
+// archived inbox entry (and inbox_by_payment entry) with it.
 //
 // # Decisions callers rely on
 //

@@ -167,6 +167,9 @@ func (t *tx) MarkProcessed(provider, eventID string) error {
 		if err := t.putJSON(bucketProcessed, key, processedRecord{At: t.now}); err != nil {
 			return err
 		}
+		if err := t.indexProcessed(t.now, key); err != nil {
+			return err
+		}
 	}
 	e, ok, err := t.inboxEvent(key)
 	if err != nil || !ok || e.Processed {

@@ -50,6 +50,8 @@ var (
 		bucketLedger, bucketBalances,
 		bucketReview, bucketReviewByCreated,
 		bucketIdem,
+		bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesOpen, bucketDeliveriesByState, bucketCustomers, bucketEffects, bucketWebhookEndpoints,
+		bucketIdemByExpiry, bucketProcessedByTime, bucketPSPAnswers,
 	}
 )
 
@@ -251,4 +253,79 @@ func decodeCursor(s string, kind byte, prefix []byte) ([]byte, error) {
 		return nil, pay.Errorf(pay.EINVALID, "cursor is not valid for this list")
 	}
 	return b[1:], nil
+}
+
+// Buckets of the ripple workers (store/ripple.go).
+var (
+	bucketDeliveries        = []byte("deliveries")
+	bucketDeliveriesDue     = []byte("deliveries_due")
+	bucketDeliveriesOpen    = []byte("deliveries_open")
+	bucketDeliveriesByState = []byte("deliveries_by_state")
+	bucketCustomers         = []byte("customers")
+	bucketEffects           = []byte("effects")
+	bucketWebhookEndpoints  = []byte("webhook_endpoints")
+)
+
+// keyRippleCursor is the key of the ripple fan-out cursor in the meta
+// bucket; its value is be64(seq of the last outbox record fanned out).
+var keyRippleCursor = []byte("ripple_cursor")
+
+// cursorDeliveries is the kind of a ListDeliveries cursor
+// (deliveries_by_state).
+const cursorDeliveries = 'd'
+
+// deliveryDueKey is be64(next_attempt_at) ‖ delivery id: the key of
+// deliveries_due.
+func deliveryDueKey(next time.Time, id string) []byte {
+	return append(be64(keyTime(next)), id...)
+}
+
+// deliveryOpenPrefix is str(target) ‖ str(payment id): the start of one
+// payment's pending deliveries to one target in deliveries_open.
+func deliveryOpenPrefix(target, paymentID string) []byte {
+	return appendStr(appendStr(nil, target), paymentID)
+}
+
+// deliveryOpenKey is str(target) ‖ str(payment id) ‖ be64(event seq).
+func deliveryOpenKey(target, paymentID string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(deliveryOpenPrefix(target, paymentID), seq)
+}
+
+// deliveryStatePrefix is state ‖ 0x00: the start of one state in
+// deliveries_by_state. States are known constants without a NUL byte.
+func deliveryStatePrefix(state string) []byte { return append([]byte(state), 0) }
+
+// deliveryStateKey is state ‖ 0x00 ‖ be64(at) ‖ delivery id, where at is
+// when the delivery entered the state (a pending one: its event's time).
+func deliveryStateKey(state string, at time.Time, id string) []byte {
+	k := binary.BigEndian.AppendUint64(deliveryStatePrefix(state), keyTime(at))
+	return append(k, id...)
+}
+
+// Sweeper indexes and records (store/sweeper.go).
+var (
+	bucketIdemByExpiry    = []byte("idempotency_keys_by_expiry")
+	bucketProcessedByTime = []byte("processed_by_time")
+	bucketPSPAnswers      = []byte("psp_answers")
+)
+
+// idemExpiryKey is be64(expires_at) ‖ scoped key: the key of
+// idempotency_keys_by_expiry.
+func idemExpiryKey(expires time.Time, key string) []byte {
+	return append(be64(keyTime(expires)), key...)
+}
+
+// processedTimeKey is be64(processed_at) ‖ eventKey: the key of
+// processed_by_time.
+func processedTimeKey(at time.Time, event []byte) []byte {
+	return append(be64(keyTime(at)), event...)
+}
+
+// splitTimeKey splits a key of idempotency_keys_by_expiry or
+// processed_by_time into its time and a copy of the rest.
+func splitTimeKey(k []byte) (ns uint64, rest []byte, ok bool) {
+	if len(k) < 8+1 {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint64(k[:8]), bytes.Clone(k[8:]), true
 }

@@ -102,5 +102,8 @@ func (t *tx) PutIdemKey(r pay.IdemRecord) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = t.now
 	}
+	if err := t.indexIdem(r.Key, r.ExpiresAt); err != nil {
+		return err
+	}
 	return t.putJSON(bucketIdem, []byte(r.Key), fromIdem(r))
 }

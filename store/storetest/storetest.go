@@ -74,6 +74,8 @@ func Run(t *testing.T, open Opener) {
 		{"Ledger", testLedger},
 		{"Review", testReview},
 		{"IdemKey", testIdemKey},
+		{"Ripple", testRipple},
+		{"Sweeper", testSweeper},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
 	}

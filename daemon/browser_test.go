@@ -1,0 +1,408 @@
+package daemon_test
+
+// Browser tests of the dashboard: a real headless Chromium (Debian's
+// chromium package; ../scripts/install-chromium.sh installs it when
+// /usr/bin/chromium is missing) driven with chromedp against a running
+// paystate. Set PAYSTATE_SCREENSHOTS to a folder to keep the screenshots
+// after the test (they are always written under the test's temp dir).
+
+import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/paystate/paystate/config"
+)
+
+const chromiumPath = "/usr/bin/chromium"
+
+var (
+	chromiumOnce sync.Once
+	chromiumErr  error
+)
+
+// needChromium installs Debian's chromium once when it is missing.
+func needChromium(t *testing.T) {
+	t.Helper()
+	chromiumOnce.Do(func() {
+		if _, err := os.Stat(chromiumPath); err == nil {
+			return
+		}
+		out, err := exec.Command("bash", filepath.Join("..", "scripts", "install-chromium.sh")).CombinedOutput()
+		if err != nil {
+			chromiumErr = fmt.Errorf("install chromium: %v\n%s", err, out)
+		}
+	})
+	if chromiumErr != nil {
+		t.Fatal(chromiumErr)
+	}
+}
+
+// browser is one headless Chromium tab with what its page wrote to the
+// console.
+type browser struct {
+	t   *testing.T
+	ctx context.Context
+	dir string
+
+	mu      sync.Mutex
+	console []chromedp.ConsoleMessage
+}
+
+func newBrowser(t *testing.T) *browser {
+	t.Helper()
+	needChromium(t)
+	dir := t.TempDir()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(chromiumPath),
+		chromedp.NoSandbox, // tests and CI run as root
+		chromedp.UserDataDir(filepath.Join(dir, "profile")),
+		chromedp.WindowSize(1400, 1000),
+		chromedp.Flag("disable-gpu", true),
+	)
+	parent, cancelParent := context.WithTimeout(context.Background(), 3*time.Minute)
+	actx, cancelAlloc := chromedp.NewExecAllocator(parent, opts...)
+	ctx, cancelCtx := chromedp.NewContext(actx, chromedp.WithLogf(t.Logf))
+	t.Cleanup(func() {
+		cancelCtx()
+		cancelAlloc()
+		cancelParent()
+	})
+	b := &browser{t: t, ctx: ctx, dir: dir}
+	msgs := chromedp.Console(ctx)
+	go func() {
+		for m, err := range msgs {
+			if err != nil {
+				return
+			}
+			b.mu.Lock()
+			b.console = append(b.console, m)
+			b.mu.Unlock()
+		}
+	}()
+	return b
+}
+
+// do runs steps and fails the test on the first error, naming the step.
+func (b *browser) do(what string, steps ...chromedp.Action[chromedp.Void]) {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, steps...); err != nil {
+		b.screenshot("failed")
+		b.t.Fatalf("%s: %v\nconsole: %v", what, err, b.messages())
+	}
+}
+
+// eval evaluates a JavaScript expression into T.
+func eval[T any](b *browser, expr string) T {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	v, err := chromedp.Run(ctx, chromedp.Evaluate[T](expr))
+	if err != nil {
+		b.t.Fatalf("evaluate %s: %v", expr, err)
+	}
+	return v
+}
+
+// poll waits until a JavaScript predicate holds in the page.
+func (b *browser) poll(what, predicate string) {
+	b.t.Helper()
+	b.do(what, func(ctx context.Context, t *chromedp.Target) (chromedp.Void, error) {
+		_, err := chromedp.Poll[chromedp.Void](predicate, chromedp.WithPollingTimeout(20*time.Second), chromedp.WithPollingInterval(50*time.Millisecond))(ctx, t)
+		return chromedp.Void{}, err
+	})
+}
+
+func (b *browser) messages() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, m := range b.console {
+		out = append(out, m.String())
+	}
+	return out
+}
+
+// assertCleanConsole fails on an uncaught exception and on anything the
+// Content-Security-Policy refused.
+func (b *browser) assertCleanConsole() {
+	b.t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for _, m := range b.console {
+		if m.IsException() || strings.Contains(m.Text, "Content Security Policy") {
+			b.t.Errorf("browser console: %s", m)
+		}
+	}
+}
+
+// screenshot saves the whole page as name.png under the test's temp dir
+// (and PAYSTATE_SCREENSHOTS when set) and returns the path.
+func (b *browser) screenshot(name string) string {
+	b.t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+		return ""
+	}
+	path := filepath.Join(b.dir, name+".png")
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	if keep := os.Getenv("PAYSTATE_SCREENSHOTS"); keep != "" {
+		if err := os.WriteFile(filepath.Join(keep, b.t.Name()+"-"+name+".png"), png, 0o644); err != nil {
+			b.t.Errorf("keep screenshot: %v", err)
+		}
+	}
+	return path
+}
+
+// signIn opens the dashboard, which asks for the API key, and signs in
+// through the form.
+func (b *browser) signIn(base string) {
+	b.t.Helper()
+	b.do("open the sign-in page",
+		chromedp.Navigate(base+"/"),
+		chromedp.WaitVisible(chromedp.CSS("#signin-form")),
+	)
+	b.screenshot("signin")
+	b.do("sign in",
+		chromedp.SendKeys(chromedp.CSS("#api_key"), apiKey),
+		chromedp.Click(chromedp.CSS("#signin")),
+		chromedp.WaitVisible(chromedp.CSS("#tab-payments")),
+	)
+}
+
+// jsString quotes s for a JavaScript expression.
+func jsString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// reportCaptured creates a report-mode payment and reports it captured.
+func reportCaptured(t *testing.T, in *instance, orderID, key string) string {
+	t.Helper()
+	c := in.create(fmt.Sprintf(`{"order_id":%s,"amount":1500,"currency":"EUR","provider":"standard"}`, jsString(orderID)), key)
+	if c.status != 201 {
+		t.Fatalf("create: %d %s", c.status, c.body)
+	}
+	id := c.str("id")
+	s := in.do("POST", "/v1/payments/"+id+"/sync", []byte(`{"status":"captured","provider_ref":"psp_`+key+`","expected_version":1}`), nil)
+	if got, want := s.str("status"), "captured"; got != want {
+		t.Fatalf("sync: status=%s, want %s: %s", got, want, s.body)
+	}
+	return id
+}
+
+// sendStandard delivers a signed standard webhook and waits until it is
+// applied (the event shows in the payment's timeline).
+func sendStandard(t *testing.T, in *instance, eventID, typ, paymentID string) {
+	t.Helper()
+	body := eventBody(eventID, typ, paymentID, "")
+	r := in.do("POST", "/webhooks/standard", body, signStandard(t, in.m.Config.Providers.Standard.WebhookSecret, eventID, time.Now(), body))
+	if r.status != 200 {
+		t.Fatalf("webhook: %d %s", r.status, r.body)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		ev := in.do("GET", "/v1/payments/"+paymentID+"/events", nil, nil)
+		if !strings.Contains(string(ev.body), eventID) {
+			return fmt.Errorf("event %s not in the timeline yet: %s", eventID, ev.body)
+		}
+		return nil
+	})
+}
+
+func TestBrowser_Dashboard(t *testing.T) {
+	t.Parallel()
+	// A merchant endpoint that fails until told otherwise: with one attempt
+	// allowed, its deliveries become dead letters at once.
+	var accept atomic.Bool
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !accept.Load() {
+			http.Error(w, "down for maintenance", http.StatusInternalServerError)
+			return
+		}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	t.Cleanup(endpoint.Close)
+	in := boot(t, func(c *config.Config) {
+		c.Ripple.MaxAttempts = 1
+		c.Webhooks = []config.Webhook{{URL: endpoint.URL + "/paystate", Secret: "whsec_" + base64.StdEncoding.EncodeToString([]byte("merchant-endpoint-secret-0123456")), Events: []string{"payment.captured"}}}
+	})
+
+	// Merchant input that would run as HTML if it were put in as HTML.
+	hostile := `<img src=x id=pwned onerror="document.title='pwned'">&amp;`
+	in.create(fmt.Sprintf(`{"order_id":%s,"amount":1000,"currency":"EUR"}`, jsString(hostile)), "k-hostile")
+	// A report-mode payment: the merchant's sync report wins, the PSP's
+	// webhook of the same outcome arrives second and is absorbed.
+	id := reportCaptured(t, in, "order-browser-1", "rep1")
+	sendStandard(t, in, "evt_browser_dup", "payment.captured", id)
+
+	b := newBrowser(t)
+	b.signIn(in.base)
+	row := fmt.Sprintf(`#payments-table tr[data-payment-id=%q]`, id)
+	b.do("see the payment created over the API", chromedp.WaitVisible(chromedp.CSS(row)))
+
+	// The hostile order id is shown as text and created no element.
+	b.poll("see the hostile order id", `Array.from(document.querySelectorAll('#payments-table td.order')).some(td => td.textContent === `+jsString(hostile)+`)`)
+	if eval[bool](b, `document.getElementById('pwned') !== null || document.title === 'pwned'`) {
+		t.Fatal("an order id was put into the page as HTML")
+	}
+
+	// The status filter and the order id filter.
+	b.do("filter by status",
+		chromedp.SetValue(chromedp.CSS("#filter-status"), "failed"),
+		chromedp.Click(chromedp.CSS(`#payment-filters button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#payments-empty")),
+	)
+	eval[bool](b, `(document.getElementById('filter-status').selectedIndex = 0) === 0`)
+	b.do("filter by order id",
+		chromedp.SetValue(chromedp.CSS("#filter-order"), "order-browser-1"),
+		chromedp.Click(chromedp.CSS(`#payment-filters button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS(row)),
+	)
+	if got, want := eval[int](b, `document.querySelectorAll('#payments-table tbody tr').length`), 1; got != want {
+		t.Fatalf("rows for one order id: %d, want %d", got, want)
+	}
+
+	// Its timeline: which path won, and what was absorbed.
+	b.do("open the timeline",
+		chromedp.Click(chromedp.CSS(row)),
+		chromedp.WaitVisible(chromedp.CSS("#timeline-table")),
+	)
+	if got, want := eval[string](b, `document.getElementById('timeline-id').textContent`), id; got != want {
+		t.Fatalf("timeline of %s, want %s", got, want)
+	}
+	verdict := eval[string](b, `document.getElementById('timeline-verdict').textContent`)
+	for _, want := range []string{"report path won", "created → captured", "duplicate from webhook"} {
+		if !strings.Contains(verdict, want) {
+			t.Errorf("verdict %q lacks %q", verdict, want)
+		}
+	}
+	kinds := eval[[]string](b, `Array.from(document.querySelectorAll('#timeline-table tbody tr')).map(tr => tr.dataset.kind)`)
+	if got, want := strings.Join(kinds, ","), "created,transition,duplicate"; got != want {
+		t.Errorf("timeline kinds %s, want %s", got, want)
+	}
+	if got, want := eval[string](b, `document.querySelector('#timeline-table tr.won td.source').textContent`), "report"; got != want {
+		t.Errorf("winning row source %q, want %q", got, want)
+	}
+	b.screenshot("timeline")
+
+	// Dead letters, and a retry once the endpoint is back.
+	var dead string
+	waitFor(t, 10*time.Second, func() error {
+		r := in.do("GET", "/v1/deliveries?state=dead", nil, nil)
+		data, _ := r.json["data"].([]any)
+		for _, d := range data {
+			if d, _ := d.(map[string]any); d["payment_id"] == id && d["effect"] == "webhook" {
+				dead, _ = d["id"].(string)
+				return nil
+			}
+		}
+		return fmt.Errorf("no dead webhook delivery of %s yet: %d %s", id, r.status, r.body)
+	})
+	deadRow := fmt.Sprintf(`#deliveries-table tr[data-delivery-id=%q]`, dead)
+	b.do("see the dead letter",
+		chromedp.Click(chromedp.CSS("#tab-deliveries")),
+		chromedp.WaitVisible(chromedp.CSS(deadRow)),
+	)
+	b.screenshot("deliveries")
+	accept.Store(true)
+	b.do("retry it", chromedp.Click(chromedp.CSS(deadRow+" button.retry")))
+	waitFor(t, 10*time.Second, func() error {
+		r := in.do("GET", "/v1/deliveries?state=done", nil, nil)
+		if !strings.Contains(string(r.body), dead) {
+			return fmt.Errorf("delivery %s not done: %s", dead, r.body)
+		}
+		return nil
+	})
+	b.do("the list follows",
+		chromedp.SetValue(chromedp.CSS("#delivery-state"), "done"),
+		chromedp.Click(chromedp.CSS("#deliveries-refresh")),
+		chromedp.WaitVisible(chromedp.CSS(deadRow)),
+	)
+
+	// Charts fill from /metrics: the webhook above was counted.
+	b.do("open charts", chromedp.Click(chromedp.CSS("#tab-charts")))
+	b.poll("read the metrics twice", `document.querySelectorAll('#chart-webhooks .legend li').length > 0`)
+	b.screenshot("charts")
+	b.assertCleanConsole()
+}
+
+func TestBrowser_ReviewResolve(t *testing.T) {
+	t.Parallel()
+	in := boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
+
+	// The merchant reports captured, then the PSP says failed: conflicting
+	// terminal outcomes put the payment on the review queue.
+	id := reportCaptured(t, in, "order-review-1", "rev1")
+	sendStandard(t, in, "evt_browser_failed", "payment.failed", id)
+	waitFor(t, 10*time.Second, func() error {
+		r := in.do("GET", "/v1/review", nil, nil)
+		if r.status == 501 {
+			t.Fatalf("GET /v1/review answers 501: the review API is needed to resolve an item: %s", r.body)
+		}
+		if r.status != 200 {
+			return fmt.Errorf("GET /v1/review: %d %s", r.status, r.body)
+		}
+		if !strings.Contains(string(r.body), id) {
+			return fmt.Errorf("%s not on the review queue: %s", id, r.body)
+		}
+		return nil
+	})
+
+	b := newBrowser(t)
+	b.signIn(in.base)
+	form := fmt.Sprintf(`form.resolve[data-payment-id=%q]`, id)
+	b.do("open the review queue",
+		chromedp.Click(chromedp.CSS("#tab-review")),
+		chromedp.WaitVisible(chromedp.CSS(form)),
+	)
+	b.do("open the evidence", chromedp.Click(chromedp.CSS(fmt.Sprintf(`article[data-review-id=%q] details.evidence > summary`, id))))
+	evidence := eval[string](b, fmt.Sprintf(`document.querySelector('article[data-review-id=%q] details.evidence').innerText`, id))
+	for _, want := range []string{"evt_browser_failed", "conflicting_terminal", "report"} {
+		if !strings.Contains(evidence, want) {
+			t.Errorf("evidence lacks %q: %s", want, evidence)
+		}
+	}
+	b.screenshot("review")
+	b.do("resolve through the form",
+		chromedp.SetValue(chromedp.CSS(form+` select[name="status"]`), "captured"),
+		chromedp.SendKeys(chromedp.CSS(form+` input[name="note"]`), "PSP dashboard shows the charge settled"),
+		chromedp.Click(chromedp.CSS(form+` button[type="submit"]`)),
+		chromedp.WaitVisible(chromedp.CSS("#review-notice")),
+	)
+	b.poll("the item leaves the queue", `document.querySelector(`+jsString(form)+`) === null`)
+	b.screenshot("resolved")
+
+	// The API agrees: off the queue, captured, and the human's step is in
+	// the timeline.
+	if r := in.do("GET", "/v1/review", nil, nil); strings.Contains(string(r.body), id) {
+		t.Fatalf("%s still on the review queue: %s", id, r.body)
+	}
+	if got, want := in.do("GET", "/v1/payments/"+id, nil, nil).str("status"), "captured"; got != want {
+		t.Fatalf("status=%s, want %s", got, want)
+	}
+	ev := in.do("GET", "/v1/payments/"+id+"/events", nil, nil)
+	if !strings.Contains(string(ev.body), `"source":"review"`) {
+		t.Fatalf("no review step in the timeline: %s", ev.body)
+	}
+	b.assertCleanConsole()
+}

@@ -1,0 +1,248 @@
+package daemon_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/psp/stdwebhook"
+	"github.com/paystate/paystate/ripple/rippletest"
+	"github.com/paystate/paystate/store/storetest"
+)
+
+// bootClock is boot with the daemon's clock injected (store, workers,
+// webhook timestamps), so a test steps ripple's backoff by moving it.
+func bootClock(t *testing.T, clock *storetest.Clock, mutate func(*config.Config)) *instance {
+	t.Helper()
+	cfg := config.DefaultConfig()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Storage.Path = filepath.Join(t.TempDir(), "paystate.db")
+	cfg.Auth.APIKeys = []string{apiKey}
+	cfg.Providers.Mock.WebhookDelay = config.Duration{}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	if err := cfg.Validate(); err != nil {
+		t.Fatalf("config: %v", err)
+	}
+	m := daemon.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel))
+	m.Now = clock.Now
+	if err := m.Open(); err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{t: t, m: m, base: m.Server.URL(), hc: &http.Client{Timeout: 30 * time.Second}}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Close(ctx); err != nil {
+			t.Errorf("close: %v", err)
+		}
+	})
+	return in
+}
+
+// step moves the clock past any ripple backoff and runs one ripple pass.
+func (in *instance) step(clock *storetest.Clock) error {
+	clock.Add(2 * time.Hour)
+	_, err := in.m.Ripple.RunOnce(context.Background())
+	return err
+}
+
+// deliveries lists a payment's deliveries in one state over the API, as
+// "effect" or "webhook" → delivery JSON.
+func (in *instance) deliveries(state, paymentID string) map[string]map[string]any {
+	in.t.Helper()
+	r := in.do("GET", "/v1/deliveries?state="+state+"&limit=1000", nil, nil)
+	if r.status != 200 {
+		in.t.Fatalf("list deliveries: %d %s", r.status, r.body)
+	}
+	out := map[string]map[string]any{}
+	data, _ := r.json["data"].([]any)
+	for _, v := range data {
+		d, _ := v.(map[string]any)
+		if d["payment_id"] == paymentID {
+			out[d["effect"].(string)] = d
+		}
+	}
+	return out
+}
+
+// TestE2E_ReceiptOncePerPayment: a payment in report mode, captured by a
+// webhook the PSP sends five times, gets exactly one receipt from a real
+// SMTP server that refuses the first three attempts.
+func TestE2E_ReceiptOncePerPayment(t *testing.T) {
+	t.Parallel()
+	smtpd := rippletest.NewSMTPServer(t, 3)
+	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Second))
+	in := bootClock(t, clock, func(c *config.Config) {
+		c.Receipt.SMTPAddr, c.Receipt.From = smtpd.Addr, "receipts@shop.example"
+	})
+	secret := in.m.Config.Providers.Standard.WebhookSecret
+
+	c := in.create(`{"order_id":"o-receipt","amount":2500,"currency":"EUR","provider":"standard","customer":{"id":"cus_r","email":"r@example.com"}}`, "k-receipt")
+	if c.status != 201 {
+		t.Fatalf("create: %d %s", c.status, c.body)
+	}
+	id := c.str("id")
+	body := eventBody("evt_psp_receipt", "payment.captured", id, "psp_receipt")
+	for i := range 5 { // the PSP redelivers
+		h := signStandard(t, secret, "evt_psp_receipt", clock.Now(), body)
+		if r := in.do("POST", "/webhooks/standard", body, h); r.status != 200 {
+			t.Fatalf("webhook %d: %d %s", i+1, r.status, r.body)
+		}
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.str("status") != "captured" {
+			return fmt.Errorf("status=%s", g.str("status"))
+		}
+		return nil
+	})
+
+	waitFor(t, 20*time.Second, func() error {
+		if err := in.step(clock); err != nil {
+			return err
+		}
+		if n := len(smtpd.Messages()); n != 1 {
+			return fmt.Errorf("receipts=%d after %d SMTP attempts", n, smtpd.Attempts())
+		}
+		return nil
+	})
+	for range 5 {
+		if err := in.step(clock); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := len(smtpd.Messages()), 1; got != want {
+		t.Fatalf("receipts=%d, want %d", got, want)
+	}
+	if got, want := smtpd.Attempts(), 4; got != want {
+		t.Fatalf("SMTP attempts=%d, want %d (three refused, one accepted)", got, want)
+	}
+	d := in.deliveries("done", id)["receipt"]
+	if d == nil || d["attempts"] != float64(4) {
+		t.Fatalf("receipt delivery=%v, want done after 4 attempts", d)
+	}
+	if to := smtpd.Messages()[0].To; len(to) != 1 || to[0] != "r@example.com" {
+		t.Fatalf("receipt to %v, want r@example.com", to)
+	}
+}
+
+// TestE2E_DeadLetterRetry: a merchant endpoint that always fails
+// dead-letters after max_attempts while loyalty, retention and the receipt
+// complete; once the endpoint works, POST /v1/deliveries/{id}/retry
+// delivers it.
+func TestE2E_DeadLetterRetry(t *testing.T) {
+	t.Parallel()
+	smtpd := rippletest.NewSMTPServer(t, 0)
+	ep := rippletest.NewEndpoint(t)
+	ep.Answer(http.StatusInternalServerError, nil)
+	secret, err := stdwebhook.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Second))
+	in := bootClock(t, clock, func(c *config.Config) {
+		c.Ripple.MaxAttempts = 3
+		c.Receipt.SMTPAddr, c.Receipt.From = smtpd.Addr, "receipts@shop.example"
+		c.Webhooks = []config.Webhook{{URL: ep.URL, Secret: secret, Events: []string{"payment.captured"}}}
+	})
+	start := clock.Now()
+
+	c := in.create(`{"order_id":"o-dead","amount":1000,"currency":"EUR","customer":{"id":"cus_d","email":"d@example.com"}}`, "k-dead")
+	if c.status != 201 || c.str("status") != "captured" {
+		t.Fatalf("create: %d %s", c.status, c.body)
+	}
+	id := c.str("id")
+	var dead map[string]any
+	waitFor(t, 20*time.Second, func() error {
+		if err := in.step(clock); err != nil {
+			return err
+		}
+		if dead = in.deliveries("dead", id)["webhook"]; dead == nil {
+			return fmt.Errorf("webhook delivery not dead yet after %d requests", len(ep.Requests()))
+		}
+		return nil
+	})
+	if dead["attempts"] != float64(3) || !strings.Contains(dead["last_error"].(string), "500") {
+		t.Fatalf("dead letter=%v, want 3 attempts, the last answered 500", dead)
+	}
+	if got, want := len(ep.Requests()), 3; got != want {
+		t.Fatalf("requests=%d, want %d", got, want)
+	}
+	done := in.deliveries("done", id)
+	for _, eff := range []string{"loyalty", "retention", "receipt"} {
+		if done[eff] == nil {
+			t.Fatalf("no done %s delivery in %v", eff, done)
+		}
+	}
+	cu := in.do("GET", "/v1/customers/cus_d", nil, nil)
+	if cu.status != 200 || cu.num("points") != 10 || cu.str("last_visit_at") == "" {
+		t.Fatalf("customer: %d %s, want 10 points and a last visit", cu.status, cu.body)
+	}
+	if r := in.do("GET", "/v1/customers/cus_nobody", nil, nil); r.status != 404 {
+		t.Fatalf("unknown customer: %d %s, want 404", r.status, r.body)
+	}
+
+	// Fixed: retry the dead letter over the API.
+	ep.Answer(http.StatusOK, nil)
+	dlv := dead["id"].(string)
+	r := in.do("POST", "/v1/deliveries/"+dlv+"/retry", nil, nil)
+	if r.status != 200 || r.str("state") != "pending" || r.num("attempts") != 0 {
+		t.Fatalf("retry: %d %s, want 200 pending", r.status, r.body)
+	}
+	waitFor(t, 20*time.Second, func() error {
+		if err := in.step(clock); err != nil {
+			return err
+		}
+		if in.deliveries("done", id)["webhook"] == nil {
+			return fmt.Errorf("webhook delivery not done after %d requests", len(ep.Requests()))
+		}
+		return nil
+	})
+	reqs := ep.Requests()
+	if got, want := reqs[len(reqs)-1].Status, http.StatusOK; got != want {
+		t.Fatalf("last request answered %d, want %d", got, want)
+	}
+
+	// The other delivery routes.
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{"POST", "/v1/deliveries/" + dlv + "/retry", 409, "conflict"},
+		{"POST", "/v1/deliveries/dlv_unknown/retry", 404, "not_found"},
+		{"POST", "/v1/deliveries/retry?state=pending&since=" + url.QueryEscape(start.Format(time.RFC3339)), 400, "invalid"},
+		{"POST", "/v1/deliveries/retry?state=dead", 400, "invalid"},
+		{"GET", "/v1/deliveries", 400, "invalid"},
+		{"GET", "/v1/deliveries?state=dead&since=yesterday", 400, "invalid"},
+	} {
+		r := in.do(tc.method, tc.path, nil, nil)
+		if r.status != tc.status || r.errCode() != tc.code {
+			t.Errorf("%s %s: %d %s, want %d %s", tc.method, tc.path, r.status, r.body, tc.status, tc.code)
+		}
+	}
+	r = in.do("POST", "/v1/deliveries/retry?state=dead&since="+url.QueryEscape(start.Format(time.RFC3339)), nil, nil)
+	if r.status != 200 || r.num("retried") != 0 {
+		t.Fatalf("retry dead since start: %d %s, want 200 and nothing to retry", r.status, r.body)
+	}
+	metrics := in.do("GET", "/metrics", nil, nil)
+	for _, want := range []string{
+		`paystate_ripple_deliveries_total{effect="webhook",outcome="dead"}`,
+		`paystate_ripple_deliveries_total{effect="receipt",outcome="done"}`,
+		`paystate_ripple_dead_letters`, `paystate_ripple_outbox_lag_seconds`,
+	} {
+		if !strings.Contains(string(metrics.body), want) {
+			t.Errorf("/metrics has no %s", want)
+		}
+	}
+}

@@ -1,0 +1,758 @@
+// paystate dashboard: plain JavaScript, no build step, no external resources.
+//
+// Everything that comes from the API is put into the page as text
+// (textContent, text nodes, attribute values), never parsed as HTML: order
+// ids, notes and error messages are merchant or PSP input.
+'use strict';
+
+(function () {
+  const TERMINAL = new Set(['captured', 'failed', 'refunded']);
+  const PALETTE = ['#2456d3', '#16794a', '#b42318', '#b54708', '#7a3fc2', '#0e7c86', '#667085', '#c11574'];
+  const PAGE_SIZE = 25;
+  const METRICS_EVERY = 3000;
+  const REFRESH_EVERY = 5000;
+  const HISTORY = 120;
+
+  const csrf = (document.querySelector('meta[name="csrf-token"]') || {}).content || '';
+  const $ = (sel, root) => (root || document).querySelector(sel);
+
+  // el builds an element; children are nodes or strings (added as text).
+  function el(tag, attrs, ...children) {
+    const e = document.createElement(tag);
+    for (const [k, v] of Object.entries(attrs || {})) {
+      if (v === null || v === undefined || v === false) continue;
+      if (k === 'class') e.className = v;
+      else if (k === 'text') e.textContent = v;
+      else if (k.startsWith('on')) e.addEventListener(k.slice(2), v);
+      else e.setAttribute(k, v === true ? '' : String(v));
+    }
+    for (const c of children.flat()) {
+      if (c === null || c === undefined || c === false) continue;
+      e.append(c instanceof Node ? c : document.createTextNode(String(c)));
+    }
+    return e;
+  }
+
+  function clear(node) {
+    while (node.firstChild) node.removeChild(node.firstChild);
+    return node;
+  }
+
+  function badge(value, extra) {
+    return el('span', { class: 'badge ' + String(value || '').replace(/[^a-z_]/g, '') + (extra ? ' ' + extra : ''), text: value || '—' });
+  }
+
+  function fmtTime(s) {
+    if (!s) return '';
+    const d = new Date(s);
+    if (isNaN(d)) return String(s);
+    return d.toISOString().replace('T', ' ').replace(/\.\d+Z$/, 'Z');
+  }
+
+  function fmtAmount(amount, currency) {
+    try {
+      const f = new Intl.NumberFormat(undefined, { style: 'currency', currency: currency });
+      const digits = f.resolvedOptions().maximumFractionDigits;
+      return f.format(Number(amount) / Math.pow(10, digits));
+    } catch (e) {
+      return String(amount) + ' ' + String(currency || '');
+    }
+  }
+
+  // ---- API ---------------------------------------------------------------
+
+  class APIError extends Error {
+    constructor(status, code, message, requestID) {
+      super(message);
+      this.status = status;
+      this.code = code;
+      this.requestID = requestID;
+    }
+  }
+
+  async function api(method, path, body) {
+    const opts = { method: method, credentials: 'same-origin', headers: { 'Accept': 'application/json' } };
+    if (method !== 'GET' && method !== 'HEAD') opts.headers['X-CSRF-Token'] = csrf;
+    if (body !== undefined) {
+      opts.headers['Content-Type'] = 'application/json';
+      opts.body = JSON.stringify(body);
+    }
+    let res;
+    try {
+      res = await fetch(path, opts);
+    } catch (e) {
+      throw new APIError(0, 'network', 'paystate did not answer (' + e.message + ')');
+    }
+    const text = await res.text();
+    let data = null;
+    if (text) {
+      try { data = JSON.parse(text); } catch (e) { data = null; }
+    }
+    if (!res.ok) {
+      const err = (data && data.error) || {};
+      throw new APIError(res.status, err.code || 'http_' + res.status, err.message || res.statusText || 'request failed', err.request_id);
+    }
+    return data;
+  }
+
+  // errorView turns an API error into an empty state the user can act on.
+  function errorView(err, what) {
+    if (err.status === 501) {
+      return el('div', { class: 'empty', 'data-error': err.code },
+        what + ' is not available in this build of paystate yet (' + err.code + ').');
+    }
+    if (err.status === 401) {
+      return el('div', { class: 'empty error', 'data-error': err.code },
+        'Not signed in: ' + err.message + ' ',
+        el('a', { href: '/' }, 'Sign in again'));
+    }
+    const parts = [what + ' could not be loaded: ' + err.message];
+    if (err.requestID) parts.push(' (request id ' + err.requestID + ')');
+    return el('div', { class: 'empty error', 'data-error': err.code }, parts.join(''));
+  }
+
+  // ---- tabs and navigation -------------------------------------------------
+
+  let activeTab = 'payments';
+
+  function selectTab(name) {
+    activeTab = name;
+    for (const b of document.querySelectorAll('[role="tab"]')) {
+      b.setAttribute('aria-selected', String(b.dataset.tab === name));
+    }
+    for (const p of document.querySelectorAll('[role="tabpanel"]')) {
+      p.hidden = p.id !== 'panel-' + name;
+    }
+    if (name === 'payments') loadPayments();
+    if (name === 'review') loadReview();
+    if (name === 'deliveries') loadDeliveries();
+    if (name === 'charts') drawCharts();
+  }
+
+  function route() {
+    let h = location.hash.replace(/^#/, '');
+    try { h = decodeURIComponent(h); } catch (e) { h = ''; }
+    if (h.startsWith('payment/')) {
+      selectTab('payments');
+      openTimeline(h.slice('payment/'.length));
+      return;
+    }
+    if (['payments', 'review', 'deliveries', 'charts'].includes(h)) {
+      selectTab(h);
+      return;
+    }
+    selectTab('payments');
+  }
+
+  // ---- payments ------------------------------------------------------------
+
+  const payments = { status: '', orderID: '', cursor: '', prev: [], next: '' };
+
+  async function loadPayments() {
+    const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
+    if (payments.status) q.set('status', payments.status);
+    if (payments.orderID) q.set('order_id', payments.orderID);
+    if (payments.cursor) q.set('cursor', payments.cursor);
+    const body = $('#payments-body');
+    try {
+      const res = await api('GET', '/v1/payments?' + q.toString());
+      payments.next = res.next_cursor || '';
+      renderPayments(res.data || []);
+      $('#payments-updated').textContent = 'updated ' + new Date().toLocaleTimeString();
+    } catch (err) {
+      payments.next = '';
+      clear(body).append(errorView(err, 'The payment list'));
+    }
+    $('#page-older').disabled = !payments.next;
+    $('#page-newer').disabled = payments.prev.length === 0;
+  }
+
+  function renderPayments(list) {
+    const body = clear($('#payments-body'));
+    if (list.length === 0) {
+      const filtered = payments.status || payments.orderID;
+      body.append(el('div', { class: 'empty', id: 'payments-empty' },
+        filtered ? 'No payment matches these filters.' : 'No payments yet. Create one with POST /v1/payments.'));
+      return;
+    }
+    const rows = list.map((p) => el('tr', {
+      class: 'clickable' + (p.id === openPaymentID ? ' selected' : ''),
+      'data-payment-id': p.id,
+      onclick: () => { location.hash = '#payment/' + encodeURIComponent(p.id); },
+    },
+    el('td', { class: 'mono' }, el('button', { type: 'button', class: 'link mono', text: p.id })),
+    el('td', { class: 'order wrap', text: p.order_id }),
+    el('td', { class: 'num', text: fmtAmount(p.amount, p.currency) }),
+    el('td', {}, badge(p.status)),
+    el('td', { class: 'num', text: p.version }),
+    el('td', { text: p.provider }),
+    el('td', { class: 'mono wrap', text: p.provider_ref || '' }),
+    el('td', { text: fmtTime(p.updated_at) })));
+    body.append(el('table', { id: 'payments-table' },
+      el('thead', {}, el('tr', {}, ['Payment', 'Order id', 'Amount', 'Status', 'Version', 'Provider', 'Provider ref', 'Updated'].map((h) => el('th', { text: h })))),
+      el('tbody', {}, rows)));
+  }
+
+  function bindPayments() {
+    const st = $('#filter-status');
+    $('#payment-filters').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      payments.status = st.value;
+      payments.orderID = $('#filter-order').value.trim();
+      payments.cursor = '';
+      payments.prev = [];
+      loadPayments();
+    });
+    $('#payments-refresh').addEventListener('click', () => { loadPayments(); if (openPaymentID) openTimeline(openPaymentID); });
+    $('#page-older').addEventListener('click', () => {
+      if (!payments.next) return;
+      payments.prev.push(payments.cursor);
+      payments.cursor = payments.next;
+      loadPayments();
+    });
+    $('#page-newer').addEventListener('click', () => {
+      if (payments.prev.length === 0) return;
+      payments.cursor = payments.prev.pop();
+      loadPayments();
+    });
+  }
+
+  // ---- timeline ------------------------------------------------------------
+
+  let openPaymentID = '';
+
+  // verdict says which path won and what was absorbed on the way.
+  function verdict(p, steps) {
+    const won = steps.find((s) => s.kind === 'transition' && TERMINAL.has(s.to) && s.to !== 'refunded') ||
+      steps.find((s) => s.kind === 'transition' && TERMINAL.has(s.to));
+    const counts = {};
+    for (const s of steps) {
+      if (['duplicate', 'stale', 'version_conflict', 'conflicting_terminal'].includes(s.kind)) {
+        const k = s.kind + ' from ' + s.source;
+        counts[k] = (counts[k] || 0) + 1;
+      }
+    }
+    const absorbed = Object.entries(counts).map(([k, n]) => n + ' × ' + k);
+    let text;
+    if (won) {
+      text = 'The ' + won.source + ' path won: it moved the payment ' + (won.from || '?') + ' → ' + won.to +
+        ' at version ' + won.version + (won.event_id ? ' (event ' + won.event_id + ')' : '') + '.';
+    } else if (TERMINAL.has(p.status)) {
+      text = 'Final status ' + p.status + '.';
+    } else {
+      text = 'Not final yet: status ' + p.status + ' at version ' + p.version + '.';
+    }
+    if (absorbed.length) text += ' Absorbed: ' + absorbed.join(', ') + '.';
+    return { text: text, wonSeq: won ? won.seq : null };
+  }
+
+  async function openTimeline(id) {
+    openPaymentID = id;
+    const box = $('#timeline');
+    box.hidden = false;
+    for (const tr of document.querySelectorAll('#payments-table tbody tr')) {
+      tr.classList.toggle('selected', tr.dataset.paymentId === id);
+    }
+    let p, steps;
+    try {
+      const res = await Promise.all([
+        api('GET', '/v1/payments/' + encodeURIComponent(id)),
+        api('GET', '/v1/payments/' + encodeURIComponent(id) + '/events'),
+      ]);
+      p = res[0];
+      steps = (res[1] && res[1].data) || [];
+    } catch (err) {
+      if (openPaymentID !== id) return;
+      clear(box).append(el('h2', {}, 'Payment ', el('span', { class: 'mono', text: id }), closeButton()), errorView(err, 'This payment'));
+      return;
+    }
+    if (openPaymentID !== id) return;
+    steps.sort((a, b) => a.seq - b.seq);
+    const v = verdict(p, steps);
+    const facts = [
+      ['Order id', p.order_id], ['Amount', fmtAmount(p.amount, p.currency)], ['Status', p.status],
+      ['Version', p.version], ['Provider', p.provider], ['Provider ref', p.provider_ref || '—'],
+      ['Customer', [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') || '—'],
+      ['Created', fmtTime(p.created_at)], ['Updated', fmtTime(p.updated_at)],
+    ];
+    const rows = steps.map((s) => el('tr', {
+      class: s.seq === v.wonSeq ? 'won' : (['duplicate', 'stale', 'version_conflict'].includes(s.kind) ? 'absorbed' : ''),
+      'data-kind': s.kind,
+    },
+    el('td', { class: 'num', text: s.seq }),
+    el('td', { text: fmtTime(s.at) }),
+    el('td', { class: 'source', text: s.source }),
+    el('td', {}, badge(s.kind)),
+    el('td', { class: 'wrap', text: (s.from || '') + (s.from || s.to ? ' → ' : '') + (s.to || '') }),
+    el('td', { class: 'num', text: s.version }),
+    el('td', { class: 'mono wrap', text: s.event_id || '' }),
+    el('td', { class: 'wrap', text: s.note || '' })));
+    clear(box).append(
+      el('h2', {}, 'Payment ', el('span', { class: 'mono', id: 'timeline-id', text: p.id }), badge(p.status), closeButton()),
+      el('dl', { class: 'facts' }, facts.map(([k, val]) => el('div', {}, el('dt', { text: k }), el('dd', { text: val })))),
+      el('p', { class: 'verdict', id: 'timeline-verdict', text: v.text }),
+      el('table', { id: 'timeline-table' },
+        el('thead', {}, el('tr', {}, ['#', 'At', 'Source', 'Kind', 'From → to', 'Version', 'Event id', 'Note'].map((h) => el('th', { text: h })))),
+        el('tbody', {}, rows)));
+  }
+
+  function closeButton() {
+    return el('button', {
+      type: 'button', class: 'secondary close', text: 'Close',
+      onclick: () => {
+        openPaymentID = '';
+        $('#timeline').hidden = true;
+        history.replaceState(null, '', '#payments');
+        for (const tr of document.querySelectorAll('#payments-table tbody tr')) tr.classList.remove('selected');
+      },
+    });
+  }
+
+  // ---- review --------------------------------------------------------------
+
+  const REVIEW_FIELDS = ['reason', 'payment_id', 'observed', 'status', 'provider', 'provider_ref', 'event_id', 'last_psp', 'note', 'created_at'];
+
+  async function loadReview() {
+    const body = $('#review-body');
+    let items;
+    try {
+      const res = await api('GET', '/v1/review');
+      items = (res && res.data) || [];
+    } catch (err) {
+      clear(body).append(errorView(err, 'The review queue'));
+      return;
+    }
+    setReviewCount(items.length);
+    clear(body);
+    if (items.length === 0) {
+      body.append(el('div', { class: 'empty', id: 'review-empty' }, 'The review queue is empty: nothing needs a human.'));
+      return;
+    }
+    for (const it of items) body.append(reviewItem(it));
+  }
+
+  function setReviewCount(n) {
+    const c = $('#review-count');
+    c.textContent = String(n);
+    c.hidden = !(n > 0);
+  }
+
+  function reviewItem(it) {
+    // The item's id is the payment id, or orphan_<provider>_<event id> for
+    // an event of a payment paystate does not know (only dismissable).
+    const target = it.id || it.payment_id;
+    const orphan = !it.payment_id;
+    const facts = [];
+    const seen = new Set(['id', 'evidence']);
+    for (const k of REVIEW_FIELDS.concat(Object.keys(it))) {
+      if (seen.has(k)) continue;
+      seen.add(k);
+      const val = it[k];
+      if (val === null || val === undefined || val === '' || typeof val === 'object') continue;
+      facts.push(el('div', {}, el('dt', { text: k.replace(/_/g, ' ') }), el('dd', { class: k === 'note' ? '' : 'wrap', text: k.endsWith('_at') ? fmtTime(val) : String(val) })));
+    }
+    const ev = it.evidence && typeof it.evidence === 'object' ? it.evidence : null;
+    const current = ev && ev.payment ? ev.payment.status : '';
+    const choices = orphan ? ['dismissed'] : ['captured', 'failed', 'refunded'];
+    const status = el('select', { name: 'status', required: true },
+      choices.map((s) => el('option', { value: s, text: s, selected: s === current })));
+    const note = el('input', { type: 'text', name: 'note', maxlength: '1000', placeholder: 'what the PSP says, who decided', required: true });
+    const submit = el('button', { type: 'submit', text: orphan ? 'Dismiss' : 'Resolve' });
+    const result = el('span', { class: 'result', role: 'status' });
+    const form = el('form', { class: 'resolve', 'data-payment-id': it.payment_id || '', 'data-review-id': target },
+      el('label', {}, orphan ? 'Resolution' : 'Final status', status),
+      el('label', {}, 'Note (kept in the timeline)', note),
+      submit, result);
+    form.addEventListener('submit', async (e) => {
+      e.preventDefault();
+      submit.disabled = true;
+      result.className = 'result';
+      result.textContent = 'Resolving…';
+      try {
+        const res = await api('POST', '/v1/review/' + encodeURIComponent(target) + '/resolve', { status: status.value, note: note.value });
+        const st = res && res.status;
+        showNotice('Resolved ' + target + (st ? (orphan ? ': ' + st : ': the payment is ' + st) : '') + '.');
+        loadReview();
+      } catch (err) {
+        submit.disabled = false;
+        result.className = 'result error';
+        result.textContent = err.message + (err.requestID ? ' (request id ' + err.requestID + ')' : '');
+      }
+    });
+    return el('article', { class: 'review-item', 'data-review-id': target },
+      el('header', {}, badge(it.reason),
+        orphan ? el('span', { class: 'mono', text: it.id })
+          : el('button', { type: 'button', class: 'link mono', text: it.payment_id, onclick: () => { location.hash = '#payment/' + encodeURIComponent(it.payment_id); } }),
+        current ? badge(current) : null),
+      el('dl', { class: 'facts' }, facts),
+      ev ? evidenceView(ev) : null, form);
+  }
+
+  // evidenceView shows what a human needs to decide: the timeline, the raw
+  // webhooks received and the PSP's last status answer.
+  function evidenceView(ev) {
+    const steps = Array.isArray(ev.timeline) ? ev.timeline : [];
+    const hooks = Array.isArray(ev.webhooks) ? ev.webhooks : [];
+    const psp = ev.last_psp_status;
+    const parts = [steps.length + ' timeline steps', hooks.length + ' webhooks received',
+      psp ? 'last PSP answer: ' + (psp.status || (psp.found === false ? 'not found' : '?')) : 'PSP not asked'];
+    const body = [];
+    if (steps.length) {
+      body.push(el('h4', { text: 'Timeline' }), el('table', { class: 'evidence-timeline' },
+        el('thead', {}, el('tr', {}, ['#', 'At', 'Source', 'Kind', 'From → to', 'Version', 'Event id', 'Note'].map((h) => el('th', { text: h })))),
+        el('tbody', {}, steps.map((s) => el('tr', {},
+          el('td', { class: 'num', text: s.seq }), el('td', { text: fmtTime(s.at) }), el('td', { text: s.source }),
+          el('td', {}, badge(s.kind)), el('td', { text: (s.from || '') + ' → ' + (s.to || '') }),
+          el('td', { class: 'num', text: s.version }), el('td', { class: 'mono wrap', text: s.event_id || '' }),
+          el('td', { class: 'wrap', text: s.note || '' }))))));
+    }
+    if (hooks.length) {
+      body.push(el('h4', { text: 'Webhooks received' }), el('ul', { class: 'evidence-webhooks' }, hooks.map((w) => el('li', {},
+        el('details', {},
+          el('summary', {}, el('span', { class: 'mono', text: w.event_id }), ' ', w.type || '', ' · ', w.provider || '',
+            ' · received ' + fmtTime(w.received_at), w.processed ? ' · applied' : ' · waiting'),
+          el('pre', { text: JSON.stringify(w.body, null, 2) }))))));
+    }
+    if (psp) {
+      body.push(el('h4', { text: 'Last PSP status answer' }), el('pre', { text: JSON.stringify(psp, null, 2) }));
+    }
+    return el('details', { class: 'evidence' }, el('summary', { text: 'Evidence: ' + parts.join(', ') }), body);
+  }
+
+  function showNotice(msg) {
+    const body = $('#review-body');
+    const n = el('div', { class: 'notice', id: 'review-notice', role: 'status', text: msg });
+    const old = $('#review-notice');
+    if (old) old.remove();
+    body.parentNode.insertBefore(n, body);
+  }
+
+  // ---- deliveries ----------------------------------------------------------
+
+  const DELIVERY_COLUMNS = ['id', 'effect', 'endpoint', 'event_type', 'event_id', 'payment_id', 'state', 'attempts', 'last_error', 'note', 'next_attempt_at', 'event_at', 'updated_at'];
+
+  const deliveries = { cursor: '', prev: [], next: '' };
+
+  async function loadDeliveries() {
+    const state = $('#delivery-state').value;
+    const body = $('#deliveries-body');
+    $('#replay-dead').hidden = state !== 'dead';
+    const q = new URLSearchParams({ state: state, limit: '100' });
+    if (deliveries.cursor) q.set('cursor', deliveries.cursor);
+    let items;
+    try {
+      const res = await api('GET', '/v1/deliveries?' + q.toString());
+      items = (res && res.data) || [];
+      deliveries.next = (res && res.next_cursor) || '';
+    } catch (err) {
+      deliveries.next = '';
+      clear(body).append(errorView(err, 'Deliveries'));
+      return;
+    } finally {
+      $('#deliveries-older').disabled = !deliveries.next;
+      $('#deliveries-newer').disabled = deliveries.prev.length === 0;
+    }
+    clear(body);
+    if (items.length === 0) {
+      body.append(el('div', { class: 'empty', id: 'deliveries-empty' },
+        state === 'dead' ? 'No dead letters: every effect was delivered or is still being retried.' : 'No ' + state + ' deliveries.'));
+      return;
+    }
+    const cols = DELIVERY_COLUMNS.filter((c) => items.some((d) => d[c] !== undefined && d[c] !== null && d[c] !== ''));
+    const rows = items.map((d) => {
+      const retry = d.state === 'done' ? null : el('button', { type: 'button', class: 'secondary retry', text: d.state === 'dead' ? 'Retry' : 'Retry now' });
+      const cell = el('td', {}, retry);
+      if (retry) {
+        retry.addEventListener('click', async () => {
+          retry.disabled = true;
+          try {
+            const res = await api('POST', '/v1/deliveries/' + encodeURIComponent(d.id) + '/retry');
+            cell.append(el('span', { class: 'hint', text: ' ' + ((res && res.state) || 'queued') }));
+          } catch (err) {
+            retry.disabled = false;
+            cell.append(el('span', { class: 'error', text: ' ' + err.message }));
+          }
+        });
+      }
+      return el('tr', { 'data-delivery-id': d.id }, cell,
+        cols.map((c) => {
+          const v = d[c];
+          if (c === 'state') return el('td', {}, badge(String(v)));
+          if (c === 'payment_id' && v) {
+            return el('td', {}, el('button', { type: 'button', class: 'link mono', text: v, onclick: () => { location.hash = '#payment/' + encodeURIComponent(v); } }));
+          }
+          if (typeof v === 'object' && v !== null) return el('td', { class: 'mono wrap', text: JSON.stringify(v) });
+          const cls = c === 'attempts' ? 'num' : (c === 'id' || c.endsWith('_id') || c === 'endpoint' ? 'mono wrap' : 'wrap');
+          return el('td', { class: cls, text: c.endsWith('_at') ? fmtTime(v) : (v === undefined || v === null ? '' : String(v)) });
+        }));
+    });
+    body.append(el('table', { id: 'deliveries-table' },
+      el('thead', {}, el('tr', {}, el('th', {}), cols.map((c) => el('th', { text: c.replace(/_/g, ' ') })))),
+      el('tbody', {}, rows)));
+  }
+
+  function bindDeliveries() {
+    const reset = () => { deliveries.cursor = ''; deliveries.prev = []; loadDeliveries(); };
+    $('#deliveries-refresh').addEventListener('click', reset);
+    $('#delivery-state').addEventListener('change', reset);
+    $('#deliveries-older').addEventListener('click', () => {
+      if (!deliveries.next) return;
+      deliveries.prev.push(deliveries.cursor);
+      deliveries.cursor = deliveries.next;
+      loadDeliveries();
+    });
+    $('#deliveries-newer').addEventListener('click', () => {
+      if (deliveries.prev.length === 0) return;
+      deliveries.cursor = deliveries.prev.pop();
+      loadDeliveries();
+    });
+    // Replay the dead letters that died since a time (all of them when no
+    // time is given).
+    $('#replay-dead').addEventListener('submit', async (e) => {
+      e.preventDefault();
+      const out = $('#replay-result');
+      const v = $('#replay-since').value;
+      const since = v ? new Date(v).toISOString() : '1970-01-01T00:00:00Z';
+      out.className = 'hint';
+      out.textContent = 'Replaying…';
+      try {
+        const res = await api('POST', '/v1/deliveries/retry?state=dead&since=' + encodeURIComponent(since));
+        out.textContent = 'Replayed ' + ((res && res.retried) || 0) + ' dead letters.';
+        reset();
+      } catch (err) {
+        out.className = 'error';
+        out.textContent = err.message;
+      }
+    });
+  }
+
+  // ---- charts --------------------------------------------------------------
+
+  // parseProm parses the Prometheus text format into samples.
+  function parseProm(text) {
+    const out = [];
+    for (const raw of text.split('\n')) {
+      const line = raw.trim();
+      if (!line || line[0] === '#') continue;
+      const m = /^[a-zA-Z_:][a-zA-Z0-9_:]*/.exec(line);
+      if (!m) continue;
+      const name = m[0];
+      let i = name.length;
+      const labels = {};
+      if (line[i] === '{') {
+        i++;
+        for (;;) {
+          while (line[i] === ' ' || line[i] === ',') i++;
+          if (line[i] === '}') { i++; break; }
+          const lm = /^[a-zA-Z_][a-zA-Z0-9_]*/.exec(line.slice(i));
+          if (!lm || line[i + lm[0].length] !== '=' || line[i + lm[0].length + 1] !== '"') { i = -1; break; }
+          i += lm[0].length + 2;
+          let v = '';
+          while (i < line.length && line[i] !== '"') {
+            if (line[i] === '\\' && i + 1 < line.length) {
+              const c = line[i + 1];
+              v += c === 'n' ? '\n' : c;
+              i += 2;
+            } else {
+              v += line[i++];
+            }
+          }
+          if (line[i] !== '"') { i = -1; break; }
+          i++;
+          labels[lm[0]] = v;
+        }
+        if (i < 0) continue;
+      }
+      const value = parseFloat(line.slice(i).trim().split(/\s+/)[0]);
+      if (isNaN(value)) continue;
+      out.push({ name: name, labels: labels, value: value });
+    }
+    return out;
+  }
+
+  function sumBy(samples, name, label) {
+    const m = new Map();
+    let found = false;
+    for (const s of samples) {
+      if (s.name !== name) continue;
+      found = true;
+      const k = label ? (s.labels[label] || '(none)') : 'total';
+      m.set(k, (m.get(k) || 0) + s.value);
+    }
+    return found ? m : null;
+  }
+
+  // Each chart keeps its series: name → [{t, v}].
+  const charts = {
+    webhooks: { id: 'chart-webhooks', unit: '/s', series: new Map() },
+    finalize: { id: 'chart-finalize', unit: '/s', series: new Map() },
+    drift: { id: 'chart-drift', unit: '/min', series: new Map() },
+    lag: { id: 'chart-lag', unit: 's', series: new Map() },
+  };
+  let lastSample = null;
+
+  function push(chart, key, t, v) {
+    let s = chart.series.get(key);
+    if (!s) { s = []; chart.series.set(key, s); }
+    s.push({ t: t, v: v });
+    if (s.length > HISTORY) s.shift();
+  }
+
+  // rates turns two cumulative counters into per-unit rates.
+  function rates(chart, cur, prev, t, dt, per) {
+    if (!cur) return;
+    for (const [k, v] of cur) {
+      const p = prev && prev.has(k) ? prev.get(k) : (prev ? 0 : null);
+      if (p === null) continue;
+      const d = v - p;
+      push(chart, k, t, d < 0 ? 0 : d / dt * per);
+    }
+  }
+
+  async function pollMetrics() {
+    let text;
+    try {
+      const res = await fetch('/metrics', { credentials: 'same-origin' });
+      if (!res.ok) throw new Error('HTTP ' + res.status);
+      text = await res.text();
+    } catch (e) {
+      $('#charts-status').textContent = 'the last read failed: ' + e.message;
+      return;
+    }
+    const t = Date.now();
+    const samples = parseProm(text);
+    const cur = {
+      webhooks: sumBy(samples, 'paystate_webhooks_total'),
+      finalize: sumBy(samples, 'paystate_finalize_outcomes_total', 'outcome'),
+      drift: sumBy(samples, 'paystate_sweeper_drift_corrected_total', 'to'),
+      lag: sumBy(samples, 'paystate_ripple_outbox_lag_seconds'),
+      lagSum: sumBy(samples, 'paystate_ripple_outbox_lag_seconds_sum'),
+      lagCount: sumBy(samples, 'paystate_ripple_outbox_lag_seconds_count'),
+      review: sumBy(samples, 'paystate_review_queue_size'),
+    };
+    if (lastSample) {
+      const dt = (t - lastSample.t) / 1000;
+      if (dt > 0) {
+        rates(charts.webhooks, cur.webhooks, lastSample.webhooks, t, dt, 1);
+        rates(charts.finalize, cur.finalize, lastSample.finalize, t, dt, 1);
+        rates(charts.drift, cur.drift, lastSample.drift, t, dt, 60);
+        if (!cur.lag && cur.lagSum && cur.lagCount && lastSample.lagSum && lastSample.lagCount) {
+          const ds = cur.lagSum.get('total') - lastSample.lagSum.get('total');
+          const dc = cur.lagCount.get('total') - lastSample.lagCount.get('total');
+          push(charts.lag, 'mean', t, dc > 0 ? ds / dc : 0);
+        }
+      }
+    }
+    if (cur.lag) push(charts.lag, 'lag', t, cur.lag.get('total'));
+    if (cur.review) setReviewCount(cur.review.get('total'));
+    cur.t = t;
+    lastSample = cur;
+    $('#charts-status').textContent = 'last read ' + new Date(t).toLocaleTimeString();
+    if (activeTab === 'charts') drawCharts();
+  }
+
+  function drawCharts() {
+    for (const c of Object.values(charts)) drawChart(c);
+  }
+
+  function drawChart(chart) {
+    const fig = document.getElementById(chart.id);
+    const canvas = fig.querySelector('canvas');
+    const legend = clear(fig.querySelector('.legend'));
+    const w = canvas.clientWidth || 460;
+    const h = canvas.clientHeight || 180;
+    const dpr = window.devicePixelRatio || 1;
+    canvas.width = Math.round(w * dpr);
+    canvas.height = Math.round(h * dpr);
+    const g = canvas.getContext('2d');
+    g.setTransform(dpr, 0, 0, dpr, 0, 0);
+    g.clearRect(0, 0, w, h);
+    g.font = '11px system-ui, sans-serif';
+
+    const keys = Array.from(chart.series.keys()).sort();
+    const all = keys.flatMap((k) => chart.series.get(k));
+    if (all.length === 0) {
+      g.fillStyle = '#667085';
+      g.fillText(lastSample ? 'no data yet: nothing counted since paystate started' : 'waiting for two samples…', 12, h / 2);
+      return;
+    }
+    const now = Date.now();
+    const t0 = now - HISTORY * METRICS_EVERY;
+    let max = 0;
+    for (const p of all) max = Math.max(max, p.v);
+    max = niceMax(max);
+    const left = 44, right = 8, top = 8, bottom = 18;
+    const pw = w - left - right, ph = h - top - bottom;
+    const x = (t) => left + Math.max(0, (t - t0) / (now - t0)) * pw;
+    const y = (v) => top + ph - (v / max) * ph;
+
+    g.strokeStyle = '#dfe3ea';
+    g.fillStyle = '#667085';
+    g.lineWidth = 1;
+    for (let i = 0; i <= 4; i++) {
+      const v = max * i / 4;
+      const yy = Math.round(y(v)) + 0.5;
+      g.beginPath(); g.moveTo(left, yy); g.lineTo(w - right, yy); g.stroke();
+      g.fillText(fmtNum(v), 4, yy + 4);
+    }
+    g.fillText('−' + Math.round(HISTORY * METRICS_EVERY / 60000) + ' min', left, h - 4);
+    g.fillText('now', w - right - 20, h - 4);
+
+    keys.forEach((k, i) => {
+      const pts = chart.series.get(k);
+      g.strokeStyle = PALETTE[i % PALETTE.length];
+      g.lineWidth = 1.8;
+      g.beginPath();
+      pts.forEach((p, j) => { if (j === 0) g.moveTo(x(p.t), y(p.v)); else g.lineTo(x(p.t), y(p.v)); });
+      g.stroke();
+      if (pts.length) {
+        const lp = pts[pts.length - 1];
+        g.fillStyle = PALETTE[i % PALETTE.length];
+        g.beginPath(); g.arc(x(lp.t), y(lp.v), 2.5, 0, 2 * Math.PI); g.fill();
+      }
+      const last = pts.length ? pts[pts.length - 1].v : 0;
+      legend.append(el('li', {}, el('span', { class: 'swatch c' + (i % PALETTE.length) }), k + ': ' + fmtNum(last) + ' ' + chart.unit));
+    });
+  }
+
+  function niceMax(v) {
+    if (!(v > 0)) return 1;
+    const p = Math.pow(10, Math.floor(Math.log10(v)));
+    for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
+    return 10 * p;
+  }
+
+  function fmtNum(v) {
+    if (v === 0) return '0';
+    if (Math.abs(v) >= 100) return v.toFixed(0);
+    if (Math.abs(v) >= 1) return v.toFixed(1);
+    return v.toFixed(2);
+  }
+
+  // ---- start ---------------------------------------------------------------
+
+  function start() {
+    for (const b of document.querySelectorAll('[role="tab"]')) {
+      b.addEventListener('click', () => { location.hash = '#' + b.dataset.tab; });
+    }
+    bindPayments();
+    $('#review-refresh').addEventListener('click', loadReview);
+    bindDeliveries();
+    window.addEventListener('hashchange', route);
+    window.addEventListener('resize', () => { if (activeTab === 'charts') drawCharts(); });
+    route();
+    pollMetrics();
+    setInterval(pollMetrics, METRICS_EVERY);
+    // The first page of payments and the open timeline follow live changes;
+    // the review and deliveries lists reload on demand (their forms would
+    // otherwise be reset under the user's hands).
+    setInterval(() => {
+      if (document.hidden || activeTab !== 'payments') return;
+      if (!payments.cursor) loadPayments();
+      if (openPaymentID) openTimeline(openPaymentID);
+    }, REFRESH_EVERY);
+  }
+
+  if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
+  else start();
+})();

@@ -1,0 +1,70 @@
+package pay
+
+import "time"
+
+// PSPAnswer is the last answer of a provider about one payment, as the
+// sweeper received it from the status API (or the note that there is none).
+// It is kept per payment as evidence for the review queue and carries no
+// secret: Raw is the provider's answer as text without client secrets.
+type PSPAnswer struct {
+	PaymentID string
+	Provider  string
+	Status    Status // what the PSP said; "" when it did not say
+	Found     bool   // false: the PSP does not know the payment
+	Raw       string // the answer as text
+	Error     string // the call failed (after retries): its client-safe message
+	// At is when the answer was first recorded. An answer equal to the
+	// stored one is not written again, so a pass that learns nothing new
+	// writes nothing.
+	At time.Time
+}
+
+// Same reports whether a and b say the same thing (At aside).
+func (a PSPAnswer) Same(b PSPAnswer) bool {
+	a.At, b.At = time.Time{}, time.Time{}
+	return a == b
+}
+
+// SweeperTx is the part of Tx the reconciliation sweeper needs beyond the
+// payment methods: paging through candidates, housekeeping in bounded
+// batches through time indexes (so a purge costs O(what it removes), not a
+// scan of everything kept), and the last PSP answer of each payment.
+type SweeperTx interface {
+	// CandidatesAfter is Candidates continued after the candidate
+	// (afterUpdated, afterID), in the same order (UpdatedAt, then id): it
+	// returns up to limit payments in the given statuses updated strictly
+	// before updatedBefore whose (UpdatedAt, ID) is greater than
+	// (afterUpdated, afterID). A zero afterUpdated with an empty afterID
+	// starts at the oldest. A pass pages through its candidates with the
+	// last payment of each page.
+	CandidatesAfter(statuses []Status, updatedBefore, afterUpdated time.Time, afterID string, limit int) ([]Payment, error)
+
+	// PurgeIdemKeys removes up to limit idempotency keys whose ExpiresAt
+	// is at or before expiredBy, oldest first, and returns how many it
+	// removed.
+	PurgeIdemKeys(expiredBy time.Time, limit int) (int, error)
+	// PurgeProcessed removes up to limit processed event ids recorded
+	// (MarkProcessed) strictly before before, oldest first, together with
+	// their archived inbox entries, and returns how many event ids it
+	// removed. Pending inbox entries are never removed. A redelivery of a
+	// purged event is accepted as new.
+	PurgeProcessed(before time.Time, limit int) (int, error)
+
+	// PutPSPAnswer stores a as the payment's last PSP answer, replacing
+	// the one before. A zero At becomes Tx.Now.
+	PutPSPAnswer(a PSPAnswer) error
+	// PSPAnswer returns the payment's last PSP answer, or ENOTFOUND.
+	PSPAnswer(paymentID string) (PSPAnswer, error)
+}
+
+// OutboxPurger is implemented by a Tx that keeps the delivery state of
+// outbox records. The sweeper removes outbox records that every effect has
+// finished with (delivered or dead-lettered and dismissed) once they are
+// older than the retention, through this method if the store's Tx has it;
+// a store without delivery state keeps every outbox record.
+type OutboxPurger interface {
+	// PurgeDeliveredOutbox removes up to limit outbox records created
+	// strictly before before that are fully delivered, with their index
+	// entries and delivery state, and returns how many it removed.
+	PurgeDeliveredOutbox(before time.Time, limit int) (int, error)
+}

@@ -1,0 +1,726 @@
+// Package stripe is the Stripe provider: PaymentIntents through the official
+// Go library (github.com/stripe/stripe-go) and webhooks verified with its
+// webhook package (Stripe-Signature, 300 s tolerance by default).
+//
+// Create makes a PaymentIntent with the payment's amount, its currency in
+// lower case and metadata.paystate_payment_id, under the Idempotency-Key it
+// is given ("charge-<payment_id>"). Nothing is confirmed on the server: the
+// customer pays on the merchant's page with Stripe.js and the client secret.
+// A PaymentIntent's status maps to a payment status as follows:
+//
+//	PaymentIntent status                           payment status    client secret   redirect URL
+//	requires_payment_method, requires_confirmation created           yes             -
+//	requires_action                                requires_action   yes             next_action.redirect_to_url.url
+//	processing                                     processing        yes             -
+//	requires_capture                               processing        yes             -
+//	succeeded                                      captured          -               -
+//	canceled                                       failed            -               -
+//
+// A failed attempt (last_payment_error set, status back to
+// requires_payment_method) stays created: on Stripe the customer may retry
+// on the same PaymentIntent, so only canceled makes a payment failed.
+// requires_capture means the money is authorized but not taken; paystate
+// creates PaymentIntents with automatic capture, so it only happens when
+// someone changed the capture method at Stripe. Calling that captured would
+// post money to the ledger that has not moved, so it stays processing and
+// the sweeper puts it on the review queue after sweeper.give_up_after.
+//
+// Webhooks map by event type: payment_intent.succeeded → captured,
+// payment_intent.canceled → failed, payment_intent.processing → processing,
+// payment_intent.requires_action → requires_action,
+// payment_intent.payment_failed → a failed_attempt step in the timeline
+// (status unchanged), charge.refunded → refunded when the charge is refunded
+// in full (a partial refund, made at Stripe, is recorded as an ignored_event
+// step: paystate refunds in full only). Every other event type is answered
+// 2xx and not stored (WebhookEvent.Ignore). An event names its payment by
+// metadata.paystate_payment_id and by the PaymentIntent id (for a charge:
+// its payment_intent), which is the payment's provider_ref.
+//
+// Webhook signatures and their timestamps are checked by stripe-go's
+// webhook.ConstructEventWithOptions. That function measures the timestamp's
+// age with the wall clock (time.Since), not with the now that ParseWebhook
+// is given, and it accepts timestamps from the future: an injected clock
+// does not move the Stripe tolerance window.
+//
+// Events of another Stripe API version than the library's
+// (stripe.APIVersion) are accepted: paystate reads only a handful of fields
+// (id, type, created, and of the object id, object, metadata, payment_intent,
+// refunded) that have kept their shape across API versions, and decodes them
+// itself rather than into the library's types. The first event of each
+// other version is logged as a warning and every one is counted in
+// paystate_stripe_webhook_version_mismatch_total, so a webhook endpoint
+// that should be pinned to the library's version is seen.
+package stripe
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+	stripego "github.com/stripe/stripe-go/v85"
+	"github.com/stripe/stripe-go/v85/webhook"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// Name is the provider's name, in configuration and in /webhooks/stripe.
+const Name = "stripe"
+
+// MetadataPaymentID is the PaymentIntent metadata key that carries
+// paystate's payment id.
+const MetadataPaymentID = "paystate_payment_id"
+
+// HeaderSignature is the header that carries Stripe's webhook signature.
+const HeaderSignature = "Stripe-Signature"
+
+// APIVersion is the Stripe API version of every request, the one of the
+// stripe-go release paystate is built with. Webhook endpoints should be
+// created with it.
+const APIVersion = stripego.APIVersion
+
+// DefaultTolerance is how old a webhook's signature timestamp may be when
+// Config.Tolerance is 0.
+const DefaultTolerance = webhook.DefaultTolerance
+
+// DefaultTimeout bounds one HTTP request to Stripe when no client is given.
+const DefaultTimeout = 30 * time.Second
+
+// Event types paystate maps.
+const (
+	TypeSucceeded      = "payment_intent.succeeded"
+	TypeCanceled       = "payment_intent.canceled"
+	TypePaymentFailed  = "payment_intent.payment_failed"
+	TypeProcessing     = "payment_intent.processing"
+	TypeRequiresAction = "payment_intent.requires_action"
+	TypeChargeRefunded = "charge.refunded"
+)
+
+// maxIDLen bounds the ids read from an event (event, PaymentIntent, payment).
+const maxIDLen = 255
+
+var versionMismatches = metrics.NewCounter(`paystate_stripe_webhook_version_mismatch_total`)
+
+// Config is the [providers.stripe] section of the configuration, plus the
+// webhook tolerance of [webhook_inbox].
+type Config struct {
+	// SecretKey is the API key, "sk_..." or a restricted "rk_...". Required.
+	SecretKey string
+	// WebhookSecret is the webhook endpoint's signing secret, "whsec_...".
+	// Required.
+	WebhookSecret string
+	// APIBase is Stripe's API URL; empty means Stripe's own. Tests point it
+	// at stripe-mock.
+	APIBase string
+	// Tolerance is how old a webhook's signature timestamp may be; 0 means
+	// DefaultTolerance (300 s).
+	Tolerance time.Duration
+}
+
+// Option changes a Provider built by New.
+type Option func(*options)
+
+type options struct {
+	logger  zerolog.Logger
+	client  *http.Client
+	retries int64
+}
+
+// WithLogger sets the logger; New adds component=psp_stripe to it.
+func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithHTTPClient sets the client of the API calls. By default it has a
+// DefaultTimeout timeout and a transport of its own.
+func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.client = c } }
+
+// WithMaxNetworkRetries sets how often stripe-go retries a request that got
+// no answer (a network failure) or a lock timeout (default 2); an error
+// answer from Stripe is not retried. A retry carries the same
+// Idempotency-Key, so it cannot charge twice.
+func WithMaxNetworkRetries(n int) Option {
+	return func(o *options) { o.retries = int64(max(n, 0)) }
+}
+
+// Provider is the Stripe adapter. It implements pay.Provider and
+// pay.Canceler and is safe for concurrent use. Its API client is its own
+// (stripe.NewClient with its own backend): the global stripe.Key is never
+// set.
+type Provider struct {
+	// Logger logs webhooks of another API version; zerolog.Nop() by
+	// default. No line holds a key, a client secret or a signature.
+	Logger zerolog.Logger
+
+	api           *stripego.Client
+	webhookSecret string
+	tolerance     time.Duration
+	warned        sync.Map // API versions already logged
+}
+
+var (
+	_ pay.Provider = (*Provider)(nil)
+	_ pay.Canceler = (*Provider)(nil)
+)
+
+// New returns a Stripe provider. Configuration errors name their key
+// (providers.stripe.*) and never quote a secret.
+func New(cfg Config, opts ...Option) (*Provider, error) {
+	switch {
+	case cfg.SecretKey == "":
+		return nil, errors.New("providers.stripe.secret_key: required")
+	case !strings.HasPrefix(cfg.SecretKey, "sk_") && !strings.HasPrefix(cfg.SecretKey, "rk_"):
+		return nil, errors.New("providers.stripe.secret_key: must start with sk_ or rk_")
+	case cfg.WebhookSecret == "":
+		return nil, errors.New("providers.stripe.webhook_secret: required to verify the webhooks")
+	case !strings.HasPrefix(cfg.WebhookSecret, "whsec_"):
+		return nil, errors.New("providers.stripe.webhook_secret: must start with whsec_")
+	case cfg.Tolerance < 0:
+		return nil, fmt.Errorf("webhook_inbox.tolerance: must not be negative, got %s", cfg.Tolerance)
+	}
+	if cfg.APIBase != "" {
+		u, err := url.Parse(cfg.APIBase)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+			return nil, errors.New("providers.stripe.api_base: must be an absolute http or https URL without credentials")
+		}
+	}
+
+	o := options{logger: zerolog.Nop(), retries: stripego.DefaultMaxNetworkRetries}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if o.client == nil {
+		o.client = &http.Client{Timeout: DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	bc := &stripego.BackendConfig{
+		HTTPClient: o.client,
+		// Errors come back to the caller, who logs them once; the library's
+		// own lines could carry request details.
+		LeveledLogger:     &stripego.LeveledLogger{Level: stripego.LevelNull},
+		MaxNetworkRetries: stripego.Int64(o.retries),
+	}
+	if cfg.APIBase != "" {
+		bc.URL = stripego.String(cfg.APIBase)
+	}
+	backends := &stripego.Backends{API: stripego.GetBackendWithConfig(stripego.APIBackend, bc)}
+
+	tol := cfg.Tolerance
+	if tol == 0 {
+		tol = DefaultTolerance
+	}
+	return &Provider{
+		Logger:        o.logger.With().Str("component", "psp_stripe").Logger(),
+		api:           stripego.NewClient(cfg.SecretKey, stripego.WithBackends(backends)),
+		webhookSecret: cfg.WebhookSecret,
+		tolerance:     tol,
+	}, nil
+}
+
+// Name returns "stripe".
+func (p *Provider) Name() string { return Name }
+
+// Tolerance returns how old a webhook's signature timestamp may be.
+func (p *Provider) Tolerance() time.Duration { return p.tolerance }
+
+// Create creates the payment's PaymentIntent under key ("charge-<payment_id>")
+// and maps its status (see the package documentation). Stripe answers a
+// repeated key with the first PaymentIntent for 24 hours; a payment whose
+// PaymentIntent is already known (ProviderRef set, for example on a resumed
+// create) is retrieved instead, so no second PaymentIntent is made after
+// the key has expired.
+func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	switch {
+	case key == "":
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
+	case pm.ID == "":
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: payment id is required")
+	}
+	if err := pay.ValidateAmount(pm.Amount); err != nil {
+		return pay.PSPResult{}, err
+	}
+	if err := pay.ValidateCurrency(pm.Currency); err != nil {
+		return pay.PSPResult{}, err
+	}
+	if pm.ProviderRef != "" {
+		pi, err := p.api.V1PaymentIntents.Retrieve(ctx, pm.ProviderRef, &stripego.PaymentIntentRetrieveParams{})
+		if err != nil {
+			return pay.PSPResult{}, apiError("retrieve PaymentIntent", err)
+		}
+		return intentResult(pi)
+	}
+
+	params := &stripego.PaymentIntentCreateParams{
+		Amount:   stripego.Int64(pm.Amount),
+		Currency: stripego.String(strings.ToLower(pm.Currency)),
+	}
+	params.AddMetadata(MetadataPaymentID, pm.ID)
+	params.SetIdempotencyKey(key)
+	pi, err := p.api.V1PaymentIntents.Create(ctx, params)
+	if err != nil {
+		return pay.PSPResult{}, apiError("create PaymentIntent", err)
+	}
+	return intentResult(pi)
+}
+
+// Status retrieves the payment's PaymentIntent by its provider_ref and maps
+// its status; a PaymentIntent Stripe does not know is Found false. Without
+// a provider_ref (the create answer was lost) the PaymentIntent is searched
+// by metadata.paystate_payment_id; Stripe's search index can lag about a
+// minute behind, so a PaymentIntent created just before may not be found
+// yet (Found false, the sweeper asks again on its next pass). Raw never
+// holds the client secret.
+func (p *Provider) Status(ctx context.Context, pm pay.Payment) (pay.PSPResult, error) {
+	if pm.ProviderRef == "" {
+		return p.search(ctx, pm)
+	}
+	pi, err := p.api.V1PaymentIntents.Retrieve(ctx, pm.ProviderRef, &stripego.PaymentIntentRetrieveParams{})
+	if isMissing(err) {
+		return pay.PSPResult{Found: false, Raw: "stripe payment_intent=" + pm.ProviderRef + " not found"}, nil
+	}
+	if err != nil {
+		return pay.PSPResult{}, apiError("retrieve PaymentIntent", err)
+	}
+	return intentResult(pi)
+}
+
+// search finds a payment's PaymentIntent by its metadata.
+func (p *Provider) search(ctx context.Context, pm pay.Payment) (pay.PSPResult, error) {
+	if !searchable(pm.ID) {
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: payment id %q cannot be searched", pm.ID)
+	}
+	params := &stripego.PaymentIntentSearchParams{}
+	params.Query = fmt.Sprintf("metadata['%s']:'%s'", MetadataPaymentID, pm.ID)
+	params.Limit = stripego.Int64(10)
+	params.Single = true
+	var found []*stripego.PaymentIntent
+	for pi, err := range p.api.V1PaymentIntents.Search(ctx, params).All(ctx) {
+		if err != nil {
+			return pay.PSPResult{}, apiError("search PaymentIntents", err)
+		}
+		// Only an exact metadata match counts, whatever the search answered.
+		if pi != nil && pi.Metadata[MetadataPaymentID] == pm.ID {
+			found = append(found, pi)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return pay.PSPResult{Found: false, Raw: "stripe: no PaymentIntent with metadata." + MetadataPaymentID + "=" + pm.ID}, nil
+	case 1:
+		return intentResult(found[0])
+	default:
+		ids := make([]string, len(found))
+		for i, pi := range found {
+			ids[i] = pi.ID
+		}
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: %d PaymentIntents carry metadata.%s=%s (%s)", len(found), MetadataPaymentID, pm.ID, strings.Join(ids, ", "))
+	}
+}
+
+// searchable reports whether id can go into a search query as it is: the
+// characters of a paystate id, nothing that could end the quoted value.
+func searchable(id string) bool {
+	if id == "" || len(id) > maxIDLen {
+		return false
+	}
+	for _, r := range id {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// Refund refunds the payment's PaymentIntent in full under key
+// ("refund-<payment_id>"). A refund Stripe answers succeeded or pending is
+// refunded: Stripe has accepted it and takes it from the balance at once;
+// pending only means the customer's bank has not confirmed yet (a refund
+// that fails later is not followed). A PaymentIntent already refunded in
+// full (charge_already_refunded, for example from the Stripe dashboard) is
+// refunded too. A refund in any other state is an EPSP error.
+func (p *Provider) Refund(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	switch {
+	case key == "":
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
+	case pm.ProviderRef == "":
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: payment %s has no PaymentIntent to refund", pm.ID)
+	}
+	params := &stripego.RefundCreateParams{PaymentIntent: stripego.String(pm.ProviderRef)}
+	if pm.ID != "" {
+		params.AddMetadata(MetadataPaymentID, pm.ID)
+	}
+	params.SetIdempotencyKey(key)
+	re, err := p.api.V1Refunds.Create(ctx, params)
+	if code := errorCode(err); code == stripego.ErrorCodeChargeAlreadyRefunded {
+		return pay.PSPResult{
+			Status: pay.Refunded, ProviderRef: pm.ProviderRef, Found: true,
+			Raw: "stripe payment_intent=" + pm.ProviderRef + " already refunded",
+		}, nil
+	}
+	if err != nil {
+		return pay.PSPResult{}, apiError("create refund", err)
+	}
+	raw := fmt.Sprintf("stripe refund=%s status=%s payment_intent=%s", re.ID, re.Status, pm.ProviderRef)
+	switch re.Status {
+	case stripego.RefundStatusSucceeded, stripego.RefundStatusPending:
+		return pay.PSPResult{Status: pay.Refunded, ProviderRef: pm.ProviderRef, Found: true, Raw: raw}, nil
+	default:
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: refund %s of %s is %s", re.ID, pm.ProviderRef, re.Status)
+	}
+}
+
+// Cancel cancels the payment's PaymentIntent under key
+// ("cancel-<payment_id>", cancellation_reason abandoned) and maps what
+// Stripe answers: canceled → failed. A PaymentIntent that can no longer be
+// canceled (payment_intent_unexpected_state: it succeeded or is processing)
+// is retrieved and mapped instead, so succeeded → captured. A payment
+// without provider_ref is searched first (see Status); one Stripe does not
+// know is Found false.
+func (p *Provider) Cancel(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	if key == "" {
+		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
+	}
+	ref := pm.ProviderRef
+	if ref == "" {
+		res, err := p.search(ctx, pm)
+		if err != nil || !res.Found {
+			return res, err
+		}
+		ref = res.ProviderRef
+	}
+	params := &stripego.PaymentIntentCancelParams{
+		CancellationReason: stripego.String(string(stripego.PaymentIntentCancellationReasonAbandoned)),
+	}
+	params.SetIdempotencyKey(key)
+	pi, err := p.api.V1PaymentIntents.Cancel(ctx, ref, params)
+	switch code := errorCode(err); {
+	case err == nil:
+		return intentResult(pi)
+	case code == stripego.ErrorCodeResourceMissing:
+		return pay.PSPResult{Found: false, Raw: "stripe payment_intent=" + ref + " not found"}, nil
+	case code == stripego.ErrorCodePaymentIntentUnexpectedState:
+		// Too late to cancel: Stripe's current answer decides.
+		pi, err := p.api.V1PaymentIntents.Retrieve(ctx, ref, &stripego.PaymentIntentRetrieveParams{})
+		if err != nil {
+			return pay.PSPResult{}, apiError("retrieve PaymentIntent", err)
+		}
+		return intentResult(pi)
+	default:
+		return pay.PSPResult{}, apiError("cancel PaymentIntent", err)
+	}
+}
+
+// StatusOf maps a PaymentIntent status to a payment status; ok is false for
+// a status paystate does not know.
+func StatusOf(s stripego.PaymentIntentStatus) (st pay.Status, ok bool) {
+	switch s {
+	case stripego.PaymentIntentStatusRequiresPaymentMethod, stripego.PaymentIntentStatusRequiresConfirmation:
+		return pay.Created, true
+	case stripego.PaymentIntentStatusRequiresAction:
+		return pay.RequiresAction, true
+	case stripego.PaymentIntentStatusProcessing, stripego.PaymentIntentStatusRequiresCapture:
+		return pay.Processing, true
+	case stripego.PaymentIntentStatusSucceeded:
+		return pay.Captured, true
+	case stripego.PaymentIntentStatusCanceled:
+		return pay.Failed, true
+	}
+	return "", false
+}
+
+// intentResult maps a PaymentIntent to the provider's answer. An unknown
+// status is an EPSP error: paystate does not guess.
+func intentResult(pi *stripego.PaymentIntent) (pay.PSPResult, error) {
+	if pi == nil || pi.ID == "" {
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: answer without a PaymentIntent id")
+	}
+	st, ok := StatusOf(pi.Status)
+	if !ok {
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: PaymentIntent %s has unknown status %q", pi.ID, pi.Status)
+	}
+	raw := fmt.Sprintf("stripe payment_intent=%s status=%s", pi.ID, pi.Status)
+	if e := pi.LastPaymentError; e != nil {
+		raw += " last_payment_error=" + firstOf(string(e.Code), string(e.DeclineCode), string(e.Type), "set")
+	}
+	r := pay.PSPResult{Status: st, ProviderRef: pi.ID, Found: true, Raw: raw}
+	if st.ShowsSecrets() {
+		r.ClientSecret = pi.ClientSecret
+	}
+	if st == pay.RequiresAction && pi.NextAction != nil && pi.NextAction.RedirectToURL != nil {
+		r.RedirectURL = pi.NextAction.RedirectToURL.URL
+	}
+	return r, nil
+}
+
+// firstOf returns the first non-empty string.
+func firstOf(ss ...string) string {
+	for _, s := range ss {
+		if s != "" {
+			return s
+		}
+	}
+	return ""
+}
+
+// errorCode returns the Stripe error code of err, "" if err is not a Stripe
+// API error.
+func errorCode(err error) stripego.ErrorCode {
+	var se *stripego.Error
+	if errors.As(err, &se) {
+		return se.Code
+	}
+	return ""
+}
+
+// isMissing reports whether err says the object does not exist.
+func isMissing(err error) bool {
+	var se *stripego.Error
+	return errors.As(err, &se) && (se.Code == stripego.ErrorCodeResourceMissing || se.HTTPStatusCode == http.StatusNotFound)
+}
+
+// apiError turns a failed API call into a pay error. Only the message and
+// code of Stripe's answer are kept: the error's own text is its whole JSON,
+// which may hold a PaymentIntent with its client secret. A request Stripe
+// refused as invalid is EINVALID; a rejected key, a conflict, a rate limit,
+// a server error or no answer at all is EPSP.
+func apiError(op string, err error) error {
+	var se *stripego.Error
+	if !errors.As(err, &se) {
+		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
+			return pay.Errorf(pay.EPSP, "stripe %s: %v", op, contextErr(err))
+		}
+		return pay.Errorf(pay.EPSP, "stripe %s: no answer: %s", op, netError(err))
+	}
+	switch {
+	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
+		return pay.Errorf(pay.EPSP, "stripe %s: the API key was refused (HTTP %d)", op, se.HTTPStatusCode)
+	case se.Type == stripego.ErrorTypeInvalidRequest && (se.HTTPStatusCode == http.StatusBadRequest || se.HTTPStatusCode == http.StatusNotFound):
+		return pay.Errorf(pay.EINVALID, "stripe %s: %s", op, errorText(se))
+	default:
+		return pay.Errorf(pay.EPSP, "stripe %s: %s (HTTP %d)", op, errorText(se), se.HTTPStatusCode)
+	}
+}
+
+// contextErr returns the context error err wraps.
+func contextErr(err error) error {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
+// netError shortens a transport error to its last part: the URL in front of
+// it names only the API base, but the cause is what helps.
+func netError(err error) string {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err.Error()
+	}
+	return err.Error()
+}
+
+// errorText is the code and message of a Stripe error, cut to a length that
+// fits a log line and a client answer.
+func errorText(se *stripego.Error) string {
+	msg := se.Msg
+	if len(msg) > 300 {
+		msg = msg[:300] + "..."
+	}
+	if se.Code != "" {
+		return string(se.Code) + ": " + msg
+	}
+	if msg == "" {
+		return string(se.Type)
+	}
+	return msg
+}
+
+// ParseWebhook verifies the Stripe-Signature header with the endpoint's
+// secret and the tolerance (stripe-go's webhook.ConstructEventWithOptions:
+// the timestamp's age is measured with the wall clock, not now) and maps
+// the event (see the package documentation). A missing, malformed or
+// wrong signature or a stale timestamp is ESIGNATURE; a signed body that is
+// not a Stripe event, or an event that lacks what paystate needs, is
+// EINVALID; an event type paystate does not map is Ignore.
+func (p *Provider) ParseWebhook(body []byte, header http.Header, now time.Time) (pay.WebhookEvent, error) {
+	sigs := header.Values(HeaderSignature)
+	switch {
+	case len(sigs) == 0 || sigs[0] == "":
+		return pay.WebhookEvent{}, pay.Errorf(pay.ESIGNATURE, "missing %s header", HeaderSignature)
+	case len(sigs) > 1:
+		return pay.WebhookEvent{}, pay.Errorf(pay.ESIGNATURE, "%s header given more than once", HeaderSignature)
+	}
+	ev, err := webhook.ConstructEventWithOptions(body, sigs[0], p.webhookSecret, webhook.ConstructEventOptions{
+		Tolerance:                p.tolerance,
+		IgnoreAPIVersionMismatch: true,
+	})
+	switch {
+	case errors.Is(err, webhook.ErrTooOld):
+		return pay.WebhookEvent{}, pay.Errorf(pay.ESIGNATURE, "%s timestamp is older than the tolerance (%s)", HeaderSignature, p.tolerance)
+	case errors.Is(err, webhook.ErrNotSigned), errors.Is(err, webhook.ErrInvalidHeader):
+		return pay.WebhookEvent{}, pay.Errorf(pay.ESIGNATURE, "malformed %s header", HeaderSignature)
+	case errors.Is(err, webhook.ErrNoValidSignature):
+		return pay.WebhookEvent{}, pay.Errorf(pay.ESIGNATURE, "no matching signature in %s header", HeaderSignature)
+	case err != nil:
+		// The signature held: the signed body is not a Stripe event.
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event: %s", cut(err.Error(), 200))
+	}
+	e, err := mapEvent(ev)
+	if err != nil {
+		return pay.WebhookEvent{}, err
+	}
+	p.checkVersion(ev.APIVersion, e)
+	return e, nil
+}
+
+// object is what paystate reads of an event's data.object: a
+// PaymentIntent or a Charge. payment_intent is a charge's PaymentIntent, an
+// id or, when expanded, an object with an id.
+type object struct {
+	ID            string            `json:"id"`
+	Object        string            `json:"object"`
+	Metadata      map[string]string `json:"metadata"`
+	PaymentIntent json.RawMessage   `json:"payment_intent"`
+	Refunded      *bool             `json:"refunded"`
+}
+
+// mapEvent maps a verified Stripe event to paystate's event.
+func mapEvent(ev stripego.Event) (pay.WebhookEvent, error) {
+	if ev.ID == "" {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event: id is required")
+	}
+	if err := pay.ValidateText("id", ev.ID, maxIDLen); err != nil {
+		return pay.WebhookEvent{}, err
+	}
+	if ev.Type == "" {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: type is required", ev.ID)
+	}
+	if err := pay.ValidateText("type", string(ev.Type), maxIDLen); err != nil {
+		return pay.WebhookEvent{}, err
+	}
+	if ev.Created <= 0 {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: created must be a positive unix time", ev.ID)
+	}
+	e := pay.WebhookEvent{EventID: ev.ID, Type: string(ev.Type), OccurredAt: time.Unix(ev.Created, 0).UTC()}
+
+	var want string // the object the event type carries
+	switch e.Type {
+	case TypeSucceeded:
+		e.Status, want = pay.Captured, "payment_intent"
+	case TypeCanceled:
+		e.Status, want = pay.Failed, "payment_intent"
+	case TypeProcessing:
+		e.Status, want = pay.Processing, "payment_intent"
+	case TypeRequiresAction:
+		e.Status, want = pay.RequiresAction, "payment_intent"
+	case TypePaymentFailed:
+		e.StepKind, want = pay.StepFailedAttempt, "payment_intent"
+	case TypeChargeRefunded:
+		want = "charge"
+	default:
+		e.Ignore = true
+		return e, nil
+	}
+
+	if ev.Data == nil || len(ev.Data.Raw) == 0 {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object is required", ev.ID)
+	}
+	var obj object
+	if err := json.Unmarshal(ev.Data.Raw, &obj); err != nil {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object: %s", ev.ID, cut(err.Error(), 200))
+	}
+	if obj.Object != want {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: %s carries a %q object, want %s", ev.ID, e.Type, cut(obj.Object, 40), want)
+	}
+	if obj.ID == "" {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object.id is required", ev.ID)
+	}
+	e.PaymentID = obj.Metadata[MetadataPaymentID]
+	if err := pay.ValidateText("data.object.metadata."+MetadataPaymentID, e.PaymentID, maxIDLen); err != nil {
+		return pay.WebhookEvent{}, err
+	}
+
+	if want == "payment_intent" {
+		e.ProviderRef = obj.ID
+	} else {
+		ref, err := intentRef(obj.PaymentIntent)
+		if err != nil {
+			return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object.payment_intent: %s", ev.ID, err)
+		}
+		if ref == "" && e.PaymentID == "" {
+			// A charge made without a PaymentIntent: not paystate's.
+			e.Ignore = true
+			return e, nil
+		}
+		e.ProviderRef = ref
+		if obj.Refunded != nil && *obj.Refunded {
+			e.Status = pay.Refunded
+		} else {
+			// A partial refund made at Stripe: evidence, not a transition.
+			e.StepKind = pay.StepIgnoredEvent
+		}
+	}
+	if err := pay.ValidateText("data.object.id", e.ProviderRef, maxIDLen); err != nil {
+		return pay.WebhookEvent{}, err
+	}
+	return e, nil
+}
+
+// intentRef reads a charge's payment_intent: null, an id, or an expanded
+// object with an id.
+func intentRef(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var id string
+	if err := json.Unmarshal(raw, &id); err == nil {
+		return id, nil
+	}
+	var obj struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal(raw, &obj); err != nil || obj.ID == "" {
+		return "", errors.New("must be an id or an object with an id")
+	}
+	return obj.ID, nil
+}
+
+// checkVersion counts an event of another API release train than the
+// library's and logs the first one of each version.
+func (p *Provider) checkVersion(v string, e pay.WebhookEvent) {
+	if train(v) == train(stripego.APIVersion) {
+		return
+	}
+	versionMismatches.Inc()
+	v = cut(v, 40)
+	if _, seen := p.warned.LoadOrStore(v, true); seen {
+		return
+	}
+	log := p.Logger.Warn().Str("event_id", e.EventID).Str("type", e.Type).
+		Str("api_version", v).Str("library_api_version", stripego.APIVersion)
+	if e.PaymentID != "" {
+		log = log.Str("payment_id", e.PaymentID)
+	}
+	log.Msg("stripe webhook of another API version accepted; create the webhook endpoint with the library's API version")
+}
+
+// train is the release train of an API version ("2026-03-25.dahlia" →
+// "dahlia"); versions from before release trains have none.
+func train(v string) string {
+	if _, t, ok := strings.Cut(v, "."); ok {
+		return t
+	}
+	return ""
+}
+
+// cut shortens s to at most n bytes.
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "..."
+}

@@ -1,0 +1,120 @@
+package ripple
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// loyalty credits points to the customer on a capture and claws them back
+// on a refund, in one transaction with its dedupe key.
+type loyalty struct{ s *Service }
+
+func (*loyalty) name() string     { return pay.EffectLoyalty }
+func (*loyalty) endpoint() string { return "" }
+func (*loyalty) wants(rec pay.OutboxRecord) bool {
+	return rec.Customer.ID != "" && (rec.Status == pay.Captured || rec.Status == pay.Refunded)
+}
+
+// loyaltyPaymentKey holds the points a payment's capture credited.
+func loyaltyPaymentKey(paymentID string) string { return "loyalty_payment:" + paymentID }
+
+func (l *loyalty) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
+	if rec.Customer.ID == "" {
+		return outcome{note: "no customer id: no points", skipped: true}, nil
+	}
+	var out outcome
+	err := l.s.Store.Update(ctx, func(tx pay.Tx) error {
+		key := pay.EffectLoyalty + ":" + rec.ID
+		if _, done, err := tx.Effect(key); err != nil {
+			return err
+		} else if done {
+			out = outcome{note: "applied before", skipped: true}
+			return nil
+		}
+		credited, known, err := tx.Effect(loyaltyPaymentKey(rec.PaymentID))
+		if err != nil {
+			return err
+		}
+		var points int64
+		switch {
+		case rec.Status == pay.Captured && known:
+			out.note = "the payment was refunded before its capture was applied: no points"
+		case rec.Status == pay.Captured:
+			if points, err = Points(rec.Amount, rec.Currency, l.s.Config.PointsPerUnit); err != nil {
+				return err
+			}
+			out.note = fmt.Sprintf("credited %d points to %s", points, rec.Customer.ID)
+		default: // refunded: take back exactly what the capture credited
+			points = -credited.Points
+			out.note = fmt.Sprintf("clawed back %d points from %s", credited.Points, rec.Customer.ID)
+		}
+		c, err := tx.CustomerAccount(rec.Customer.ID)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			c, err = pay.CustomerAccount{ID: rec.Customer.ID}, nil
+		}
+		if err != nil {
+			return err
+		}
+		c.Points += points
+		if err := tx.PutCustomerAccount(c); err != nil {
+			return err
+		}
+		if err := tx.PutEffect(pay.EffectRecord{Key: loyaltyPaymentKey(rec.PaymentID), DeliveryID: d.ID, Points: credited.Points + points}); err != nil {
+			return err
+		}
+		return tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: points})
+	})
+	if err != nil {
+		return outcome{}, fmt.Errorf("loyalty: %w", err)
+	}
+	return out, nil
+}
+
+// retention moves the customer's last visit to the time of a capture, in
+// one transaction with its dedupe key. last_visit_at never moves back, so
+// records applied out of order (a dead letter replayed late) are harmless.
+type retention struct{ s *Service }
+
+func (*retention) name() string     { return pay.EffectRetention }
+func (*retention) endpoint() string { return "" }
+func (*retention) wants(rec pay.OutboxRecord) bool {
+	return rec.Customer.ID != "" && rec.Status == pay.Captured
+}
+
+func (r *retention) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
+	if rec.Customer.ID == "" {
+		return outcome{note: "no customer id", skipped: true}, nil
+	}
+	var out outcome
+	err := r.s.Store.Update(ctx, func(tx pay.Tx) error {
+		key := pay.EffectRetention + ":" + rec.ID
+		if _, done, err := tx.Effect(key); err != nil {
+			return err
+		} else if done {
+			out = outcome{note: "applied before", skipped: true}
+			return nil
+		}
+		c, err := tx.CustomerAccount(rec.Customer.ID)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			c, err = pay.CustomerAccount{ID: rec.Customer.ID}, nil
+		}
+		if err != nil {
+			return err
+		}
+		out.note = "last visit unchanged: a later one is recorded"
+		if rec.CreatedAt.After(c.LastVisitAt) {
+			c.LastVisitAt = rec.CreatedAt
+			out.note = "last visit " + rec.CreatedAt.UTC().Format("2006-01-02T15:04:05Z07:00")
+		}
+		if err := tx.PutCustomerAccount(c); err != nil {
+			return err
+		}
+		return tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID})
+	})
+	if err != nil {
+		return outcome{}, fmt.Errorf("retention: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,102 @@
+// Package ripple delivers outbox records to their side effects: loyalty
+// points, the customer's last visit (retention), an e-mail receipt over
+// SMTP, and signed merchant webhooks. Finalize appends an outbox record in
+// the same transaction as every real transition; ripple takes it from
+// there, best effort and at least once, and never blocks or fails a
+// finalize (finalize only calls Service.Notify, a non-blocking send).
+//
+// # Fan-out and deliveries
+//
+// Each pass (RunOnce) first fans out: in one transaction it reads the
+// outbox records after a stored cursor, creates one delivery per record
+// and target, and moves the cursor. A crash before the commit leaves
+// nothing; after it, every delivery exists. The targets are the effects
+// that want the record's type, read from the configuration at fan-out
+// time:
+//
+//	target                 records                               applied
+//	loyalty                captured, refunded; with customer.id  in the store: points to the customer, clawed back on refund
+//	retention              captured; with customer.id            in the store: the customer's last_visit_at
+//	receipt                captured                              one e-mail per payment, if receipt.smtp_addr is set
+//	webhook:<endpoint id>  the endpoint's events                 an HTTP POST signed per Standard Webhooks, one per endpoint
+//
+// A captured payment without an e-mail address gets a receipt delivery
+// that is done at once with a note saying so; one without a customer id
+// gets no loyalty or retention delivery at all.
+//
+// A delivery is per endpoint, not per effect, so a slow or gone endpoint
+// (410) holds up and disables only itself. An endpoint added to the
+// configuration receives the records fanned out after it was added.
+//
+// Each delivery has its own attempts, schedule and state (pending, done,
+// dead). A failed attempt is retried after Backoff(base, cap, attempt):
+// base·2^(n-1), capped, with jitter in the upper half; the max_attempts-th
+// failure, or a failure that retrying cannot fix (410 Gone, an SMTP 5xx, a
+// target no longer configured), makes it a dead letter. Service.Retry and
+// RetryDead (POST /v1/deliveries/{id}/retry, POST
+// /v1/deliveries/retry?state=dead&since=...) put dead letters back.
+//
+// Per payment, records reach a target in outbox order: a delivery waits
+// while an earlier record of the same payment is pending for the same
+// target (done or dead lets the next one go). Different payments and
+// different targets do not wait for each other. A pass runs up to
+// ripple.workers deliveries at once and waits for them (a merchant
+// endpoint gets 15 s), then the next pass starts.
+//
+// # At most once per effect
+//
+// Every effect has a dedupe key, stored in the effects bucket:
+//
+//   - loyalty: "loyalty:<event id>", written in the same transaction as
+//     the points. A redelivery (after a crash between the effect and the
+//     delivery's own update) finds the key and changes nothing. The points
+//     a capture credited are also kept under "loyalty_payment:<payment
+//     id>", so a refund claws back exactly what was credited, whatever
+//     loyalty.points_per_unit says by then, and a capture applied after its
+//     refund (a dead letter replayed late) credits nothing.
+//   - retention: "retention:<event id>", in the same transaction as
+//     last_visit_at, which only ever moves forward.
+//   - receipt: "payment_receipt:<payment id>": one receipt per payment,
+//     ever. It is checked before the send and written right after the SMTP
+//     server accepted the message. A crash between the two, or a failure
+//     to write the key, sends the receipt again on the next attempt; the
+//     resent message carries the same Message-ID
+//     (<receipt.<payment id>@<domain of receipt.from>>), so mail systems
+//     that deduplicate by Message-ID drop it.
+//   - webhook: the delivery is marked done right after a 2xx. A crash in
+//     between sends the event again with the same webhook-id (the outbox
+//     event id), which is the receiver's dedupe key under Standard
+//     Webhooks.
+//
+// # Money
+//
+// Amounts are minor units of their currency. Loyalty points are
+// amount × points_per_unit ÷ 10^exponent, rounded down, where the exponent
+// is the currency's number of decimals in ISO 4217 (2 unless the table in
+// money.go says 0 or 3: JPY and KRW have 0, BHD and KWD 3). The ledger is
+// not an effect: finalize writes it in the payment's transaction.
+//
+// # Merchant webhooks
+//
+// The body is {"id", "type", "created", "data": {payment_id, order_id,
+// amount, currency, status, version, customer}} with the outbox event id
+// as id and webhook-id; it is signed with every configured secret of the
+// endpoint (secret and secrets) and sent with webhook-id,
+// webhook-timestamp and webhook-signature. A 2xx within 15 s counts;
+// redirects are not followed. On 429 and 503 a Retry-After header (seconds
+// or an HTTP date) sets the next attempt, clamped to [1 s, backoff cap].
+// 410 disables the endpoint (stored, with a warning) and dead-letters the
+// delivery; an endpoint with no success for 5 days of failures is disabled
+// too. Deliveries to a disabled endpoint become dead letters without being
+// sent; retrying one of them re-enables the endpoint.
+//
+// # Observability
+//
+// Metrics: paystate_ripple_deliveries_total{effect,outcome} (outcome:
+// done, skipped, retry, dead), paystate_ripple_outbox_lag_seconds (the age
+// of the oldest record not yet delivered everywhere, from its event's
+// time), paystate_ripple_dead_letters. Every failed attempt is logged
+// once, after it is recorded, with payment_id, event_id, effect,
+// delivery_id and attempt (a warning while it will be retried, an error
+// when it is dead).
+package ripple

@@ -1,0 +1,8 @@
+package ripple
+
+import "github.com/paystate/paystate/pay"
+
+// SetAfterEffect installs fn to run after each attempt of an effect and
+// before the delivery records it; an error from fn ends the attempt there,
+// as a crash would.
+func SetAfterEffect(s *Service, fn func(pay.Delivery) error) { s.afterEffect = fn }

@@ -1,0 +1,631 @@
+package ripple
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
+	"github.com/paystate/paystate/ids"
+	"github.com/paystate/paystate/pay"
+)
+
+// Defaults of the service; the configuration's defaults are the same.
+const (
+	DefaultWorkers     = 4
+	DefaultMaxAttempts = 15
+	DefaultBackoffBase = time.Second
+	DefaultBackoffCap  = time.Hour
+	DefaultInterval    = time.Second
+	DefaultBatch       = 256
+
+	// AttemptTimeout bounds one attempt of any effect.
+	AttemptTimeout = time.Minute
+	// WebhookTimeout is how long a merchant endpoint has to answer 2xx.
+	WebhookTimeout = 15 * time.Second
+	// DisableAfter is how long an endpoint may fail every delivery before
+	// it is disabled.
+	DisableAfter = 5 * 24 * time.Hour
+	// minRetryAfter is the shortest delay of a retry, whatever Retry-After
+	// says.
+	minRetryAfter = time.Second
+)
+
+// Config is what New builds a Service from: the [ripple], [loyalty],
+// [receipt] and [[webhooks]] sections of the configuration.
+type Config struct {
+	Workers     int           // deliveries run at once; default DefaultWorkers
+	MaxAttempts int           // attempts before a dead letter; default DefaultMaxAttempts
+	BackoffBase time.Duration // first retry delay; default DefaultBackoffBase
+	BackoffCap  time.Duration // longest retry delay; default DefaultBackoffCap
+
+	// PointsPerUnit is the loyalty points per major currency unit; 0
+	// credits nothing (the deliveries still run and say so).
+	PointsPerUnit int64
+	// Receipt configures e-mail receipts; an empty Addr turns them off.
+	Receipt ReceiptConfig
+	// Webhooks are the merchant endpoints.
+	Webhooks []EndpointConfig
+}
+
+// EndpointConfig is one merchant webhook endpoint.
+type EndpointConfig struct {
+	URL string
+	// Secrets are every Standard Webhooks secret ("whsec_...") the
+	// endpoint's deliveries are signed with, at least one.
+	Secrets []string
+	// Events are the event types sent, such as "payment.captured".
+	Events []string
+}
+
+// Service fans outbox records out to deliveries and delivers them. Make
+// it with New. It is safe for concurrent use; one pass runs at a time.
+type Service struct {
+	Store  pay.Store
+	Config Config
+
+	// Now is the clock of schedules and webhook timestamps; default
+	// time.Now.
+	Now func() time.Time
+	// Interval is Run's ticker; default DefaultInterval.
+	Interval time.Duration
+	// Batch bounds the outbox records fanned out per transaction and the
+	// deliveries attempted per pass; default DefaultBatch.
+	Batch  int
+	Logger zerolog.Logger
+
+	effects map[string]effect // by target
+	order   []effect          // fan-out order
+	client  *http.Client
+
+	// afterEffect, if set, runs after an effect's attempt and before the
+	// delivery records it; an error stops there (a crash, in tests).
+	afterEffect func(pay.Delivery) error
+
+	pass     sync.Mutex
+	wakeOnce sync.Once
+	wake     chan struct{}
+}
+
+// effect is one delivery target.
+type effect interface {
+	// name is the effect: pay.EffectLoyalty, ...
+	name() string
+	// endpoint is the webhook endpoint's id, "" for other effects.
+	endpoint() string
+	// wants reports whether the target receives records of this type.
+	wants(rec pay.OutboxRecord) bool
+	// deliver applies rec. Its error is the attempt's failure; the outcome
+	// says when to retry or that retrying cannot help.
+	deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error)
+}
+
+// outcome is what an attempt reports besides its error.
+type outcome struct {
+	note      string    // on success: what it did
+	skipped   bool      // on success: nothing to do (applied before, no customer, no e-mail)
+	retryAt   time.Time // on failure: the time the target asked to be retried at
+	permanent bool      // on failure: retrying cannot help; dead-letter now
+}
+
+// New returns a Service over store for cfg, with its effects built:
+// loyalty and retention always, receipts if cfg.Receipt.Addr is set, one
+// webhook target per endpoint. Errors name the endpoint by position and
+// never quote a secret.
+func New(store pay.Store, cfg Config) (*Service, error) {
+	if cfg.Workers <= 0 {
+		cfg.Workers = DefaultWorkers
+	}
+	if cfg.MaxAttempts <= 0 {
+		cfg.MaxAttempts = DefaultMaxAttempts
+	}
+	if cfg.BackoffBase <= 0 {
+		cfg.BackoffBase = DefaultBackoffBase
+	}
+	if cfg.BackoffCap <= 0 {
+		cfg.BackoffCap = DefaultBackoffCap
+	}
+	if cfg.BackoffCap < cfg.BackoffBase {
+		return nil, fmt.Errorf("ripple: backoff cap %s is below the base %s", cfg.BackoffCap, cfg.BackoffBase)
+	}
+	if cfg.PointsPerUnit < 0 {
+		return nil, fmt.Errorf("ripple: points per unit must not be negative, got %d", cfg.PointsPerUnit)
+	}
+	s := &Service{
+		Store: store, Config: cfg, Logger: zerolog.Nop(), effects: map[string]effect{},
+		client: newHTTPClient(),
+	}
+	s.add(&loyalty{s: s})
+	s.add(&retention{s: s})
+	if cfg.Receipt.Addr != "" {
+		r, err := newReceipt(s, cfg.Receipt)
+		if err != nil {
+			return nil, err
+		}
+		s.add(r)
+	}
+	for i, ec := range cfg.Webhooks {
+		w, err := newWebhook(s, ec)
+		if err != nil {
+			return nil, fmt.Errorf("ripple: webhooks[%d]: %w", i, err)
+		}
+		if _, dup := s.effects[target(w)]; dup {
+			return nil, fmt.Errorf("ripple: webhooks[%d]: url is configured twice", i)
+		}
+		s.add(w)
+	}
+	return s, nil
+}
+
+func (s *Service) add(e effect) {
+	s.effects[target(e)] = e
+	s.order = append(s.order, e)
+}
+
+// target is the delivery target of an effect (pay.Delivery.Target).
+func target(e effect) string {
+	return pay.Delivery{Effect: e.name(), Endpoint: e.endpoint()}.Target()
+}
+
+func (s *Service) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+func (s *Service) batch() int {
+	if s.Batch > 0 {
+		return s.Batch
+	}
+	return DefaultBatch
+}
+
+func (s *Service) wakeCh() chan struct{} {
+	s.wakeOnce.Do(func() { s.wake = make(chan struct{}, 1) })
+	return s.wake
+}
+
+// Notify wakes the workers: there are new outbox records. It never blocks;
+// finalize calls it after a commit that appended one.
+func (s *Service) Notify() {
+	select {
+	case s.wakeCh() <- struct{}{}:
+	default:
+	}
+}
+
+// Close releases the idle connections to merchant endpoints. Run calls it
+// when it returns.
+func (s *Service) Close() { s.client.CloseIdleConnections() }
+
+// Run runs passes until ctx is cancelled: on every Notify, every Interval,
+// and at once again after a pass that attempted something. Errors are
+// logged and the loop goes on. It returns nil on cancel.
+func (s *Service) Run(ctx context.Context) error {
+	defer s.Close()
+	interval := s.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := s.RunOnce(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err != nil {
+			s.Logger.Error().Err(err).Msg("ripple pass")
+		}
+		if n > 0 && err == nil {
+			continue // more may be due: the records behind those just delivered
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-s.wakeCh():
+		}
+	}
+}
+
+// RunOnce runs one pass: it fans new outbox records out to deliveries,
+// attempts the deliveries that are due (up to Config.Workers at once) and
+// waits for them, and refreshes the gauges. It returns how many
+// deliveries it attempted, successful or not. Passes do not overlap.
+func (s *Service) RunOnce(ctx context.Context) (int, error) {
+	s.pass.Lock()
+	defer s.pass.Unlock()
+
+	if err := s.fanOut(ctx); err != nil {
+		return 0, err
+	}
+	var due []pay.Delivery
+	err := s.Store.View(ctx, func(tx pay.Tx) error {
+		var err error
+		due, err = tx.DueDeliveries(tx.Now(), s.batch())
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("due deliveries: %w", err)
+	}
+
+	sem := make(chan struct{}, max(s.Config.Workers, 1))
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		n     int
+		first error
+	)
+	for _, d := range due {
+		if ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			attempted, err := s.attempt(ctx, d)
+			mu.Lock()
+			defer mu.Unlock()
+			if attempted {
+				n++
+			}
+			if err != nil && first == nil {
+				first = err
+			}
+		}()
+	}
+	wg.Wait()
+	if err := s.refreshGauges(ctx); err != nil && first == nil {
+		first = err
+	}
+	return n, first
+}
+
+// fanOut creates the deliveries of the outbox records after the cursor and
+// moves the cursor, one transaction per batch of records.
+func (s *Service) fanOut(ctx context.Context) error {
+	// Most passes find nothing new: look first, without a write.
+	var fresh bool
+	err := s.Store.View(ctx, func(tx pay.Tx) error {
+		cur, err := tx.RippleCursor()
+		if err != nil {
+			return err
+		}
+		recs, err := tx.OutboxAfter(cur, 1)
+		fresh = len(recs) > 0
+		return err
+	})
+	if err != nil || !fresh {
+		return err
+	}
+	for {
+		var n int
+		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+			cur, err := tx.RippleCursor()
+			if err != nil {
+				return err
+			}
+			recs, err := tx.OutboxAfter(cur, s.batch())
+			if err != nil {
+				return err
+			}
+			n = len(recs)
+			if n == 0 {
+				return nil
+			}
+			now := tx.Now()
+			for _, rec := range recs {
+				for _, e := range s.order {
+					if !e.wants(rec) {
+						continue
+					}
+					if err := tx.InsertDelivery(pay.Delivery{
+						ID: ids.New(ids.DeliveryPrefix, now), Effect: e.name(), Endpoint: e.endpoint(),
+						EventID: rec.ID, EventType: rec.Type, EventSeq: rec.Seq, EventAt: rec.CreatedAt,
+						PaymentID: rec.PaymentID, State: pay.DeliveryPending, NextAttemptAt: now,
+					}); err != nil {
+						return err
+					}
+				}
+			}
+			return tx.SetRippleCursor(recs[n-1].Seq)
+		})
+		if err != nil {
+			return fmt.Errorf("fan out: %w", err)
+		}
+		if n < s.batch() {
+			return nil
+		}
+	}
+}
+
+// attempt runs one attempt of d and records its outcome. It reports
+// whether an attempt was made; an error is a storage failure (the attempt
+// is not recorded and d stays due) or the end of ctx.
+func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
+	var (
+		out outcome
+		err error
+	)
+	e, ok := s.effects[d.Target()]
+	if !ok {
+		out.permanent, err = true, fmt.Errorf("target %s is no longer configured", d.Target())
+	} else {
+		var rec pay.OutboxRecord
+		verr := s.Store.View(ctx, func(tx pay.Tx) error {
+			var err error
+			rec, err = tx.OutboxRecord(d.EventSeq)
+			return err
+		})
+		switch {
+		case pay.ErrorCode(verr) == pay.ENOTFOUND:
+			out.permanent, err = true, fmt.Errorf("outbox record %d (%s) is gone", d.EventSeq, d.EventID)
+		case verr != nil:
+			return false, fmt.Errorf("read outbox record %d: %w", d.EventSeq, verr)
+		default:
+			actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+			out, err = e.deliver(actx, d, rec)
+			cancel()
+		}
+	}
+	if err != nil && ctx.Err() != nil {
+		// Shutting down: not the target's fault. d stays due.
+		return false, ctx.Err()
+	}
+	if s.afterEffect != nil {
+		if herr := s.afterEffect(d); herr != nil {
+			return true, herr
+		}
+	}
+	// A success is recorded even while shutting down.
+	return true, s.record(context.WithoutCancel(ctx), d, out, err)
+}
+
+// record writes the outcome of an attempt of d, then counts and logs it.
+func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failure error) error {
+	var (
+		after  pay.Delivery
+		result string
+		stale  bool
+	)
+	err := s.Store.Update(ctx, func(tx pay.Tx) error {
+		cur, err := tx.Delivery(d.ID)
+		if err != nil {
+			return err
+		}
+		stale = cur.State != pay.DeliveryPending
+		if stale {
+			return nil // moved on meanwhile (an operator); leave it
+		}
+		cur.Attempts++
+		switch {
+		case failure == nil:
+			cur.State, cur.Note, cur.NextAttemptAt = pay.DeliveryDone, out.note, time.Time{}
+			result = "done"
+			if out.skipped {
+				result = "skipped"
+			}
+		case out.permanent || cur.Attempts >= s.Config.MaxAttempts:
+			cur.State, cur.LastError, cur.NextAttemptAt = pay.DeliveryDead, failure.Error(), time.Time{}
+			result = "dead"
+		default:
+			cur.LastError = failure.Error()
+			cur.NextAttemptAt = tx.Now().Add(Backoff(s.Config.BackoffBase, s.Config.BackoffCap, cur.Attempts))
+			if !out.retryAt.IsZero() {
+				cur.NextAttemptAt = clampTime(out.retryAt, tx.Now().Add(minRetryAfter), tx.Now().Add(s.Config.BackoffCap))
+			}
+			result = "retry"
+		}
+		if err := tx.UpdateDelivery(cur); err != nil {
+			return err
+		}
+		after = cur
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("record delivery %s: %w", d.ID, err)
+	}
+	if stale {
+		return nil
+	}
+	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_ripple_deliveries_total{effect=%q,outcome=%q}`, d.Effect, result)).Inc()
+	var ev *zerolog.Event
+	switch result {
+	case "dead":
+		ev = s.Logger.Error()
+	case "retry":
+		ev = s.Logger.Warn().Time("next_attempt_at", after.NextAttemptAt)
+	default:
+		ev = s.Logger.Debug().Str("note", after.Note)
+	}
+	ev = ev.Str("payment_id", d.PaymentID).Str("event_id", d.EventID).Str("effect", d.Effect).
+		Str("delivery_id", d.ID).Int("attempt", after.Attempts).Str("outcome", result)
+	if d.Endpoint != "" {
+		ev = ev.Str("endpoint", d.Endpoint)
+	}
+	if failure != nil {
+		ev = ev.Err(failure)
+	}
+	ev.Msg("ripple delivery")
+	return nil
+}
+
+// refreshGauges sets the outbox lag and dead-letter gauges.
+func (s *Service) refreshGauges(ctx context.Context) error {
+	var (
+		oldest time.Time
+		dead   int
+		now    time.Time
+	)
+	err := s.Store.View(ctx, func(tx pay.Tx) error {
+		now = tx.Now()
+		if d, ok, err := tx.OldestPendingDelivery(); err != nil {
+			return err
+		} else if ok {
+			oldest = d.EventAt
+		}
+		cur, err := tx.RippleCursor()
+		if err != nil {
+			return err
+		}
+		// A record not fanned out yet is undelivered too.
+		if recs, err := tx.OutboxAfter(cur, 1); err != nil {
+			return err
+		} else if len(recs) == 1 && (oldest.IsZero() || recs[0].CreatedAt.Before(oldest)) {
+			oldest = recs[0].CreatedAt
+		}
+		dead, err = tx.CountDeliveries(pay.DeliveryDead)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("ripple gauges: %w", err)
+	}
+	lag := 0.0
+	if !oldest.IsZero() && now.After(oldest) {
+		lag = now.Sub(oldest).Seconds()
+	}
+	metrics.GetOrCreateGauge(`paystate_ripple_outbox_lag_seconds`, nil).Set(lag)
+	metrics.GetOrCreateGauge(`paystate_ripple_dead_letters`, nil).Set(float64(dead))
+	return nil
+}
+
+// Retry puts a delivery back on the schedule, due now: a dead letter
+// starts over with no attempts, a pending delivery keeps its attempts. A
+// retry of a webhook delivery re-enables its endpoint if it was disabled.
+// ECONFLICT for a delivery that is done, ENOTFOUND for an unknown id.
+func (s *Service) Retry(ctx context.Context, id string) (pay.Delivery, error) {
+	var d pay.Delivery
+	err := s.Store.Update(ctx, func(tx pay.Tx) error {
+		var err error
+		if d, err = tx.Delivery(id); err != nil {
+			return err
+		}
+		if d.State == pay.DeliveryDone {
+			return pay.Errorf(pay.ECONFLICT, "delivery %s is done: there is nothing to retry", id)
+		}
+		d, err = s.reopen(tx, d)
+		return err
+	})
+	if err != nil {
+		return pay.Delivery{}, err
+	}
+	s.Notify()
+	s.logGauges(ctx)
+	return d, nil
+}
+
+// RetryDead puts back every dead letter that died at or after since (and
+// before the call), like Retry, and returns how many.
+func (s *Service) RetryDead(ctx context.Context, since time.Time) (int, error) {
+	const page = 500
+	start := s.now()
+	total, cursor := 0, ""
+	for {
+		var (
+			n    int
+			next string
+			past bool
+		)
+		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+			n, past = 0, false
+			ds, nc, err := tx.ListDeliveries(pay.DeliveryFilter{State: pay.DeliveryDead, Since: since, Limit: page, Cursor: cursor})
+			if err != nil {
+				return err
+			}
+			next = nc
+			for _, d := range ds {
+				if d.UpdatedAt.After(start) {
+					past = true // died during this call: not asked for
+					break
+				}
+				if _, err := s.reopen(tx, d); err != nil {
+					return err
+				}
+				n++
+			}
+			return nil
+		})
+		if err != nil {
+			return total, err
+		}
+		total += n
+		if past || next == "" {
+			break
+		}
+		cursor = next
+	}
+	if total > 0 {
+		s.Notify()
+		s.Logger.Info().Int("deliveries", total).Time("since", since).Msg("dead letters retried")
+	}
+	s.logGauges(ctx)
+	return total, nil
+}
+
+// logGauges refreshes the gauges after an operator's retry, which has
+// succeeded whatever happens here: a failure is only logged.
+func (s *Service) logGauges(ctx context.Context) {
+	if err := s.refreshGauges(ctx); err != nil {
+		s.Logger.Warn().Err(err).Msg("ripple gauges")
+	}
+}
+
+// reopen makes d pending and due now, and re-enables its webhook endpoint.
+func (s *Service) reopen(tx pay.Tx, d pay.Delivery) (pay.Delivery, error) {
+	if d.State == pay.DeliveryDead {
+		d.Attempts = 0
+	}
+	d.State, d.NextAttemptAt = pay.DeliveryPending, tx.Now()
+	if d.Endpoint != "" {
+		ep, err := tx.WebhookEndpoint(d.Endpoint)
+		if err != nil {
+			return pay.Delivery{}, err
+		}
+		if ep.Disabled {
+			ep.Disabled, ep.DisabledAt, ep.DisabledReason, ep.FailingSince = false, time.Time{}, "", time.Time{}
+			if err := tx.PutWebhookEndpoint(ep); err != nil {
+				return pay.Delivery{}, err
+			}
+			id := ep.ID
+			tx.OnCommit(func() {
+				s.Logger.Warn().Str("endpoint", id).Str("delivery_id", d.ID).Str("payment_id", d.PaymentID).Msg("webhook endpoint re-enabled by a retry")
+			})
+		}
+	}
+	if err := tx.UpdateDelivery(d); err != nil {
+		return pay.Delivery{}, err
+	}
+	return tx.Delivery(d.ID)
+}
+
+// Backoff returns the delay before retry n (1-based) of a delivery:
+// base·2^(n-1), capped, with jitter in its upper half.
+func Backoff(base, cap time.Duration, n int) time.Duration {
+	d := base
+	for i := 1; i < n && d < cap; i++ {
+		d *= 2
+	}
+	if d > cap {
+		d = cap
+	}
+	half := d / 2
+	return half + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+func clampTime(t, lo, hi time.Time) time.Time {
+	if t.Before(lo) {
+		return lo
+	}
+	if t.After(hi) {
+		return hi
+	}
+	return t
+}

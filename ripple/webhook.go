@@ -1,0 +1,278 @@
+package ripple
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/psp/stdwebhook"
+)
+
+// maxResponseBody is how much of an endpoint's answer is read (and
+// dropped) so the connection can be reused.
+const maxResponseBody = 64 << 10
+
+// EndpointID names a merchant endpoint by its URL: "we_" and the first 16
+// hex digits of the URL's SHA-256. It keys the endpoint's stored state and
+// its deliveries' target, and is what logs and the API show instead of the
+// URL (which may carry a token).
+func EndpointID(rawURL string) string {
+	sum := sha256.Sum256([]byte(rawURL))
+	return "we_" + hex.EncodeToString(sum[:8])
+}
+
+// newHTTPClient returns the client of merchant webhooks: WebhookTimeout per
+// request, redirects not followed (a 3xx is a failure), its own transport
+// so that Close releases its connections.
+func newHTTPClient() *http.Client {
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = DefaultWorkers
+	return &http.Client{
+		Timeout:       WebhookTimeout,
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+}
+
+// webhook posts events to one merchant endpoint.
+type webhook struct {
+	s      *Service
+	id     string
+	url    string
+	host   string
+	events map[string]bool
+	signer *stdwebhook.Signer
+}
+
+func newWebhook(s *Service, cfg EndpointConfig) (*webhook, error) {
+	u, err := url.Parse(cfg.URL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return nil, errors.New("url must be an absolute http or https URL")
+	}
+	signer, err := stdwebhook.NewSigner(cfg.Secrets...)
+	if err != nil {
+		return nil, err
+	}
+	if len(cfg.Events) == 0 {
+		return nil, errors.New("no event types to send")
+	}
+	w := &webhook{s: s, id: EndpointID(cfg.URL), url: cfg.URL, host: u.Host, events: map[string]bool{}, signer: signer}
+	for _, e := range cfg.Events {
+		w.events[e] = true
+	}
+	return w, nil
+}
+
+func (*webhook) name() string                      { return pay.EffectWebhook }
+func (w *webhook) endpoint() string                { return w.id }
+func (w *webhook) wants(rec pay.OutboxRecord) bool { return w.events[rec.Type] }
+
+// Event is the body of a merchant webhook.
+type Event struct {
+	ID      string    `json:"id"`      // the outbox event id, also webhook-id
+	Type    string    `json:"type"`    // "payment.captured", ...
+	Created int64     `json:"created"` // Unix seconds of the transition
+	Data    EventData `json:"data"`
+}
+
+// EventData is the payment an Event is about, as of the transition.
+type EventData struct {
+	PaymentID string        `json:"payment_id"`
+	OrderID   string        `json:"order_id"`
+	Amount    int64         `json:"amount"`
+	Currency  string        `json:"currency"`
+	Status    string        `json:"status"`
+	Version   uint64        `json:"version"`
+	Customer  EventCustomer `json:"customer"`
+}
+
+// EventCustomer is the payment's customer in an Event.
+type EventCustomer struct {
+	ID    string `json:"id"`
+	Email string `json:"email"`
+}
+
+// NewEvent returns the merchant webhook body of an outbox record.
+func NewEvent(rec pay.OutboxRecord) Event {
+	return Event{
+		ID: rec.ID, Type: rec.Type, Created: rec.CreatedAt.Unix(),
+		Data: EventData{
+			PaymentID: rec.PaymentID, OrderID: rec.OrderID, Amount: rec.Amount, Currency: rec.Currency,
+			Status: string(rec.Status), Version: rec.Version,
+			Customer: EventCustomer{ID: rec.Customer.ID, Email: rec.Customer.Email},
+		},
+	}
+}
+
+func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
+	// A disabled endpoint gets nothing; the delivery waits as a dead letter.
+	var ep pay.WebhookEndpoint
+	err := w.s.Store.View(ctx, func(tx pay.Tx) error {
+		var err error
+		ep, err = tx.WebhookEndpoint(w.id)
+		return err
+	})
+	if err != nil {
+		return outcome{}, fmt.Errorf("webhook endpoint %s: %w", w.id, err)
+	}
+	if ep.Disabled {
+		return outcome{permanent: true}, fmt.Errorf("endpoint %s is disabled since %s: %s", w.id, ep.DisabledAt.Format(time.RFC3339), ep.DisabledReason)
+	}
+
+	body, err := json.Marshal(NewEvent(rec))
+	if err != nil {
+		return outcome{permanent: true}, fmt.Errorf("encode webhook: %w", err)
+	}
+	now := w.s.now()
+	h, err := w.signer.Header(rec.ID, now, body)
+	if err != nil {
+		return outcome{permanent: true}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, WebhookTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
+	if err != nil {
+		return outcome{permanent: true}, fmt.Errorf("webhook request to %s: %w", w.id, err)
+	}
+	for k, v := range h {
+		req.Header[k] = v
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "paystate")
+
+	res, err := w.s.client.Do(req)
+	if err != nil {
+		// The url.Error names the URL, which may carry a token: keep the cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if errors.Is(err, context.Canceled) {
+			return outcome{}, err // shutting down: not the endpoint's failure
+		}
+		if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("no answer within %s", WebhookTimeout)
+		}
+		return w.failed(ctx, now, outcome{}, fmt.Errorf("POST to %s (%s): %w", w.id, w.host, err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxResponseBody))
+	_ = res.Body.Close()
+
+	switch code := res.StatusCode; {
+	case code >= 200 && code < 300:
+		return outcome{note: fmt.Sprintf("endpoint %s answered %d", w.id, code)}, w.succeeded(ctx, now)
+	case code == http.StatusGone:
+		reason := "answered 410 Gone"
+		if err := w.disable(ctx, now, reason); err != nil {
+			return outcome{}, err
+		}
+		return outcome{permanent: true}, fmt.Errorf("endpoint %s (%s) %s: disabled", w.id, w.host, reason)
+	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
+		out := outcome{retryAt: retryAfter(res.Header.Get("Retry-After"), now)}
+		return w.failed(ctx, now, out, fmt.Errorf("endpoint %s (%s) answered %d", w.id, w.host, code))
+	default:
+		return w.failed(ctx, now, outcome{}, fmt.Errorf("endpoint %s (%s) answered %d", w.id, w.host, code))
+	}
+}
+
+// succeeded records a delivery the endpoint took: it is healthy again.
+func (w *webhook) succeeded(ctx context.Context, now time.Time) error {
+	err := w.s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
+		ep, err := tx.WebhookEndpoint(w.id)
+		if err != nil {
+			return err
+		}
+		ep.URL, ep.FailingSince, ep.LastSuccessAt = w.url, time.Time{}, now
+		return tx.PutWebhookEndpoint(ep)
+	})
+	if err != nil {
+		// Delivered; the endpoint's health is only bookkeeping.
+		w.s.Logger.Error().Err(err).Str("endpoint", w.id).Msg("record webhook endpoint success")
+	}
+	return nil
+}
+
+// failed records a failed delivery and returns cause. An endpoint that has
+// failed every delivery for DisableAfter is disabled, and the delivery
+// becomes a dead letter.
+func (w *webhook) failed(ctx context.Context, now time.Time, out outcome, cause error) (outcome, error) {
+	var disabled bool
+	err := w.s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
+		ep, err := tx.WebhookEndpoint(w.id)
+		if err != nil {
+			return err
+		}
+		ep.URL = w.url
+		switch {
+		case ep.Disabled:
+		case ep.FailingSince.IsZero():
+			ep.FailingSince = now
+		case now.Sub(ep.FailingSince) >= DisableAfter:
+			ep.Disabled, ep.DisabledAt, disabled = true, now, true
+			ep.DisabledReason = fmt.Sprintf("failed every delivery since %s", ep.FailingSince.Format(time.RFC3339))
+		}
+		if disabled {
+			reason := ep.DisabledReason
+			tx.OnCommit(func() { w.logDisabled(reason) })
+		}
+		return tx.PutWebhookEndpoint(ep)
+	})
+	if err != nil {
+		return outcome{}, errors.Join(cause, fmt.Errorf("record webhook endpoint failure: %w", err))
+	}
+	if disabled {
+		out.permanent = true
+		cause = fmt.Errorf("%w; endpoint disabled after failing for %s", cause, DisableAfter)
+	}
+	return out, cause
+}
+
+// disable stores the endpoint as disabled.
+func (w *webhook) disable(ctx context.Context, now time.Time, reason string) error {
+	err := w.s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
+		ep, err := tx.WebhookEndpoint(w.id)
+		if err != nil {
+			return err
+		}
+		ep.URL, ep.Disabled, ep.DisabledAt, ep.DisabledReason = w.url, true, now, reason
+		tx.OnCommit(func() { w.logDisabled(reason) })
+		return tx.PutWebhookEndpoint(ep)
+	})
+	if err != nil {
+		return fmt.Errorf("disable webhook endpoint %s: %w", w.id, err)
+	}
+	return nil
+}
+
+func (w *webhook) logDisabled(reason string) {
+	w.s.Logger.Warn().Str("endpoint", w.id).Str("host", w.host).Str("reason", reason).
+		Msg("webhook endpoint disabled: its deliveries become dead letters until one is retried")
+}
+
+// retryAfter parses a Retry-After header, delay-seconds or an HTTP date,
+// relative to now; the zero time if there is none or it is malformed.
+func retryAfter(v string, now time.Time) time.Time {
+	if v == "" {
+		return time.Time{}
+	}
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n >= 0 {
+		if n > int64(365*24*time.Hour/time.Second) {
+			n = int64(365 * 24 * time.Hour / time.Second)
+		}
+		return now.Add(time.Duration(n) * time.Second)
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return t.UTC()
+	}
+	return time.Time{}
+}

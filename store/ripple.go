@@ -1,0 +1,457 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"time"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// This file implements pay.RippleTx: the fan-out cursor over the outbox,
+// deliveries with their three indexes, customer accounts, effect dedupe
+// records and merchant endpoint state.
+
+// maxDeliveryPage is the largest page of ListDeliveries.
+const maxDeliveryPage = 1000
+
+// deliveryRecord is the value of deliveries.
+type deliveryRecord struct {
+	ID            string    `json:"id"`
+	Effect        string    `json:"effect"`
+	Endpoint      string    `json:"endpoint,omitempty"`
+	EventID       string    `json:"event_id"`
+	EventType     string    `json:"event_type"`
+	EventSeq      uint64    `json:"event_seq"`
+	EventAt       time.Time `json:"event_at"`
+	PaymentID     string    `json:"payment_id"`
+	State         string    `json:"state"`
+	Attempts      int       `json:"attempts"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	LastError     string    `json:"last_error,omitempty"`
+	Note          string    `json:"note,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+func fromDelivery(d pay.Delivery) deliveryRecord {
+	return deliveryRecord{
+		ID: d.ID, Effect: d.Effect, Endpoint: d.Endpoint, EventID: d.EventID, EventType: d.EventType,
+		EventSeq: d.EventSeq, EventAt: d.EventAt.UTC(), PaymentID: d.PaymentID, State: d.State,
+		Attempts: d.Attempts, NextAttemptAt: d.NextAttemptAt.UTC(), LastError: d.LastError, Note: d.Note,
+		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+	}
+}
+
+func (r deliveryRecord) delivery() pay.Delivery {
+	return pay.Delivery{
+		ID: r.ID, Effect: r.Effect, Endpoint: r.Endpoint, EventID: r.EventID, EventType: r.EventType,
+		EventSeq: r.EventSeq, EventAt: r.EventAt.UTC(), PaymentID: r.PaymentID, State: r.State,
+		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Note: r.Note,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+}
+
+// customerRecord is the value of customers. The customer id is the key.
+type customerRecord struct {
+	Points      int64     `json:"points"`
+	LastVisitAt time.Time `json:"last_visit_at,omitzero"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// effectRecord is the value of effects. The dedupe key is the key.
+type effectRecord struct {
+	DeliveryID string    `json:"delivery_id,omitempty"`
+	Points     int64     `json:"points,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// endpointRecord is the value of webhook_endpoints. The endpoint id is the
+// key.
+type endpointRecord struct {
+	URL            string    `json:"url"`
+	Disabled       bool      `json:"disabled"`
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	FailingSince   time.Time `json:"failing_since,omitzero"`
+	LastSuccessAt  time.Time `json:"last_success_at,omitzero"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// OutboxAfter returns up to limit outbox records with Seq > seq, in Seq
+// order.
+func (t *tx) OutboxAfter(seq uint64, limit int) ([]pay.OutboxRecord, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if seq == ^uint64(0) {
+		return nil, nil
+	}
+	var out []pay.OutboxRecord
+	c := t.bucket(bucketOutbox).Cursor()
+	for k, v := c.Seek(seqKey(seq + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+		var r outboxRecord
+		if err := decode("outbox record", v, &r); err != nil {
+			return nil, err
+		}
+		out = append(out, r.record())
+	}
+	return out, nil
+}
+
+// OutboxRecord returns the outbox record with the given Seq, or ENOTFOUND.
+func (t *tx) OutboxRecord(seq uint64) (pay.OutboxRecord, error) {
+	var r outboxRecord
+	if found, err := t.getJSON(bucketOutbox, seqKey(seq), &r); err != nil {
+		return pay.OutboxRecord{}, err
+	} else if !found {
+		return pay.OutboxRecord{}, pay.Errorf(pay.ENOTFOUND, "outbox record %d not found", seq)
+	}
+	return r.record(), nil
+}
+
+// RippleCursor returns the Seq of the last outbox record fanned out, 0 if
+// none.
+func (t *tx) RippleCursor() (uint64, error) {
+	v := t.bucket(bucketMeta).Get(keyRippleCursor)
+	switch len(v) {
+	case 0:
+		return 0, nil
+	case 8:
+		return binary.BigEndian.Uint64(v), nil
+	}
+	return 0, corrupt(bucketMeta, "%s is %d bytes", keyRippleCursor, len(v))
+}
+
+// SetRippleCursor records the last outbox record fanned out. The cursor
+// never moves back (EINVALID): a record fanned out twice would be
+// delivered twice.
+func (t *tx) SetRippleCursor(seq uint64) error {
+	cur, err := t.RippleCursor()
+	if err != nil {
+		return err
+	}
+	if seq < cur {
+		return pay.Errorf(pay.EINVALID, "ripple cursor cannot move back from %d to %d", cur, seq)
+	}
+	return t.put(bucketMeta, keyRippleCursor, be64(seq))
+}
+
+// checkDelivery checks what a stored delivery needs.
+func checkDelivery(d pay.Delivery) error {
+	for _, p := range []struct{ field, v string }{
+		{"delivery id", d.ID}, {"delivery effect", d.Effect}, {"delivery event id", d.EventID},
+		{"delivery payment id", d.PaymentID},
+	} {
+		if err := checkPart(p.field, p.v, true); err != nil {
+			return err
+		}
+	}
+	if err := checkPart("delivery target", d.Target(), true); err != nil {
+		return err
+	}
+	if !pay.ValidDeliveryState(d.State) {
+		return pay.Errorf(pay.EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
+	}
+	return nil
+}
+
+// stateTime is the time a delivery entered its state, as its state index
+// orders it: a pending delivery has waited since its event, a done or
+// dead one since its last update.
+func stateTime(d pay.Delivery) time.Time {
+	if d.State == pay.DeliveryPending {
+		return d.EventAt
+	}
+	return d.UpdatedAt
+}
+
+// putDeliveryIndexes writes d's index entries: its state entry always, and
+// while pending its due and open entries.
+func (t *tx) putDeliveryIndexes(d pay.Delivery) error {
+	if err := t.put(bucketDeliveriesByState, deliveryStateKey(d.State, stateTime(d), d.ID), nil); err != nil {
+		return err
+	}
+	if d.State != pay.DeliveryPending {
+		return nil
+	}
+	if err := t.put(bucketDeliveriesDue, deliveryDueKey(d.NextAttemptAt, d.ID), nil); err != nil {
+		return err
+	}
+	return t.put(bucketDeliveriesOpen, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq), []byte(d.ID))
+}
+
+// delDeliveryIndexes removes the index entries putDeliveryIndexes wrote.
+func (t *tx) delDeliveryIndexes(d pay.Delivery) error {
+	if err := t.del(bucketDeliveriesByState, deliveryStateKey(d.State, stateTime(d), d.ID)); err != nil {
+		return err
+	}
+	if d.State != pay.DeliveryPending {
+		return nil
+	}
+	if err := t.del(bucketDeliveriesDue, deliveryDueKey(d.NextAttemptAt, d.ID)); err != nil {
+		return err
+	}
+	return t.del(bucketDeliveriesOpen, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq))
+}
+
+// InsertDelivery stores a new delivery and its index entries. Zero times
+// become Tx.Now (NextAttemptAt only for a pending delivery). ECONFLICT if
+// the id exists, or if the same target already has a pending delivery of
+// the same outbox record; EINVALID for a missing id, effect, event id or
+// payment id, or an unknown state.
+func (t *tx) InsertDelivery(d pay.Delivery) error {
+	if err := checkDelivery(d); err != nil {
+		return err
+	}
+	if t.bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {
+		return pay.Errorf(pay.ECONFLICT, "delivery %s already exists", d.ID)
+	}
+	if d.State == pay.DeliveryPending && t.has(bucketDeliveriesOpen, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq)) {
+		return pay.Errorf(pay.ECONFLICT, "event %d of payment %s is already pending for %s", d.EventSeq, d.PaymentID, d.Target())
+	}
+	for _, tm := range []*time.Time{&d.EventAt, &d.CreatedAt, &d.UpdatedAt} {
+		if tm.IsZero() {
+			*tm = t.now
+		}
+	}
+	if d.State == pay.DeliveryPending && d.NextAttemptAt.IsZero() {
+		d.NextAttemptAt = t.now
+	}
+	d = fromDelivery(d).delivery() // UTC, as stored
+	if err := t.putJSON(bucketDeliveries, []byte(d.ID), fromDelivery(d)); err != nil {
+		return err
+	}
+	return t.putDeliveryIndexes(d)
+}
+
+// Delivery returns one delivery, or ENOTFOUND.
+func (t *tx) Delivery(id string) (pay.Delivery, error) {
+	var r deliveryRecord
+	if found, err := t.getJSON(bucketDeliveries, []byte(id), &r); err != nil {
+		return pay.Delivery{}, err
+	} else if !found {
+		return pay.Delivery{}, pay.Errorf(pay.ENOTFOUND, "delivery %s not found", id)
+	}
+	return r.delivery(), nil
+}
+
+// UpdateDelivery writes d's State, Attempts, NextAttemptAt, LastError and
+// Note over the stored delivery with the same id; UpdatedAt becomes
+// Tx.Now, and a pending delivery with a zero NextAttemptAt is due at
+// Tx.Now. What the delivery is about (effect, endpoint, event, payment,
+// times of creation and event) is kept as stored. ENOTFOUND if the
+// delivery is not stored.
+func (t *tx) UpdateDelivery(d pay.Delivery) error {
+	if !pay.ValidDeliveryState(d.State) {
+		return pay.Errorf(pay.EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
+	}
+	old, err := t.Delivery(d.ID)
+	if err != nil {
+		return err
+	}
+	nd := old
+	nd.State, nd.Attempts, nd.NextAttemptAt, nd.LastError, nd.Note = d.State, d.Attempts, d.NextAttemptAt.UTC(), d.LastError, d.Note
+	nd.UpdatedAt = t.now
+	if nd.State == pay.DeliveryPending && nd.NextAttemptAt.IsZero() {
+		nd.NextAttemptAt = t.now
+	}
+	if err := t.delDeliveryIndexes(old); err != nil {
+		return err
+	}
+	if err := t.putJSON(bucketDeliveries, []byte(nd.ID), fromDelivery(nd)); err != nil {
+		return err
+	}
+	return t.putDeliveryIndexes(nd)
+}
+
+// DueDeliveries walks deliveries_due from the start up to due and returns
+// up to limit pending deliveries, soonest first, that are first in line:
+// no earlier outbox record of the same payment is pending for the same
+// target (deliveries_open). It reads every due entry it passes, blocked
+// ones included, so a pass costs O(due deliveries).
+func (t *tx) DueDeliveries(due time.Time, limit int) ([]pay.Delivery, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	bound := keyTime(due)
+	open := t.bucket(bucketDeliveriesOpen).Cursor()
+	var out []pay.Delivery
+	c := t.bucket(bucketDeliveriesDue).Cursor()
+	for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+		if len(k) < 8+1 {
+			return nil, corrupt(bucketDeliveriesDue, "key %x", k)
+		}
+		if binary.BigEndian.Uint64(k[:8]) > bound {
+			break
+		}
+		id := string(k[8:])
+		d, err := t.Delivery(id)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			return nil, corrupt(bucketDeliveriesDue, "key %x points to missing delivery %s", k, id)
+		} else if err != nil {
+			return nil, err
+		}
+		first, _ := open.Seek(deliveryOpenPrefix(d.Target(), d.PaymentID))
+		if !bytes.Equal(first, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq)) {
+			continue // an earlier record of this payment goes first
+		}
+		out = append(out, d)
+	}
+	return out, nil
+}
+
+// ListDeliveries returns up to f.Limit deliveries in f.State, oldest first
+// by the time they entered it (deliveries_by_state), from f.Since or after
+// f.Cursor, and the cursor of the next page ("" at the end). EINVALID for
+// an unknown state, a limit outside 1..1000 or a cursor of another list.
+func (t *tx) ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error) {
+	if !pay.ValidDeliveryState(f.State) {
+		return nil, "", pay.Errorf(pay.EINVALID, "state %q is not one of pending, done, dead", f.State)
+	}
+	if f.Limit < 1 || f.Limit > maxDeliveryPage {
+		return nil, "", pay.Errorf(pay.EINVALID, "limit must be from 1 to %d, got %d", maxDeliveryPage, f.Limit)
+	}
+	prefix := deliveryStatePrefix(f.State)
+	c := t.bucket(bucketDeliveriesByState).Cursor()
+	var k []byte
+	if f.Cursor != "" {
+		after, err := decodeCursor(f.Cursor, cursorDeliveries, prefix)
+		if err != nil {
+			return nil, "", err
+		}
+		if k, _ = c.Seek(after); k != nil && bytes.Equal(k, after) {
+			k, _ = c.Next()
+		}
+	} else {
+		k, _ = c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), keyTime(f.Since)))
+	}
+	var out []pay.Delivery
+	var last []byte
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		if len(out) == f.Limit {
+			return out, encodeCursor(cursorDeliveries, last), nil
+		}
+		_, id, ok := splitTimeID(k, len(prefix))
+		if !ok {
+			return nil, "", corrupt(bucketDeliveriesByState, "key %x", k)
+		}
+		d, err := t.Delivery(id)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			return nil, "", corrupt(bucketDeliveriesByState, "key %x points to missing delivery %s", k, id)
+		} else if err != nil {
+			return nil, "", err
+		}
+		out = append(out, d)
+		last = bytes.Clone(k)
+	}
+	return out, "", nil
+}
+
+// OldestPendingDelivery returns the pending delivery whose event is the
+// oldest (the first pending entry of deliveries_by_state).
+func (t *tx) OldestPendingDelivery() (pay.Delivery, bool, error) {
+	prefix := deliveryStatePrefix(pay.DeliveryPending)
+	k, _ := t.bucket(bucketDeliveriesByState).Cursor().Seek(prefix)
+	if k == nil || !bytes.HasPrefix(k, prefix) {
+		return pay.Delivery{}, false, nil
+	}
+	_, id, ok := splitTimeID(k, len(prefix))
+	if !ok {
+		return pay.Delivery{}, false, corrupt(bucketDeliveriesByState, "key %x", k)
+	}
+	d, err := t.Delivery(id)
+	if err != nil {
+		return pay.Delivery{}, false, err
+	}
+	return d, true, nil
+}
+
+// CountDeliveries counts the entries of one state in deliveries_by_state:
+// O(deliveries in that state).
+func (t *tx) CountDeliveries(state string) (int, error) {
+	if !pay.ValidDeliveryState(state) {
+		return 0, pay.Errorf(pay.EINVALID, "state %q is not one of pending, done, dead", state)
+	}
+	prefix := deliveryStatePrefix(state)
+	n := 0
+	c := t.bucket(bucketDeliveriesByState).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		n++
+	}
+	return n, nil
+}
+
+// CustomerAccount returns a customer's account, or ENOTFOUND.
+func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
+	if err := checkPart("customer id", id, true); err != nil {
+		return pay.CustomerAccount{}, err
+	}
+	var r customerRecord
+	if found, err := t.getJSON(bucketCustomers, []byte(id), &r); err != nil {
+		return pay.CustomerAccount{}, err
+	} else if !found {
+		return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
+	}
+	return pay.CustomerAccount{ID: id, Points: r.Points, LastVisitAt: r.LastVisitAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}, nil
+}
+
+// PutCustomerAccount stores c under c.ID; UpdatedAt becomes Tx.Now.
+func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
+	if err := checkPart("customer id", c.ID, true); err != nil {
+		return err
+	}
+	return t.putJSON(bucketCustomers, []byte(c.ID), customerRecord{Points: c.Points, LastVisitAt: c.LastVisitAt.UTC(), UpdatedAt: t.now})
+}
+
+// Effect returns the record of a dedupe key and whether there is one.
+func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
+	if err := checkPart("effect key", key, true); err != nil {
+		return pay.EffectRecord{}, false, err
+	}
+	var r effectRecord
+	found, err := t.getJSON(bucketEffects, []byte(key), &r)
+	if err != nil || !found {
+		return pay.EffectRecord{}, false, err
+	}
+	return pay.EffectRecord{Key: key, DeliveryID: r.DeliveryID, Points: r.Points, At: r.At.UTC()}, true, nil
+}
+
+// PutEffect stores r under r.Key, replacing any record there; a zero At
+// becomes Tx.Now.
+func (t *tx) PutEffect(r pay.EffectRecord) error {
+	if err := checkPart("effect key", r.Key, true); err != nil {
+		return err
+	}
+	if r.At.IsZero() {
+		r.At = t.now
+	}
+	return t.putJSON(bucketEffects, []byte(r.Key), effectRecord{DeliveryID: r.DeliveryID, Points: r.Points, At: r.At.UTC()})
+}
+
+// WebhookEndpoint returns an endpoint's stored state; an endpoint never
+// stored is enabled, with only its ID set, and no error.
+func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
+	if err := checkPart("endpoint id", id, true); err != nil {
+		return pay.WebhookEndpoint{}, err
+	}
+	var r endpointRecord
+	if _, err := t.getJSON(bucketWebhookEndpoints, []byte(id), &r); err != nil {
+		return pay.WebhookEndpoint{}, err
+	}
+	return pay.WebhookEndpoint{
+		ID: id, URL: r.URL, Disabled: r.Disabled, DisabledAt: r.DisabledAt.UTC(), DisabledReason: r.DisabledReason,
+		FailingSince: r.FailingSince.UTC(), LastSuccessAt: r.LastSuccessAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}, nil
+}
+
+// PutWebhookEndpoint stores e under e.ID; UpdatedAt becomes Tx.Now.
+func (t *tx) PutWebhookEndpoint(e pay.WebhookEndpoint) error {
+	if err := checkPart("endpoint id", e.ID, true); err != nil {
+		return err
+	}
+	return t.putJSON(bucketWebhookEndpoints, []byte(e.ID), endpointRecord{
+		URL: e.URL, Disabled: e.Disabled, DisabledAt: e.DisabledAt.UTC(), DisabledReason: e.DisabledReason,
+		FailingSince: e.FailingSince.UTC(), LastSuccessAt: e.LastSuccessAt.UTC(), UpdatedAt: t.now,
+	})
+}

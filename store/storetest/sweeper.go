@@ -1,0 +1,403 @@
+package storetest
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// testSweeper covers pay.SweeperTx: candidates in pages, the purges of
+// idempotency keys and processed ids through their time indexes, and the
+// last PSP answer per payment.
+func testSweeper(t *testing.T, open Opener) {
+	for _, tt := range []struct {
+		name string
+		fn   func(*testing.T, Opener)
+	}{
+		{"CandidatesAfter", testCandidatesAfter},
+		{"PurgeIdemKeys", testPurgeIdemKeys},
+		{"PurgeProcessed", testPurgeProcessed},
+		{"PSPAnswer", testPSPAnswer},
+	} {
+		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
+	}
+}
+
+func testCandidatesAfter(t *testing.T, open Opener) {
+	sweep := []pay.Status{pay.FinalizePending, pay.Expired, pay.Processing, pay.RequiresAction}
+
+	// setup stores payments 0..9: 0..7 updated at t0+i minutes in the
+	// status listed, 8 and 9 updated at the same time as 2 (ties go by id).
+	setup := func(t *testing.T) *env {
+		e := newEnv(t, open)
+		statuses := []pay.Status{
+			pay.Processing, pay.Captured, pay.FinalizePending, pay.Created,
+			pay.Expired, pay.RequiresAction, pay.Failed, pay.Processing,
+			pay.Expired, pay.FinalizePending,
+		}
+		e.update(func(tx pay.Tx) error {
+			for i, s := range statuses {
+				p := newPayment(i, t0)
+				p.Status, p.UpdatedAt = s, t0.Add(time.Duration(i)*time.Minute)
+				if i >= 8 {
+					p.UpdatedAt = t0.Add(2 * time.Minute)
+				}
+				if err := tx.InsertPayment(p); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		return e
+	}
+	page := func(t *testing.T, e *env, before, afterT time.Time, afterID string, limit int) []pay.Payment {
+		t.Helper()
+		var ps []pay.Payment
+		e.view(func(tx pay.Tx) (err error) {
+			ps, err = tx.CandidatesAfter(sweep, before, afterT, afterID, limit)
+			return err
+		})
+		return ps
+	}
+
+	t.Run("OK", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		// From the start it is Candidates.
+		wantIDs(t, page(t, e, t0.Add(time.Hour), time.Time{}, "", 100), 0, 2, 8, 9, 4, 5, 7)
+		var all []pay.Payment
+		e.view(func(tx pay.Tx) (err error) { all, err = tx.Candidates(sweep, t0.Add(time.Hour), 100); return err })
+		wantIDs(t, all, 0, 2, 8, 9, 4, 5, 7)
+	})
+
+	t.Run("Pages", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		// Pages of two, each after the last payment of the page before,
+		// see every candidate once, in order, across equal times.
+		var got []string
+		var afterT time.Time
+		afterID := ""
+		for range 10 {
+			ps := page(t, e, t0.Add(time.Hour), afterT, afterID, 2)
+			got = append(got, ids(ps)...)
+			if len(ps) < 2 {
+				break
+			}
+			afterT, afterID = ps[len(ps)-1].UpdatedAt, ps[len(ps)-1].ID
+		}
+		want := []string{paymentID(0), paymentID(2), paymentID(8), paymentID(9), paymentID(4), paymentID(5), paymentID(7)}
+		if !slices.Equal(got, want) {
+			t.Fatalf("pages=%v, want %v", got, want)
+		}
+		// Strictly after: the cursor payment itself is not repeated.
+		wantIDs(t, page(t, e, t0.Add(time.Hour), t0.Add(2*time.Minute), paymentID(8), 100), 9, 4, 5, 7)
+		wantIDs(t, page(t, e, t0.Add(time.Hour), t0.Add(7*time.Minute), paymentID(7), 100))
+	})
+
+	t.Run("Bound", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		wantIDs(t, page(t, e, t0.Add(5*time.Minute), t0, paymentID(0), 100), 2, 8, 9, 4)
+		wantIDs(t, page(t, e, t0.Add(2*time.Minute), time.Time{}, "", 100), 0)
+	})
+
+	t.Run("ErrInvalid", func(t *testing.T) {
+		t.Parallel()
+		e := setup(t)
+		e.view(func(tx pay.Tx) error {
+			_, err := tx.CandidatesAfter(sweep, t0.Add(time.Hour), time.Time{}, "", 0)
+			wantCode(t, err, pay.EINVALID)
+			_, err = tx.CandidatesAfter([]pay.Status{"paid"}, t0.Add(time.Hour), time.Time{}, "", 10)
+			wantCode(t, err, pay.EINVALID)
+			return nil
+		})
+	})
+}
+
+func testPurgeIdemKeys(t *testing.T, open Opener) {
+	key := func(i int) string { return "create:scope:key-" + string(rune('a'+i)) }
+	rec := func(i int, expires time.Time) pay.IdemRecord {
+		return pay.IdemRecord{Key: key(i), Fingerprint: "fp", State: pay.IdemDone, StatusCode: 201, ExpiresAt: expires}
+	}
+	// present returns which of keys 0..n-1 are stored.
+	present := func(t *testing.T, e *env, n int) []int {
+		t.Helper()
+		var out []int
+		e.view(func(tx pay.Tx) error {
+			for i := range n {
+				_, err := tx.IdemKey(key(i))
+				switch pay.ErrorCode(err) {
+				case "":
+					out = append(out, i)
+				case pay.ENOTFOUND:
+				default:
+					return err
+				}
+			}
+			return nil
+		})
+		return out
+	}
+	purge := func(t *testing.T, e *env, by time.Time, limit int) int {
+		t.Helper()
+		var n int
+		e.update(func(tx pay.Tx) (err error) { n, err = tx.PurgeIdemKeys(by, limit); return err })
+		return n
+	}
+
+	t.Run("OK", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		e.update(func(tx pay.Tx) error {
+			for i, exp := range []time.Time{
+				t0.Add(time.Hour), t0.Add(2 * time.Hour), t0.Add(3 * time.Hour), t0.Add(48 * time.Hour), t0.Add(time.Hour),
+			} {
+				if err := tx.PutIdemKey(rec(i, exp)); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		// Key 4 is written again with a later expiry: its old index entry
+		// must not remove it.
+		e.update(func(tx pay.Tx) error { return tx.PutIdemKey(rec(4, t0.Add(72*time.Hour))) })
+
+		if got, want := purge(t, e, t0.Add(30*time.Minute), 100), 0; got != want {
+			t.Fatalf("PurgeIdemKeys before any expiry=%d, want %d", got, want)
+		}
+		// At exactly ExpiresAt a key is expired (the merchant API treats it
+		// as unknown from then on).
+		if got, want := purge(t, e, t0.Add(2*time.Hour), 100), 2; got != want {
+			t.Fatalf("PurgeIdemKeys=%d, want %d", got, want)
+		}
+		if got, want := present(t, e, 5), []int{2, 3, 4}; !slices.Equal(got, want) {
+			t.Fatalf("keys left=%v, want %v", got, want)
+		}
+		if got, want := purge(t, e, t0.Add(2*time.Hour), 100), 0; got != want {
+			t.Fatalf("second PurgeIdemKeys=%d, want %d (nothing left to do)", got, want)
+		}
+	})
+
+	t.Run("Limit", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		e.update(func(tx pay.Tx) error {
+			for i := range 5 {
+				if err := tx.PutIdemKey(rec(i, t0.Add(time.Duration(i)*time.Minute))); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		by := t0.Add(time.Hour)
+		for _, want := range []int{2, 2, 1, 0} {
+			if got := purge(t, e, by, 2); got != want {
+				t.Fatalf("PurgeIdemKeys(limit 2)=%d, want %d", got, want)
+			}
+		}
+		if got := present(t, e, 5); len(got) != 0 {
+			t.Fatalf("keys left=%v, want none", got)
+		}
+		// A key written after the purge is there until it expires.
+		e.update(func(tx pay.Tx) error { return tx.PutIdemKey(rec(0, by.Add(time.Hour))) })
+		if got, want := purge(t, e, by, 10), 0; got != want {
+			t.Fatalf("PurgeIdemKeys=%d, want %d", got, want)
+		}
+		if got, want := present(t, e, 1), []int{0}; !slices.Equal(got, want) {
+			t.Fatalf("keys left=%v, want %v", got, want)
+		}
+	})
+
+	t.Run("ErrInvalid", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { _, err := tx.PurgeIdemKeys(t0, 0); return err }), pay.EINVALID)
+	})
+}
+
+func testPurgeProcessed(t *testing.T, open Opener) {
+	ev := func(id, paymentID string) pay.InboxEvent {
+		return pay.InboxEvent{
+			Provider: "mock", EventID: id, Type: "payment.captured", PaymentID: paymentID,
+			Status: pay.Captured, Body: []byte(`{"id":"` + id + `"}`),
+		}
+	}
+	purge := func(t *testing.T, e *env, before time.Time, limit int) int {
+		t.Helper()
+		var n int
+		e.update(func(tx pay.Tx) (err error) { n, err = tx.PurgeProcessed(before, limit); return err })
+		return n
+	}
+	processed := func(t *testing.T, e *env, id string) bool {
+		t.Helper()
+		var ok bool
+		e.view(func(tx pay.Tx) (err error) { ok, err = tx.IsProcessed("mock", id); return err })
+		return ok
+	}
+	inInbox := func(t *testing.T, e *env, id string) bool {
+		t.Helper()
+		var ok bool
+		e.view(func(tx pay.Tx) error {
+			_, err := tx.InboxEvent("mock", id)
+			switch pay.ErrorCode(err) {
+			case "":
+				ok = true
+			case pay.ENOTFOUND:
+			default:
+				return err
+			}
+			return nil
+		})
+		return ok
+	}
+	history := func(t *testing.T, e *env, paymentID string) []string {
+		t.Helper()
+		var out []string
+		e.view(func(tx pay.Tx) error {
+			evs, err := tx.InboxForPayment(paymentID)
+			for _, e := range evs {
+				out = append(out, e.EventID)
+			}
+			return err
+		})
+		return out
+	}
+
+	t.Run("OK", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		a := paymentID(1)
+		// At t0: evt_old archived and processed; evt_bare processed with no
+		// inbox entry; evt_pending stays pending.
+		e.update(func(tx pay.Tx) error {
+			for _, id := range []string{"evt_old", "evt_pending"} {
+				if err := putInbox(tx, ev(id, a)); err != nil {
+					return err
+				}
+			}
+			if err := tx.MarkProcessed("mock", "evt_old"); err != nil {
+				return err
+			}
+			return tx.MarkProcessed("mock", "evt_bare")
+		})
+		// An hour later: evt_new.
+		e.clock.Add(time.Hour)
+		e.update(func(tx pay.Tx) error {
+			if err := putInbox(tx, ev("evt_new", a)); err != nil {
+				return err
+			}
+			return tx.MarkProcessed("mock", "evt_new")
+		})
+		// Processing evt_old again keeps its first time.
+		e.update(func(tx pay.Tx) error { return tx.MarkProcessed("mock", "evt_old") })
+
+		if got, want := purge(t, e, t0, 100), 0; got != want {
+			t.Fatalf("PurgeProcessed(t0)=%d, want %d (strictly before)", got, want)
+		}
+		if got, want := purge(t, e, t0.Add(30*time.Minute), 100), 2; got != want {
+			t.Fatalf("PurgeProcessed=%d, want %d", got, want)
+		}
+		for _, tc := range []struct {
+			id                 string
+			processed, inInbox bool
+		}{
+			{"evt_old", false, false},
+			{"evt_bare", false, false},
+			{"evt_new", true, true},
+			{"evt_pending", false, true},
+		} {
+			if got := processed(t, e, tc.id); got != tc.processed {
+				t.Errorf("IsProcessed(%s)=%t, want %t", tc.id, got, tc.processed)
+			}
+			if got := inInbox(t, e, tc.id); got != tc.inInbox {
+				t.Errorf("InboxEvent(%s) found=%t, want %t", tc.id, got, tc.inInbox)
+			}
+		}
+		if got, want := history(t, e, a), []string{"evt_pending", "evt_new"}; !slices.Equal(got, want) {
+			t.Fatalf("InboxForPayment=%v, want %v", got, want)
+		}
+		var due []pay.InboxEvent
+		e.view(func(tx pay.Tx) (err error) { due, err = tx.PendingInbox(e.clock.Now(), 10); return err })
+		if len(due) != 1 || due[0].EventID != "evt_pending" {
+			t.Fatalf("PendingInbox=%v, want evt_pending", due)
+		}
+
+		// A redelivery of a purged event is a new event.
+		var inserted bool
+		e.update(func(tx pay.Tx) (err error) { inserted, err = tx.PutInbox(ev("evt_old", a)); return err })
+		if !inserted {
+			t.Fatal("PutInbox of a purged event=false, want true")
+		}
+		if processed(t, e, "evt_old") {
+			t.Fatal("a redelivered purged event is processed, want pending")
+		}
+	})
+
+	t.Run("Limit", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		e.update(func(tx pay.Tx) error {
+			for _, id := range []string{"evt_1", "evt_2", "evt_3"} {
+				if err := tx.MarkProcessed("mock", id); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, want := range []int{2, 1, 0} {
+			if got := purge(t, e, t0.Add(time.Second), 2); got != want {
+				t.Fatalf("PurgeProcessed(limit 2)=%d, want %d", got, want)
+			}
+		}
+		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { _, err := tx.PurgeProcessed(t0, 0); return err }), pay.EINVALID)
+	})
+}
+
+func testPSPAnswer(t *testing.T, open Opener) {
+	t.Run("OK", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		id := paymentID(1)
+		e.view(func(tx pay.Tx) error {
+			_, err := tx.PSPAnswer(id)
+			wantCode(t, err, pay.ENOTFOUND)
+			return nil
+		})
+		first := pay.PSPAnswer{PaymentID: id, Provider: "mock", Found: false, Raw: "mock status=not_found"}
+		e.update(func(tx pay.Tx) error { return tx.PutPSPAnswer(first) })
+		e.view(func(tx pay.Tx) error {
+			got, err := tx.PSPAnswer(id)
+			if err != nil {
+				return err
+			}
+			if !got.At.Equal(t0) {
+				t.Fatalf("At=%s, want %s (Tx.Now)", got.At, t0)
+			}
+			if !got.Same(first) {
+				t.Fatalf("PSPAnswer=%+v, want %+v", got, first)
+			}
+			return nil
+		})
+
+		e.clock.Add(time.Minute)
+		second := pay.PSPAnswer{PaymentID: id, Provider: "mock", Status: pay.Captured, Found: true, Raw: "mock status=captured", At: t0.Add(30 * time.Second)}
+		e.update(func(tx pay.Tx) error { return tx.PutPSPAnswer(second) })
+		e.view(func(tx pay.Tx) error {
+			got, err := tx.PSPAnswer(id)
+			if err != nil {
+				return err
+			}
+			if !got.Same(second) || !got.At.Equal(second.At) {
+				t.Fatalf("PSPAnswer=%+v, want %+v", got, second)
+			}
+			if got.Same(first) {
+				t.Fatal("Same reports a different answer as the same")
+			}
+			return nil
+		})
+		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutPSPAnswer(pay.PSPAnswer{}) }), pay.EINVALID)
+	})
+}

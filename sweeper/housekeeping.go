@@ -1,0 +1,137 @@
+package sweeper
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// housekeeping removes what is past its retention, one bounded batch per
+// transaction, so that writers never wait long behind it.
+func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) error {
+	retention := or(s.ProcessedRetention, DefaultProcessedRetention)
+	var err error
+	rep.PurgedIdemKeys, err = s.purge(ctx, "idempotency_keys", func(tx pay.Tx, limit int) (int, error) {
+		return tx.PurgeIdemKeys(now, limit)
+	})
+	if err != nil {
+		return err
+	}
+	rep.PurgedProcessed, err = s.purge(ctx, "processed_events", func(tx pay.Tx, limit int) (int, error) {
+		return tx.PurgeProcessed(now.Add(-retention), limit)
+	})
+	if err != nil {
+		return err
+	}
+	rep.PurgedOutbox, err = s.purge(ctx, "outbox", func(tx pay.Tx, limit int) (int, error) {
+		op, ok := tx.(pay.OutboxPurger)
+		if !ok {
+			return 0, nil // the store keeps no delivery state: keep every record
+		}
+		return op.PurgeDeliveredOutbox(now.Add(-retention), limit)
+	})
+	return err
+}
+
+// purge runs fn in write transactions of one batch each until a batch
+// removes less than a full batch, and returns the total.
+func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx pay.Tx, limit int) (int, error)) (int, error) {
+	batch := or(s.Batch, DefaultBatch)
+	total := 0
+	for {
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+		var n int
+		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+			var err error
+			n, err = fn(tx, batch)
+			return err
+		})
+		if err != nil {
+			return total, fmt.Errorf("purge %s: %w", what, err)
+		}
+		total += n
+		if n > 0 {
+			purgedTotal(what).Add(n)
+		}
+		if n < batch {
+			return total, nil
+		}
+	}
+}
+
+// tidyQueue takes unresolved review items off the queue whose payment has
+// become final since they were queued (a late webhook, a later pass), and
+// sets the queue gauges. It reads the whole queue: O(review items).
+func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
+	var settled []pay.ReviewItem
+	var items []pay.ReviewItem
+	err := s.Store.View(ctx, func(tx pay.Tx) error {
+		var err error
+		if items, err = tx.ListReview(); err != nil {
+			return err
+		}
+		for _, it := range items {
+			if it.Reason != pay.ReasonUnresolved || it.PaymentID == "" {
+				continue
+			}
+			p, err := tx.Payment(it.PaymentID)
+			if pay.ErrorCode(err) == pay.ENOTFOUND {
+				continue // a human decides
+			} else if err != nil {
+				return err
+			}
+			if p.Status.Terminal() {
+				settled = append(settled, it)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("review queue: %w", err)
+	}
+	for _, it := range settled {
+		var status pay.Status
+		dropped := false
+		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+			dropped = false
+			cur, err := tx.Review(it.ID)
+			if pay.ErrorCode(err) == pay.ENOTFOUND || (err == nil && cur.Reason != pay.ReasonUnresolved) {
+				return nil // resolved or replaced meanwhile
+			} else if err != nil {
+				return err
+			}
+			p, err := tx.Payment(it.PaymentID)
+			if err != nil {
+				return err
+			}
+			if !p.Status.Terminal() {
+				return nil
+			}
+			status, dropped = p.Status, true
+			return tx.DeleteReview(it.ID)
+		})
+		if err != nil {
+			return fmt.Errorf("review queue: %w", err)
+		}
+		if dropped {
+			rep.Dropped++
+			s.Logger.Info().Str("payment_id", it.PaymentID).Str("status", string(status)).
+				Msg("unresolved payment is final now: taken off the review queue")
+		}
+	}
+
+	rep.ReviewQueue = len(items) - rep.Dropped
+	for _, it := range items {
+		if it.Reason == pay.ReasonUnresolved {
+			rep.Unresolved++
+		}
+	}
+	rep.Unresolved -= rep.Dropped
+	queueGauge.Set(float64(rep.ReviewQueue))
+	unresolvedGauge.Set(float64(rep.Unresolved))
+	return nil
+}

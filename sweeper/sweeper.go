@@ -1,0 +1,371 @@
+// Package sweeper reconciles paystate with the PSPs and keeps the database
+// tidy. The main path (the synchronous answer and the webhook) settles most
+// payments; the sweeper settles the rest — a worker that crashed after
+// sending the charge, an answer lost on the network, a lease that ran out
+// while the PSP was slow — and makes drift visible.
+//
+// One pass (RunOnce) does, in order:
+//
+//  1. Expiry: payments in created, processing or requires_action whose
+//     updated_at is older than payment.expire_after are finalized as
+//     expired, or, if their provider can cancel (pay.Canceler), cancelled
+//     at the PSP and finalized with what the PSP answers. A payment is
+//     expired once: if the PSP later says it is still open, it moves back
+//     and waits for the PSP or for give_up_after.
+//  2. Reconciliation: payments in finalize_pending, expired, processing or
+//     requires_action whose updated_at is older than sweeper.min_age are
+//     checked against the provider's status API (rate-limited per
+//     provider, retried with backoff), under the payment's lease, and the
+//     answer is finalized with source sweeper: a final status always; an
+//     open one (processing, requires_action, created) only if it moves the
+//     payment. A PSP that does not know the payment, answers something
+//     unknown, or is still open (or unreachable) past sweeper.give_up_after
+//     puts the payment on the review queue as unresolved: paystate never
+//     captures or fails a payment without PSP evidence. A provider without
+//     a status API (EUNSUPPORTED, the standard provider) is answered from
+//     the archived webhook history instead: the latest final status among
+//     the payment's webhooks.
+//  3. Housekeeping in bounded batches: expired idempotency keys, processed
+//     event ids and their archived webhooks past
+//     webhook_inbox.processed_retention, and fully delivered outbox records
+//     past the same retention when the store keeps delivery state
+//     (pay.OutboxPurger).
+//  4. The review queue: unresolved items whose payment has become final
+//     since (a late webhook, a later pass) are taken off the queue; the
+//     queue gauges are set.
+//  5. Drift: a pass whose corrections exceed max(3, 3 × the average of the
+//     previous passes) logs a warning and raises paystate_sweeper_drift_alert
+//     to 1; a normal pass lowers it to 0.
+//
+// Candidates are found through the status+time index and paged with
+// pay.SweeperTx.CandidatesAfter, so a pass costs O(candidates), not
+// O(payments). A second pass over the same records changes nothing and
+// publishes nothing: open PSP answers that do not move the payment are not
+// written, a payment already on the review queue is not queued again, and a
+// PSP answer equal to the stored one is not stored again.
+package sweeper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+	"golang.org/x/time/rate"
+
+	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/lease"
+	"github.com/paystate/paystate/pay"
+)
+
+// Defaults, the same as the configuration's.
+const (
+	DefaultInterval           = time.Minute
+	DefaultGiveUpAfter        = 24 * time.Hour
+	DefaultExpireAfter        = time.Hour
+	DefaultProcessedRetention = 30 * 24 * time.Hour
+	DefaultBatch              = 500
+	DefaultRetries            = 3
+	DefaultRetryBackoff       = 500 * time.Millisecond
+	// driftWindow is how many previous passes the drift average covers.
+	driftWindow = 10
+)
+
+// Statuses the two candidate scans look at.
+var (
+	expiring    = []pay.Status{pay.Created, pay.Processing, pay.RequiresAction}
+	reconciling = []pay.Status{pay.FinalizePending, pay.Expired, pay.Processing, pay.RequiresAction}
+)
+
+// Metrics. The gauges are set at the end of every pass.
+var (
+	candidatesTotal = metrics.GetOrCreateCounter(`paystate_sweeper_candidates_total`)
+	expiredTotal    = metrics.GetOrCreateCounter(`paystate_sweeper_expired_total`)
+	leaseHeldTotal  = metrics.GetOrCreateCounter(`paystate_sweeper_lease_held_total`)
+	errorsTotal     = metrics.GetOrCreateCounter(`paystate_sweeper_errors_total`)
+	reviewedTotal   = metrics.GetOrCreateCounter(`paystate_sweeper_reviewed_total`)
+	unresolvedGauge = metrics.GetOrCreateGauge(`paystate_sweeper_unresolved`, nil)
+	queueGauge      = metrics.GetOrCreateGauge(`paystate_review_queue_size`, nil)
+	alertGauge      = metrics.GetOrCreateGauge(`paystate_sweeper_drift_alert`, nil)
+	passSeconds     = metrics.GetOrCreateHistogram(`paystate_sweeper_pass_duration_seconds`)
+)
+
+func correctedTotal(to pay.Status) *metrics.Counter {
+	return metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_sweeper_drift_corrected_total{to=%q}`, to))
+}
+
+func purgedTotal(what string) *metrics.Counter {
+	return metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_sweeper_purged_total{what=%q}`, what))
+}
+
+// Sweeper reconciles payments with their PSPs and does the housekeeping.
+// Store, Finalizer and Leases are required; the rest have defaults.
+type Sweeper struct {
+	Store     pay.Store
+	Finalizer *finalize.Finalizer
+	Providers map[string]pay.Provider
+	// Leases takes each payment's lease before a PSP call (holder
+	// "sweeper/<process>").
+	Leases *lease.Runner
+	// Now is the clock of the age checks; default time.Now.
+	Now    func() time.Time
+	Logger zerolog.Logger
+
+	// MinAge is sweeper.min_age: how long a payment stays untouched before
+	// the sweeper asks the PSP about it. Zero means no minimum.
+	MinAge time.Duration
+	// GiveUpAfter is sweeper.give_up_after, counted from the payment's
+	// creation: past it, a payment the PSP still reports open (or cannot
+	// report on) goes on the review queue. Default DefaultGiveUpAfter.
+	GiveUpAfter time.Duration
+	// ExpireAfter is payment.expire_after, counted from the last update of
+	// a payment in created, processing or requires_action. Default
+	// DefaultExpireAfter.
+	ExpireAfter time.Duration
+	// ProcessedRetention is webhook_inbox.processed_retention: how long
+	// processed event ids, their archived webhooks and delivered outbox
+	// records are kept. Default DefaultProcessedRetention.
+	ProcessedRetention time.Duration
+	// RatePerSecond is sweeper.rate_per_second: PSP calls per second, per
+	// provider. Zero or less means no limit.
+	RatePerSecond float64
+	// Interval is the time between two passes of Run. Default
+	// DefaultInterval.
+	Interval time.Duration
+	// Batch is the page size of the candidate scans and the number of
+	// records one housekeeping transaction removes. Default DefaultBatch.
+	Batch int
+	// Retries is how often a failing PSP call is tried in one pass, and
+	// RetryBackoff the first wait between tries (doubling). Defaults
+	// DefaultRetries and DefaultRetryBackoff.
+	Retries      int
+	RetryBackoff time.Duration
+
+	mu      sync.Mutex // one pass at a time; guards history, alert and last
+	history []int      // corrections of the previous passes, oldest first
+	alert   bool
+	last    Report
+
+	lmu      sync.Mutex
+	limiters map[string]*rate.Limiter
+}
+
+// Report is what one pass did.
+type Report struct {
+	Candidates int // payments looked at (expiry and reconciliation)
+	Corrected  int // reconciliations that moved a payment (drift corrected)
+	Expired    int // payments expired or cancelled at the PSP
+	Reviewed   int // payments put on the review queue
+	Dropped    int // unresolved review items taken off the queue (payment final since)
+	Skipped    int // payments whose lease was held by another worker
+	Errors     int // payments that failed (logged, retried next pass)
+
+	PurgedIdemKeys  int
+	PurgedProcessed int
+	PurgedOutbox    int
+
+	ReviewQueue int  // review items after the pass
+	Unresolved  int  // of which unresolved
+	DriftAlert  bool // this pass raised the drift alert
+}
+
+// Changes is the number of records the pass changed.
+func (r Report) Changes() int {
+	return r.Corrected + r.Expired + r.Reviewed + r.Dropped + r.PurgedIdemKeys + r.PurgedProcessed + r.PurgedOutbox
+}
+
+// LastReport returns the report of the last finished pass.
+func (s *Sweeper) LastReport() Report {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.last
+}
+
+// DriftAlert reports whether the last pass raised the drift alert.
+func (s *Sweeper) DriftAlert() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.alert
+}
+
+// Run runs a pass at once and then every Interval until ctx is cancelled.
+// A failed pass is logged and the next one runs on time. It returns nil on
+// cancel.
+func (s *Sweeper) Run(ctx context.Context) error {
+	t := time.NewTicker(or(s.Interval, DefaultInterval))
+	defer t.Stop()
+	for {
+		if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
+			s.Logger.Error().Err(err).Msg("sweeper pass")
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// RunOnce runs one pass and returns the number of records it changed (see
+// Report.Changes). Failures of single payments are logged, counted in the
+// report and retried next pass; the error is a failure of the pass itself
+// (storage) or ctx's. Passes do not overlap: a second call waits for the
+// first.
+func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
+	if s.Store == nil || s.Finalizer == nil || s.Leases == nil {
+		return 0, errors.New("sweeper: Store, Finalizer and Leases are required")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	start := time.Now()
+	now := s.now()
+	var rep Report
+
+	err := s.eachCandidate(ctx, expiring, now.Add(-or(s.ExpireAfter, DefaultExpireAfter)), &rep, func(p pay.Payment) error {
+		return s.expire(ctx, p, now, &rep)
+	})
+	if err == nil {
+		err = s.eachCandidate(ctx, reconciling, now.Add(-s.MinAge), &rep, func(p pay.Payment) error {
+			return s.reconcile(ctx, p, now, &rep)
+		})
+	}
+	if err == nil {
+		err = s.housekeeping(ctx, now, &rep)
+	}
+	if err == nil {
+		err = s.tidyQueue(ctx, &rep)
+	}
+	if err != nil {
+		return rep.Changes(), err
+	}
+	s.drift(&rep)
+	s.last = rep
+	passSeconds.UpdateDuration(start)
+
+	ev := s.Logger.Debug()
+	if rep.Changes() > 0 || rep.Errors > 0 {
+		ev = s.Logger.Info()
+	}
+	ev.Int("candidates", rep.Candidates).Int("corrected", rep.Corrected).Int("expired", rep.Expired).
+		Int("reviewed", rep.Reviewed).Int("skipped", rep.Skipped).Int("errors", rep.Errors).
+		Int("purged_idempotency_keys", rep.PurgedIdemKeys).Int("purged_processed", rep.PurgedProcessed).
+		Int("purged_outbox", rep.PurgedOutbox).Int("review_queue", rep.ReviewQueue).
+		Dur("duration", time.Since(start)).Msg("sweeper pass")
+	return rep.Changes(), nil
+}
+
+// eachCandidate calls fn for every payment in statuses updated before
+// bound, page by page, oldest first. fn's error is about one payment: it is
+// logged and counted, and the scan goes on. A payment fn moves gets a new
+// updated_at past bound, so it is not seen twice.
+func (s *Sweeper) eachCandidate(ctx context.Context, statuses []pay.Status, bound time.Time, rep *Report, fn func(pay.Payment) error) error {
+	batch := or(s.Batch, DefaultBatch)
+	var (
+		afterT  time.Time
+		afterID string
+	)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		var page []pay.Payment
+		err := s.Store.View(ctx, func(tx pay.Tx) error {
+			var err error
+			page, err = tx.CandidatesAfter(statuses, bound, afterT, afterID, batch)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("candidates: %w", err)
+		}
+		for _, p := range page {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			rep.Candidates++
+			candidatesTotal.Inc()
+			switch err := fn(p); pay.ErrorCode(err) {
+			case "":
+			case pay.ELEASEHELD:
+				// Someone else works on it; it stays a candidate.
+				rep.Skipped++
+				leaseHeldTotal.Inc()
+			default:
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				rep.Errors++
+				errorsTotal.Inc()
+				s.Logger.Warn().Err(err).Str("payment_id", p.ID).Str("provider", p.Provider).
+					Str("status", string(p.Status)).Msg("sweeper: payment not settled this pass")
+			}
+		}
+		if len(page) < batch {
+			return nil
+		}
+		last := page[len(page)-1]
+		afterT, afterID = last.UpdatedAt, last.ID
+	}
+}
+
+// drift compares this pass's corrections with the previous passes and sets
+// the alert. It runs with s.mu held.
+func (s *Sweeper) drift(rep *Report) {
+	avg := 0.0
+	for _, n := range s.history {
+		avg += float64(n)
+	}
+	if len(s.history) > 0 {
+		avg /= float64(len(s.history))
+	}
+	threshold := max(3, 3*avg)
+	s.alert = float64(rep.Corrected) > threshold
+	rep.DriftAlert = s.alert
+	if s.alert {
+		alertGauge.Set(1)
+		s.Logger.Warn().Int("corrected", rep.Corrected).Float64("trailing_average", avg).Float64("threshold", threshold).
+			Msg("sweeper corrected more payments than usual: the main path (sync answers, webhooks) is losing updates")
+	} else {
+		alertGauge.Set(0)
+	}
+	s.history = append(s.history, rep.Corrected)
+	if len(s.history) > driftWindow {
+		s.history = s.history[len(s.history)-driftWindow:]
+	}
+}
+
+// limiter returns the rate limiter of a provider's PSP calls.
+func (s *Sweeper) limiter(provider string) *rate.Limiter {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if s.limiters == nil {
+		s.limiters = map[string]*rate.Limiter{}
+	}
+	l, ok := s.limiters[provider]
+	if !ok {
+		if s.RatePerSecond > 0 {
+			l = rate.NewLimiter(rate.Limit(s.RatePerSecond), 1)
+		} else {
+			l = rate.NewLimiter(rate.Inf, 1)
+		}
+		s.limiters[provider] = l
+	}
+	return l
+}
+
+func (s *Sweeper) now() time.Time {
+	if s.Now != nil {
+		return s.Now().UTC()
+	}
+	return time.Now().UTC()
+}
+
+// or returns v, or def if v is zero or less.
+func or[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
+}
