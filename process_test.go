@@ -58,14 +58,21 @@ func (p *proc) waitLog(t *testing.T, substr string) {
 	t.Fatalf("log line %q not seen; log:\n%s", substr, p.logText())
 }
 
-// startProcess runs `paystate serve -config` with the given TOML.
+// startProcess runs `paystate serve -config` with the given TOML in a new
+// temporary directory.
 func startProcess(t *testing.T, toml string) *proc {
+	t.Helper()
+	return startProcessIn(t, t.TempDir(), toml)
+}
+
+// startProcessIn runs `paystate serve -config` with the given TOML, its
+// DBPATH placeholder naming paystate.db in dir, and waits until it serves.
+func startProcessIn(t *testing.T, dir, toml string) *proc {
 	t.Helper()
 	bin, err := buildBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := t.TempDir()
 	cfg := filepath.Join(dir, "paystate.toml")
 	toml = strings.ReplaceAll(toml, "DBPATH", filepath.Join(dir, "paystate.db"))
 	if err := os.WriteFile(cfg, []byte(toml), 0o600); err != nil {
