@@ -71,6 +71,9 @@ func (f *Finalizer) committed(obs pay.Observation, r pay.Result) {
 	outcome := Outcome(r)
 	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_finalize_outcomes_total{outcome=%q}`, outcome)).Inc()
 	if r.Conflict {
+		// A conflict comes with one of the outcomes above (the rules ran
+		// on the fresh record); it is counted on its own too.
+		metrics.GetOrCreateCounter(`paystate_finalize_outcomes_total{outcome="conflict"}`).Inc()
 		metrics.GetOrCreateCounter(`paystate_finalize_version_conflicts_total`).Inc()
 	}
 	ev := f.Logger.Debug()

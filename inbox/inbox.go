@@ -32,7 +32,9 @@ const (
 	DefaultBatch       = 64
 	DefaultParallel    = 8
 	DefaultBackoffBase = 200 * time.Millisecond
-	DefaultBackoffCap  = 30 * time.Second
+	// DefaultBackoffCap bounds a deferral: a lease is held for seconds,
+	// so an event waits at most this long behind one.
+	DefaultBackoffCap = 5 * time.Second
 	// OrphanAttempts is how often an event for an unknown payment is
 	// retried before it goes on the review queue.
 	OrphanAttempts = 3
@@ -188,6 +190,20 @@ func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
 		return 0, err
 	}
 
+	// Events of one payment are applied one after the other, in the order
+	// they became due, so they never contend for their own lease; distinct
+	// payments run in parallel.
+	var groups [][]pay.InboxEvent
+	byPayment := map[string]int{}
+	for _, ev := range due {
+		if i, ok := byPayment[ev.PaymentID]; ok && ev.PaymentID != "" {
+			groups[i] = append(groups[i], ev)
+			continue
+		}
+		byPayment[ev.PaymentID] = len(groups)
+		groups = append(groups, []pay.InboxEvent{ev})
+	}
+
 	par := in.Parallel
 	if par <= 0 {
 		par = DefaultParallel
@@ -199,7 +215,7 @@ func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
 		applied int
 		first   error
 	)
-	for _, ev := range due {
+	for _, group := range groups {
 		if ctx.Err() != nil {
 			break
 		}
@@ -207,14 +223,16 @@ func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			ok, err := in.apply(ctx, ev)
-			mu.Lock()
-			defer mu.Unlock()
-			if ok {
-				applied++
-			}
-			if err != nil && first == nil {
-				first = err
+			for _, ev := range group {
+				ok, err := in.apply(ctx, ev)
+				mu.Lock()
+				if ok {
+					applied++
+				}
+				if err != nil && first == nil {
+					first = err
+				}
+				mu.Unlock()
 			}
 		}()
 	}

@@ -26,6 +26,7 @@ func (l *loyalty) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRec
 	}
 	var out outcome
 	err := l.s.Store.Update(ctx, func(tx pay.Tx) error {
+		out = outcome{} // the function may run more than once (group commit)
 		key := pay.EffectLoyalty + ":" + rec.ID
 		if _, done, err := tx.Effect(key); err != nil {
 			return err
@@ -89,6 +90,7 @@ func (r *retention) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxR
 	}
 	var out outcome
 	err := r.s.Store.Update(ctx, func(tx pay.Tx) error {
+		out = outcome{} // the function may run more than once (group commit)
 		key := pay.EffectRetention + ":" + rec.ID
 		if _, done, err := tx.Effect(key); err != nil {
 			return err

@@ -309,6 +309,7 @@ func (s *Service) fanOut(ctx context.Context) error {
 	for {
 		var n int
 		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+			n = 0 // the function may run more than once (group commit)
 			cur, err := tx.RippleCursor()
 			if err != nil {
 				return err
@@ -397,6 +398,7 @@ func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failu
 		stale  bool
 	)
 	err := s.Store.Update(ctx, func(tx pay.Tx) error {
+		after, result = pay.Delivery{}, "" // the function may run more than once (group commit)
 		cur, err := tx.Delivery(d.ID)
 		if err != nil {
 			return err

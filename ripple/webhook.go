@@ -208,6 +208,7 @@ func (w *webhook) succeeded(ctx context.Context, now time.Time) error {
 func (w *webhook) failed(ctx context.Context, now time.Time, out outcome, cause error) (outcome, error) {
 	var disabled bool
 	err := w.s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
+		disabled = false // the function may run more than once (group commit)
 		ep, err := tx.WebhookEndpoint(w.id)
 		if err != nil {
 			return err
