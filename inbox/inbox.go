@@ -12,7 +12,9 @@
 package inbox
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -107,7 +109,7 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 			Provider: provider, EventID: ev.EventID, Type: ev.Type,
 			PaymentID: resolve(tx, provider, ev.PaymentID, ev.ProviderRef), ProviderRef: ev.ProviderRef,
 			Status: ev.Status, StepKind: ev.StepKind, OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
-			Body: append([]byte(nil), body...), NextAttemptAt: tx.Now(),
+			Body: append([]byte(nil), Redact(body)...), NextAttemptAt: tx.Now(),
 		}
 		var err error
 		inserted, err = tx.PutInbox(e)
@@ -339,4 +341,49 @@ func Backoff(base, cap time.Duration, n int) time.Duration {
 	}
 	half := d / 2
 	return half + time.Duration(rand.Int64N(int64(half)+1))
+}
+
+// secretFields are JSON keys whose values are never archived: a PSP event
+// may carry the PaymentIntent's client secret, and the archived history is
+// shown as review evidence and copied into backups.
+var secretFields = map[string]bool{"client_secret": true}
+
+// Redact returns body with the values of secret fields replaced by
+// "[redacted]". A body without such a field is returned unchanged; one
+// with it is re-encoded (key order and spacing change, content does not).
+func Redact(body []byte) []byte {
+	if !bytes.Contains(body, []byte(`"client_secret"`)) {
+		return body
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return body // the provider accepted it; keep it as it came
+	}
+	var walk func(any) any
+	walk = func(x any) any {
+		switch t := x.(type) {
+		case map[string]any:
+			for k, val := range t {
+				if secretFields[k] {
+					if s, ok := val.(string); ok && s != "" {
+						t[k] = "[redacted]"
+					}
+					continue
+				}
+				t[k] = walk(val)
+			}
+		case []any:
+			for i := range t {
+				t[i] = walk(t[i])
+			}
+		}
+		return x
+	}
+	out, err := json.Marshal(walk(v))
+	if err != nil {
+		return body
+	}
+	return out
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -221,5 +222,21 @@ func TestInbox_LateReference(t *testing.T) {
 	}
 	if got, want := f.get(t, "pay_late").Status, pay.Captured; got != want {
 		t.Fatalf("Status=%s, want %s", got, want)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	t.Parallel()
+	in := []byte(`{"id":"evt_1","data":{"object":{"id":"pi_1","client_secret":"pi_1_secret_abc","amount":100,"nested":[{"client_secret":"x_secret"}]}}}`)
+	out := string(inbox.Redact(in))
+	if strings.Contains(out, "pi_1_secret_abc") || strings.Contains(out, "x_secret") {
+		t.Fatalf("secret kept: %s", out)
+	}
+	if !strings.Contains(out, `"amount":100`) || !strings.Contains(out, `"id":"pi_1"`) {
+		t.Fatalf("content lost: %s", out)
+	}
+	plain := []byte(`{"id":"evt_2",  "type":"payment.captured"}`)
+	if got := inbox.Redact(plain); string(got) != string(plain) {
+		t.Fatalf("a body without secrets changed: %s", got)
 	}
 }

@@ -173,7 +173,13 @@ func (s *Service) charge(ctx context.Context, prov pay.Provider, p pay.Payment) 
 	cancel()
 
 	obs := pay.Observation{PaymentID: p.ID, Source: pay.SourceSync, ExpectedVersion: p.Version}
-	if err != nil {
+	if pay.ErrorCode(err) == pay.EINVALID {
+		// The PSP answered and refused the request (HTTP 400): that is
+		// evidence that nothing was charged.
+		s.Logger.Warn().Str("payment_id", p.ID).Str("error", pay.ErrorMessage(err)).Msg("charge refused by the PSP")
+		obs.Status = pay.Failed
+		obs.Note = "charge refused by the PSP: " + pay.ErrorMessage(err)
+	} else if err != nil {
 		// The charge may have happened: only PSP evidence may finish it.
 		s.Logger.Warn().Str("payment_id", p.ID).Str("error", pay.ErrorMessage(err)).Msg("charge answer lost")
 		obs.Status = pay.FinalizePending
