@@ -153,7 +153,7 @@ func TestReview_QueueEvidenceAndCLI(t *testing.T) {
 	stop()
 
 	// The process restarts: the simulated PSP has forgotten the charge.
-	m, _ = reviewDaemon(t, dbPath, clock)
+	m, stop = reviewDaemon(t, dbPath, clock)
 	base := m.Server.URL()
 	mockWebhook(t, base, clock, "evt_review_1", stdwebhook.TypeProcessing, id, "")
 	waitFor(t, 10*time.Second, func() error {
@@ -300,6 +300,12 @@ func TestReview_QueueEvidenceAndCLI(t *testing.T) {
 	out, err = runCmd("review", "list", "-url", base, "-api-key", reviewKey)
 	if err != nil || !strings.Contains(out, "empty") {
 		t.Fatalf("review list after resolving everything: %v\n%s", err, out)
+	}
+
+	// The sweeper's and the human's steps replay cleanly.
+	stop()
+	if out, err := runCmd("verify", "-db", dbPath); err != nil {
+		t.Fatalf("verify: %v\n%s", err, out)
 	}
 }
 

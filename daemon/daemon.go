@@ -135,7 +135,6 @@ func (m *Main) Open() (err error) {
 	}
 	m.Inbox = &inbox.Inbox{
 		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
-		Leases: &lease.Runner{Store: m.DB, Holder: "inbox/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")},
 		Logger: m.component("inbox"),
 	}
 

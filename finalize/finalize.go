@@ -39,6 +39,14 @@ func New(store pay.Store) *Finalizer {
 // never as an error; a stale lease token is an ELEASELOST error and changes
 // nothing.
 func (f *Finalizer) Finalize(ctx context.Context, obs pay.Observation) (pay.Result, error) {
+	return f.FinalizeIf(ctx, obs, nil)
+}
+
+// FinalizeIf is Finalize with a precondition checked in the same
+// transaction: if check returns an error, nothing is written and the error
+// is returned. The webhook inbox uses it to apply an event only while no
+// one holds the payment's lease, in one transaction.
+func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error) (pay.Result, error) {
 	if !obs.Status.Valid() {
 		return pay.Result{}, pay.Errorf(pay.EINVALID, "status %q is not a payment status", obs.Status)
 	}
@@ -46,6 +54,11 @@ func (f *Finalizer) Finalize(ctx context.Context, obs pay.Observation) (pay.Resu
 	var err error
 	for range maxRetries {
 		err = f.Store.Update(ctx, func(tx pay.Tx) error {
+			if check != nil {
+				if err := check(tx); err != nil {
+					return err
+				}
+			}
 			var err error
 			res, err = Apply(tx, obs)
 			if err != nil {

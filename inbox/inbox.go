@@ -3,10 +3,11 @@
 // Accept verifies a webhook with its provider, stores it in the inbox (which
 // is also the archived webhook history) and returns; the HTTP handler
 // answers 2xx only then, once the event is durable. A redelivered event is
-// accepted and stores nothing. The Worker applies stored events: it takes
-// the payment's lease, finalizes the observation (the processed event id is
-// recorded in the same transaction) and releases the lease. If the lease is
-// held the event is deferred with backoff, never dropped. An event for a
+// accepted and stores nothing. RunOnce applies stored events: in one
+// transaction it checks that no one (the sweeper, a human's resolution)
+// holds the payment's lease and finalizes the observation, recording the
+// processed event id. If the lease is held the event is deferred with
+// backoff, never dropped. An event for a
 // payment paystate does not know is retried a few times (its payment may
 // not be visible yet) and then put on the review queue as an orphan.
 package inbox
@@ -25,7 +26,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/finalize"
-	"github.com/paystate/paystate/lease"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -49,7 +49,6 @@ type Inbox struct {
 	Store     pay.Store
 	Finalizer *finalize.Finalizer
 	Providers map[string]pay.Provider
-	Leases    *lease.Runner
 	Now       func() time.Time
 
 	Batch       int // events per RunOnce; default DefaultBatch
@@ -279,20 +278,35 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 	}
 	log = log.With().Str("payment_id", ev.PaymentID).Logger()
 
-	// Take the payment's lease; if it is held, come back later.
-	err := in.Leases.Do(ctx, ev.PaymentID, func(ctx context.Context, token uint64) error {
-		if ev.Status == "" {
-			return in.Store.Update(ctx, func(tx pay.Tx) error {
-				return finalize.Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
-			})
+	// Applying a webhook calls no PSP: it is one transaction that checks
+	// the payment's lease is free and finalizes, which excludes the sweeper
+	// and a human's resolution exactly as taking and releasing the lease
+	// around it would, with one commit instead of three. If the lease is
+	// held, come back later.
+	free := func(tx pay.Tx) error {
+		l, err := tx.Lease(ev.PaymentID)
+		if err != nil {
+			return err
 		}
-		_, err := in.Finalizer.Finalize(ctx, pay.Observation{
-			PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
-			ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID,
-			LeaseToken: token, Note: ev.Type,
+		if l.Held(tx.Now()) {
+			return pay.Errorf(pay.ELEASEHELD, "payment %s is leased by %s", ev.PaymentID, l.Holder)
+		}
+		return nil
+	}
+	var err error
+	if ev.Status == "" {
+		err = in.Store.Update(ctx, func(tx pay.Tx) error {
+			if err := free(tx); err != nil {
+				return err
+			}
+			return finalize.Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
 		})
-		return err
-	})
+	} else {
+		_, err = in.Finalizer.FinalizeIf(ctx, pay.Observation{
+			PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
+			ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
+		}, free)
+	}
 	switch pay.ErrorCode(err) {
 	case "":
 		return true, nil

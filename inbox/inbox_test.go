@@ -13,7 +13,6 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/inbox"
-	"github.com/paystate/paystate/lease"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/store"
@@ -38,7 +37,7 @@ func newFixture(t *testing.T) *fixture {
 	}
 	in := &inbox.Inbox{
 		Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"standard": sp},
-		Leases: &lease.Runner{Store: db, Holder: "inbox", TTL: 30 * time.Second}, Now: clock.Now,
+		Now: clock.Now,
 	}
 	return &fixture{db: db, clock: clock, in: in}
 }

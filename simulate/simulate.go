@@ -216,6 +216,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	cfg.Providers.Mock.WebhookFirstRate = 0.3
 	cfg.Sweeper.Interval = config.Duration{Duration: 200 * time.Millisecond}
 	cfg.Sweeper.MinAge = config.Duration{Duration: 500 * time.Millisecond}
+	cfg.Sweeper.RatePerSecond = 500
 	cfg.Ripple.BackoffBase = config.Duration{Duration: 20 * time.Millisecond}
 	cfg.Ripple.BackoffCap = config.Duration{Duration: 500 * time.Millisecond}
 	cfg.Webhooks = []config.Webhook{{URL: merchant.URL + "/paystate", Secret: whSecret,

@@ -61,7 +61,12 @@ func Open(path string, opts *Options) (*DB, error) {
 		o.Timeout = DefaultTimeout
 	}
 
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: o.Timeout, ReadOnly: o.ReadOnly})
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout: o.Timeout, ReadOnly: o.ReadOnly,
+		// As etcd does: the freelist is rebuilt at open instead of being
+		// written on every commit, and kept as a hashmap.
+		NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
+	})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("open %s: database is locked by another process (waited %s): %w", path, o.Timeout, err)
 	} else if err != nil {

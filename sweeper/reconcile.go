@@ -99,8 +99,10 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 		}
 		return s.review(ctx, p.ID, "", fmt.Sprintf("provider %q is not configured: no way to ask the PSP", p.Provider), rep)
 	}
-	if err := s.limiter(p.Provider).Wait(ctx); err != nil {
-		return err
+	if s.hasStatusAPI(p.Provider) {
+		if err := s.limiter(p.Provider).Wait(ctx); err != nil {
+			return err
+		}
 	}
 	return s.Leases.Do(ctx, p.ID, func(ctx context.Context, token uint64) error {
 		// Re-read: the payment may have moved since the scan.
@@ -117,6 +119,7 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 			return prov.Status(ctx, cur)
 		})
 		if pay.ErrorCode(err) == pay.EUNSUPPORTED {
+			s.noStatus(cur.Provider)
 			return s.fromHistory(ctx, cur, token, pastGiveUp, rep)
 		}
 		if rerr := s.recordAnswer(ctx, cur, res, err); rerr != nil {

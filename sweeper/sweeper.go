@@ -61,14 +61,15 @@ import (
 	"github.com/paystate/paystate/pay"
 )
 
-// Defaults, the same as the configuration's.
+// Defaults of the Sweeper's fields; the durations are the configuration's
+// defaults.
 const (
-	DefaultInterval           = time.Minute
-	DefaultGiveUpAfter        = 24 * time.Hour
-	DefaultExpireAfter        = time.Hour
-	DefaultProcessedRetention = 30 * 24 * time.Hour
-	DefaultBatch              = 500
-	DefaultRetries            = 3
+	DefaultInterval           = time.Minute         // sweeper.interval
+	DefaultGiveUpAfter        = 24 * time.Hour      // sweeper.give_up_after
+	DefaultExpireAfter        = time.Hour           // payment.expire_after
+	DefaultProcessedRetention = 30 * 24 * time.Hour // webhook_inbox.processed_retention
+	DefaultBatch              = 500                 // candidates per page, records per purge transaction
+	DefaultRetries            = 3                   // tries of a PSP call per pass
 	DefaultRetryBackoff       = 500 * time.Millisecond
 	// driftWindow is how many previous passes the drift average covers.
 	driftWindow = 10
@@ -92,6 +93,13 @@ var (
 	alertGauge      = metrics.GetOrCreateGauge(`paystate_sweeper_drift_alert`, nil)
 	passSeconds     = metrics.GetOrCreateHistogram(`paystate_sweeper_pass_duration_seconds`)
 )
+
+func init() {
+	// The final outcomes are exported from the start, at 0.
+	for _, st := range []pay.Status{pay.Captured, pay.Failed, pay.Refunded} {
+		correctedTotal(st)
+	}
+}
 
 func correctedTotal(to pay.Status) *metrics.Counter {
 	return metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_sweeper_drift_corrected_total{to=%q}`, to))
@@ -138,19 +146,23 @@ type Sweeper struct {
 	// Batch is the page size of the candidate scans and the number of
 	// records one housekeeping transaction removes. Default DefaultBatch.
 	Batch int
-	// Retries is how often a failing PSP call is tried in one pass, and
-	// RetryBackoff the first wait between tries (doubling). Defaults
-	// DefaultRetries and DefaultRetryBackoff.
-	Retries      int
+	// Retries is how often a failing PSP call is tried in one pass.
+	// Default DefaultRetries.
+	Retries int
+	// RetryBackoff is the first wait between two tries of a PSP call; it
+	// doubles with each try. Default DefaultRetryBackoff.
 	RetryBackoff time.Duration
 
-	mu      sync.Mutex // one pass at a time; guards history, alert and last
+	mu      sync.Mutex // one pass at a time; guards history
 	history []int      // corrections of the previous passes, oldest first
-	alert   bool
-	last    Report
 
-	lmu      sync.Mutex
-	limiters map[string]*rate.Limiter
+	rmu   sync.Mutex // guards alert and last, read while a pass runs
+	alert bool
+	last  Report
+
+	lmu         sync.Mutex
+	limiters    map[string]*rate.Limiter
+	noStatusAPI map[string]bool // providers whose Status answered EUNSUPPORTED
 }
 
 // Report is what one pass did.
@@ -179,15 +191,15 @@ func (r Report) Changes() int {
 
 // LastReport returns the report of the last finished pass.
 func (s *Sweeper) LastReport() Report {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	return s.last
 }
 
 // DriftAlert reports whether the last pass raised the drift alert.
 func (s *Sweeper) DriftAlert() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+	s.rmu.Lock()
+	defer s.rmu.Unlock()
 	return s.alert
 }
 
@@ -242,7 +254,9 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 		return rep.Changes(), err
 	}
 	s.drift(&rep)
-	s.last = rep
+	s.rmu.Lock()
+	s.last, s.alert = rep, rep.DriftAlert
+	s.rmu.Unlock()
 	passSeconds.UpdateDuration(start)
 
 	ev := s.Logger.Debug()
@@ -311,7 +325,7 @@ func (s *Sweeper) eachCandidate(ctx context.Context, statuses []pay.Status, boun
 }
 
 // drift compares this pass's corrections with the previous passes and sets
-// the alert. It runs with s.mu held.
+// rep.DriftAlert and the gauge. It runs with s.mu held.
 func (s *Sweeper) drift(rep *Report) {
 	avg := 0.0
 	for _, n := range s.history {
@@ -321,9 +335,8 @@ func (s *Sweeper) drift(rep *Report) {
 		avg /= float64(len(s.history))
 	}
 	threshold := max(3, 3*avg)
-	s.alert = float64(rep.Corrected) > threshold
-	rep.DriftAlert = s.alert
-	if s.alert {
+	rep.DriftAlert = float64(rep.Corrected) > threshold
+	if rep.DriftAlert {
 		alertGauge.Set(1)
 		s.Logger.Warn().Int("corrected", rep.Corrected).Float64("trailing_average", avg).Float64("threshold", threshold).
 			Msg("sweeper corrected more payments than usual: the main path (sync answers, webhooks) is losing updates")
@@ -334,6 +347,24 @@ func (s *Sweeper) drift(rep *Report) {
 	if len(s.history) > driftWindow {
 		s.history = s.history[len(s.history)-driftWindow:]
 	}
+}
+
+// hasStatusAPI reports whether the provider's Status may work: false once
+// it answered EUNSUPPORTED, so its payments skip the rate limiter.
+func (s *Sweeper) hasStatusAPI(provider string) bool {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	return !s.noStatusAPI[provider]
+}
+
+// noStatus records that the provider has no status API.
+func (s *Sweeper) noStatus(provider string) {
+	s.lmu.Lock()
+	defer s.lmu.Unlock()
+	if s.noStatusAPI == nil {
+		s.noStatusAPI = map[string]bool{}
+	}
+	s.noStatusAPI[provider] = true
 }
 
 // limiter returns the rate limiter of a provider's PSP calls.

@@ -22,6 +22,7 @@ import (
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/storetest"
 	"github.com/paystate/paystate/sweeper"
+	"github.com/paystate/paystate/verify"
 )
 
 // TestMain runs the tests and benchmarks, removes the benchmark databases
@@ -92,8 +93,7 @@ func newEnv(t *testing.T, delay time.Duration) *env {
 	e := &env{
 		t: t, ctx: context.Background(), clock: clock, db: db, fin: fin, mock: mk,
 		payments: &payments.Service{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "mock", Now: clock.Now},
-		inbox: &inbox.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now,
-			Leases: &lease.Runner{Store: db, Holder: "inbox", TTL: 30 * time.Second}},
+		inbox: &inbox.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
 	}
 	e.sw = &sweeper.Sweeper{
 		Store: db, Finalizer: fin, Providers: providers, Now: clock.Now,
@@ -188,6 +188,19 @@ func (e *env) sameSnapshot(id string, want snapshot) {
 	}
 	if got, want := len(got.review), len(want.review); got != want {
 		e.t.Fatalf("review queue has %d items, want %d", got, want)
+	}
+}
+
+// verify replays every payment's timeline against its record (paystate
+// verify) and fails the test on a mismatch.
+func (e *env) verify() {
+	e.t.Helper()
+	rep, err := verify.Run(e.ctx, e.db)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, m := range rep.Mismatches {
+		e.t.Errorf("verify: %v", m)
 	}
 }
 
@@ -291,6 +304,7 @@ func TestSweeper_LostAnswer(t *testing.T) {
 			}
 		}
 	}
+	e.verify()
 }
 
 func TestSweeper_UnknownToPSP(t *testing.T) {
@@ -333,6 +347,7 @@ func TestSweeper_UnknownToPSP(t *testing.T) {
 		}
 		e.sameSnapshot(p.ID, got)
 	}
+	e.verify()
 }
 
 // signedStandard accepts a webhook of the standard provider through the
@@ -418,6 +433,7 @@ func TestSweeper_StandardFromHistory(t *testing.T) {
 		t.Fatalf("RunOnce=%d, %v; want 0 changes", n, err)
 	}
 	e.sameSnapshot(b.ID, snap)
+	e.verify()
 }
 
 func TestSweeper_ExpiryThenPSP(t *testing.T) {
@@ -471,6 +487,7 @@ func TestSweeper_ExpiryThenPSP(t *testing.T) {
 	if want := []string{"payment.expired", "payment.captured"}; !slices.Equal(types, want) {
 		t.Fatalf("outbox=%v, want %v", types, want)
 	}
+	e.verify()
 }
 
 func TestSweeper_StillOpenAtPSP(t *testing.T) {
@@ -515,6 +532,7 @@ func TestSweeper_StillOpenAtPSP(t *testing.T) {
 	if !ok || it.Observed != pay.RequiresAction {
 		t.Fatalf("review item=%+v (found %t), want observed requires_action", it, ok)
 	}
+	e.verify()
 }
 
 // cancelingPSP is a PSP with a cancel API (as Stripe has): it cancels
@@ -550,6 +568,7 @@ func TestSweeper_ExpiryCancels(t *testing.T) {
 	if got.payment.ClientSecret != "" || got.payment.RedirectURL != "" {
 		t.Fatal("a failed payment kept its secrets")
 	}
+	e.verify()
 }
 
 func TestSweeper_LeaseHeld(t *testing.T) {
@@ -686,6 +705,7 @@ func TestSweeper_TidyQueue(t *testing.T) {
 	if _, ok := e.reviewItem(p.ID); ok {
 		t.Fatal("settled payment is still on the review queue")
 	}
+	e.verify()
 }
 
 func TestSweeper_Run(t *testing.T) {
