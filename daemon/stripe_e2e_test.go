@@ -99,7 +99,7 @@ func TestE2E_Stripe(t *testing.T) {
 		t.Fatalf("webhook: status=%d: %s", w.status, w.body)
 	}
 	var version float64
-	waitFor(t, 10*time.Second, func() error {
+	waitFor(t, 30*time.Second, func() error {
 		g := in.do("GET", "/v1/payments/"+id, nil, nil)
 		assertNoSecretWhenFinal(t, g)
 		if g.str("status") != "captured" {
@@ -136,7 +136,7 @@ func TestE2E_Stripe(t *testing.T) {
 	if w := in.stripeWebhook(again, stripeSecret, time.Now()); w.status != http.StatusOK || w.json["duplicate"] != false {
 		t.Fatalf("the event rejected before, now signed: status=%d: %s, want 200 and new", w.status, w.body)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	waitFor(t, 30*time.Second, func() error {
 		if n := len(in.steps(id)); n <= len(stepsAfterCapture) {
 			return fmt.Errorf("%d steps: evt_e2e_again not applied yet", n)
 		}
@@ -178,7 +178,7 @@ func TestE2E_Stripe(t *testing.T) {
 	if w := in.stripeWebhook(refunded, stripeSecret, time.Now()); w.status != http.StatusOK {
 		t.Fatalf("charge.refunded: status=%d: %s", w.status, w.body)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	waitFor(t, 30*time.Second, func() error {
 		steps := in.steps(id)
 		if last := steps[len(steps)-1]; last != "duplicate" {
 			return fmt.Errorf("last step %s, want the duplicate of charge.refunded (steps %v)", last, steps)
@@ -206,7 +206,7 @@ func TestE2E_StripeFailedAttempt(t *testing.T) {
 	if w := in.stripeWebhook(failed, stripeSecret, time.Now()); w.status != http.StatusOK {
 		t.Fatalf("payment_failed: status=%d: %s", w.status, w.body)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	waitFor(t, 30*time.Second, func() error {
 		for _, k := range in.steps(id) {
 			if k == "failed_attempt" {
 				return nil
@@ -222,7 +222,7 @@ func TestE2E_StripeFailedAttempt(t *testing.T) {
 	if w := in.stripeWebhook(canceled, stripeSecret, time.Now()); w.status != http.StatusOK {
 		t.Fatalf("canceled: status=%d: %s", w.status, w.body)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	waitFor(t, 30*time.Second, func() error {
 		g := in.do("GET", "/v1/payments/"+id, nil, nil)
 		assertNoSecretWhenFinal(t, g)
 		if g.str("status") != "failed" {
