@@ -31,6 +31,15 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
+	// The journal itself, line by line (verify.Run checks the running
+	// balances that the API reports).
+	imbalances, err := db.CheckLedger(ctx)
+	if err != nil {
+		return err
+	}
+	for _, im := range imbalances {
+		rep.Mismatches = append(rep.Mismatches, verify.Mismatch{Problem: im.String()})
+	}
 	for _, m := range rep.Mismatches {
 		fmt.Fprintln(stdout, "MISMATCH", m)
 	}

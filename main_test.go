@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -118,6 +119,24 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 			n := int64(binary.BigEndian.Uint64(v)) + 1
 			return b.Put(k, binary.BigEndian.AppendUint64(nil, uint64(n)))
 		}, "ledger does not balance in EUR"},
+		{"journal line changed", func(tx *bolt.Tx) error {
+			// Double one journal line's amount, balances untouched.
+			b := tx.Bucket([]byte("ledger"))
+			k, v := b.Cursor().First()
+			if k == nil {
+				return fmt.Errorf("no ledger lines")
+			}
+			var line map[string]any
+			if err := json.Unmarshal(v, &line); err != nil {
+				return err
+			}
+			line["amount"] = line["amount"].(float64) * 2
+			nv, err := json.Marshal(line)
+			if err != nil {
+				return err
+			}
+			return b.Put(k, nv)
+		}, "ledger in EUR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "bad.db")
