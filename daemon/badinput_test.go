@@ -74,6 +74,7 @@ func TestE2E_BadInput(t *testing.T) {
 	in := boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
 	secret := in.m.Config.Providers.Standard.WebhookSecret
 	existing := in.create(`{"order_id":"o-1","amount":1000,"currency":"EUR"}`, "seed").str("id")
+	settle(t, in)
 	before := dump(t, in)
 
 	otherSecret := "whsec_" + "b3RoZXItc2VjcmV0LW90aGVyLXNlY3JldC0wMDAwMA=="
@@ -282,6 +283,28 @@ func TestE2E_BadInput(t *testing.T) {
 	}
 }
 
+// settle runs the background workers' passes until one finds nothing to
+// do, so that what they write (deliveries of the outbox, housekeeping)
+// happens before a dump rather than between two.
+func settle(t *testing.T, in *instance) {
+	t.Helper()
+	ctx := context.Background()
+	waitFor(t, 10*time.Second, func() error {
+		n, err := in.m.Ripple.RunOnce(ctx)
+		if err != nil {
+			return err
+		}
+		m, err := in.m.Sweeper.RunOnce(ctx)
+		if err != nil {
+			return err
+		}
+		if n+m > 0 {
+			return fmt.Errorf("the workers still had %d deliveries and %d corrections to make", n, m)
+		}
+		return nil
+	})
+}
+
 // rawExchange writes raw bytes on a new connection to the instance and
 // reads one answer.
 func rawExchange(in *instance, raw string) (*http.Response, []byte, error) {
@@ -361,6 +384,7 @@ func TestE2E_ReplayedWebhook(t *testing.T) {
 		}
 		return nil
 	})
+	settle(t, in)
 	before := dump(t, in)
 
 	offset.Store(int64(10 * time.Minute))
@@ -383,6 +407,7 @@ func TestE2E_ReplayedWebhook(t *testing.T) {
 func TestE2E_SlowClients(t *testing.T) {
 	t.Parallel()
 	in := bootMain(t, nil, func(m *daemon.Main) { m.HTTPReadTimeout = 500 * time.Millisecond })
+	settle(t, in)
 	before := dump(t, in)
 	addr := strings.TrimPrefix(in.base, "http://")
 	body := `{"order_id":"o-slow","amount":1000,"currency":"EUR"}`
@@ -446,9 +471,7 @@ func TestE2E_SlowClients(t *testing.T) {
 				t.Fatal("the server kept a slow connection open for 20 s")
 			case err != nil:
 				// Closed without an answer: acceptable for a slow client.
-				if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, net.ErrClosed) {
-					t.Logf("connection ended with %v", err)
-				}
+				t.Logf("connection closed without an answer: %v", err)
 			default:
 				b, _ := io.ReadAll(res.Body)
 				res.Body.Close()
@@ -460,6 +483,7 @@ func TestE2E_SlowClients(t *testing.T) {
 				if got, want := r.errCode(), "request_timeout"; got != want {
 					t.Fatalf("code=%q, want %q", got, want)
 				}
+				t.Logf("answered %d %s", res.StatusCode, b)
 				// And then the server closes the connection.
 				if _, err := c.Read(make([]byte, 1)); err == nil {
 					t.Fatal("connection still open after the 408")

@@ -75,7 +75,12 @@ func TestFinalize_Properties(t *testing.T) {
 	f := finalize.New(db)
 	ctx := context.Background()
 
+	var sequences, observations atomic.Int64
+	t.Cleanup(func() {
+		t.Logf("%d observations in %d sequences", observations.Load(), sequences.Load())
+	})
 	rapid.Check(t, func(rt *rapid.T) {
+		sequences.Add(1)
 		// A payment in any status, with secrets stored whatever the status:
 		// the view must hide them where the status says so.
 		start := rapid.SampledFrom(pay.Statuses).Draw(rt, "start")
@@ -137,6 +142,7 @@ func TestFinalize_Properties(t *testing.T) {
 				}
 			}
 
+			observations.Add(1)
 			res, err := f.Finalize(ctx, obs)
 			if leased.Token != 0 {
 				if err := db.Update(ctx, func(tx pay.Tx) error { return tx.ReleaseLease(p.ID, leased.Token) }); err != nil {

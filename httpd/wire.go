@@ -213,10 +213,13 @@ func checkDuplicateKeys(body []byte) error {
 			}
 		case string:
 			if top != nil && top.obj && top.expect {
-				if top.keys[t] {
+				// encoding/json matches keys to fields ignoring case, so
+				// "status" and "STATUS" are the same key here.
+				folded := strings.ToLower(t)
+				if top.keys[folded] {
 					return pay.Errorf(pay.EINVALID, "duplicated key %q in JSON object", t)
 				}
-				top.keys[t] = true
+				top.keys[folded] = true
 				top.expect = false
 				continue
 			}

@@ -93,7 +93,7 @@ func newEnv(t *testing.T, delay time.Duration) *env {
 	e := &env{
 		t: t, ctx: context.Background(), clock: clock, db: db, fin: fin, mock: mk,
 		payments: &payments.Service{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "mock", Now: clock.Now},
-		inbox: &inbox.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
+		inbox:    &inbox.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
 	}
 	e.sw = &sweeper.Sweeper{
 		Store: db, Finalizer: fin, Providers: providers, Now: clock.Now,

@@ -1,0 +1,294 @@
+//go:build linux
+
+package daemon_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/verify"
+)
+
+// Disk faults. What paystate does when its database file cannot be written:
+//
+//   - At run time (disk full, and any other failed write or commit) the
+//     transaction rolls back and the caller gets EUNAVAILABLE: HTTP 503
+//     with code "unavailable". Nothing is half-written, because bbolt
+//     writes the new meta page last and a failed commit leaves the old one
+//     in force. Reads go on. When space returns, writes succeed again
+//     without a restart, and a retry with the same Idempotency-Key finishes
+//     the request (or resumes it, if its payment was stored before the
+//     failure).
+//   - At start, a database on a read-only file system (or a file paystate
+//     may not write) is an error: paystate refuses to start rather than run
+//     without being able to take a webhook. The tools that only read
+//     (verify, backup) open it with store.Options{ReadOnly: true}.
+//
+// The tests mount a small tmpfs, so they need root (CI runs as root); they
+// skip elsewhere.
+
+// mountTmpfs mounts a tmpfs of the given size on a new directory and
+// unmounts it when the test ends (after the daemon's cleanup, registered
+// later, has closed the database).
+func mountTmpfs(t *testing.T, size string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("disk-fault tests mount a tmpfs and need root")
+	}
+	dir := filepath.Join(t.TempDir(), "fs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("cannot mount a tmpfs here (%v): disk-fault tests need root with CAP_SYS_ADMIN", err)
+	}
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// fill writes a file in dir until the file system is full.
+func fill(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for {
+		_, err := f.Write(chunk)
+		if errors.Is(err, syscall.ENOSPC) {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Fill what a whole chunk no longer fits in, down to the last page.
+	for _, n := range []int{16 << 10, 4 << 10, 1 << 10, 1} {
+		for {
+			if _, err := f.Write(chunk[:n]); err != nil {
+				break
+			}
+		}
+	}
+}
+
+// verifyClean checks the database the daemon has open: bbolt's own
+// consistency check and paystate verify (timelines against records,
+// outbox, ledger).
+func verifyClean(t *testing.T, in *instance) verify.Report {
+	t.Helper()
+	if err := in.m.DB.Check(); err != nil {
+		t.Fatalf("store check: %v", err)
+	}
+	rep, err := verify.Run(context.Background(), in.m.DB)
+	if err != nil {
+		t.Fatalf("verify: %v", err)
+	}
+	for _, m := range rep.Mismatches {
+		t.Errorf("verify: %s", m)
+	}
+	return rep
+}
+
+// TestE2E_DiskFull: a paystate whose database lives on a small file system
+// that fills up answers writes with 503 unavailable, keeps answering
+// reads, half-writes nothing, and takes writes again once space is freed,
+// without a restart.
+func TestE2E_DiskFull(t *testing.T) {
+	t.Parallel()
+	dir := mountTmpfs(t, "4m")
+	in := bootMain(t, func(c *config.Config) {
+		c.Payment.Provider = "standard"
+		c.Storage.Path = filepath.Join(dir, "paystate.db")
+	}, nil)
+	secret := in.m.Config.Providers.Standard.WebhookSecret
+	body := func(i int) string {
+		return fmt.Sprintf(`{"order_id":"disk-%d","amount":%d,"currency":"EUR","customer":{"id":"cus_%d","email":"c%d@example.com"}}`, i, 1000+i, i, i)
+	}
+
+	// Room to spare: payments are created.
+	var first string
+	for i := range 5 {
+		r := in.create(body(i), fmt.Sprintf("disk-%d", i))
+		if r.status != 201 {
+			t.Fatalf("create with room: %d %s", r.status, r.body)
+		}
+		first = r.str("id")
+	}
+
+	// Fill the file system, then write until the database needs a page it
+	// cannot have.
+	filler := filepath.Join(dir, "filler")
+	fill(t, filler)
+	var failed []int
+	created := 5
+	for i := 5; i < 2000 && len(failed) < 3; i++ {
+		r := in.create(body(i), fmt.Sprintf("disk-%d", i))
+		switch {
+		case r.status == 201:
+			created++ // it fit in pages the database had freed before
+		case r.status == 503:
+			if got, want := r.errCode(), "unavailable"; got != want {
+				t.Fatalf("disk full: code=%q, want %q: %s", got, want, r.body)
+			}
+			failed = append(failed, i)
+		default:
+			t.Fatalf("disk full: create %d: status=%d, want 201 or 503: %s", i, r.status, r.body)
+		}
+	}
+	if len(failed) == 0 {
+		t.Fatal("the file system never filled up: no 503")
+	}
+	t.Logf("%d payments created; %d creates answered 503", created, len(failed))
+
+	// Other writes fail the same way and change nothing; reads go on. (A
+	// write that still fits in a page the database freed earlier, which
+	// background work can do, succeeds: either answer is a whole one.)
+	before := in.do("GET", "/v1/payments/"+first, nil, nil)
+	sync := in.do("POST", "/v1/payments/"+first+"/sync", []byte(`{"status":"processing","client_secret":"cs_1"}`), nil)
+	switch {
+	case sync.status == 503 && sync.errCode() == "unavailable":
+		if g := in.do("GET", "/v1/payments/"+first, nil, nil); g.num("version") != before.num("version") {
+			t.Fatalf("a refused sync changed the payment: %s -> %s", before.body, g.body)
+		}
+	case sync.status == 200:
+		t.Log("the sync still fit in a free page of the database")
+	default:
+		t.Fatalf("sync on a full disk: %d %s, want 503 unavailable or 200", sync.status, sync.body)
+	}
+	ev := eventBody("evt_disk", "payment.captured", first, "psp_disk")
+	// A webhook is small and may still fit in a page the database freed
+	// earlier: then it is stored (200) and applied once the worker can
+	// write. Otherwise it is refused with 503 and the PSP redelivers it.
+	hook := in.do("POST", "/webhooks/standard", ev, signStandard(t, secret, "evt_disk", time.Now(), ev))
+	switch {
+	case hook.status == 503 && hook.errCode() == "unavailable":
+	case hook.status == 200:
+		t.Log("the webhook still fit in a free page of the database")
+	default:
+		t.Fatalf("webhook on a full disk: %d %s, want 503 unavailable or 200", hook.status, hook.body)
+	}
+	if g := in.do("GET", "/v1/payments/"+first, nil, nil); g.status != 200 || g.str("id") != first {
+		t.Fatalf("read on a full disk: %d %s", g.status, g.body)
+	}
+
+	// Space returns: no restart, the same requests succeed.
+	if err := os.Remove(filler); err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range failed {
+		r := in.create(body(i), fmt.Sprintf("disk-%d", i))
+		if got, want := r.status, 201; got != want {
+			t.Fatalf("retry of create %d after space returned: status=%d, want %d: %s", i, got, want, r.body)
+		}
+	}
+	if r := in.do("POST", "/webhooks/standard", ev, signStandard(t, secret, "evt_disk", time.Now(), ev)); r.status != 200 {
+		t.Fatalf("webhook redelivered after space returned: %d %s", r.status, r.body)
+	}
+	waitFor(t, 10*time.Second, func() error {
+		if g := in.do("GET", "/v1/payments/"+first, nil, nil); g.str("status") != "captured" {
+			return fmt.Errorf("status=%s, want captured", g.str("status"))
+		}
+		return nil
+	})
+
+	// Nothing half-written: one payment per key, every timeline complete.
+	list := in.do("GET", "/v1/payments?limit=500", nil, nil)
+	data, _ := list.json["data"].([]any)
+	if got, want := len(data), created+len(failed); got != want {
+		t.Errorf("%d payments stored, want %d (one per idempotency key)", got, want)
+	}
+	rep := verifyClean(t, in)
+	t.Logf("verify: %d payments, %d steps, %d transitions, clean", rep.Payments, rep.Steps, rep.Transitions)
+}
+
+// TestE2E_ReadOnlyFileSystem: paystate refuses to start on a database it
+// cannot write, says why, and starts normally once the file system is
+// writable again; a read-only open (verify) works meanwhile.
+func TestE2E_ReadOnlyFileSystem(t *testing.T) {
+	t.Parallel()
+	dir := mountTmpfs(t, "8m")
+	cfg := config.DefaultConfig()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Storage.Path = filepath.Join(dir, "paystate.db")
+	cfg.Auth.APIKeys = []string{apiKey}
+	cfg.Payment.Provider = "standard"
+	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
+	ctx := context.Background()
+
+	// A database with one payment, closed.
+	m := daemon.New(cfg, logger)
+	if err := m.Open(); err != nil {
+		t.Fatal(err)
+	}
+	in := &instance{t: t, m: m, base: m.Server.URL(), hc: &http.Client{Timeout: 30 * time.Second}}
+	r := in.create(`{"order_id":"ro-1","amount":1000,"currency":"EUR"}`, "ro-1")
+	if r.status != 201 {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	id := r.str("id")
+	if err := m.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	// Read-only: no start, an error that names the cause.
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT|syscall.MS_RDONLY, ""); err != nil {
+		t.Fatalf("remount read-only: %v", err)
+	}
+	ro := daemon.New(cfg, logger)
+	err := ro.Open()
+	if err == nil {
+		_ = ro.Close(ctx)
+		t.Fatal("Open succeeded on a read-only file system")
+	}
+	if !errors.Is(err, syscall.EROFS) {
+		t.Fatalf("Open: %v, want an error wrapping EROFS", err)
+	}
+	t.Logf("start on a read-only file system: %v", err)
+
+	// The tools' read-only open still works.
+	db, err := store.Open(cfg.Storage.Path, &store.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatalf("read-only open: %v", err)
+	}
+	rep, err := verify.Run(ctx, db)
+	if err != nil || !rep.OK() || rep.Payments != 1 {
+		t.Errorf("verify on the read-only database: %+v, %v", rep, err)
+	}
+	if got, want := pay.ErrorCode(db.Update(ctx, func(pay.Tx) error { return nil })), pay.EUNAVAILABLE; got != want {
+		t.Errorf("Update on a read-only store: code=%q, want %q", got, want)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Writable again: paystate starts with its data.
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, ""); err != nil {
+		t.Fatalf("remount read-write: %v", err)
+	}
+	in = bootMain(t, func(c *config.Config) { *c = cfg }, nil)
+	if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.status != 200 {
+		t.Fatalf("payment after restart: %d %s", g.status, g.body)
+	}
+	if r := in.create(`{"order_id":"ro-2","amount":1000,"currency":"EUR"}`, "ro-2"); r.status != 201 {
+		t.Fatalf("create after restart: %d %s", r.status, r.body)
+	}
+}
