@@ -1,50 +1,11 @@
 package daemon_test
 
 import (
-	"fmt"
-	"net/http"
-	"os"
 	"testing"
-	"time"
 
-	"go.uber.org/goleak"
+	"github.com/paystate/paystate/internal/leakcheck"
 )
 
-// TestMain fails the package if goroutines outlive the tests: every booted
-// paystate is closed by its test's cleanup, and Close must stop the HTTP
-// server, the workers and the mock PSP's senders. The lingering closes of
-// httpd/linger.go end within a second (their read deadline), so the check
-// is repeated for a few seconds before it counts a goroutine as leaked.
-//
-// The tests' HTTP clients share http.DefaultTransport; its idle keep-alive
-// connections are closed first, so that their read loops are not taken for
-// leaks of the server.
-//
-// Two goroutines of fasthttp are not leaks and are ignored:
-//   - updateServerDate.func1 refreshes the Date header once a second for
-//     the whole process; fasthttp starts it once, with the first server,
-//     and never stops it;
-//   - (*workerPool).Start.func2 is a stopped server's idle-worker cleaner:
-//     it sees the stop only when its sleep (MaxIdleWorkerDuration, 10 s by
-//     default) ends, and then returns. A server that was never shut down
-//     still shows up, through its Serve and worker goroutines.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
-		opts := []goleak.Option{
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.updateServerDate.func1"),
-			goleak.IgnoreAnyFunction("github.com/valyala/fasthttp.(*workerPool).Start.func2"),
-		}
-		deadline := time.Now().Add(5 * time.Second)
-		err := goleak.Find(opts...)
-		for err != nil && time.Now().Before(deadline) {
-			err = goleak.Find(opts...)
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: goroutines left after the tests: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
-}
+// TestMain fails the package if goroutines outlive its tests: every server
+// a test opens is shut down by its cleanup (see package leakcheck).
+func TestMain(m *testing.M) { leakcheck.Main(m) }
