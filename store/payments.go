@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"cmp"
 	"slices"
 	"time"
 
@@ -265,55 +264,7 @@ func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
 // index entries plus limit payment reads, whatever the number of payments.
 // EINVALID for an unknown status or a limit below 1.
 func (t *tx) Candidates(statuses []pay.Status, updatedBefore time.Time, limit int) ([]pay.Payment, error) {
-	if err := checkLimit(limit); err != nil {
-		return nil, err
-	}
-	type cand struct {
-		ns uint64
-		id string
-	}
-	var (
-		cs   []cand
-		seen = make(map[pay.Status]bool, len(statuses))
-	)
-	for _, s := range statuses {
-		if !s.Valid() {
-			return nil, pay.Errorf(pay.EINVALID, "status %q is not a known status", s)
-		}
-		if seen[s] {
-			continue
-		}
-		seen[s] = true
-		prefix, end := statusPrefix(s), statusBound(s, updatedBefore)
-		c := t.bucket(bucketPaymentsByStatus).Cursor()
-		n := 0
-		for k, _ := c.Seek(prefix); k != nil && bytes.Compare(k, end) < 0 && n < limit; k, _ = c.Next() {
-			t.indexSteps++
-			ns, id, ok := splitTimeID(k, len(prefix))
-			if !ok {
-				return nil, corrupt(bucketPaymentsByStatus, "key %x", k)
-			}
-			cs = append(cs, cand{ns, id})
-			n++
-		}
-	}
-
-	// Merge: oldest first over all statuses, then cap.
-	slices.SortFunc(cs, func(a, b cand) int {
-		return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.id, b.id))
-	})
-	if len(cs) > limit {
-		cs = cs[:limit]
-	}
-	out := make([]pay.Payment, 0, len(cs))
-	for _, c := range cs {
-		p, ok, err := t.payment(c.id)
-		if err != nil {
-			return nil, err
-		} else if !ok {
-			return nil, corrupt(bucketPaymentsByStatus, "entry points to missing payment %s", c.id)
-		}
-		out = append(out, p)
-	}
-	return out, nil
+	// The first page: after the zero time and the empty id, which sorts
+	// before every entry of a status.
+	return t.CandidatesAfter(statuses, updatedBefore, time.Time{}, "", limit)
 }
