@@ -39,8 +39,6 @@ api_keys = ["` + procKey + `"]
 [log]
 level = "info"
 format = "json"
-[lease]
-ttl = "2s"
 [sweeper]
 interval = "200ms"
 min_age = "1s"

@@ -87,6 +87,13 @@ func (m *Main) Open() (err error) {
 	if err != nil {
 		return fmt.Errorf("open database %s: %w", cfg.Storage.Path, err)
 	}
+	// This process is the file's only user: leases in force are those of a
+	// process that died.
+	if n, err := m.DB.EndLeases(context.Background()); err != nil {
+		return fmt.Errorf("end leases of a previous process: %w", err)
+	} else if n > 0 {
+		m.Logger.Warn().Int("leases", n).Msg("ended the leases of a previous process that stopped without releasing them")
+	}
 
 	// Providers.
 	m.Providers = map[string]pay.Provider{}

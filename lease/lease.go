@@ -107,7 +107,25 @@ func (r *Runner) observe(d time.Duration) {
 			Msg("work under a lease takes more than half the lease TTL at p99: raise lease.ttl or look at the PSP's latency")
 	}
 	r.warned = low
+	setLow(r, low)
+}
+
+// lowRunners are the runners whose p99 is past half their TTL; the gauge
+// is 1 while any is (the sweeper's and the review's runners share it).
+var (
+	lowMu      sync.Mutex
+	lowRunners = map[*Runner]bool{}
+)
+
+func setLow(r *Runner, low bool) {
+	lowMu.Lock()
+	defer lowMu.Unlock()
 	if low {
+		lowRunners[r] = true
+	} else {
+		delete(lowRunners, r)
+	}
+	if len(lowRunners) > 0 {
 		headroom.Set(1)
 	} else {
 		headroom.Set(0)

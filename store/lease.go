@@ -1,6 +1,8 @@
 package store
 
 import (
+	"context"
+	"encoding/json"
 	"time"
 
 	"github.com/paystate/paystate/pay"
@@ -63,4 +65,46 @@ func (t *tx) Lease(paymentID string) (pay.Lease, error) {
 
 func (t *tx) putLease(l pay.Lease) error {
 	return t.putJSON(bucketLeases, []byte(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: l.ExpiresAt.UTC()})
+}
+
+// EndLeases ends every lease still in force, keeping holders and tokens,
+// and returns how many it ended. bbolt lets one process at a time open the
+// file, so when a paystate opens it any lease in force belongs to a
+// process that died (a crash, SIGKILL): without this, that process's
+// payments would wait up to lease.ttl before anyone could work on them.
+// Tokens are kept, so the next acquisition still fences the dead holder.
+// It reads every lease record once: O(payments ever leased), at start.
+func (db *DB) EndLeases(ctx context.Context) (int, error) {
+	n := 0
+	err := db.Update(ctx, func(ptx pay.Tx) error {
+		t := ptx.(*tx)
+		n = 0
+		var held []string
+		err := t.bucket(bucketLeases).ForEach(func(k, v []byte) error {
+			var r leaseRecord
+			if err := json.Unmarshal(v, &r); err != nil {
+				return corrupt(bucketLeases, "lease of %s: %v", k, err)
+			}
+			if r.Token != 0 && t.now.Before(r.ExpiresAt) {
+				held = append(held, string(k))
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for _, id := range held {
+			l, err := t.Lease(id)
+			if err != nil {
+				return err
+			}
+			l.ExpiresAt = t.now
+			if err := t.putLease(l); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
 }

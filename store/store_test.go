@@ -370,3 +370,41 @@ func BenchmarkCandidates(b *testing.B) {
 		})
 	}
 }
+
+// TestDB_EndLeases: a lease left in force by a process that died is ended
+// when the file is opened again; its token is kept, so the next holder
+// still fences the dead one.
+func TestDB_EndLeases(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	db := storetest.MustOpen(t, &store.Options{Now: clock.Now})
+	ctx := context.Background()
+	var dead pay.Lease
+	err := db.Update(ctx, func(tx pay.Tx) error {
+		if _, err := tx.AcquireLease("pay_old", "gone", time.Second); err != nil {
+			return err
+		}
+		var err error
+		dead, err = tx.AcquireLease("pay_held", "crashed", time.Hour)
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock.Add(2 * time.Second) // pay_old's lease ran out by itself
+
+	n, err := db.EndLeases(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n, 1; got != want {
+		t.Fatalf("ended=%d, want %d", got, want)
+	}
+	var next pay.Lease
+	if err := db.Update(ctx, func(tx pay.Tx) (err error) { next, err = tx.AcquireLease("pay_held", "new", time.Minute); return err }); err != nil {
+		t.Fatalf("lease of a dead process still held: %v", err)
+	}
+	if got, want := next.Token, dead.Token+1; got != want {
+		t.Fatalf("Token=%d, want %d", got, want)
+	}
+}
