@@ -138,7 +138,7 @@ func (m *Main) Open() (err error) {
 	m.Finalizer.Logger = m.component("finalize")
 	m.Payments = &payments.Service{
 		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers,
-		DefaultProvider: cfg.Payment.Provider, Now: m.Now, Logger: m.component("payments"),
+		DefaultProvider: cfg.Payment.Provider, Logger: m.component("payments"),
 	}
 	m.Inbox = &inbox.Inbox{
 		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,

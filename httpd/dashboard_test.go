@@ -46,7 +46,7 @@ func newDashServer(t *testing.T, keys ...string) *dashServer {
 		Addr: "127.0.0.1:0", APIKeys: keys, Store: db, Now: clock.Now,
 		Payments: &payments.Service{
 			Store: db, Finalizer: fin, Providers: map[string]pay.Provider{"standard": sp},
-			DefaultProvider: "standard", Now: clock.Now,
+			DefaultProvider: "standard",
 		},
 	}
 	if err := srv.Open(); err != nil {

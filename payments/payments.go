@@ -31,7 +31,6 @@ type Service struct {
 	Providers       map[string]pay.Provider
 	DefaultProvider string
 	PSPTimeout      time.Duration // bound on one PSP call; default 20s
-	Now             func() time.Time
 	Logger          zerolog.Logger
 }
 
@@ -83,13 +82,6 @@ func ChargeKey(paymentID string) string { return "charge-" + paymentID }
 
 // RefundKey is the PSP idempotency key of a payment's refund.
 func RefundKey(paymentID string) string { return "refund-" + paymentID }
-
-func (s *Service) now() time.Time {
-	if s.Now != nil {
-		return s.Now().UTC()
-	}
-	return time.Now().UTC()
-}
 
 func (s *Service) provider(name string) (pay.Provider, error) {
 	if name == "" {

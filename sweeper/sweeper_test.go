@@ -92,7 +92,7 @@ func newEnv(t *testing.T, delay time.Duration) *env {
 	providers := map[string]pay.Provider{"mock": mk, "standard": std}
 	e := &env{
 		t: t, ctx: context.Background(), clock: clock, db: db, fin: fin, mock: mk,
-		payments: &payments.Service{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "mock", Now: clock.Now},
+		payments: &payments.Service{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "mock"},
 		inbox:    &inbox.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
 	}
 	e.sw = &sweeper.Sweeper{

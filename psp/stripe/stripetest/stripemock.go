@@ -119,11 +119,8 @@ func InstallMock(ctx context.Context) (string, error) {
 
 // goTool finds the go command: go test puts GOROOT/bin first on PATH.
 func goTool() (string, error) {
-	if p, err := exec.LookPath("go"); err == nil {
-		return p, nil
-	}
-	p := filepath.Join(runtime.GOROOT(), "bin", "go")
-	if _, err := os.Stat(p); err != nil {
+	p, err := exec.LookPath("go")
+	if err != nil {
 		return "", errors.New("install stripe-mock: the go command is not on PATH")
 	}
 	return p, nil
