@@ -20,7 +20,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/config"
@@ -326,39 +325,6 @@ func rawExchange(in *instance, raw string) (*http.Response, []byte, error) {
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	return res, b, err
-}
-
-// bootMain is boot with the daemon's clock and its knobs set by setup
-// before Open.
-func bootMain(t *testing.T, mutate func(*config.Config), setup func(*daemon.Main)) *instance {
-	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Storage.Path = filepath.Join(t.TempDir(), "paystate.db")
-	cfg.Auth.APIKeys = []string{apiKey}
-	cfg.Providers.Mock.WebhookDelay = config.Duration{}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	m := daemon.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-	if setup != nil {
-		setup(m)
-	}
-	if err := m.Open(); err != nil {
-		t.Fatal(err)
-	}
-	in := &instance{t: t, m: m, base: m.Server.URL(), hc: &http.Client{Timeout: 30 * time.Second}}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return in
 }
 
 // TestE2E_ReplayedWebhook: a webhook that was accepted is replayed byte for

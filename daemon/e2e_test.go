@@ -33,6 +33,13 @@ type instance struct {
 // boot starts a whole paystate on 127.0.0.1:0 with a temporary database.
 func boot(t *testing.T, mutate func(*config.Config)) *instance {
 	t.Helper()
+	return bootMain(t, mutate, nil)
+}
+
+// bootMain is boot with the daemon's clock and its knobs set by setup
+// before Open.
+func bootMain(t *testing.T, mutate func(*config.Config), setup func(*daemon.Main)) *instance {
+	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Storage.Path = filepath.Join(t.TempDir(), "paystate.db")
@@ -45,6 +52,9 @@ func boot(t *testing.T, mutate func(*config.Config)) *instance {
 		t.Fatalf("config: %v", err)
 	}
 	m := daemon.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
+	if setup != nil {
+		setup(m)
+	}
 	if err := m.Open(); err != nil {
 		t.Fatal(err)
 	}

@@ -5,12 +5,9 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
@@ -23,31 +20,7 @@ import (
 // webhook timestamps), so a test steps ripple's backoff by moving it.
 func bootClock(t *testing.T, clock *storetest.Clock, mutate func(*config.Config)) *instance {
 	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Storage.Path = filepath.Join(t.TempDir(), "paystate.db")
-	cfg.Auth.APIKeys = []string{apiKey}
-	cfg.Providers.Mock.WebhookDelay = config.Duration{}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	m := daemon.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.ErrorLevel))
-	m.Now = clock.Now
-	if err := m.Open(); err != nil {
-		t.Fatal(err)
-	}
-	in := &instance{t: t, m: m, base: m.Server.URL(), hc: &http.Client{Timeout: 30 * time.Second}}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return in
+	return bootMain(t, mutate, func(m *daemon.Main) { m.Now = clock.Now })
 }
 
 // step moves the clock past any ripple backoff and runs one ripple pass.
