@@ -57,14 +57,10 @@ type SweeperTx interface {
 	PSPAnswer(paymentID string) (PSPAnswer, error)
 }
 
-// OutboxPurger is implemented by a Tx that keeps the delivery state of
-// outbox records. The sweeper removes outbox records that every effect has
-// finished with (delivered or dead-lettered and dismissed) once they are
-// older than the retention, through this method if the store's Tx has it;
-// a store without delivery state keeps every outbox record.
-type OutboxPurger interface {
-	// PurgeDeliveredOutbox removes up to limit outbox records created
-	// strictly before before that are fully delivered, with their index
-	// entries and delivery state, and returns how many it removed.
-	PurgeDeliveredOutbox(before time.Time, limit int) (int, error)
+// DeliveryPurger is implemented by a Tx that keeps ripple delivery state:
+// the sweeper removes done deliveries past the retention through it.
+type DeliveryPurger interface {
+	// PurgeDoneDeliveries removes up to limit done deliveries that were
+	// finished strictly before before, and returns how many it removed.
+	PurgeDoneDeliveries(before time.Time, limit int) (int, error)
 }

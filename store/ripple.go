@@ -455,3 +455,41 @@ func (t *tx) PutWebhookEndpoint(e pay.WebhookEndpoint) error {
 		FailingSince: e.FailingSince.UTC(), LastSuccessAt: e.LastSuccessAt.UTC(), UpdatedAt: t.now,
 	})
 }
+
+// PurgeDoneDeliveries removes up to limit deliveries that are done and
+// entered that state strictly before before, with their index entries, and
+// returns how many it removed. It walks deliveries_by_state from the start
+// of "done" and stops at the first entry that is not due, so a purge costs
+// O(removed). Dead letters, pending deliveries, the outbox records and the
+// effects' dedupe keys are kept: a dead letter waits for a human, the
+// outbox is the event history `paystate verify` replays, and a dedupe key
+// is what keeps an effect from being applied twice.
+func (t *tx) PurgeDoneDeliveries(before time.Time, limit int) (int, error) {
+	if limit < 1 {
+		return 0, pay.Errorf(pay.EINVALID, "limit must be at least 1, got %d", limit)
+	}
+	prefix := deliveryStatePrefix(pay.DeliveryDone)
+	end := binary.BigEndian.AppendUint64(bytes.Clone(prefix), keyTime(before))
+	var ids []string
+	c := t.bucket(bucketDeliveriesByState).Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.Compare(k, end) < 0 && len(ids) < limit; k, _ = c.Next() {
+		_, id, ok := splitTimeID(k, len(prefix))
+		if !ok {
+			return 0, corrupt(bucketDeliveriesByState, "key %x", k)
+		}
+		ids = append(ids, id)
+	}
+	for _, id := range ids {
+		d, err := t.Delivery(id)
+		if err != nil {
+			return 0, err
+		}
+		if err := t.delDeliveryIndexes(d); err != nil {
+			return 0, err
+		}
+		if err := t.del(bucketDeliveries, []byte(id)); err != nil {
+			return 0, err
+		}
+	}
+	return len(ids), nil
+}

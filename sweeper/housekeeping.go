@@ -25,12 +25,12 @@ func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) 
 	if err != nil {
 		return err
 	}
-	rep.PurgedOutbox, err = s.purge(ctx, "outbox", func(tx pay.Tx, limit int) (int, error) {
-		op, ok := tx.(pay.OutboxPurger)
+	rep.PurgedDeliveries, err = s.purge(ctx, "deliveries", func(tx pay.Tx, limit int) (int, error) {
+		dp, ok := tx.(pay.DeliveryPurger)
 		if !ok {
-			return 0, nil // the store keeps no delivery state: keep every record
+			return 0, nil
 		}
-		return op.PurgeDeliveredOutbox(now.Add(-retention), limit)
+		return dp.PurgeDoneDeliveries(now.Add(-retention), limit)
 	})
 	return err
 }

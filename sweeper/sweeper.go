@@ -27,9 +27,10 @@
 //     the payment's webhooks.
 //  3. Housekeeping in bounded batches: expired idempotency keys, processed
 //     event ids and their archived webhooks past
-//     webhook_inbox.processed_retention, and fully delivered outbox records
-//     past the same retention when the store keeps delivery state
-//     (pay.OutboxPurger).
+//     webhook_inbox.processed_retention, and done ripple deliveries past
+//     the same retention when the store keeps delivery state
+//     (pay.DeliveryPurger). Outbox records are kept: they are the event
+//     history that paystate verify replays.
 //  4. The review queue: unresolved items whose payment has become final
 //     since (a late webhook, a later pass) are taken off the queue; the
 //     queue gauges are set.
@@ -175,9 +176,9 @@ type Report struct {
 	Skipped    int // payments whose lease was held by another worker
 	Errors     int // payments that failed (logged, retried next pass)
 
-	PurgedIdemKeys  int
-	PurgedProcessed int
-	PurgedOutbox    int
+	PurgedIdemKeys   int
+	PurgedProcessed  int
+	PurgedDeliveries int
 
 	ReviewQueue int  // review items after the pass
 	Unresolved  int  // of which unresolved
@@ -186,7 +187,7 @@ type Report struct {
 
 // Changes is the number of records the pass changed.
 func (r Report) Changes() int {
-	return r.Corrected + r.Expired + r.Reviewed + r.Dropped + r.PurgedIdemKeys + r.PurgedProcessed + r.PurgedOutbox
+	return r.Corrected + r.Expired + r.Reviewed + r.Dropped + r.PurgedIdemKeys + r.PurgedProcessed + r.PurgedDeliveries
 }
 
 // LastReport returns the report of the last finished pass.
@@ -266,7 +267,7 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 	ev.Int("candidates", rep.Candidates).Int("corrected", rep.Corrected).Int("expired", rep.Expired).
 		Int("reviewed", rep.Reviewed).Int("skipped", rep.Skipped).Int("errors", rep.Errors).
 		Int("purged_idempotency_keys", rep.PurgedIdemKeys).Int("purged_processed", rep.PurgedProcessed).
-		Int("purged_outbox", rep.PurgedOutbox).Int("review_queue", rep.ReviewQueue).
+		Int("purged_deliveries", rep.PurgedDeliveries).Int("review_queue", rep.ReviewQueue).
 		Dur("duration", time.Since(start)).Msg("sweeper pass")
 	return rep.Changes(), nil
 }

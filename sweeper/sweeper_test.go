@@ -625,11 +625,27 @@ func TestSweeper_Housekeeping(t *testing.T) {
 	e.clock.Add(retention - time.Hour)
 	e.update(func(tx pay.Tx) error { return tx.MarkProcessed("standard", "evt_fresh") })
 
+	// Deliveries: three done at t0+retention-1h (so far), one dead, one
+	// pending; only done ones past the retention go.
+	e.update(func(tx pay.Tx) error {
+		for i, st := range []string{pay.DeliveryDone, pay.DeliveryDone, pay.DeliveryDone, pay.DeliveryDead, pay.DeliveryPending} {
+			if err := tx.InsertDelivery(pay.Delivery{
+				ID: fmt.Sprintf("dlv_%d", i), Effect: pay.EffectRetention, EventID: fmt.Sprintf("evt_o_%d", i),
+				EventType: "payment.captured", EventSeq: uint64(i + 1), EventAt: tx.Now(),
+				PaymentID: fmt.Sprintf("pay_d_%d", i), State: st,
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+
 	e.clock.Add(2 * time.Hour) // past the retention of the old ones, and past every old key's expiry
 	rep := e.pass()
-	if rep.PurgedIdemKeys != 5 || rep.PurgedProcessed != 3 {
-		t.Fatalf("report=%+v, want 5 keys and 3 processed events purged", rep)
+	if rep.PurgedIdemKeys != 5 || rep.PurgedProcessed != 3 || rep.PurgedDeliveries != 0 {
+		t.Fatalf("report=%+v, want 5 keys and 3 processed events purged, no delivery yet", rep)
 	}
+
 	e.view(func(tx pay.Tx) error {
 		for i := range 5 {
 			if _, err := tx.IdemKey(fmt.Sprintf("old-%d", i)); pay.ErrorCode(err) != pay.ENOTFOUND {
@@ -653,8 +669,21 @@ func TestSweeper_Housekeeping(t *testing.T) {
 		}
 		return nil
 	})
-	if rep := e.pass(); rep.PurgedIdemKeys != 0 || rep.PurgedProcessed != 0 {
-		t.Fatalf("second pass report=%+v, want nothing purged", rep)
+	e.clock.Add(retention)
+	if rep := e.pass(); rep.PurgedDeliveries != 3 {
+		t.Fatalf("report=%+v, want the 3 done deliveries purged", rep)
+	}
+	e.view(func(tx pay.Tx) error {
+		for i := range 5 {
+			_, err := tx.Delivery(fmt.Sprintf("dlv_%d", i))
+			if got, want := pay.ErrorCode(err) == pay.ENOTFOUND, i < 3; got != want {
+				t.Fatalf("dlv_%d: gone=%v, want %v (%v)", i, got, want, err)
+			}
+		}
+		return nil
+	})
+	if rep := e.pass(); rep.PurgedIdemKeys != 0 || rep.PurgedProcessed != 0 || rep.PurgedDeliveries != 0 {
+		t.Fatalf("last pass report=%+v, want nothing purged", rep)
 	}
 }
 
