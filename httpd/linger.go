@@ -12,9 +12,13 @@ import (
 // answer before the client reads it. As net/http does, a closing
 // connection first shuts down its write side and drains what the client is
 // still sending, for a bounded time and size, so the client sees the 413.
+//
+// The bounds: up to 2 s and 16 MiB per closing connection, enough for a
+// client that sends a 10 MB body without "Expect: 100-continue" to finish
+// writing and read its 413; what sends more, or slower, is cut off.
 const (
-	lingerTimeout = time.Second
-	lingerMax     = 4 << 20
+	lingerTimeout = 2 * time.Second
+	lingerMax     = 16 << 20
 )
 
 // lingerListener wraps accepted TCP connections with a lingering Close.
