@@ -42,7 +42,10 @@ func TestE2E_IdempotencyCrashResume(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The charge reached the PSP before the crash.
+	// The charge reached the PSP before the crash. Its webhook is lost
+	// (nothing listens at that address), so only the retry can finish the
+	// payment, through the PSP's answer to the same key.
+	in.m.Mock.SetWebhookURL("http://127.0.0.1:1/webhooks/mock")
 	if _, err := in.m.Mock.Create(ctx, p, "charge-"+p.ID); err != nil {
 		t.Fatal(err)
 	}
