@@ -7,6 +7,7 @@ import (
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/paystate/paystate/inbox"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -44,7 +45,7 @@ type evidenceJSON struct {
 }
 
 // webhookJSON is one archived webhook. Body is the body as received when
-// it is JSON (with secret fields masked, see maskSecrets), else a string.
+// it is JSON (with secret fields redacted, see rawBody), else a string.
 type webhookJSON struct {
 	Provider   string          `json:"provider"`
 	EventID    string          `json:"event_id"`
@@ -155,60 +156,19 @@ func reviewToJSON(tx pay.Tx, it pay.ReviewItem) (reviewItemJSON, error) {
 	return j, nil
 }
 
-// secretFields are the JSON keys whose values are masked in archived
-// webhook bodies: a PSP may send the customer's client secret or its
-// redirect (Stripe's payment_intent objects carry client_secret and
-// next_action), and the review queue never shows them.
-var secretFields = map[string]bool{"client_secret": true, "redirect_url": true, "next_action": true}
-
-// rawBody returns a webhook body for the evidence: the JSON as received if
-// it has no secret field, the JSON with those fields masked otherwise, and
-// a JSON string if the body is not JSON.
+// rawBody returns a webhook body for the evidence: the JSON with its
+// secret fields redacted (inbox.Redact; the archive is stored redacted
+// already, this holds for any body), or a JSON string if it is not JSON.
 func rawBody(b []byte) json.RawMessage {
 	if len(bytes.TrimSpace(b)) == 0 {
 		return json.RawMessage(`null`)
 	}
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil || dec.More() {
+	c := new(bytes.Buffer)
+	if !json.Valid(b) || json.Compact(c, inbox.Redact(b)) != nil {
 		s, _ := json.Marshal(string(b))
 		return s
 	}
-	if !maskSecrets(v) {
-		if c := new(bytes.Buffer); json.Compact(c, b) == nil {
-			return c.Bytes()
-		}
-	}
-	out, err := json.Marshal(v)
-	if err != nil {
-		return json.RawMessage(`null`)
-	}
-	return out
-}
-
-// maskSecrets replaces the values of secretFields anywhere in v and
-// reports whether it replaced one.
-func maskSecrets(v any) bool {
-	masked := false
-	switch t := v.(type) {
-	case map[string]any:
-		for k, x := range t {
-			if secretFields[k] && x != nil {
-				t[k] = "[masked]"
-				masked = true
-			} else if maskSecrets(x) {
-				masked = true
-			}
-		}
-	case []any:
-		for _, x := range t {
-			if maskSecrets(x) {
-				masked = true
-			}
-		}
-	}
-	return masked
+	return c.Bytes()
 }
 
 // resolveRequest is the body of POST /v1/review/{id}/resolve.

@@ -17,14 +17,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/backoff"
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 )
@@ -339,34 +340,26 @@ func (in *Inbox) deferEvent(ctx context.Context, ev pay.InboxEvent, reason strin
 		cap = DefaultBackoffCap
 	}
 	return in.Store.Update(ctx, func(tx pay.Tx) error {
-		return tx.DeferInbox(ev.Provider, ev.EventID, tx.Now().Add(Backoff(base, cap, ev.Attempts+1)), reason)
+		return tx.DeferInbox(ev.Provider, ev.EventID, tx.Now().Add(backoff.Delay(base, cap, ev.Attempts+1)), reason)
 	})
 }
 
-// Backoff returns the delay before attempt n (1-based): base·2^(n-1), capped,
-// with full jitter in its upper half.
-func Backoff(base, cap time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < cap; i++ {
-		d *= 2
-	}
-	if d > cap {
-		d = cap
-	}
-	half := d / 2
-	return half + time.Duration(rand.Int64N(int64(half)+1))
-}
-
 // secretFields are JSON keys whose values are never archived: a PSP event
-// may carry the PaymentIntent's client secret, and the archived history is
-// shown as review evidence and copied into backups.
-var secretFields = map[string]bool{"client_secret": true}
+// may carry the customer's client secret or where to redirect them
+// (Stripe's PaymentIntent has client_secret and next_action), and the
+// archived history is shown as review evidence and copied into backups.
+var secretFields = []string{"client_secret", "redirect_url", "next_action"}
 
-// Redact returns body with the values of secret fields replaced by
-// "[redacted]". A body without such a field is returned unchanged; one
-// with it is re-encoded (key order and spacing change, content does not).
+// Redact returns body with the values of secret fields, at any depth,
+// replaced by "[redacted]". A body without such a field, or one that is not
+// JSON, is returned unchanged; one with it is re-encoded (key order and
+// spacing change, content does not).
 func Redact(body []byte) []byte {
-	if !bytes.Contains(body, []byte(`"client_secret"`)) {
+	found := false
+	for _, f := range secretFields {
+		found = found || bytes.Contains(body, []byte(`"`+f+`"`))
+	}
+	if !found {
 		return body
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
@@ -375,27 +368,27 @@ func Redact(body []byte) []byte {
 	if err := dec.Decode(&v); err != nil {
 		return body // the provider accepted it; keep it as it came
 	}
-	var walk func(any) any
-	walk = func(x any) any {
+	var walk func(any)
+	walk = func(x any) {
 		switch t := x.(type) {
 		case map[string]any:
 			for k, val := range t {
-				if secretFields[k] {
-					if s, ok := val.(string); ok && s != "" {
+				if slices.Contains(secretFields, k) {
+					if val != nil {
 						t[k] = "[redacted]"
 					}
 					continue
 				}
-				t[k] = walk(val)
+				walk(val)
 			}
 		case []any:
-			for i := range t {
-				t[i] = walk(t[i])
+			for _, val := range t {
+				walk(val)
 			}
 		}
-		return x
 	}
-	out, err := json.Marshal(walk(v))
+	walk(v)
+	out, err := json.Marshal(v)
 	if err != nil {
 		return body
 	}

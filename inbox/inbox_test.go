@@ -226,10 +226,13 @@ func TestInbox_LateReference(t *testing.T) {
 
 func TestRedact(t *testing.T) {
 	t.Parallel()
-	in := []byte(`{"id":"evt_1","data":{"object":{"id":"pi_1","client_secret":"pi_1_secret_abc","amount":100,"nested":[{"client_secret":"x_secret"}]}}}`)
+	in := []byte(`{"id":"evt_1","data":{"object":{"id":"pi_1","client_secret":"pi_1_secret_abc","amount":100,` +
+		`"next_action":{"redirect_to_url":{"url":"https://bank.invalid/3ds"}},"nested":[{"client_secret":"x_secret","redirect_url":"https://r.invalid"}]}}}`)
 	out := string(inbox.Redact(in))
-	if strings.Contains(out, "pi_1_secret_abc") || strings.Contains(out, "x_secret") {
-		t.Fatalf("secret kept: %s", out)
+	for _, secret := range []string{"pi_1_secret_abc", "x_secret", "bank.invalid", "r.invalid"} {
+		if strings.Contains(out, secret) {
+			t.Fatalf("%s kept: %s", secret, out)
+		}
 	}
 	if !strings.Contains(out, `"amount":100`) || !strings.Contains(out, `"id":"pi_1"`) {
 		t.Fatalf("content lost: %s", out)

@@ -77,6 +77,15 @@ func (s *Service) Check(req CreateRequest) error {
 	return err
 }
 
+// pspContext bounds one PSP call by PSPTimeout (default 20 s).
+func (s *Service) pspContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	timeout := s.PSPTimeout
+	if timeout <= 0 {
+		timeout = 20 * time.Second
+	}
+	return context.WithTimeout(ctx, timeout)
+}
+
 // ChargeKey is the PSP idempotency key of a payment's charge.
 func ChargeKey(paymentID string) string { return "charge-" + paymentID }
 
@@ -156,11 +165,7 @@ func (s *Service) Resume(ctx context.Context, paymentID string) (pay.Payment, er
 
 // charge calls the PSP for p (read at p.Version) and finalizes its answer.
 func (s *Service) charge(ctx context.Context, prov pay.Provider, p pay.Payment) (pay.Payment, error) {
-	timeout := s.PSPTimeout
-	if timeout <= 0 {
-		timeout = 20 * time.Second
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := s.pspContext(ctx)
 	ans, err := prov.Create(cctx, p, ChargeKey(p.ID))
 	cancel()
 
@@ -242,11 +247,7 @@ func (s *Service) Refund(ctx context.Context, paymentID string) (pay.Payment, er
 	if err != nil {
 		return pay.Payment{}, err
 	}
-	timeout := s.PSPTimeout
-	if timeout <= 0 {
-		timeout = 20 * time.Second
-	}
-	cctx, cancel := context.WithTimeout(ctx, timeout)
+	cctx, cancel := s.pspContext(ctx)
 	ans, err := prov.Refund(cctx, p, RefundKey(p.ID))
 	cancel()
 	if err != nil {

@@ -29,7 +29,7 @@
 // configuration receives the records fanned out after it was added.
 //
 // Each delivery has its own attempts, schedule and state (pending, done,
-// dead). A failed attempt is retried after Backoff(base, cap, attempt):
+// dead). A failed attempt is retried after backoff.Delay(base, cap, attempt):
 // base·2^(n-1), capped, with jitter in the upper half; the max_attempts-th
 // failure, or a failure that retrying cannot fix (410 Gone, an SMTP 5xx, a
 // target no longer configured), makes it a dead letter. Service.Retry and

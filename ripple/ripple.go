@@ -3,7 +3,6 @@ package ripple
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"net/http"
 	"sync"
 	"time"
@@ -11,6 +10,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/backoff"
 	"github.com/paystate/paystate/ids"
 	"github.com/paystate/paystate/pay"
 )
@@ -420,7 +420,7 @@ func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failu
 			result = "dead"
 		default:
 			cur.LastError = failure.Error()
-			cur.NextAttemptAt = tx.Now().Add(Backoff(s.Config.BackoffBase, s.Config.BackoffCap, cur.Attempts))
+			cur.NextAttemptAt = tx.Now().Add(backoff.Delay(s.Config.BackoffBase, s.Config.BackoffCap, cur.Attempts))
 			if !out.retryAt.IsZero() {
 				cur.NextAttemptAt = clampTime(out.retryAt, tx.Now().Add(minRetryAfter), tx.Now().Add(s.Config.BackoffCap))
 			}
@@ -606,20 +606,6 @@ func (s *Service) reopen(tx pay.Tx, d pay.Delivery) (pay.Delivery, error) {
 		return pay.Delivery{}, err
 	}
 	return tx.Delivery(d.ID)
-}
-
-// Backoff returns the delay before retry n (1-based) of a delivery:
-// base·2^(n-1), capped, with jitter in its upper half.
-func Backoff(base, cap time.Duration, n int) time.Duration {
-	d := base
-	for i := 1; i < n && d < cap; i++ {
-		d *= 2
-	}
-	if d > cap {
-		d = cap
-	}
-	half := d / 2
-	return half + time.Duration(rand.Int64N(int64(half)+1))
 }
 
 func clampTime(t, lo, hi time.Time) time.Time {

@@ -212,18 +212,6 @@ func TestPointsAndFormat(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
-	t.Parallel()
-	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 13: time.Hour, 40: time.Hour} {
-		for range 50 {
-			d := ripple.Backoff(time.Second, time.Hour, n)
-			if d < want/2 || d > want {
-				t.Fatalf("Backoff(1s, 1h, %d)=%s, want in [%s, %s]", n, d, want/2, want)
-			}
-		}
-	}
-}
-
 // TestLoyaltyRetention credits points on a capture, claws them back on the
 // refund, moves the last visit, and skips payments without a customer.
 func TestLoyaltyRetention(t *testing.T) {

@@ -1,0 +1,20 @@
+package backoff_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/paystate/paystate/backoff"
+)
+
+func TestDelay(t *testing.T) {
+	t.Parallel()
+	for n, want := range map[int]time.Duration{1: time.Second, 2: 2 * time.Second, 4: 8 * time.Second, 13: time.Hour, 40: time.Hour} {
+		for range 50 {
+			d := backoff.Delay(time.Second, time.Hour, n)
+			if d < want/2 || d > want {
+				t.Fatalf("Delay(1s, 1h, %d)=%s, want in [%s, %s]", n, d, want/2, want)
+			}
+		}
+	}
+}
