@@ -24,6 +24,12 @@ var statusOf = map[string]int{
 	pay.EINTERNAL:     fasthttp.StatusInternalServerError,
 	pay.EPSP:          fasthttp.StatusBadGateway,
 	pay.EUNAVAILABLE:  fasthttp.StatusServiceUnavailable,
+	pay.EDISKFULL:     fasthttp.StatusServiceUnavailable,
+
+	pay.EUNKNOWNPROVIDER: fasthttp.StatusBadRequest,
+	pay.EMISDIRECTED:     fasthttp.StatusMisdirectedRequest,
+	pay.EPROXIED:         fasthttp.StatusForbidden,
+	pay.EMEDIATYPE:       fasthttp.StatusUnsupportedMediaType,
 }
 
 // HTTPStatus returns the HTTP status of an error code.

@@ -24,6 +24,19 @@ const (
 	EKEYINUSE     = "idempotency_key_in_use"
 	EKEYMISSING   = "idempotency_key_missing"
 	ENOTALLOWED   = "method_not_allowed"
+	// EUNKNOWNPROVIDER: the request names a provider that is not configured.
+	EUNKNOWNPROVIDER = "unknown_provider"
+	// EMISDIRECTED: the request's Host is not one this server answers for
+	// (DNS rebinding in no-key mode, server.allowed_hosts with keys).
+	EMISDIRECTED = "misdirected_request"
+	// EPROXIED: a request forwarded by a proxy reached a server without API
+	// keys, which trusts only its own machine.
+	EPROXIED = "proxied_request_without_api_key"
+	// EMEDIATYPE: a request body that is not application/json.
+	EMEDIATYPE = "unsupported_media_type"
+	// EDISKFULL: storage refused a write because the disk is full; the
+	// request may be retried once space is freed.
+	EDISKFULL = "storage_full"
 )
 
 // Error is a domain error with a machine-readable code and a message that is

@@ -57,6 +57,18 @@ const (
 	ReasonUnresolved          = "unresolved"
 	ReasonConflictingTerminal = "conflicting_terminal"
 	ReasonOrphan              = "orphan"
+	// ReasonAmountMismatch: the PSP reported another amount or currency than
+	// the payment's; the observation was not applied.
+	ReasonAmountMismatch = "amount_mismatch"
+	// ReasonProviderRefConflict: the PSP reference of an observation is
+	// already bound to another payment.
+	ReasonProviderRefConflict = "provider_ref_conflict"
+	// ReasonSyncContradicted: a /sync report of a terminal status that the
+	// provider's status API contradicts.
+	ReasonSyncContradicted = "sync_contradicted"
+	// ReasonInboxExhausted: a webhook could not be applied within
+	// webhook_inbox.max_attempts tries; the item carries its last error.
+	ReasonInboxExhausted = "inbox_exhausted"
 )
 
 // ReviewItem is a payment that needs a human.
