@@ -32,8 +32,42 @@ func main() {
 		os.Exit(2)
 	} else if err != nil {
 		fmt.Fprintln(os.Stderr, "paystate:", err)
-		os.Exit(1)
+		os.Exit(exitCode(err))
 	}
+}
+
+// Exit codes: 0 ok, 1 runtime failure, 2 usage or configuration error,
+// 3 verify found a problem.
+const (
+	exitFailure = 1
+	exitUsage   = 2
+	exitVerify  = 3
+)
+
+// exitError is an error that ends the process with a code other than 1.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// usageError marks err as a usage or configuration error (exit 2).
+func usageError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &exitError{code: exitUsage, err: err}
+}
+
+// exitCode is the process exit code for err.
+func exitCode(err error) int {
+	var e *exitError
+	if errors.As(err, &e) {
+		return e.code
+	}
+	return exitFailure
 }
 
 const usage = `usage: paystate <command> [flags]
@@ -75,7 +109,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return fmt.Errorf("unknown command %q", cmd)
+	return usageError(fmt.Errorf("unknown command %q", cmd))
 }
 
 func runServe(ctx context.Context, args []string, stderr io.Writer) error {
@@ -87,7 +121,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		return err
+		return usageError(err)
 	}
 	logger, err := newLogger(cfg.Log, stderr)
 	if err != nil {
@@ -128,11 +162,11 @@ func runCheck(args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	if *path == "" {
-		return errors.New("check: -config FILE is required")
+		return usageError(errors.New("check: -config FILE is required"))
 	}
 	cfg, err := config.Load(*path)
 	if err != nil {
-		return err
+		return usageError(err)
 	}
 	b, err := cfg.Masked().TOML()
 	if err != nil {

@@ -249,7 +249,7 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.toml")
-	os.WriteFile(good, []byte("[auth]\napi_keys = [\"a-very-secret-key-123456\"]\n"), 0o600)
+	os.WriteFile(good, []byte("[auth]\napi_keys = [\"a-very-secret-key-123456\"]\n[providers.mock]\n"), 0o600)
 	out, err := runCmd("check", "-config", good)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -268,5 +268,39 @@ func TestCheck(t *testing.T) {
 	}
 	if _, err := runCmd("frobnicate"); err == nil {
 		t.Fatal("unknown command accepted")
+	}
+}
+
+// TestCheck_PublicRefusesDevelopmentParts: off loopback, serve and check
+// refuse the public development secret and a mock without allow_public,
+// with exit status 2 and one line naming the key.
+func TestCheck_PublicRefusesDevelopmentParts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const head = "[server]\nlisten = \"0.0.0.0:0\"\n[auth]\napi_keys = [\"a-very-secret-key-123456\"]\n"
+	for _, tt := range []struct {
+		name, toml, key string
+	}{
+		{"StandardDevSecret", "[providers.standard]\n", "providers.standard.webhook_secret"},
+		{"MockWithoutAllowPublic", "[providers.mock]\nwebhook_secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n", "providers.mock.allow_public"},
+		{"NoProviders", "", "providers"},
+		{"LeaseTTLTiny", "[providers.standard]\nwebhook_secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n[lease]\nttl = \"1ns\"\n", "lease.ttl"},
+	} {
+		path := filepath.Join(dir, tt.name+".toml")
+		if err := os.WriteFile(path, []byte(head+tt.toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"check", "serve"} {
+			out, err := runCmd(cmd, "-config", path)
+			if err == nil {
+				t.Fatalf("%s %s: accepted\n%s", cmd, tt.name, out)
+			}
+			if got, want := exitCode(err), 2; got != want {
+				t.Errorf("%s %s: exit code %d, want %d (%v)", cmd, tt.name, got, want, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "config: "+tt.key+": ") || strings.Contains(msg, "\n") {
+				t.Errorf("%s %s: err=%q, want one line naming %s", cmd, tt.name, msg, tt.key)
+			}
+		}
 	}
 }

@@ -20,8 +20,8 @@
 //	PAYSTATE_WEBHOOKS_<i>_SECRET                webhooks[i].secret (i counts from 0, in file order)
 //	PAYSTATE_WEBHOOKS_<i>_SECRETS               webhooks[i].secrets (comma-separated, replaces the list)
 //
-// The PAYSTATE_WEBHOOKS_<i>_ variables only fill endpoints the file declares;
-// they never add one.
+// The PAYSTATE_WEBHOOKS_<i>_ and PAYSTATE_PROVIDERS_ variables only fill
+// endpoints and providers the file declares; they never add one.
 package config
 
 import (
@@ -33,6 +33,7 @@ import (
 	"reflect"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
 )
@@ -80,6 +81,10 @@ type Server struct {
 	MaxBody int `toml:"max_body"`
 	// ShutdownTimeout bounds a graceful shutdown after SIGINT or SIGTERM.
 	ShutdownTimeout Duration `toml:"shutdown_timeout"`
+	// AllowedHosts are the Host names (without port, case-insensitive)
+	// accepted when API keys are set; empty accepts any. In no-key mode only
+	// localhost, 127.0.0.1 and [::1] are accepted, whatever this says.
+	AllowedHosts []string `toml:"allowed_hosts"`
 }
 
 // Storage is the [storage] section: where the payments live.
@@ -97,6 +102,8 @@ type Auth struct {
 	// APIKeys are the accepted bearer tokens. With none, the server binds to
 	// loopback only.
 	APIKeys []string `toml:"api_keys"`
+	// SessionTTL is how long a dashboard sign-in lasts.
+	SessionTTL Duration `toml:"session_ttl"`
 }
 
 // Log is the [log] section.
@@ -137,6 +144,9 @@ type WebhookInbox struct {
 	// Tolerance is the accepted distance between a webhook's signed
 	// timestamp and now.
 	Tolerance Duration `toml:"tolerance"`
+	// MaxAttempts is how often an event is tried before it goes on the
+	// review queue with its last error.
+	MaxAttempts int `toml:"max_attempts"`
 }
 
 // Sweeper is the [sweeper] section: reconciliation and housekeeping.
@@ -163,6 +173,9 @@ type Ripple struct {
 	BackoffBase Duration `toml:"backoff_base"`
 	// BackoffCap is the longest retry delay.
 	BackoffCap Duration `toml:"backoff_cap"`
+	// Retention is how long delivered outbox records, their deliveries and
+	// effect keys are kept before the sweeper purges them.
+	Retention Duration `toml:"retention"`
 }
 
 // Loyalty is the [loyalty] section: the loyalty effect.
@@ -191,7 +204,13 @@ type Webhook struct {
 	Secrets []string `toml:"secrets"`
 	// Events are the outbox event types sent, such as "payment.captured".
 	Events []string `toml:"events"`
+	// Timeout bounds one delivery request; a hanging endpoint delays
+	// nothing else. Absent or 0: DefaultWebhookTimeout.
+	Timeout Duration `toml:"timeout"`
 }
+
+// DefaultWebhookTimeout is webhooks[].timeout when the file leaves it out.
+const DefaultWebhookTimeout = 10 * time.Second
 
 // SigningSecrets returns Secret followed by Secrets, without empty strings:
 // every secret a delivery must be signed with.
@@ -205,15 +224,39 @@ func (w Webhook) SigningSecrets() []string {
 	return out
 }
 
-// Providers is the [providers] section, one table per provider adapter.
+// Providers is the [providers] section, one table per provider adapter. A
+// provider exists only if its table is present (nil: absent). With no config
+// file, DefaultConfig enables mock and standard; with a file, only the tables
+// the file has. Environment variables fill providers that are present; they
+// never add one.
 type Providers struct {
-	Mock     Mock     `toml:"mock"`
-	Standard Standard `toml:"standard"`
-	Stripe   Stripe   `toml:"stripe"`
+	Mock     *Mock     `toml:"mock,omitempty"`
+	Standard *Standard `toml:"standard,omitempty"`
+	Stripe   *Stripe   `toml:"stripe,omitempty"`
+}
+
+// Names returns the names of the configured providers, sorted.
+func (p Providers) Names() []string {
+	var out []string
+	if p.Mock != nil {
+		out = append(out, ProviderMock)
+	}
+	if p.Standard != nil {
+		out = append(out, ProviderStandard)
+	}
+	if p.Stripe != nil {
+		out = append(out, ProviderStripe)
+	}
+	return out
 }
 
 // Mock is the [providers.mock] section: the simulated PSP inside the binary.
 type Mock struct {
+	// AllowPublic lets the mock run when server.listen is not loopback.
+	// Without it such a configuration is refused: the mock captures
+	// whatever it is asked to, so a reachable one moves no real money but
+	// makes fake payments look real.
+	AllowPublic bool `toml:"allow_public"`
 	// WebhookSecret signs the mock's webhooks (Standard Webhooks).
 	WebhookSecret string `toml:"webhook_secret"`
 	// WebhookURL is where the mock sends its webhooks; empty means this
@@ -238,8 +281,8 @@ type Standard struct {
 	WebhookSecret string `toml:"webhook_secret"`
 }
 
-// Stripe is the [providers.stripe] section. The provider is disabled while
-// SecretKey is empty.
+// Stripe is the [providers.stripe] section; SecretKey and WebhookSecret are
+// required (from the file or the environment).
 type Stripe struct {
 	// SecretKey is the Stripe API key, "sk_..." or a restricted "rk_...".
 	SecretKey string `toml:"secret_key"`
@@ -250,17 +293,16 @@ type Stripe struct {
 	APIBase string `toml:"api_base"`
 }
 
-// Enabled reports whether the mock provider is configured: it needs a
-// secret to sign its webhooks.
-func (m Mock) Enabled() bool { return m.WebhookSecret != "" }
+// DefaultMock is [providers.mock] with every key at its default, as a
+// present table starts.
+func DefaultMock() Mock {
+	return Mock{WebhookSecret: DevelopmentWebhookSecret, WebhookDelay: Duration{50 * time.Millisecond}}
+}
 
-// Enabled reports whether the standard provider is configured: it needs a
-// secret to verify webhooks.
-func (s Standard) Enabled() bool { return s.WebhookSecret != "" }
-
-// Enabled reports whether the Stripe provider is configured: it needs an
-// API key.
-func (s Stripe) Enabled() bool { return s.SecretKey != "" }
+// DefaultStandard is [providers.standard] with every key at its default.
+func DefaultStandard() Standard {
+	return Standard{WebhookSecret: DevelopmentWebhookSecret}
+}
 
 // DefaultConfig returns the configuration paystate runs with when no file
 // is given; config.example.toml spells out the same values.
@@ -270,12 +312,13 @@ func DefaultConfig() Config {
 			Listen:          "127.0.0.1:8080",
 			MaxBody:         256 << 10,
 			ShutdownTimeout: Duration{10 * time.Second},
+			AllowedHosts:    []string{},
 		},
 		Storage: Storage{
 			Backend: "bolt",
 			Path:    "./paystate.db",
 		},
-		Auth: Auth{APIKeys: []string{}},
+		Auth: Auth{APIKeys: []string{}, SessionTTL: Duration{12 * time.Hour}},
 		Log: Log{
 			Level:  "info",
 			Format: "console",
@@ -286,6 +329,7 @@ func DefaultConfig() Config {
 		WebhookInbox: WebhookInbox{
 			ProcessedRetention: Duration{30 * 24 * time.Hour},
 			Tolerance:          Duration{5 * time.Minute},
+			MaxAttempts:        20,
 		},
 		Sweeper: Sweeper{
 			Interval:      Duration{time.Minute},
@@ -298,17 +342,19 @@ func DefaultConfig() Config {
 			MaxAttempts: 15,
 			BackoffBase: Duration{time.Second},
 			BackoffCap:  Duration{time.Hour},
+			Retention:   Duration{30 * 24 * time.Hour},
 		},
-		Loyalty: Loyalty{PointsPerUnit: 1},
-		Receipt: Receipt{From: "receipts@example.com"},
-		Providers: Providers{
-			Mock: Mock{
-				WebhookSecret: DevelopmentWebhookSecret,
-				WebhookDelay:  Duration{50 * time.Millisecond},
-			},
-			Standard: Standard{WebhookSecret: DevelopmentWebhookSecret},
-		},
+		Loyalty:   Loyalty{PointsPerUnit: 1},
+		Receipt:   Receipt{From: "receipts@example.com"},
+		Providers: defaultProviders(),
 	}
+}
+
+// defaultProviders are the providers of the embedded defaults (no config
+// file): the mock and the standard provider, on the development secret.
+func defaultProviders() Providers {
+	m, s := DefaultMock(), DefaultStandard()
+	return Providers{Mock: &m, Standard: &s}
 }
 
 // Load reads the TOML file at path and returns the validated configuration,
@@ -356,9 +402,39 @@ func Parse(data []byte, getenv func(string) string) (Config, error) {
 // map exactly, case included, onto a Config field.
 func decode(data []byte) (Config, error) {
 	cfg := DefaultConfig()
+	if data == nil {
+		return cfg, nil
+	}
+	// Every provider table starts at its defaults; those the file does not
+	// have are removed after decoding.
+	m, st, sp := DefaultMock(), DefaultStandard(), Stripe{}
+	cfg.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&cfg)
 	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+		return Config{}, fmt.Errorf("config: %s", clip(err.Error(), maxErrorText))
+	}
+	if !md.IsDefined("providers", ProviderMock) {
+		cfg.Providers.Mock = nil
+	}
+	if !md.IsDefined("providers", ProviderStandard) {
+		cfg.Providers.Standard = nil
+	}
+	if !md.IsDefined("providers", ProviderStripe) {
+		cfg.Providers.Stripe = nil
+	}
+	if !md.IsDefined("payment", "provider") {
+		// The default provider is the only one configured; with several,
+		// payment.provider must say which (Validate).
+		if names := cfg.Providers.Names(); len(names) == 1 {
+			cfg.Payment.Provider = names[0]
+		} else if cfg.Providers.Mock == nil {
+			cfg.Payment.Provider = ""
+		}
+	}
+	for i := range cfg.Webhooks {
+		if cfg.Webhooks[i].Timeout.Duration == 0 {
+			cfg.Webhooks[i].Timeout = Duration{DefaultWebhookTimeout}
+		}
 	}
 
 	// The decoder matches field names without regard to case; a key must
@@ -367,6 +443,7 @@ func decode(data []byte) (Config, error) {
 	known := knownKeys()
 	var errs []error
 	unknown := make(map[string]bool)
+	count := 0
 	report := func(k toml.Key) {
 		for i := 1; i <= len(k); i++ {
 			if unknown[k[:i].String()] {
@@ -374,7 +451,9 @@ func decode(data []byte) (Config, error) {
 			}
 		}
 		unknown[k.String()] = true
-		errs = append(errs, fmt.Errorf("config: unknown key %q", k.String()))
+		if count++; count <= maxUnknownReported {
+			errs = append(errs, fmt.Errorf("config: unknown key %q", clip(k.String(), maxKeyText)))
+		}
 	}
 	undecoded := make(map[string]bool)
 	for _, k := range md.Undecoded() {
@@ -385,10 +464,34 @@ func decode(data []byte) (Config, error) {
 			report(k)
 		}
 	}
+	if count > maxUnknownReported {
+		errs = append(errs, fmt.Errorf("config: %d unknown keys in all; the first %d are listed", count, maxUnknownReported))
+	}
 	if len(errs) > 0 {
 		return Config{}, errors.Join(errs...)
 	}
 	return cfg, nil
+}
+
+// Bounds of what an error message repeats from the file: a config with
+// thousands of unknown keys, or one huge value, gives a short message.
+const (
+	maxUnknownReported = 5
+	maxKeyText         = 80
+	maxValueText       = 80
+	maxErrorText       = 400
+)
+
+// clip shortens s to at most n bytes, marking the cut.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + fmt.Sprintf("...(%d bytes)", len(s))
 }
 
 // applyEnv overrides secrets with the PAYSTATE_ variables that are set.
@@ -405,10 +508,16 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 	}
 	list(&cfg.Auth.APIKeys, "PAYSTATE_AUTH_API_KEYS")
 	str(&cfg.Storage.DSN, "PAYSTATE_STORAGE_DSN")
-	str(&cfg.Providers.Mock.WebhookSecret, "PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET")
-	str(&cfg.Providers.Standard.WebhookSecret, "PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET")
-	str(&cfg.Providers.Stripe.SecretKey, "PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY")
-	str(&cfg.Providers.Stripe.WebhookSecret, "PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET")
+	if m := cfg.Providers.Mock; m != nil {
+		str(&m.WebhookSecret, "PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET")
+	}
+	if st := cfg.Providers.Standard; st != nil {
+		str(&st.WebhookSecret, "PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET")
+	}
+	if sp := cfg.Providers.Stripe; sp != nil {
+		str(&sp.SecretKey, "PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY")
+		str(&sp.WebhookSecret, "PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET")
+	}
 	for i := range cfg.Webhooks {
 		str(&cfg.Webhooks[i].Secret, fmt.Sprintf("PAYSTATE_WEBHOOKS_%d_SECRET", i))
 		list(&cfg.Webhooks[i].Secrets, fmt.Sprintf("PAYSTATE_WEBHOOKS_%d_SECRETS", i))
@@ -449,7 +558,7 @@ func addKeys(keys map[string]bool, prefix string, t reflect.Type) {
 		}
 		keys[name] = true
 		ft := f.Type
-		if ft.Kind() == reflect.Slice {
+		if ft.Kind() == reflect.Slice || ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
 		if ft.Kind() == reflect.Struct && !reflect.PointerTo(ft).Implements(textType) {

@@ -81,16 +81,19 @@ func TestDefaultConfig(t *testing.T) {
 		{"providers.mock.duplicate_rate", c.Providers.Mock.DuplicateRate, 0.0},
 		{"providers.mock.reorder", c.Providers.Mock.Reorder, false},
 		{"providers.standard.webhook_secret", c.Providers.Standard.WebhookSecret, DevelopmentWebhookSecret},
-		{"providers.stripe.secret_key", c.Providers.Stripe.SecretKey, ""},
-		{"providers.stripe.webhook_secret", c.Providers.Stripe.WebhookSecret, ""},
-		{"providers.stripe.api_base", c.Providers.Stripe.APIBase, ""},
+		{"providers.stripe", c.Providers.Stripe == nil, true},
+		{"server.allowed_hosts", len(c.Server.AllowedHosts), 0},
+		{"auth.session_ttl", c.Auth.SessionTTL.Duration, 12 * time.Hour},
+		{"webhook_inbox.max_attempts", c.WebhookInbox.MaxAttempts, 20},
+		{"ripple.retention", c.Ripple.Retention.Duration, 720 * time.Hour},
+		{"providers.mock.allow_public", c.Providers.Mock.AllowPublic, false},
 	} {
 		if tt.got != tt.want {
 			t.Errorf("%s=%v, want %v", tt.key, tt.got, tt.want)
 		}
 	}
-	if got, want := c.Providers.Stripe.Enabled(), false; got != want {
-		t.Errorf("Stripe.Enabled()=%v, want %v", got, want)
+	if got, want := c.Providers.Names(), []string{"mock", "standard"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("Providers.Names()=%q, want %q", got, want)
 	}
 }
 
@@ -129,6 +132,10 @@ func TestExample(t *testing.T) {
 			if k == "webhooks" || strings.HasPrefix(k, "webhooks.") {
 				continue
 			}
+			// Likewise [providers.stripe]: a present table turns Stripe on.
+			if k == "providers.stripe" || strings.HasPrefix(k, "providers.stripe.") {
+				continue
+			}
 			if isTable(known, k) {
 				continue
 			}
@@ -144,7 +151,7 @@ func TestExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events"} {
+		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events", "timeout", "[providers.stripe]", "secret_key", "webhook_secret", "api_base"} {
 			if !strings.Contains(string(data), "# "+k) {
 				t.Errorf("%s has no commented-out %q line", path, k)
 			}
@@ -176,12 +183,14 @@ func TestLoad_Webhooks(t *testing.T) {
 				"whsec_bWVyY2hhbnQtZW5kcG9pbnQtc2VjcmV0LW5leHQtMDE=",
 				"whsec_bWVyY2hhbnQtZW5kcG9pbnQtc2VjcmV0LW9sZC0wMDI=",
 			},
-			Events: []string{"payment.captured", "payment.failed", "payment.refunded"},
+			Events:  []string{"payment.captured", "payment.failed", "payment.refunded"},
+			Timeout: Duration{3 * time.Second},
 		},
 		{
 			URL:     "http://10.0.0.7:9000/audit",
 			Secrets: []string{"whsec_YXVkaXQtZW5kcG9pbnQtc2VjcmV0LTAwMDAwMDAwMDA="},
 			Events:  []string{"payment.captured"},
+			Timeout: Duration{DefaultWebhookTimeout},
 		},
 	}
 	if got := c.Webhooks; !reflect.DeepEqual(got, want) {
@@ -339,6 +348,10 @@ func TestParse_Env(t *testing.T) {
 	const file = `
 [storage]
 dsn = ""
+
+[providers.mock]
+
+[providers.standard]
 
 [providers.stripe]
 secret_key = "sk_test_file"

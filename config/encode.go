@@ -29,15 +29,28 @@ func (c Config) Masked() Config {
 				Secret:  mask(w.Secret),
 				Secrets: maskAll(w.Secrets),
 				Events:  slices.Clone(w.Events),
+				Timeout: w.Timeout,
 			}
 		}
 	}
-	m.Providers.Mock.WebhookSecret = mask(c.Providers.Mock.WebhookSecret)
-	m.Providers.Mock.WebhookURL = redactURL(c.Providers.Mock.WebhookURL)
-	m.Providers.Standard.WebhookSecret = mask(c.Providers.Standard.WebhookSecret)
-	m.Providers.Stripe.SecretKey = mask(c.Providers.Stripe.SecretKey)
-	m.Providers.Stripe.WebhookSecret = mask(c.Providers.Stripe.WebhookSecret)
-	m.Providers.Stripe.APIBase = redactURL(c.Providers.Stripe.APIBase)
+	if c.Providers.Mock != nil {
+		mm := *c.Providers.Mock
+		mm.WebhookSecret = mask(mm.WebhookSecret)
+		mm.WebhookURL = redactURL(mm.WebhookURL)
+		m.Providers.Mock = &mm
+	}
+	if c.Providers.Standard != nil {
+		ms := *c.Providers.Standard
+		ms.WebhookSecret = mask(ms.WebhookSecret)
+		m.Providers.Standard = &ms
+	}
+	if c.Providers.Stripe != nil {
+		ms := *c.Providers.Stripe
+		ms.SecretKey = mask(ms.SecretKey)
+		ms.WebhookSecret = mask(ms.WebhookSecret)
+		ms.APIBase = redactURL(ms.APIBase)
+		m.Providers.Stripe = &ms
+	}
 	return m
 }
 
@@ -88,33 +101,50 @@ func maskDSN(dsn string) string {
 		strings.Contains(strings.ToLower(u.RawQuery), "pass") {
 		return Mask
 	}
-	return redactPassword(u)
+	if _, ok := u.User.Password(); !ok {
+		return dsn
+	}
+	r := *u
+	r.User = url.UserPassword(u.User.Username(), Mask)
+	return strings.ReplaceAll(r.String(), "%2A", "*")
 }
 
-// redactURL replaces the password in a URL's userinfo with Mask. A string
-// that does not parse as a URL is returned as it is, or as Mask when it
-// holds an "@" and so perhaps credentials.
+// redactURL hides what may be a credential in a URL: the password of the
+// userinfo (a user name without a password may be a token, so it is masked
+// too), every query value
+// (?token=...) and the fragment. A string that does not parse as a URL is
+// returned as it is, or as Mask when it holds an "@", "?" or "#" and so
+// perhaps credentials.
 func redactURL(s string) string {
 	u, err := url.Parse(s)
 	if err != nil {
-		if strings.Contains(s, "@") {
+		if strings.ContainsAny(s, "@?#") {
 			return Mask
 		}
 		return s
 	}
-	if _, ok := u.User.Password(); !ok {
+	if u.User == nil && u.RawQuery == "" && u.Fragment == "" {
 		return s
 	}
-	return redactPassword(u)
-}
-
-// redactPassword returns u as a string with its password, if any, written
-// as Mask.
-func redactPassword(u *url.URL) string {
-	if _, ok := u.User.Password(); !ok {
-		return u.String()
+	r := *u
+	if r.User != nil {
+		if _, ok := r.User.Password(); ok {
+			r.User = url.UserPassword(r.User.Username(), Mask)
+		} else {
+			r.User = url.User(Mask)
+		}
 	}
-	// Redacted writes "xxxxx" as the password; the first ":xxxxx@" is it,
-	// since a colon in the user name is escaped.
-	return strings.Replace(u.Redacted(), ":xxxxx@", ":"+Mask+"@", 1)
+	if r.RawQuery != "" {
+		var parts []string
+		for kv := range strings.SplitSeq(r.RawQuery, "&") {
+			k, _, _ := strings.Cut(kv, "=")
+			parts = append(parts, k+"="+Mask)
+		}
+		r.RawQuery = strings.Join(parts, "&")
+	}
+	if r.Fragment != "" || r.RawFragment != "" {
+		r.Fragment, r.RawFragment = Mask, ""
+	}
+	// url.String escapes the mask's asterisks in userinfo; keep them plain.
+	return strings.ReplaceAll(r.String(), "%2A", "*")
 }

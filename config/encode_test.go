@@ -19,13 +19,17 @@ func secretConfig() (Config, []string) {
 		Secret:  testSecret("webhook-secret"),
 		Secrets: []string{testSecret("rotation-next"), testSecret("rotation-old")},
 		Events:  []string{"payment.captured", "payment.refunded"},
+		Timeout: Duration{DefaultWebhookTimeout},
 	}}
 	c.Providers.Mock.WebhookSecret = testSecret("mock-secret")
 	c.Providers.Mock.WebhookURL = "http://mockuser:mockpassword@127.0.0.1:8080/webhooks/mock"
 	c.Providers.Standard.WebhookSecret = testSecret("standard-secret")
-	c.Providers.Stripe.SecretKey = "sk_test_stripekey0123456789"
-	c.Providers.Stripe.WebhookSecret = "whsec_stripewebhook0123456789"
-	c.Providers.Stripe.APIBase = "http://stripeuser:stripepassword@localhost:12111"
+	c.Providers.Mock.AllowPublic = true
+	c.Providers.Stripe = &Stripe{
+		SecretKey:     "sk_test_stripekey0123456789",
+		WebhookSecret: "whsec_stripewebhook0123456789",
+		APIBase:       "http://stripeuser:stripepassword@localhost:12111",
+	}
 	secrets := []string{
 		"apikey-one-0123456789", "apikey-two-0123456789", "dsnpassword",
 		"hookpassword", c.Webhooks[0].Secret, c.Webhooks[0].Secrets[0], c.Webhooks[0].Secrets[1],
@@ -91,6 +95,7 @@ func TestConfig_Masked_Empty(t *testing.T) {
 	t.Parallel()
 	c := DefaultConfig()
 	c.Providers.Mock.WebhookSecret = ""
+	c.Providers.Stripe = &Stripe{}
 	c.Payment.Provider = ProviderStandard
 	m := c.Masked()
 	for _, tt := range []struct {
@@ -156,7 +161,7 @@ func TestConfig_TOML(t *testing.T) {
 		for _, want := range []string{
 			"[server]\n", `listen = "127.0.0.1:8080"`, `shutdown_timeout = "10s"`,
 			"api_keys = []", `ttl = "30s"`, `expire_after = "1h"`, `processed_retention = "720h"`,
-			`webhook_delay = "50ms"`, "rate_per_second = 5.0", "[providers.stripe]\n",
+			`webhook_delay = "50ms"`, "rate_per_second = 5.0", "[providers.mock]\n", "[providers.standard]\n",
 			`webhook_secret = "***"`,
 		} {
 			if !strings.Contains(string(out), want) {
@@ -165,6 +170,9 @@ func TestConfig_TOML(t *testing.T) {
 		}
 		if strings.Contains(string(out), "[[webhooks]]") {
 			t.Errorf("TOML() has a [[webhooks]] table with no endpoint:\n%s", out)
+		}
+		if strings.Contains(string(out), "[providers.stripe]") {
+			t.Errorf("TOML() has a [providers.stripe] table for an absent provider:\n%s", out)
 		}
 	})
 

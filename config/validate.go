@@ -4,13 +4,14 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"math"
 	"net"
 	"net/mail"
 	"net/netip"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Limits Validate enforces.
@@ -25,6 +26,18 @@ const (
 	// accepted, in decoded bytes (the Standard Webhooks spec recommends 24
 	// to 64).
 	MinWebhookSecretBytes = 24
+	// MaxInboxAttempts is the largest webhook_inbox.max_attempts accepted.
+	MaxInboxAttempts = 1000
+	// MaxRippleAttempts is the largest ripple.max_attempts accepted.
+	MaxRippleAttempts = 100
+	// MaxRatePerSecond is the largest sweeper.rate_per_second accepted.
+	MaxRatePerSecond = 10000
+	// MaxPointsPerUnit is the largest loyalty.points_per_unit accepted, so
+	// points for the largest amount cannot overflow.
+	MaxPointsPerUnit = 1000
+	// MaxWebhookTimeout is the longest webhooks[].timeout: the Standard
+	// Webhooks sender rules count a 2xx within 15 s.
+	MaxWebhookTimeout = 15 * time.Second
 )
 
 // problems collects validation errors, each naming its key.
@@ -38,6 +51,25 @@ func (p *problems) addf(key, format string, args ...any) {
 func (p *problems) positive(key string, d Duration) {
 	if d.Duration <= 0 {
 		p.addf(key, "must be greater than 0, got %q", d.String())
+	}
+}
+
+// within reports a duration outside [lo, hi]; hi 0 means no upper bound.
+func (p *problems) within(key string, d Duration, lo, hi time.Duration) {
+	switch {
+	case d.Duration < lo && hi > 0:
+		p.addf(key, "must be between %s and %s, got %q", Duration{lo}, Duration{hi}, d.String())
+	case d.Duration < lo:
+		p.addf(key, "must be at least %s, got %q", Duration{lo}, d.String())
+	case hi > 0 && d.Duration > hi:
+		p.addf(key, "must be between %s and %s, got %q", Duration{lo}, Duration{hi}, d.String())
+	}
+}
+
+// count reports an integer outside [lo, hi].
+func (p *problems) count(key string, n, lo, hi int) {
+	if n < lo || n > hi {
+		p.addf(key, "must be between %d and %d, got %d", lo, hi, n)
 	}
 }
 
@@ -56,15 +88,25 @@ func (c Config) Validate() error {
 	var p problems
 
 	// [server]
+	listenOK := true
 	if err := checkHostPort(c.Server.Listen, false); err != nil {
+		listenOK = false
 		p.addf("server.listen", "%v", err)
 	} else if len(c.Auth.APIKeys) == 0 && !c.Loopback() {
-		p.addf("server.listen", "%q is not a loopback address and auth.api_keys is empty: set an API key or listen on 127.0.0.1", c.Server.Listen)
+		p.addf("server.listen", "%s is not a loopback address and auth.api_keys is empty: set an API key or listen on 127.0.0.1", quote(c.Server.Listen))
 	}
+	// public: the server may be reached from the network, so nothing
+	// public (the development secret, the mock) may move payment state.
+	public := listenOK && !c.Loopback()
 	if c.Server.MaxBody <= 0 || c.Server.MaxBody > MaxBodyLimit {
 		p.addf("server.max_body", "must be between 1 and %d bytes, got %d", MaxBodyLimit, c.Server.MaxBody)
 	}
-	p.positive("server.shutdown_timeout", c.Server.ShutdownTimeout)
+	p.within("server.shutdown_timeout", c.Server.ShutdownTimeout, 100*time.Millisecond, time.Hour)
+	for i, h := range c.Server.AllowedHosts {
+		if !validHostname(h) {
+			p.addf(fmt.Sprintf("server.allowed_hosts[%d]", i), "%s is not a host name or IP address (no port, no scheme)", quote(h))
+		}
+	}
 
 	// [storage]
 	switch c.Storage.Backend {
@@ -78,7 +120,7 @@ func (c Config) Validate() error {
 		}
 		p.addf("storage.backend", "postgres backend is not available in this build; use \"bolt\"")
 	default:
-		p.addf("storage.backend", "unknown backend %q, want \"bolt\"", c.Storage.Backend)
+		p.addf("storage.backend", "unknown backend %s, want \"bolt\"", quote(c.Storage.Backend))
 	}
 
 	// [auth]
@@ -87,75 +129,71 @@ func (c Config) Validate() error {
 			p.addf(fmt.Sprintf("auth.api_keys[%d]", i), "%v", err)
 		}
 	}
+	p.within("auth.session_ttl", c.Auth.SessionTTL, time.Minute, 30*24*time.Hour)
 
 	// [log]
 	switch c.Log.Level {
 	case "trace", "debug", "info", "warn", "error":
 	default:
-		p.addf("log.level", "unknown level %q, want trace, debug, info, warn or error", c.Log.Level)
+		p.addf("log.level", "unknown level %s, want trace, debug, info, warn or error", quote(c.Log.Level))
 	}
 	switch c.Log.Format {
 	case "console", "json":
 	default:
-		p.addf("log.format", "unknown format %q, want console or json", c.Log.Format)
+		p.addf("log.format", "unknown format %s, want console or json", quote(c.Log.Format))
 	}
 
 	// [lease], [payment], [idempotency]
-	p.positive("lease.ttl", c.Lease.TTL)
-	p.positive("payment.expire_after", c.Payment.ExpireAfter)
-	switch c.Payment.Provider {
-	case ProviderMock:
-		if !c.Providers.Mock.Enabled() {
-			p.addf("payment.provider", "\"mock\" is disabled: providers.mock.webhook_secret is empty")
-		}
-	case ProviderStandard:
-		if !c.Providers.Standard.Enabled() {
-			p.addf("payment.provider", "\"standard\" is disabled: providers.standard.webhook_secret is empty")
-		}
-	case ProviderStripe:
-		if !c.Providers.Stripe.Enabled() {
-			p.addf("payment.provider", "\"stripe\" is disabled: providers.stripe.secret_key is empty")
-		}
-	default:
-		p.addf("payment.provider", "unknown provider %q, want mock, standard or stripe", c.Payment.Provider)
+	// A lease shorter than a second cannot cover a PSP call: the sweeper
+	// would lose every lease it takes and settle nothing.
+	p.within("lease.ttl", c.Lease.TTL, time.Second, time.Hour)
+	p.within("payment.expire_after", c.Payment.ExpireAfter, time.Minute, 0)
+	names := c.Providers.Names()
+	switch {
+	case len(names) == 0:
+		p.addf("providers", "no provider is configured: add a [providers.mock], [providers.standard] or [providers.stripe] table")
+	case c.Payment.Provider == "":
+		p.addf("payment.provider", "required when several providers are configured: one of %s", strings.Join(names, ", "))
+	case !slices.Contains(names, c.Payment.Provider):
+		p.addf("payment.provider", "%s is not configured: want one of %s (a provider exists only if its [providers.*] table is present)", quote(c.Payment.Provider), strings.Join(names, ", "))
 	}
-	p.positive("idempotency.ttl", c.Idempotency.TTL)
+	p.within("idempotency.ttl", c.Idempotency.TTL, time.Minute, 0)
 
 	// [webhook_inbox]: an event id must outlive the window in which its
 	// signature is still accepted, or a replay would count as new.
 	p.positive("webhook_inbox.processed_retention", c.WebhookInbox.ProcessedRetention)
-	p.positive("webhook_inbox.tolerance", c.WebhookInbox.Tolerance)
+	p.within("webhook_inbox.tolerance", c.WebhookInbox.Tolerance, time.Second, 24*time.Hour)
+	p.count("webhook_inbox.max_attempts", c.WebhookInbox.MaxAttempts, 1, MaxInboxAttempts)
 	if c.WebhookInbox.ProcessedRetention.Duration > 0 && c.WebhookInbox.ProcessedRetention.Duration < c.WebhookInbox.Tolerance.Duration {
 		p.addf("webhook_inbox.processed_retention", "%q is shorter than webhook_inbox.tolerance %q", c.WebhookInbox.ProcessedRetention.String(), c.WebhookInbox.Tolerance.String())
 	}
 
 	// [sweeper]
-	p.positive("sweeper.interval", c.Sweeper.Interval)
+	p.within("sweeper.interval", c.Sweeper.Interval, 100*time.Millisecond, 24*time.Hour)
 	p.nonNegative("sweeper.min_age", c.Sweeper.MinAge)
 	p.positive("sweeper.give_up_after", c.Sweeper.GiveUpAfter)
 	if c.Sweeper.GiveUpAfter.Duration > 0 && c.Sweeper.GiveUpAfter.Duration < c.Sweeper.MinAge.Duration {
 		p.addf("sweeper.give_up_after", "%q is shorter than sweeper.min_age %q", c.Sweeper.GiveUpAfter.String(), c.Sweeper.MinAge.String())
 	}
-	if r := c.Sweeper.RatePerSecond; !(r > 0) || math.IsInf(r, 0) {
-		p.addf("sweeper.rate_per_second", "must be a finite number greater than 0, got %v", r)
+	if r := c.Sweeper.RatePerSecond; !(r > 0) || r > MaxRatePerSecond {
+		p.addf("sweeper.rate_per_second", "must be greater than 0 and at most %d, got %v", MaxRatePerSecond, r)
 	}
 
 	// [ripple]
 	if w := c.Ripple.Workers; w < 1 || w > MaxWorkers {
 		p.addf("ripple.workers", "must be between 1 and %d, got %d", MaxWorkers, w)
 	}
-	if c.Ripple.MaxAttempts < 1 {
-		p.addf("ripple.max_attempts", "must be at least 1, got %d", c.Ripple.MaxAttempts)
-	}
-	p.positive("ripple.backoff_base", c.Ripple.BackoffBase)
+	p.count("ripple.max_attempts", c.Ripple.MaxAttempts, 1, MaxRippleAttempts)
+	p.within("ripple.backoff_base", c.Ripple.BackoffBase, 10*time.Millisecond, 0)
 	p.positive("ripple.backoff_cap", c.Ripple.BackoffCap)
+	p.within("ripple.retention", c.Ripple.Retention, time.Hour, 0)
 	if c.Ripple.BackoffBase.Duration > c.Ripple.BackoffCap.Duration {
 		p.addf("ripple.backoff_base", "%q is longer than ripple.backoff_cap %q", c.Ripple.BackoffBase.String(), c.Ripple.BackoffCap.String())
 	}
 
 	// [loyalty], [receipt]
-	if c.Loyalty.PointsPerUnit < 0 {
-		p.addf("loyalty.points_per_unit", "must not be negative, got %d", c.Loyalty.PointsPerUnit)
+	if n := c.Loyalty.PointsPerUnit; n < 0 || n > MaxPointsPerUnit {
+		p.addf("loyalty.points_per_unit", "must be between 0 and %d, got %d", MaxPointsPerUnit, n)
 	}
 	if c.Receipt.SMTPAddr != "" {
 		if err := checkHostPort(c.Receipt.SMTPAddr, true); err != nil {
@@ -167,7 +205,7 @@ func (c Config) Validate() error {
 	}
 	if c.Receipt.From != "" {
 		if _, err := mail.ParseAddress(c.Receipt.From); err != nil {
-			p.addf("receipt.from", "%q is not an e-mail address", c.Receipt.From)
+			p.addf("receipt.from", "%s is not an e-mail address", quote(c.Receipt.From))
 		}
 	}
 
@@ -190,67 +228,79 @@ func (c Config) Validate() error {
 				p.addf(fmt.Sprintf("%s.secrets[%d]", key, j), "%v", err)
 			}
 		}
+		if w.Timeout.Duration != 0 { // 0: DefaultWebhookTimeout
+			p.within(key+".timeout", w.Timeout, 100*time.Millisecond, MaxWebhookTimeout)
+		}
 		if len(w.Events) == 0 {
 			p.addf(key+".events", "required: list the events to send, such as [\"payment.captured\"]")
 		}
 		for j, e := range w.Events {
 			if !strings.HasPrefix(e, "payment.") || len(e) == len("payment.") {
-				p.addf(fmt.Sprintf("%s.events[%d]", key, j), "%q is not an event type such as \"payment.captured\"", e)
+				p.addf(fmt.Sprintf("%s.events[%d]", key, j), "%s is not an event type such as \"payment.captured\"", quote(e))
 			}
 		}
 	}
 
-	// [providers.mock]
-	mock := c.Providers.Mock
-	if mock.WebhookSecret != "" {
-		if err := checkWebhookSecret(mock.WebhookSecret); err != nil {
-			p.addf("providers.mock.webhook_secret", "%v", err)
+	// [providers.*]: a provider exists only if its table is present.
+	if mock := c.Providers.Mock; mock != nil {
+		if public && !mock.AllowPublic {
+			p.addf("providers.mock.allow_public", "server.listen %s is not loopback: the mock PSP captures anything it is asked to; remove [providers.mock], or set allow_public = true for a public demo", quote(c.Server.Listen))
+		}
+		p.webhookSecret("providers.mock.webhook_secret", mock.WebhookSecret, public)
+		if mock.WebhookURL != "" {
+			if err := checkHTTPURL(mock.WebhookURL); err != nil {
+				p.addf("providers.mock.webhook_url", "%v", err)
+			}
+		}
+		p.within("providers.mock.webhook_delay", mock.WebhookDelay, 0, time.Minute)
+		if r := mock.DuplicateRate; !(r >= 0 && r <= 1) {
+			p.addf("providers.mock.duplicate_rate", "must be between 0 and 1, got %v", r)
+		}
+		if r := mock.WebhookFirstRate; !(r >= 0 && r <= 1) {
+			p.addf("providers.mock.webhook_first_rate", "must be between 0 and 1, got %v", r)
 		}
 	}
-	if mock.WebhookURL != "" {
-		if err := checkHTTPURL(mock.WebhookURL); err != nil {
-			p.addf("providers.mock.webhook_url", "%v", err)
-		}
+	if std := c.Providers.Standard; std != nil {
+		p.webhookSecret("providers.standard.webhook_secret", std.WebhookSecret, public)
 	}
-	p.nonNegative("providers.mock.webhook_delay", mock.WebhookDelay)
-	if r := mock.DuplicateRate; !(r >= 0 && r <= 1) {
-		p.addf("providers.mock.duplicate_rate", "must be between 0 and 1, got %v", r)
-	}
-	if r := mock.WebhookFirstRate; !(r >= 0 && r <= 1) {
-		p.addf("providers.mock.webhook_first_rate", "must be between 0 and 1, got %v", r)
-	}
-
-	// [providers.standard]: its webhooks finalize payments, so the public
-	// development secret must not be reachable from the network.
-	std := c.Providers.Standard
-	if std.WebhookSecret != "" {
-		if err := checkWebhookSecret(std.WebhookSecret); err != nil {
-			p.addf("providers.standard.webhook_secret", "%v", err)
-		} else if std.WebhookSecret == DevelopmentWebhookSecret && !c.Loopback() {
-			p.addf("providers.standard.webhook_secret", "is the public development secret and server.listen is not loopback: set your own secret, or \"\" to disable the standard provider")
-		}
-	}
-
-	// [providers.stripe]
-	st := c.Providers.Stripe
-	if st.SecretKey != "" {
-		if !strings.HasPrefix(st.SecretKey, "sk_") && !strings.HasPrefix(st.SecretKey, "rk_") {
+	if st := c.Providers.Stripe; st != nil {
+		switch {
+		case st.SecretKey == "":
+			p.addf("providers.stripe.secret_key", "required (or PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY); remove [providers.stripe] to turn Stripe off")
+		case !strings.HasPrefix(st.SecretKey, "sk_") && !strings.HasPrefix(st.SecretKey, "rk_"):
 			p.addf("providers.stripe.secret_key", "must start with sk_ or rk_ (a publishable pk_ key cannot charge)")
 		}
-		if st.WebhookSecret == "" {
-			p.addf("providers.stripe.webhook_secret", "required when providers.stripe.secret_key is set")
+		switch {
+		case st.WebhookSecret == "":
+			p.addf("providers.stripe.webhook_secret", "required (or PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET): the endpoint's signing secret, whsec_...")
+		case !strings.HasPrefix(st.WebhookSecret, "whsec_"):
+			p.addf("providers.stripe.webhook_secret", "must start with whsec_")
+		case public && st.WebhookSecret == DevelopmentWebhookSecret:
+			p.addf("providers.stripe.webhook_secret", "is the public development secret and server.listen is not loopback: set the endpoint's own signing secret")
 		}
-	}
-	if st.WebhookSecret != "" && !strings.HasPrefix(st.WebhookSecret, "whsec_") {
-		p.addf("providers.stripe.webhook_secret", "must start with whsec_")
-	}
-	if st.APIBase != "" {
-		if err := checkHTTPURL(st.APIBase); err != nil {
-			p.addf("providers.stripe.api_base", "%v", err)
+		if st.APIBase != "" {
+			if err := checkHTTPURL(st.APIBase); err != nil {
+				p.addf("providers.stripe.api_base", "%v", err)
+			}
 		}
 	}
 
 	return errors.Join(p...)
+}
+
+// webhookSecret checks a provider's Standard Webhooks secret: required, well
+// formed, and not the public development secret when the server is public.
+func (p *problems) webhookSecret(key, secret string, public bool) {
+	switch {
+	case secret == "":
+		p.addf(key, "required: a Standard Webhooks secret, whsec_ followed by base64 (echo whsec_$(openssl rand -base64 32))")
+	case public && secret == DevelopmentWebhookSecret:
+		p.addf(key, "is the public development secret and server.listen is not loopback: anyone could sign webhooks; set your own secret")
+	default:
+		if err := checkWebhookSecret(secret); err != nil {
+			p.addf(key, "%v", err)
+		}
+	}
 }
 
 // Loopback reports whether server.listen names a loopback host: "localhost"
@@ -277,27 +327,31 @@ func (c Config) Warnings() []string {
 	if len(c.Auth.APIKeys) == 0 {
 		out = append(out, "auth.api_keys is empty: the API accepts every request from this machine; the server listens on loopback only")
 	}
-	if c.Providers.Mock.WebhookSecret == DevelopmentWebhookSecret {
-		out = append(out, "providers.mock.webhook_secret is the public development secret")
+	if m := c.Providers.Mock; m != nil {
+		out = append(out, "providers.mock is enabled: payments are charged by the simulated PSP, not a real one")
+		if m.WebhookSecret == DevelopmentWebhookSecret {
+			out = append(out, "providers.mock.webhook_secret is the public development secret")
+		}
 	}
-	if c.Providers.Standard.WebhookSecret == DevelopmentWebhookSecret {
+	if s := c.Providers.Standard; s != nil && s.WebhookSecret == DevelopmentWebhookSecret {
 		out = append(out, "providers.standard.webhook_secret is the public development secret: anyone who can reach the server can sign webhooks for it")
-	}
-	if c.Providers.Stripe.WebhookSecret != "" && c.Providers.Stripe.SecretKey == "" {
-		out = append(out, "providers.stripe.webhook_secret is set but providers.stripe.secret_key is empty: the stripe provider is disabled")
 	}
 	return out
 }
 
-// checkHostPort checks a host:port address with a numeric port. With
-// needHost an empty host is refused and the port must not be 0.
+// checkHostPort checks a host:port address with a numeric port and a host
+// that is a host name or an IP address. With needHost an empty host is
+// refused and the port must not be 0.
 func checkHostPort(addr string, needHost bool) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%q is not host:port", addr)
+		return fmt.Errorf("%s is not host:port", quote(addr))
 	}
 	if needHost && host == "" {
-		return fmt.Errorf("%q has no host", addr)
+		return fmt.Errorf("%s has no host", quote(addr))
+	}
+	if host != "" && !validHostname(host) {
+		return fmt.Errorf("%s: %s is not a host name or IP address", quote(addr), quote(host))
 	}
 	n, err := strconv.Atoi(port)
 	lo := 0
@@ -305,16 +359,43 @@ func checkHostPort(addr string, needHost bool) error {
 		lo = 1
 	}
 	if err != nil || n < lo || n > 65535 {
-		return fmt.Errorf("%q: port must be a number between %d and 65535", addr, lo)
+		return fmt.Errorf("%s: port must be a number between %d and 65535", quote(addr), lo)
 	}
 	return nil
 }
+
+// validHostname reports whether h is an IP address (an IPv6 one without
+// brackets, as SplitHostPort returns it) or a DNS name of letters, digits,
+// hyphens and dots, each label 1 to 63 bytes, 253 in all.
+func validHostname(h string) bool {
+	if _, err := netip.ParseAddr(h); err == nil {
+		return true
+	}
+	if h == "" || len(h) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(strings.TrimSuffix(h, "."), ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// quote quotes a value from the file for a message, clipped so that a
+// huge value is never echoed whole.
+func quote(s string) string { return strconv.Quote(clip(s, maxValueText)) }
 
 // checkHTTPURL checks an absolute http or https URL with a host.
 func checkHTTPURL(s string) error {
 	u, err := url.Parse(s)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%q is not an absolute http or https URL", redactURL(s))
+		return fmt.Errorf("%s is not an absolute http or https URL", quote(redactURL(s)))
 	}
 	return nil
 }

@@ -95,11 +95,10 @@ func (m *Main) Open() (err error) {
 		m.Logger.Warn().Int("leases", n).Msg("ended the leases of a previous process that stopped without releasing them")
 	}
 
-	// Providers.
+	// Providers: exactly those the configuration has (config.Providers).
 	m.Providers = map[string]pay.Provider{}
 	tol := cfg.WebhookInbox.Tolerance.Duration
-	if cfg.Providers.Mock.Enabled() {
-		mc := cfg.Providers.Mock
+	if mc := cfg.Providers.Mock; mc != nil {
 		m.Mock, err = mock.New(mock.Config{
 			WebhookSecret: mc.WebhookSecret, WebhookURL: mc.WebhookURL,
 			WebhookDelay: mc.WebhookDelay.Duration, DuplicateRate: mc.DuplicateRate, WebhookFirstRate: mc.WebhookFirstRate,
@@ -112,15 +111,14 @@ func (m *Main) Open() (err error) {
 		m.Mock.Now = m.Now
 		m.Providers["mock"] = m.Mock
 	}
-	if cfg.Providers.Standard.Enabled() {
+	if cfg.Providers.Standard != nil {
 		sp, err := standard.New(standard.Config{WebhookSecret: cfg.Providers.Standard.WebhookSecret, Tolerance: tol})
 		if err != nil {
 			return err
 		}
 		m.Providers["standard"] = sp
 	}
-	if cfg.Providers.Stripe.Enabled() {
-		sc := cfg.Providers.Stripe
+	if sc := cfg.Providers.Stripe; sc != nil {
 		sp, err := stripe.New(stripe.Config{
 			SecretKey: sc.SecretKey, WebhookSecret: sc.WebhookSecret, APIBase: sc.APIBase, Tolerance: tol,
 		}, stripe.WithLogger(m.Logger))

@@ -24,7 +24,7 @@ func bootStripe(t *testing.T) (*instance, *stripetest.Recorder) {
 	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
 	in := boot(t, func(c *config.Config) {
 		c.Payment.Provider = stripe.Name
-		c.Providers.Stripe = config.Stripe{SecretKey: stripeKey, WebhookSecret: stripeSecret, APIBase: rec.URL()}
+		c.Providers.Stripe = &config.Stripe{SecretKey: stripeKey, WebhookSecret: stripeSecret, APIBase: rec.URL()}
 	})
 	return in, rec
 }
