@@ -12,17 +12,22 @@ import (
 	"strings"
 	"time"
 
+	berrors "go.etcd.io/bbolt/errors"
+
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/store"
 )
 
 // runBackup is `paystate backup -db FILE -o OUT`: a consistent copy of the
-// database. A stopped database is copied directly (a bbolt read
-// transaction). A running paystate holds the file's lock; then the copy is
-// streamed from its GET /admin/backup, at -url or at the server.listen of
-// -config (default: the embedded defaults), with the API key from -api-key,
+// database. A stopped database is copied directly: store.DB.WriteTo takes
+// the copy to a local file (a read transaction as short as the copy) and
+// then writes it out. A running paystate holds the file's lock; then the
+// copy is streamed from its GET /admin/backup, which takes its copy the
+// same way before it streams, at -url or at the server.listen of -config
+// (default: the embedded defaults), with the API key from -api-key,
 // PAYSTATE_API_KEY or the config's first key. The copy is written to a
-// temporary file, checked to open as a paystate database, and renamed.
+// temporary file, checked to open as a paystate database and to pass
+// DB.Check, and renamed. A damaged database file is refused in one line.
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("backup", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -50,7 +55,7 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if err == nil {
 			n, err = db.WriteTo(tmp)
 			db.Close()
-		} else if strings.Contains(err.Error(), "locked") {
+		} else if errors.Is(err, berrors.ErrTimeout) {
 			// A running paystate has the file: ask it.
 			cfg, cerr := config.Load(*cfgPath)
 			if cerr != nil {
@@ -85,7 +90,8 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	err = check.Check()
 	check.Close()
 	if err != nil {
-		return fmt.Errorf("backup: the copy is damaged: %w", err)
+		// Check joins its problems with newlines: one line here.
+		return fmt.Errorf("backup: the copy is damaged: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return fmt.Errorf("backup: %w", err)

@@ -7,14 +7,23 @@ import (
 	"fmt"
 	"io"
 
+	berrors "go.etcd.io/bbolt/errors"
+
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/verify"
 )
 
-// runVerify is `paystate verify -db FILE`: it replays every payment's
-// timeline against the stored record and exits non-zero on any mismatch.
-// The database must not be open in a running paystate (bbolt allows one
-// process); verify a backup of a running one.
+// errMismatch is verify's error when it found a problem: main exits 3 for
+// it (SPEC §4), and 1 for a database it could not read at all.
+var errMismatch = errors.New("verify: the database does not match its own history")
+
+// runVerify is `paystate verify -db FILE`: it checks the file's pages and
+// indexes (store.DB.Check), replays every payment's timeline against the
+// stored record and sums the journal, prints every mismatch and returns
+// errMismatch if there is one. A damaged file is refused at open, as serve
+// refuses it: one line, and not errMismatch. The database must not be open
+// in a running paystate (bbolt allows one process); verify a backup of a
+// running one.
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -23,14 +32,32 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	db, err := store.Open(*path, &store.Options{ReadOnly: true})
-	if err != nil {
-		return fmt.Errorf("open %s: %w (a running paystate holds the file: verify a backup)", *path, err)
-	}
-	defer db.Close()
-	rep, err := verify.Run(ctx, db)
-	if err != nil {
+	if errors.Is(err, berrors.ErrTimeout) {
+		return fmt.Errorf("%w (a running paystate holds the file: verify a backup)", err)
+	} else if err != nil {
 		return err
 	}
+	defer db.Close()
+
+	// Pages and indexes first: a damaged index is a finding, and the
+	// replay below may stop on it.
+	var mismatches []verify.Mismatch
+	if err := db.Check(); err != nil {
+		joined, ok := err.(interface{ Unwrap() []error })
+		if !ok {
+			return err // the check could not run
+		}
+		for _, e := range joined.Unwrap() {
+			mismatches = append(mismatches, verify.Mismatch{Problem: e.Error()})
+		}
+	}
+	rep, err := verify.Run(ctx, db)
+	if err != nil && len(mismatches) == 0 {
+		return err
+	} else if err != nil {
+		rep.Mismatches = append(rep.Mismatches, verify.Mismatch{Problem: "the replay stopped: " + err.Error()})
+	}
+	rep.Mismatches = append(mismatches, rep.Mismatches...)
 	// The journal itself, line by line (verify.Run checks the running
 	// balances that the API reports).
 	imbalances, err := db.CheckLedger(ctx)
@@ -45,7 +72,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "%d payments, %d timeline steps, %d transitions, %d mismatches\n", rep.Payments, rep.Steps, rep.Transitions, len(rep.Mismatches))
 	if !rep.OK() {
-		return errors.New("verify: the database does not match its own history")
+		return &exitError{code: exitVerify, err: errMismatch}
 	}
 	return nil
 }

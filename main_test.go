@@ -204,7 +204,7 @@ func TestBackup_DuringWriteLoad(t *testing.T) {
 		t.Fatalf("backup -url: %v\n%s", err, out)
 	}
 	cfgPath := filepath.Join(dir, "paystate.toml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf("[server]\nlisten = %q\n[auth]\napi_keys = [%q]\n", strings.TrimPrefix(base, "http://"), testKey)), 0o600)
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("[server]\nlisten = %q\n[auth]\napi_keys = [%q]\n[providers.mock]\n", strings.TrimPrefix(base, "http://"), testKey)), 0o600)
 	if out, err := runCmd("backup", "-db", dbPath, "-o", outs[1], "-config", cfgPath); err != nil {
 		t.Fatalf("backup of a locked file: %v\n%s", err, out)
 	}

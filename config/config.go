@@ -207,6 +207,9 @@ type Webhook struct {
 	// Timeout bounds one delivery request; a hanging endpoint delays
 	// nothing else. Absent or 0: DefaultWebhookTimeout.
 	Timeout Duration `toml:"timeout"`
+	// MaxInFlight caps the deliveries to this endpoint running at once (and
+	// its open connections); 0 means the ripple default, 8.
+	MaxInFlight int `toml:"max_in_flight"`
 }
 
 // DefaultWebhookTimeout is webhooks[].timeout when the file leaves it out.

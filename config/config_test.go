@@ -151,7 +151,7 @@ func TestExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events", "timeout", "[providers.stripe]", "secret_key", "webhook_secret", "api_base"} {
+		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events", "timeout", "max_in_flight", "[providers.stripe]", "secret_key", "webhook_secret", "api_base"} {
 			if !strings.Contains(string(data), "# "+k) {
 				t.Errorf("%s has no commented-out %q line", path, k)
 			}

@@ -25,11 +25,12 @@ func (c Config) Masked() Config {
 		m.Webhooks = make([]Webhook, len(c.Webhooks))
 		for i, w := range c.Webhooks {
 			m.Webhooks[i] = Webhook{
-				URL:     redactURL(w.URL),
-				Secret:  mask(w.Secret),
-				Secrets: maskAll(w.Secrets),
-				Events:  slices.Clone(w.Events),
-				Timeout: w.Timeout,
+				URL:         redactURL(w.URL),
+				Secret:      mask(w.Secret),
+				Secrets:     maskAll(w.Secrets),
+				Events:      slices.Clone(w.Events),
+				Timeout:     w.Timeout,
+				MaxInFlight: w.MaxInFlight,
 			}
 		}
 	}

@@ -38,6 +38,8 @@ const (
 	// MaxWebhookTimeout is the longest webhooks[].timeout: the Standard
 	// Webhooks sender rules count a 2xx within 15 s.
 	MaxWebhookTimeout = 15 * time.Second
+	// MaxInFlight is the largest webhooks[].max_in_flight accepted.
+	MaxInFlight = 256
 )
 
 // problems collects validation errors, each naming its key.
@@ -231,6 +233,7 @@ func (c Config) Validate() error {
 		if w.Timeout.Duration != 0 { // 0: DefaultWebhookTimeout
 			p.within(key+".timeout", w.Timeout, 100*time.Millisecond, MaxWebhookTimeout)
 		}
+		p.count(key+".max_in_flight", w.MaxInFlight, 0, MaxInFlight)
 		if len(w.Events) == 0 {
 			p.addf(key+".events", "required: list the events to send, such as [\"payment.captured\"]")
 		}

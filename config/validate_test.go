@@ -91,6 +91,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"AllowedHosts", func(c *Config) { c.Server.AllowedHosts = []string{"pay.example.com", "10.0.0.1"} }, ""},
 		{"AllowedHostsPort", func(c *Config) { c.Server.AllowedHosts = []string{"pay.example.com:443"} }, "server.allowed_hosts[0]"},
 		{"ListenBadHost", func(c *Config) { c.Server.Listen = "no such host:8080" }, "server.listen"},
+		{"WebhookMaxInFlightHuge", func(c *Config) {
+			w := validWebhook()
+			w.MaxInFlight = 1000
+			c.Webhooks = []Webhook{w}
+		}, "webhooks[0].max_in_flight"},
 		{"WebhookTimeoutLong", func(c *Config) {
 			w := validWebhook()
 			w.Timeout = d("1m")

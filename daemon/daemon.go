@@ -15,6 +15,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"time"
 
@@ -45,6 +46,11 @@ type Main struct {
 	// HTTPReadTimeout bounds reading one request (slow clients); 0 keeps
 	// the HTTP server's default. Tests set it to exercise slow bodies.
 	HTTPReadTimeout time.Duration
+	// OnFatal is called once when a database write or fsync failed in a way
+	// that may have lost data (EIO): the default logs it and exits 1, as
+	// etcd and PostgreSQL do, rather than serve state that may not be on
+	// disk. A full disk is not fatal (503, and recovery).
+	OnFatal func(error)
 
 	DB        *store.DB
 	Server    *httpd.Server
@@ -83,9 +89,12 @@ func (m *Main) Open() (err error) {
 	if cfg.Storage.Backend != "bolt" {
 		return fmt.Errorf("storage.backend %q is not available in this build", cfg.Storage.Backend)
 	}
-	m.DB, err = store.Open(cfg.Storage.Path, &store.Options{Now: m.Now})
+	if m.OnFatal == nil {
+		m.OnFatal = m.exit
+	}
+	m.DB, err = store.Open(cfg.Storage.Path, &store.Options{Now: m.Now, OnFatal: m.OnFatal})
 	if err != nil {
-		return fmt.Errorf("open database %s: %w", cfg.Storage.Path, err)
+		return err // it names the file already
 	}
 	// This process is the file's only user: leases in force are those of a
 	// process that died.
@@ -140,7 +149,7 @@ func (m *Main) Open() (err error) {
 	}
 	m.Inbox = &inbox.Inbox{
 		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
-		Logger: m.component("inbox"),
+		MaxAttempts: cfg.WebhookInbox.MaxAttempts, Logger: m.component("inbox"),
 	}
 
 	// The sweeper: reconciliation against the PSPs, expiry, housekeeping.
@@ -150,7 +159,8 @@ func (m *Main) Open() (err error) {
 		Interval: cfg.Sweeper.Interval.Duration, MinAge: cfg.Sweeper.MinAge.Duration,
 		GiveUpAfter: cfg.Sweeper.GiveUpAfter.Duration, RatePerSecond: cfg.Sweeper.RatePerSecond,
 		ExpireAfter: cfg.Payment.ExpireAfter.Duration, ProcessedRetention: cfg.WebhookInbox.ProcessedRetention.Duration,
-		Logger: m.component("sweeper"),
+		OutboxRetention: cfg.Ripple.Retention.Duration,
+		Logger:          m.component("sweeper"),
 	}
 
 	// Ripple: the outbox workers, woken by every commit that appended a record.
@@ -161,6 +171,7 @@ func (m *Main) Open() (err error) {
 	// HTTP: bind now, so a port in use fails the start.
 	m.Server = &httpd.Server{
 		Addr: cfg.Server.Listen, APIKeys: cfg.Auth.APIKeys, MaxBody: cfg.Server.MaxBody,
+		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration,
 		Store: m.DB, Payments: m.Payments, Inbox: m.Inbox,
 		IdemTTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true,
 		Backup: m.DB, Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
@@ -229,6 +240,12 @@ func (m *Main) Close(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// exit is the default OnFatal: one log line, then exit status 1.
+func (m *Main) exit(err error) {
+	m.Logger.Error().Err(err).Msg("database write failed: stopping so that nothing is served that may not be on disk")
+	os.Exit(1)
+}
+
 func (m *Main) component(name string) zerolog.Logger {
 	return m.Logger.With().Str("component", name).Logger()
 }
@@ -251,7 +268,10 @@ func (m *Main) openRipple() error {
 		Receipt:       ripple.ReceiptConfig{Addr: cfg.Receipt.SMTPAddr, From: cfg.Receipt.From},
 	}
 	for _, w := range cfg.Webhooks {
-		rc.Webhooks = append(rc.Webhooks, ripple.EndpointConfig{URL: w.URL, Secrets: w.SigningSecrets(), Events: w.Events})
+		rc.Webhooks = append(rc.Webhooks, ripple.EndpointConfig{
+			URL: w.URL, Secrets: w.SigningSecrets(), Events: w.Events,
+			Timeout: w.Timeout.Duration, MaxInFlight: w.MaxInFlight,
+		})
 	}
 	r, err := ripple.New(m.DB, rc)
 	if err != nil {

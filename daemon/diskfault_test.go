@@ -24,14 +24,15 @@ import (
 
 // Disk faults. What paystate does when its database file cannot be written:
 //
-//   - At run time (disk full, and any other failed write or commit) the
-//     transaction rolls back and the caller gets EUNAVAILABLE: HTTP 503
-//     with code "unavailable". Nothing is half-written, because bbolt
-//     writes the new meta page last and a failed commit leaves the old one
-//     in force. Reads go on. When space returns, writes succeed again
-//     without a restart, and a retry with the same Idempotency-Key finishes
-//     the request (or resumes it, if its payment was stored before the
-//     failure).
+//   - At run time, a disk full (a write refused with ENOSPC) rolls the
+//     transaction back and the caller gets EDISKFULL: HTTP 503 with code
+//     "storage_full". Nothing is half-written, because bbolt writes the new
+//     meta page last and a failed commit leaves the old one in force.
+//     Reads go on. When space returns, writes succeed again without a
+//     restart, and a retry with the same Idempotency-Key finishes the
+//     request (or resumes it, if its payment was stored before the
+//     failure). Any other failed commit (EIO, a failed fsync) stops the
+//     process: store.Options.OnFatal, tested in package store.
 //   - At start, a database on a read-only file system (or a file paystate
 //     may not write) is an error: paystate refuses to start rather than run
 //     without being able to take a webhook. The tools that only read
@@ -109,7 +110,7 @@ func verifyClean(t *testing.T, in *instance) verify.Report {
 }
 
 // TestE2E_DiskFull: a paystate whose database lives on a small file system
-// that fills up answers writes with 503 unavailable, keeps answering
+// that fills up answers writes with 503 storage_full, keeps answering
 // reads, half-writes nothing, and takes writes again once space is freed,
 // without a restart.
 func TestE2E_DiskFull(t *testing.T) {
@@ -131,7 +132,9 @@ func TestE2E_DiskFull(t *testing.T) {
 		if r.status != 201 {
 			t.Fatalf("create with room: %d %s", r.status, r.body)
 		}
-		first = r.str("id")
+		if i == 0 {
+			first = r.str("id") // 1000 EUR, what eventBody's webhook says
+		}
 	}
 
 	// Fill the file system, then write until the database needs a page it
@@ -146,7 +149,7 @@ func TestE2E_DiskFull(t *testing.T) {
 		case r.status == 201:
 			created++ // it fit in pages the database had freed before
 		case r.status == 503:
-			if got, want := r.errCode(), "unavailable"; got != want {
+			if got, want := r.errCode(), "storage_full"; got != want {
 				t.Fatalf("disk full: code=%q, want %q: %s", got, want, r.body)
 			}
 			failed = append(failed, i)
@@ -165,14 +168,14 @@ func TestE2E_DiskFull(t *testing.T) {
 	before := in.do("GET", "/v1/payments/"+first, nil, nil)
 	sync := in.do("POST", "/v1/payments/"+first+"/sync", []byte(`{"status":"processing","client_secret":"cs_1"}`), nil)
 	switch {
-	case sync.status == 503 && sync.errCode() == "unavailable":
+	case sync.status == 503 && sync.errCode() == "storage_full":
 		if g := in.do("GET", "/v1/payments/"+first, nil, nil); g.num("version") != before.num("version") {
 			t.Fatalf("a refused sync changed the payment: %s -> %s", before.body, g.body)
 		}
 	case sync.status == 200:
 		t.Log("the sync still fit in a free page of the database")
 	default:
-		t.Fatalf("sync on a full disk: %d %s, want 503 unavailable or 200", sync.status, sync.body)
+		t.Fatalf("sync on a full disk: %d %s, want 503 storage_full or 200", sync.status, sync.body)
 	}
 	ev := eventBody("evt_disk", "payment.captured", first, "psp_disk")
 	// A webhook is small and may still fit in a page the database freed
@@ -180,11 +183,11 @@ func TestE2E_DiskFull(t *testing.T) {
 	// write. Otherwise it is refused with 503 and the PSP redelivers it.
 	hook := in.do("POST", "/webhooks/standard", ev, signStandard(t, secret, "evt_disk", time.Now(), ev))
 	switch {
-	case hook.status == 503 && hook.errCode() == "unavailable":
+	case hook.status == 503 && hook.errCode() == "storage_full":
 	case hook.status == 200:
 		t.Log("the webhook still fit in a free page of the database")
 	default:
-		t.Fatalf("webhook on a full disk: %d %s, want 503 unavailable or 200", hook.status, hook.body)
+		t.Fatalf("webhook on a full disk: %d %s, want 503 storage_full or 200", hook.status, hook.body)
 	}
 	if g := in.do("GET", "/v1/payments/"+first, nil, nil); g.status != 200 || g.str("id") != first {
 		t.Fatalf("read on a full disk: %d %s", g.status, g.body)

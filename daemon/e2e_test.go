@@ -146,7 +146,7 @@ func signStandard(t *testing.T, secret, id string, ts time.Time, body []byte) ma
 }
 
 func eventBody(id, typ, paymentID, ref string) []byte {
-	return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"provider_ref":%q,"amount":1000,"currency":"EUR"}}`,
+	return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"provider_ref":%q}}`,
 		id, typ, time.Now().Unix(), paymentID, ref))
 }
 

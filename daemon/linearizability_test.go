@@ -260,7 +260,7 @@ func (c *linClient) sync(id string, st pay.Status, expected uint64, secret bool)
 // appears; the operation ends when the client has seen it.
 func (c *linClient) webhook(id, eventID string, st pay.Status, typ string) (porcupine.Operation, error) {
 	now := time.Now()
-	body := []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"amount":1000,"currency":"EUR"}}`,
+	body := []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"currency":"EUR"}}`,
 		eventID, typ, now.Unix(), id))
 	sig, err := c.signer.Sign(eventID, now, body)
 	if err != nil {

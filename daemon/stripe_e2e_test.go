@@ -196,7 +196,7 @@ func TestE2E_Stripe(t *testing.T) {
 func TestE2E_StripeFailedAttempt(t *testing.T) {
 	t.Parallel()
 	in, _ := bootStripe(t)
-	r := in.create(`{"order_id":"o-stripe-2","amount":1800,"currency":"EUR"}`, "k-stripe-2")
+	r := in.create(`{"order_id":"o-stripe-2","amount":2500,"currency":"EUR"}`, "k-stripe-2")
 	if r.status != http.StatusCreated {
 		t.Fatalf("create: status=%d: %s", r.status, r.body)
 	}

@@ -5,7 +5,11 @@
 // webhook, the sweeper, a human on the review queue — builds a
 // pay.Observation and calls Finalize (or Apply inside its own transaction).
 // In one storage transaction it reads the payment, checks the lease token
-// (fencing), notes a version conflict and evaluates the state machine
+// (fencing), checks the evidence (an observation whose amount, currency or
+// PSP reference contradicts the payment is not applied: the payment goes
+// on the review queue as amount_mismatch or provider_ref_conflict and a
+// webhook's event is processed, so it is acknowledged and not retried),
+// notes a version conflict and evaluates the state machine
 // against the fresh record, writes the next version with compare-and-set,
 // appends the outbox record and ledger lines of a real transition, records
 // a webhook's event id as processed, and appends a timeline step.

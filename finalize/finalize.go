@@ -3,6 +3,7 @@ package finalize
 import (
 	"context"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -90,7 +91,7 @@ func (f *Finalizer) committed(obs pay.Observation, r pay.Result) {
 		metrics.GetOrCreateCounter(`paystate_finalize_version_conflicts_total`).Inc()
 	}
 	ev := f.Logger.Debug()
-	if r.Anomaly {
+	if r.Anomaly || r.Rejected != "" {
 		ev = f.Logger.Warn()
 	}
 	ev.Str("payment_id", obs.PaymentID).Str("source", string(obs.Source)).
@@ -100,18 +101,23 @@ func (f *Finalizer) committed(obs pay.Observation, r pay.Result) {
 			if obs.EventID != "" {
 				e.Str("event_id", obs.EventID)
 			}
+			if r.Rejected != "" {
+				e.Str("reason", r.Rejected)
+			}
 		}).Msg("finalize")
 	if r.Flipped && f.Notify != nil {
 		f.Notify()
 	}
 }
 
-// Outcome names a result for metrics and logs: flipped, duplicate, stale,
-// anomaly or update.
+// Outcome names a result for metrics and logs: flipped, rejected,
+// duplicate, stale, anomaly or update.
 func Outcome(r pay.Result) string {
 	switch {
 	case r.Flipped:
 		return "flipped"
+	case r.Rejected != "":
+		return "rejected"
 	case r.Anomaly:
 		return "anomaly"
 	case r.Stale:
@@ -173,7 +179,33 @@ func Apply(tx pay.Tx, obs pay.Observation) (pay.Result, error) {
 		}
 	}
 
+	// Check the evidence: an observation that contradicts the payment (its
+	// amount, its currency, its PSP reference) is not applied. The payment
+	// goes on the review queue; a webhook's event is processed all the
+	// same, so it is acknowledged and not retried.
 	res.Decision = pay.Decide(p.Status, obs.Status)
+	if reason, note, err := contradiction(tx, p, obs); err != nil {
+		return pay.Result{}, err
+	} else if reason != "" {
+		item := pay.ReviewItem{
+			ID: p.ID, PaymentID: p.ID, Reason: reason, Provider: p.Provider, ProviderRef: obs.ProviderRef,
+			EventID: obs.EventID, Observed: obs.Status, Note: note, CreatedAt: now,
+		}
+		if item.ProviderRef == "" {
+			item.ProviderRef = p.ProviderRef
+		}
+		if _, err := QueueReview(tx, item, obs.Source); err != nil {
+			return pay.Result{}, err
+		}
+		res.Rejected = reason
+		if obs.EventID != "" {
+			if err := tx.MarkProcessed(obs.Provider, obs.EventID); err != nil {
+				return pay.Result{}, err
+			}
+		}
+		return res, nil
+	}
+
 	switch res.Decision {
 	case pay.Apply:
 		np := withProviderData(p, obs)
@@ -253,6 +285,92 @@ func Apply(tx pay.Tx, obs pay.Observation) (pay.Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// contradiction returns the review reason and the evidence, as text, if
+// obs contradicts p: a PSP reference bound to another payment, or other
+// than the one p already has; an amount or currency other than p's. It
+// returns "" when the observation is consistent with the payment (fields
+// the observation does not carry are not compared).
+func contradiction(tx pay.Tx, p pay.Payment, obs pay.Observation) (reason, note string, err error) {
+	src := string(obs.Source)
+	if obs.EventID != "" {
+		src += " event " + obs.EventID
+	}
+	if ref := obs.ProviderRef; ref != "" {
+		if p.ProviderRef != "" && p.ProviderRef != ref {
+			return pay.ReasonProviderRefConflict, fmt.Sprintf("%s reported provider_ref %s; payment %s has provider_ref %s", src, ref, p.ID, p.ProviderRef), nil
+		}
+		if p.ProviderRef == "" {
+			other, err := tx.PaymentByRef(p.Provider, ref)
+			switch {
+			case err == nil && other.ID != p.ID:
+				return pay.ReasonProviderRefConflict, fmt.Sprintf("%s reported provider_ref %s for payment %s; %s provider_ref %s belongs to payment %s", src, ref, p.ID, p.Provider, ref, other.ID), nil
+			case err != nil && pay.ErrorCode(err) != pay.ENOTFOUND:
+				return "", "", err
+			}
+		}
+	}
+	if (obs.Amount != 0 && obs.Amount != p.Amount) || (obs.Currency != "" && !strings.EqualFold(obs.Currency, p.Currency)) {
+		got := fmt.Sprintf("%d %s", obs.Amount, strings.ToUpper(obs.Currency))
+		switch {
+		case obs.Amount == 0:
+			got = "currency " + strings.ToUpper(obs.Currency)
+		case obs.Currency == "":
+			got = fmt.Sprintf("amount %d", obs.Amount)
+		}
+		return pay.ReasonAmountMismatch, fmt.Sprintf("%s reported %s %s; payment %s is for %d %s", src, obs.Status, got, p.ID, p.Amount, p.Currency), nil
+	}
+	return "", "", nil
+}
+
+// QueueReview puts a payment (or, with no PaymentID, an orphan event) on
+// the review queue inside tx and appends a timeline step of kind
+// pay.StepReview with source, the item's event id and its reason and note.
+// It is the one way paystate queues a review item. A payment already on
+// the queue keeps its item (its reason and evidence stay; a human looks at
+// the whole payment anyway) and the new evidence goes into the timeline
+// only; a repeat of the same reason without an event (a sweeper pass that
+// learned nothing new) writes nothing. It reports whether it added the
+// item. It has no effect outside tx.
+func QueueReview(tx pay.Tx, item pay.ReviewItem, source pay.Source) (bool, error) {
+	if item.CreatedAt.IsZero() {
+		item.CreatedAt = tx.Now()
+	}
+	if item.PaymentID == "" {
+		return true, tx.PutReview(item)
+	}
+	p, err := tx.Payment(item.PaymentID)
+	if err != nil {
+		return false, err
+	}
+	if item.ID == "" {
+		item.ID = p.ID
+	}
+	old, err := tx.Review(item.ID)
+	switch {
+	case err != nil && pay.ErrorCode(err) != pay.ENOTFOUND:
+		return false, err
+	case err == nil && old.Reason == item.Reason && item.EventID == "":
+		return false, nil
+	}
+	added := err != nil
+	if added {
+		if err := tx.PutReview(item); err != nil {
+			return false, err
+		}
+	}
+	note := item.Reason
+	if item.Note != "" {
+		note += ": " + item.Note
+	}
+	if err := tx.AppendStep(pay.Step{
+		PaymentID: p.ID, At: tx.Now(), Source: source, Kind: pay.StepReview,
+		From: p.Status, To: p.Status, Version: p.Version, EventID: item.EventID, Note: note,
+	}); err != nil {
+		return false, err
+	}
+	return added, nil
 }
 
 // Record appends a timeline step that changes no status (a failed attempt

@@ -8,9 +8,18 @@ package httpd
 // key and sets a session cookie: HttpOnly, SameSite=Strict, Path=/, Secure
 // when the request came over TLS. The cookie never holds the key: it is
 // "v1.<expiry unix>.<nonce>.<mac>", the mac an HMAC-SHA256 keyed with the
-// SHA-256 of the API key that signed in. Sessions are stateless: they end
-// at expiry (DashboardSessionTTL), when their key is removed from
-// auth.api_keys, or when the browser drops the cookie (sign-out).
+// SHA-256 of the API key that signed in.
+//
+// Sessions live on the server: the process that signed a person in keeps
+// the nonce with its expiry, and a cookie counts only while its nonce is
+// there. A session ends at its expiry (Server.SessionTTL, auth.session_ttl;
+// checked on the server, not only by the cookie's Max-Age), at sign-out
+// (the nonce is removed, so a copy of the cookie replayed later is refused)
+// or when its key is removed from auth.api_keys. The record is in memory
+// only: a restart signs everyone out, and with several instances behind one
+// address a session is valid on the instance that made it (route a person
+// to the same instance, or use the bearer key). Sessions follow the Host
+// rule of every request (guard in router.go).
 //
 // Cross-site requests. A cookie-authenticated request that changes state
 // (any method but GET, HEAD and OPTIONS) must pass two checks:
@@ -39,6 +48,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/valyala/fasthttp"
@@ -46,8 +56,14 @@ import (
 	"github.com/paystate/paystate/pay"
 )
 
-// DashboardSessionTTL is how long a dashboard sign-in lasts.
+// DashboardSessionTTL is how long a dashboard sign-in lasts when
+// Server.SessionTTL is not set (auth.session_ttl's default).
 const DashboardSessionTTL = 12 * time.Hour
+
+// maxSessions bounds the dashboard sessions kept at once; past it, a new
+// sign-in ends the session closest to its expiry. Only a holder of an API
+// key can add one, so the bound is against a runaway script, not an attack.
+const maxSessions = 10000
 
 // Wire names of the dashboard's session and CSRF token.
 const (
@@ -106,7 +122,60 @@ func loadStatic(types map[string]string) map[string]staticFile {
 // session is a verified dashboard session.
 type session struct {
 	token string
+	nonce string
 	key   [32]byte // hash of the API key that signed in
+}
+
+// sessionStore holds the live sessions of this process: nonce → expiry.
+// The zero value is ready to use.
+type sessionStore struct {
+	mu   sync.Mutex
+	live map[string]time.Time
+}
+
+// add records a new session, after dropping the expired ones and, at
+// maxSessions, the one that expires first.
+func (st *sessionStore) add(nonce string, exp, now time.Time) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.live == nil {
+		st.live = make(map[string]time.Time)
+	}
+	for n, e := range st.live {
+		if !now.Before(e) {
+			delete(st.live, n)
+		}
+	}
+	if len(st.live) >= maxSessions {
+		first, at := "", time.Time{}
+		for n, e := range st.live {
+			if first == "" || e.Before(at) {
+				first, at = n, e
+			}
+		}
+		delete(st.live, first)
+	}
+	st.live[nonce] = exp
+}
+
+// valid reports whether the session is live at now; an expired one is
+// dropped.
+func (st *sessionStore) valid(nonce string, now time.Time) bool {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	exp, ok := st.live[nonce]
+	if ok && !now.Before(exp) {
+		delete(st.live, nonce)
+		return false
+	}
+	return ok
+}
+
+// revoke ends a session (sign-out).
+func (st *sessionStore) revoke(nonce string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	delete(st.live, nonce)
 }
 
 // handleDashboard serves the dashboard page, or the sign-in page (401) when
@@ -161,19 +230,22 @@ func (s *Server) handleDashboardLogin(rc *fasthttp.RequestCtx, _ []string) error
 		s.Logger.Warn().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-in refused: wrong API key")
 		return s.writeLogin(rc, fasthttp.StatusUnauthorized, "That API key is not valid.")
 	}
-	s.setSessionCookie(rc, s.newSession(s.keys[idx]), DashboardSessionTTL)
+	s.setSessionCookie(rc, s.newSession(s.keys[idx]), s.SessionTTL)
 	s.Logger.Info().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-in")
 	redirectHome(rc)
 	return nil
 }
 
-// handleDashboardLogout clears the session cookie. With a valid session it
-// needs the session's CSRF token, so another site cannot sign a person out.
+// handleDashboardLogout ends the session on the server and clears the
+// cookie. With a valid session it needs the session's CSRF token, so
+// another site cannot sign a person out.
 func (s *Server) handleDashboardLogout(rc *fasthttp.RequestCtx, _ []string) error {
 	if sess, ok := s.cookieSession(rc); ok {
 		if err := checkCSRF(rc, sess); err != nil {
 			return s.writeLogin(rc, fasthttp.StatusForbidden, "Sign-out refused: "+pay.ErrorMessage(err)+".")
 		}
+		s.sessions.revoke(sess.nonce)
+		s.Logger.Info().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-out")
 	}
 	s.setSessionCookie(rc, "", -1)
 	redirectHome(rc)
@@ -229,16 +301,22 @@ func authenticateLoopback(rc *fasthttp.RequestCtx) error {
 	return sameOrigin(rc)
 }
 
-// newSession returns a session token signed with the API key hash key.
+// newSession starts a session and returns its token, signed with the API
+// key hash key.
 func (s *Server) newSession(key [32]byte) string {
-	var nonce [16]byte
-	_, _ = rand.Read(nonce[:])
-	payload := "v1." + strconv.FormatInt(s.now().Add(DashboardSessionTTL).Unix(), 10) + "." + base64.RawURLEncoding.EncodeToString(nonce[:])
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	nonce := base64.RawURLEncoding.EncodeToString(b[:])
+	now := s.now()
+	exp := time.Unix(now.Add(s.SessionTTL).Unix(), 0)
+	s.sessions.add(nonce, exp, now)
+	payload := "v1." + strconv.FormatInt(exp.Unix(), 10) + "." + nonce
 	return payload + "." + base64.RawURLEncoding.EncodeToString(mac(key, sessionLabel, payload))
 }
 
 // cookieSession verifies the request's session cookie: its format, its
-// expiry and its MAC against every configured key, in constant time.
+// expiry, its MAC against every configured key, in constant time, and that
+// this process still holds the session (not signed out, not expired).
 func (s *Server) cookieSession(rc *fasthttp.RequestCtx) (session, bool) {
 	tok := string(rc.Request.Header.Cookie(SessionCookie))
 	if tok == "" || len(tok) > maxCookieLen || len(s.keys) == 0 {
@@ -267,10 +345,10 @@ func (s *Server) cookieSession(rc *fasthttp.RequestCtx) (session, bool) {
 		match |= eq
 		idx = subtle.ConstantTimeSelect(eq, i, idx)
 	}
-	if match != 1 {
+	if match != 1 || !s.sessions.valid(parts[2], s.now()) {
 		return session{}, false
 	}
-	return session{token: tok, key: s.keys[idx]}, true
+	return session{token: tok, nonce: parts[2], key: s.keys[idx]}, true
 }
 
 // csrfToken is the CSRF token bound to a session.

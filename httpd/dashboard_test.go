@@ -14,6 +14,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
+	"github.com/paystate/paystate/inbox"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/payments"
 	"github.com/paystate/paystate/psp/standard"
@@ -33,21 +34,36 @@ type dashServer struct {
 	hc    *http.Client
 }
 
+// standardSecret signs the test servers' standard webhooks.
+const standardSecret = "whsec_cGF5c3RhdGUtZGFzaGJvYXJkLXRlc3Qtc2VjcmV0"
+
 func newDashServer(t *testing.T, keys ...string) *dashServer {
+	t.Helper()
+	return newDashServerWith(t, nil, keys...)
+}
+
+// newDashServerWith is newDashServer with setup changing the server
+// before Open. The server also has a webhook inbox and the backup route.
+func newDashServerWith(t *testing.T, setup func(*httpd.Server), keys ...string) *dashServer {
 	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC())
 	db := storetest.MustOpen(t, &store.Options{Now: clock.Now})
-	sp, err := standard.New(standard.Config{WebhookSecret: "whsec_cGF5c3RhdGUtZGFzaGJvYXJkLXRlc3Qtc2VjcmV0"})
+	sp, err := standard.New(standard.Config{WebhookSecret: standardSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fin := finalize.New(db)
+	providers := map[string]pay.Provider{"standard": sp}
 	srv := &httpd.Server{
-		Addr: "127.0.0.1:0", APIKeys: keys, Store: db, Now: clock.Now,
+		Addr: "127.0.0.1:0", APIKeys: keys, Store: db, Now: clock.Now, Backup: db,
 		Payments: &payments.Service{
-			Store: db, Finalizer: fin, Providers: map[string]pay.Provider{"standard": sp},
+			Store: db, Finalizer: fin, Providers: providers,
 			DefaultProvider: "standard",
 		},
+		Inbox: &inbox.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
+	}
+	if setup != nil {
+		setup(srv)
 	}
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)
@@ -90,7 +106,8 @@ func (a answer) cookie() *http.Cookie {
 	return nil
 }
 
-// do sends a request; hdr holds headers, and "Cookie" a session token.
+// do sends a request; hdr holds headers, "Cookie" a session token and
+// "Host" the Host header.
 func (d *dashServer) do(method, path, contentType, body string, hdr map[string]string) answer {
 	d.t.Helper()
 	req, err := http.NewRequest(method, d.base+path, strings.NewReader(body))
@@ -101,8 +118,12 @@ func (d *dashServer) do(method, path, contentType, body string, hdr map[string]s
 		req.Header.Set("Content-Type", contentType)
 	}
 	for k, v := range hdr {
-		if k == "Cookie" {
+		switch k {
+		case "Cookie":
 			req.AddCookie(&http.Cookie{Name: httpd.SessionCookie, Value: v})
+			continue
+		case "Host":
+			req.Host = v
 			continue
 		}
 		req.Header.Set(k, v)
@@ -430,10 +451,15 @@ func TestDashboard_Session(t *testing.T) {
 		if got, want := rotated.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": sess}).status, http.StatusUnauthorized; got != want {
 			t.Fatalf("after the key was removed: status=%d, want %d", got, want)
 		}
-		// A session of a key still configured works on another server with it.
+		// Sessions live in the process that signed in (a restart signs
+		// everyone out): another server refuses one even when it has the
+		// key, and the server that made it still takes it.
 		kept := d.signIn(dashKey)
-		if got, want := rotated.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": kept}).status, http.StatusOK; got != want {
-			t.Fatalf("session of a kept key: status=%d, want %d", got, want)
+		if got, want := rotated.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": kept}).status, http.StatusUnauthorized; got != want {
+			t.Fatalf("session of another process: status=%d, want %d", got, want)
+		}
+		if got, want := d.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": kept}).status, http.StatusOK; got != want {
+			t.Fatalf("session on its own server: status=%d, want %d", got, want)
 		}
 	})
 
@@ -456,6 +482,62 @@ func TestDashboard_Session(t *testing.T) {
 		c := a.cookie()
 		if c == nil || c.Value != "" || (c.MaxAge >= 0 && !c.Expires.Before(time.Now())) {
 			t.Fatalf("sign-out did not clear the cookie: %v", a.header["Set-Cookie"])
+		}
+	})
+
+	t.Run("SignOutRevokes", func(t *testing.T) {
+		t.Parallel()
+		d := newDashServer(t, dashKey)
+		sess, other := d.signIn(dashKey), d.signIn(dashKey)
+		token := d.csrf(sess)
+		a := d.do("POST", "/dashboard/logout", "application/x-www-form-urlencoded", url.Values{httpd.CSRFField: {token}}.Encode(), map[string]string{"Cookie": sess})
+		if got, want := a.status, http.StatusSeeOther; got != want {
+			t.Fatalf("sign-out: status=%d, want %d: %s", got, want, a.body)
+		}
+		// A copy of the cookie kept from before the sign-out is dead on
+		// the server, whatever the browser does with its cookie.
+		api := d.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": sess})
+		if got, want := api.status, http.StatusUnauthorized; got != want {
+			t.Fatalf("API with a signed-out session: status=%d, want %d", got, want)
+		}
+		if got, want := api.errCode(), pay.EUNAUTHORIZED; got != want {
+			t.Fatalf("code=%s, want %s", got, want)
+		}
+		if got, want := d.do("GET", "/", "", "", map[string]string{"Cookie": sess}).status, http.StatusUnauthorized; got != want {
+			t.Fatalf("dashboard with a signed-out session: status=%d, want %d", got, want)
+		}
+		write := d.do("POST", "/v1/payments/"+d.createPayment(dashKey)+"/sync", "application/json", `{"status":"processing"}`,
+			map[string]string{"Cookie": sess, httpd.CSRFHeader: token})
+		if got, want := write.status, http.StatusUnauthorized; got != want {
+			t.Fatalf("write with a signed-out session and its CSRF token: status=%d, want %d", got, want)
+		}
+		// Signing out one session leaves the others.
+		if got, want := d.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": other}).status, http.StatusOK; got != want {
+			t.Fatalf("another session after the sign-out: status=%d, want %d", got, want)
+		}
+	})
+
+	t.Run("TTL", func(t *testing.T) {
+		t.Parallel()
+		const ttl = 30 * time.Minute
+		d := newDashServerWith(t, func(s *httpd.Server) { s.SessionTTL = ttl }, dashKey)
+		a := d.do("POST", "/dashboard/login", "application/x-www-form-urlencoded", url.Values{"api_key": {dashKey}}.Encode(), nil)
+		c := a.cookie()
+		if c == nil {
+			t.Fatalf("no session cookie: status=%d", a.status)
+		}
+		if got, want := c.MaxAge, int(ttl/time.Second); got != want {
+			t.Errorf("Max-Age=%d, want %d", got, want)
+		}
+		d.clock.Add(ttl - time.Minute)
+		if got, want := d.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": c.Value}).status, http.StatusOK; got != want {
+			t.Fatalf("before auth.session_ttl: status=%d, want %d", got, want)
+		}
+		// The browser would still send the cookie (a client ignoring
+		// Max-Age, a copied value): the server refuses it.
+		d.clock.Add(2 * time.Minute)
+		if got, want := d.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": c.Value}).status, http.StatusUnauthorized; got != want {
+			t.Fatalf("after auth.session_ttl: status=%d, want %d", got, want)
 		}
 	})
 }

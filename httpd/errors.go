@@ -1,6 +1,8 @@
 package httpd
 
 import (
+	"errors"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/paystate/paystate/pay"
@@ -51,13 +53,19 @@ type errorDetail struct {
 }
 
 // writeError answers with err in the SPEC's shape. An internal error is
-// logged with the request id, and the client sees only that id.
+// logged with the request id (a recovered panic with its stack), and the
+// client sees only that id.
 func (s *Server) writeError(rc *fasthttp.RequestCtx, err error) {
 	code := pay.ErrorCode(err)
 	msg := pay.ErrorMessage(err)
 	rid := requestID(rc)
-	if code == pay.EINTERNAL || code == pay.EUNAVAILABLE {
-		s.Logger.Error().Err(err).Str("request_id", rid).Str("path", string(rc.Path())).Msg("request failed")
+	if code == pay.EINTERNAL || code == pay.EUNAVAILABLE || code == pay.EDISKFULL {
+		ev := s.Logger.Error().Err(err).Str("request_id", rid).Str("path", string(rc.Path()))
+		var pe *panicError
+		if errors.As(err, &pe) {
+			ev = ev.Bytes("stack", pe.stack)
+		}
+		ev.Msg("request failed")
 		if code == pay.EINTERNAL {
 			msg = "internal error; quote request id " + rid
 		}

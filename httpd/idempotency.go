@@ -28,6 +28,9 @@ import (
 //   - same key, other fingerprint: 422 idempotency_key_reused;
 //   - same key while the first request runs: 409 idempotency_key_in_use
 //     with Retry-After;
+//   - only final answers are stored: a success or a 4xx that the same
+//     request would get again. A 409 conflict or a 5xx releases the key,
+//     and the retry runs (see transient);
 //   - a request that died midway (the process was killed after the payment
 //     was stored) is resumed by the retry from the stored payment, and the
 //     PSP call repeats the same derived key, so nothing is charged twice.
@@ -191,6 +194,20 @@ func (s *Server) idemRelease(ctx context.Context, scoped string) {
 	}
 }
 
+// transient reports whether an error answer says something about this
+// moment rather than about the request: a conflict (409: the payment is not
+// in a state for this now, its lease is held, a compare-and-set lost) or a
+// failure of the server, the storage or the PSP (5xx, 503 when the disk is
+// full). Such an answer is not kept as the key's answer: the key is
+// released, and a retry with it runs (or resumes) once the cause is gone.
+// Every other 4xx says the request itself is wrong (invalid, not found,
+// unsupported by the provider); the same request would get it again, so it
+// is stored and replayed like a success.
+func transient(code string) bool {
+	st := HTTPStatus(code)
+	return st == fasthttp.StatusConflict || st >= 500
+}
+
 // idempotent runs op under the request's Idempotency-Key. op gets the state
 // (new or resume), the stored record and the link for the payment's
 // creation, and returns the payment it produced. A replay answers from the
@@ -231,12 +248,12 @@ func (s *Server) idempotent(rc *fasthttp.RequestCtx, op string, status int,
 	p, conflict, err := run(ctx, state, rec, idemLink(scoped))
 	if err != nil {
 		code := pay.ErrorCode(err)
-		if code == pay.EINTERNAL || code == pay.EUNAVAILABLE || code == pay.EPSP {
+		if transient(code) {
 			// Nothing final was said: let a retry run or resume.
 			s.idemRelease(context.WithoutCancel(ctx), scoped)
 			return err
 		}
-		// A definite answer (invalid, not found, conflict) is stored.
+		// A definite answer (invalid, not found, unsupported) is stored.
 		body := errorBody{Error: errorDetail{Code: code, Message: pay.ErrorMessage(err)}}
 		b, _ := jsonMarshal(body)
 		if ferr := s.idemFinish(ctx, scoped, "", HTTPStatus(code), b); ferr != nil {

@@ -6,6 +6,8 @@ import (
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"net"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -52,6 +54,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: "/dashboard/logout", handle: s.handleDashboardLogout},
 		{method: "GET", pattern: "/dashboard/static/{file}", handle: s.handleDashboardStatic},
 	}
+	rs = append(rs, s.extraRoutes...)
 	for i := range rs {
 		rs[i].name = rs[i].pattern
 		rs[i].parts = strings.Split(strings.Trim(rs[i].pattern, "/"), "/")
@@ -97,32 +100,20 @@ func matchParts(parts, segs []string) ([]string, bool) {
 	return params, true
 }
 
-// serve is the fasthttp handler: request id, routing, auth, metrics and the
-// access log.
+// serve is the fasthttp handler: request id, the guard, routing, auth,
+// panic recovery, metrics and the access log.
+//
+// Metric labels never come from the client: the route is its pattern
+// ("/webhooks/{provider}"), "unmatched" when no route matches, and the
+// status is the one the server chose; neither the raw path nor the method
+// becomes a label, so a stranger cannot grow the number of series.
 func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	start := time.Now()
 	rid := acceptRequestID(rc.Request.Header.Peek("X-Request-Id"))
 	rc.SetUserValue(ridKey, rid)
 	rc.Response.Header.Set("X-Request-Id", rid)
 
-	method, path := string(rc.Method()), string(rc.Path())
-	r, params, pathFound := s.match(method, path)
-	name := "unmatched"
-	var err error
-	switch {
-	case r == nil && pathFound:
-		err = pay.Errorf(pay.ENOTALLOWED, "method %s is not allowed on %s", method, path)
-	case r == nil:
-		err = pay.Errorf(pay.ENOTFOUND, "no route for %s %s", method, path)
-	default:
-		name = r.name
-		if r.auth {
-			err = s.authenticate(rc)
-		}
-		if err == nil {
-			err = r.handle(rc, params)
-		}
-	}
+	name, err := s.dispatch(rc)
 	if err != nil {
 		s.writeError(rc, err)
 	}
@@ -135,7 +126,149 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	if status >= 500 {
 		ev = s.Logger.Warn()
 	}
-	ev.Str("request_id", rid).Str("method", method).Str("route", name).Int("status", status).Dur("duration", elapsed).Msg("request")
+	ev.Str("request_id", rid).Str("method", string(rc.Method())).Str("route", name).Int("status", status).Dur("duration", elapsed).Msg("request")
+}
+
+// dispatch guards, routes, authenticates and runs one request, and returns
+// the route's name for metrics and logs. A panic anywhere below is
+// recovered here, once for every handler: the request is answered 500 with
+// the error shape and the server goes on serving.
+func (s *Server) dispatch(rc *fasthttp.RequestCtx) (name string, err error) {
+	name = "unmatched"
+	defer func() {
+		if v := recover(); v != nil {
+			err = s.recovered(rc, v)
+		}
+	}()
+	method, path := string(rc.Method()), string(rc.Path())
+	r, params, pathFound := s.match(method, path)
+	if r != nil {
+		name = r.name
+	}
+	// Where the request comes from is checked before anything else, so a
+	// refused request learns nothing about routes or credentials.
+	if err := s.guard(rc); err != nil {
+		return name, err
+	}
+	switch {
+	case r == nil && pathFound:
+		return name, pay.Errorf(pay.ENOTALLOWED, "method %s is not allowed on %s", truncate(method, 32), truncate(path, 128))
+	case r == nil:
+		return name, pay.Errorf(pay.ENOTFOUND, "no route for %s %s", truncate(method, 32), truncate(path, 128))
+	}
+	if r.auth {
+		if err := s.authenticate(rc); err != nil {
+			return name, err
+		}
+	}
+	return name, r.handle(rc, params)
+}
+
+// panicError is a handler's panic, with the stack where it happened. It
+// counts as an internal error: writeError logs it once, with the stack, and
+// the client sees only the request id.
+type panicError struct {
+	value any
+	stack []byte
+}
+
+func (e *panicError) Error() string { return fmt.Sprintf("panic: %v", e.value) }
+
+// recovered turns a recovered panic into the error the request is answered
+// with. Whatever the handler had put in the response is dropped.
+func (s *Server) recovered(rc *fasthttp.RequestCtx, v any) error {
+	stack := debug.Stack()
+	rc.Response.Reset()
+	rc.Response.Header.Set("X-Request-Id", requestID(rc))
+	return &panicError{value: v, stack: stack}
+}
+
+// guard is the one check of where a request comes from, made for every
+// route before routing and authentication (the health, metrics, webhook
+// and dashboard routes included: the rule is simplest when it has no
+// exception, and a probe on the same machine names the loopback anyway).
+//
+// Without API keys the server trusts its own machine only, and a browser
+// on that machine is not to be used against it:
+//   - a request carrying Forwarded or X-Forwarded-For came through a proxy,
+//     so the network can reach the server: 403
+//     proxied_request_without_api_key (configure auth.api_keys);
+//   - a Host other than localhost, 127.0.0.1 or [::1] (any port) is a page
+//     of another site whose name was rebound to 127.0.0.1 (DNS rebinding),
+//     or a request meant for another server: 421 misdirected_request.
+//
+// With API keys, a non-empty server.allowed_hosts restricts Host the same
+// way; proxies are welcome, the key is the gate.
+func (s *Server) guard(rc *fasthttp.RequestCtx) error {
+	if len(s.keys) == 0 {
+		for _, h := range []string{"Forwarded", "X-Forwarded-For"} {
+			if len(rc.Request.Header.Peek(h)) > 0 {
+				return pay.Errorf(pay.EPROXIED, "request forwarded by a proxy (%s) to a server without auth.api_keys, which trusts only its own machine: configure API keys", h)
+			}
+		}
+		return checkHost(rc, loopbackHosts, "without auth.api_keys only localhost, 127.0.0.1 and [::1] are served")
+	}
+	if len(s.hosts) > 0 {
+		return checkHost(rc, s.hosts, "it is not in server.allowed_hosts")
+	}
+	return nil
+}
+
+// loopbackHosts are the Host names a server without API keys answers to.
+var loopbackHosts = map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
+
+// checkHost refuses a request whose Host (the request line's, for an
+// absolute URI, and the header's) is not in allowed.
+func checkHost(rc *fasthttp.RequestCtx, allowed map[string]bool, why string) error {
+	for _, h := range [][]byte{rc.Host(), rc.Request.Header.Host()} {
+		if name, ok := hostName(string(h)); !ok || !allowed[name] {
+			return pay.Errorf(pay.EMISDIRECTED, "this server does not answer for Host %q: %s", truncate(string(h), 64), why)
+		}
+	}
+	return nil
+}
+
+// hostName returns the host of a Host value ("name", "name:port",
+// "[v6]" or "[v6]:port") in lower case, without port and brackets, an IPv6
+// address in its canonical form. It reports false for an empty or
+// malformed value.
+func hostName(h string) (string, bool) {
+	var name, port string
+	if strings.HasPrefix(h, "[") {
+		end := strings.IndexByte(h, ']')
+		if end < 0 {
+			return "", false
+		}
+		ip := net.ParseIP(h[1:end])
+		if ip == nil || ip.To4() != nil {
+			return "", false
+		}
+		name, port = ip.String(), h[end+1:]
+	} else {
+		name, port = h, ""
+		if i := strings.IndexByte(h, ':'); i >= 0 {
+			name, port = h[:i], h[i:]
+		}
+	}
+	if port != "" {
+		if port[0] != ':' || len(port) > 6 {
+			return "", false
+		}
+		for _, c := range port[1:] {
+			if c < '0' || c > '9' {
+				return "", false
+			}
+		}
+	}
+	if name == "" || len(name) > 253 {
+		return "", false
+	}
+	for _, c := range name {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '.' || c == ':') {
+			return "", false
+		}
+	}
+	return strings.ToLower(name), true
 }
 
 type ctxKey int

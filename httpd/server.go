@@ -67,15 +67,26 @@ type Server struct {
 	// to a request that died with it, and is taken over at once.
 	Exclusive bool
 
-	// Backup writes a consistent copy of the database (GET /admin/backup);
-	// nil if the backend cannot.
+	// Backup takes a consistent copy of the database to a local file and
+	// returns it open, with its size; closing it removes the file (GET
+	// /admin/backup streams it). nil if the backend cannot.
 	Backup interface {
-		WriteTo(w io.Writer) (int64, error)
+		Snapshot() (io.ReadCloser, int64, error)
 	}
 
 	// Ready reports whether the server can take traffic (storage open,
 	// workers running); nil means ready.
 	Ready func() error
+
+	// AllowedHosts restricts the Host of every request when API keys are
+	// configured (server.allowed_hosts): host names or IP addresses,
+	// compared without the port and ignoring case; empty accepts any Host.
+	// Without API keys it is not used: the Host must then name the loopback
+	// (see guard in router.go).
+	AllowedHosts []string
+	// SessionTTL is how long a dashboard sign-in lasts (auth.session_ttl);
+	// 0 means DashboardSessionTTL.
+	SessionTTL time.Duration
 
 	// RequestTimeout bounds the work of one request.
 	RequestTimeout time.Duration
@@ -91,7 +102,14 @@ type Server struct {
 	cancel context.CancelFunc
 	done   chan error
 	keys   [][32]byte
+	hosts  map[string]bool // AllowedHosts, normalized by hostName
 	routes []route
+
+	// sessions are the dashboard sign-ins of this process (dashboard.go).
+	sessions sessionStore
+	// extraRoutes are appended to the route table; only tests set them
+	// (export_test.go), to reach code paths no real route takes.
+	extraRoutes []route
 }
 
 // Open validates the configuration, binds the listener (a port in use is an
@@ -111,6 +129,23 @@ func (s *Server) Open() error {
 	}
 	if s.IdemLock <= 0 {
 		s.IdemLock = DefaultIdemLock
+	}
+	if s.SessionTTL <= 0 {
+		s.SessionTTL = DashboardSessionTTL
+	}
+	s.hosts = nil
+	for _, h := range s.AllowedHosts {
+		if ip := net.ParseIP(h); ip != nil && ip.To4() == nil {
+			h = "[" + h + "]" // an IPv6 address written without brackets
+		}
+		name, ok := hostName(h)
+		if !ok {
+			return fmt.Errorf("server.allowed_hosts: %q is not a host name", truncate(h, 64))
+		}
+		if s.hosts == nil {
+			s.hosts = make(map[string]bool)
+		}
+		s.hosts[name] = true
 	}
 	if s.Owner == "" {
 		var b [8]byte
@@ -177,6 +212,10 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		return nil
 	}
 	err := s.srv.ShutdownWithContext(ctx)
+	// fasthttp closes only the listeners Serve has registered: one whose
+	// Serve goroutine has not started yet (a Shutdown right after Open)
+	// would be served forever. Closing it here makes Serve return.
+	_ = s.ln.Close()
 	s.cancel()
 	if serr := <-s.done; serr != nil && err == nil && !errors.Is(serr, net.ErrClosed) {
 		err = serr

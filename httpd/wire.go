@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"mime"
 	"strings"
 	"time"
 
@@ -107,14 +108,37 @@ func writeRaw(rc *fasthttp.RequestCtx, status int, b []byte) {
 // decodeJSON decodes a request body into v strictly: the content type must
 // be JSON, the body one object, no unknown fields, no duplicated keys, no
 // trailing data. Errors name the field.
+//
+// It is the one place the merchant API reads a body, so every JSON endpoint
+// gets the media-type rule: a body needs Content-Type application/json
+// (utf-8 the only charset), else 415 unsupported_media_type. An empty body
+// has no type to check; the endpoint decides whether it may be empty.
+// Webhooks do not come through here: a PSP's body is verified by its
+// signature, whatever Content-Type it was sent with.
 func decodeJSON(rc *fasthttp.RequestCtx, v any) error {
-	if ct := string(rc.Request.Header.ContentType()); ct != "" {
-		mt, _, _ := strings.Cut(ct, ";")
-		if !strings.EqualFold(strings.TrimSpace(mt), "application/json") {
-			return pay.Errorf(pay.EINVALID, "Content-Type must be application/json, got %q", mt)
+	body := rc.PostBody()
+	if len(body) > 0 {
+		if err := checkJSONType(string(rc.Request.Header.ContentType())); err != nil {
+			return err
 		}
 	}
-	return DecodeStrict(rc.PostBody(), v)
+	return DecodeStrict(body, v)
+}
+
+// checkJSONType accepts the Content-Type of a JSON body: application/json
+// in any case, with at most a charset parameter of utf-8.
+func checkJSONType(ct string) error {
+	if ct == "" {
+		return pay.Errorf(pay.EMEDIATYPE, "Content-Type is missing: send Content-Type: application/json")
+	}
+	mt, params, err := mime.ParseMediaType(ct)
+	if err != nil || mt != "application/json" {
+		return pay.Errorf(pay.EMEDIATYPE, "Content-Type must be application/json, got %q", truncate(ct, 64))
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
+		return pay.Errorf(pay.EMEDIATYPE, "Content-Type charset must be utf-8, got %q", truncate(cs, 32))
+	}
+	return nil
 }
 
 // DecodeStrict decodes one JSON object from body into v and rejects unknown

@@ -7,9 +7,32 @@
 // transaction it checks that no one (the sweeper, a human's resolution)
 // holds the payment's lease and finalizes the observation, recording the
 // processed event id. If the lease is held the event is deferred with
-// backoff, never dropped. An event for a
-// payment paystate does not know is retried a few times (its payment may
-// not be visible yet) and then put on the review queue as an orphan.
+// backoff, never dropped.
+//
+// No event is tried more than MaxAttempts times (webhook_inbox.max_attempts,
+// default 20). Every try that does not apply the event counts, whatever
+// stopped it: a storage error, a payment whose lease is held, a payment
+// not found. Lease-held deferrals count too: a lease lasts seconds (30 s by
+// default) and the backoff grows to BackoffCap (5 s, with jitter in its
+// upper half), so 20 tries span 40 to 80 seconds, longer than a lease left
+// by a crashed holder lives; a lease that keeps the event out that long is
+// a problem a human should see, not a reason to loop forever. (A lease.ttl
+// raised far above the default wants a larger max_attempts or BackoffCap.)
+// After the last try an event whose payment
+// is known goes to the review queue (inbox_exhausted, its last error in the
+// note) and one whose payment is unknown as an orphan; either way it is
+// marked processed and leaves the pending list.
+//
+// An event for a payment paystate does not know (yet) is retried within
+// that window: an event of the standard provider may name the payment only
+// by provider_ref, which a later /sync report can record, and the event
+// then applies. Stripe events about objects paystate did not create
+// (pay.WebhookEvent.Untagged with an unknown provider_ref) are answered
+// 2xx, counted in paystate_webhooks_ignored_total{provider,reason} and not
+// stored.
+//
+// Metric labels never carry a provider name from the request: names that
+// are not configured count as "unknown" (pay.ProviderLabel).
 package inbox
 
 import (
@@ -38,9 +61,15 @@ const (
 	// DefaultBackoffCap bounds a deferral: a lease is held for seconds,
 	// so an event waits at most this long behind one.
 	DefaultBackoffCap = 5 * time.Second
-	// OrphanAttempts is how often an event for an unknown payment is
-	// retried before it goes on the review queue.
-	OrphanAttempts = 3
+	// DefaultMaxAttempts is how often an event is tried before it goes on
+	// the review queue (webhook_inbox.max_attempts).
+	DefaultMaxAttempts = 20
+)
+
+// Reasons of paystate_webhooks_ignored_total.
+const (
+	IgnoredNotOurs      = "not_ours"       // an object paystate did not create at the PSP
+	IgnoredUnmappedType = "unhandled_type" // an event type paystate does not act on
 )
 
 var deferrals = metrics.NewCounter(`paystate_inbox_deferrals_total`)
@@ -57,11 +86,21 @@ type Inbox struct {
 	BackoffBase time.Duration
 	BackoffCap  time.Duration
 	Interval    time.Duration // Run's ticker; default 1s
+	// MaxAttempts is how often an event is tried before it goes on the
+	// review queue; default DefaultMaxAttempts (webhook_inbox.max_attempts).
+	MaxAttempts int
 
 	Logger zerolog.Logger
 
 	wakeOnce sync.Once
 	wake     chan struct{}
+}
+
+func (in *Inbox) maxAttempts() int {
+	if in.MaxAttempts > 0 {
+		return in.MaxAttempts
+	}
+	return DefaultMaxAttempts
 }
 
 func (in *Inbox) now() time.Time {
@@ -85,30 +124,42 @@ func (in *Inbox) Wake() {
 }
 
 // Accept verifies and stores one webhook of the named provider. It returns
-// the parsed event and whether it was a redelivery. Errors: ENOTFOUND for an
+// the parsed event and whether it was a redelivery. An event type paystate
+// does not act on, and an event about an object paystate did not create
+// (Untagged, its provider_ref unknown), come back with Ignore set: nothing
+// is stored, the caller answers 2xx, and paystate_webhooks_ignored_total
+// counts them. Errors: ENOTFOUND for an
 // unknown provider, ESIGNATURE for a bad signature or timestamp, EINVALID
 // for a malformed body; nothing is stored then.
 func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h http.Header) (pay.WebhookEvent, bool, error) {
 	prov, ok := in.Providers[provider]
 	if !ok {
-		webhookOutcome(provider, "unknown_provider")
+		in.webhookOutcome(provider, "unknown_provider")
 		return pay.WebhookEvent{}, false, pay.Errorf(pay.ENOTFOUND, "provider %q is not configured", provider)
 	}
 	ev, err := prov.ParseWebhook(body, h, in.now())
 	if err != nil {
-		webhookOutcome(provider, "rejected")
+		in.webhookOutcome(provider, "rejected")
 		return pay.WebhookEvent{}, false, err
 	}
 	if ev.Ignore {
-		webhookOutcome(provider, "ignored")
+		in.ignored(provider, IgnoredUnmappedType)
 		return ev, false, nil
 	}
-	var inserted bool
+	var inserted, notOurs bool
 	err = in.Store.Update(ctx, func(tx pay.Tx) error {
+		inserted, notOurs = false, false
+		paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
+		if paymentID == "" && ev.Untagged {
+			// Not created by paystate: nothing to keep.
+			notOurs = true
+			return nil
+		}
 		e := pay.InboxEvent{
 			Provider: provider, EventID: ev.EventID, Type: ev.Type,
-			PaymentID: resolve(tx, provider, ev.PaymentID, ev.ProviderRef), ProviderRef: ev.ProviderRef,
-			Status: ev.Status, StepKind: ev.StepKind, OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
+			PaymentID: paymentID, ProviderRef: ev.ProviderRef,
+			Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
+			OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
 			Body: append([]byte(nil), Redact(body)...), NextAttemptAt: tx.Now(),
 		}
 		var err error
@@ -121,16 +172,32 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 	if err != nil {
 		return ev, false, fmt.Errorf("store webhook: %w", err)
 	}
-	if inserted {
-		webhookOutcome(provider, "accepted")
-	} else {
-		webhookOutcome(provider, "duplicate")
+	switch {
+	case notOurs:
+		in.ignored(provider, IgnoredNotOurs)
+		in.Logger.Debug().Str("provider", provider).Str("event_id", ev.EventID).Str("type", ev.Type).
+			Str("provider_ref", ev.ProviderRef).Msg("webhook about an object paystate did not create: ignored")
+		ev.Ignore = true
+		return ev, false, nil
+	case inserted:
+		in.webhookOutcome(provider, "accepted")
+	default:
+		in.webhookOutcome(provider, "duplicate")
 	}
 	return ev, !inserted, nil
 }
 
-func webhookOutcome(provider, outcome string) {
-	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_total{provider=%q,outcome=%q}`, provider, outcome)).Inc()
+// webhookOutcome counts one webhook in paystate_webhooks_total.
+func (in *Inbox) webhookOutcome(provider, outcome string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_total{provider=%q,outcome=%q}`, pay.ProviderLabel(provider, in.Providers), outcome)).Inc()
+}
+
+// ignored counts a webhook that was answered 2xx and not stored, in
+// paystate_webhooks_total (outcome ignored) and
+// paystate_webhooks_ignored_total.
+func (in *Inbox) ignored(provider, reason string) {
+	in.webhookOutcome(provider, "ignored")
+	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_ignored_total{provider=%q,reason=%q}`, pay.ProviderLabel(provider, in.Providers), reason)).Inc()
 }
 
 // resolve finds the payment an event is about: by paystate's id (echoed by
@@ -242,26 +309,26 @@ func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
 	return applied, first
 }
 
-// apply applies one event, or defers it. It reports whether the event is
-// now processed.
+// apply applies one event, or defers it, or, after its last try, puts it
+// on the review queue. It reports whether the event is now processed.
 func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 	log := in.Logger.With().Str("event_id", ev.EventID).Str("provider", ev.Provider).Logger()
+	last := ev.Attempts+1 >= in.maxAttempts()
 
 	// An event found by the PSP's reference may have arrived before that
 	// reference was recorded: resolve it again.
 	if ev.PaymentID == "" {
 		err := in.Store.Update(ctx, func(tx pay.Tx) error {
 			ev.PaymentID = resolve(tx, ev.Provider, "", ev.ProviderRef)
-			if ev.PaymentID != "" || ev.Attempts+1 < OrphanAttempts {
+			if ev.PaymentID != "" || !last {
 				return nil
 			}
 			// Charged at the PSP, unknown here: a human must look.
-			if err := tx.PutReview(pay.ReviewItem{
+			if _, err := finalize.QueueReview(tx, pay.ReviewItem{
 				ID: "orphan_" + ev.Provider + "_" + ev.EventID, Reason: pay.ReasonOrphan,
 				Provider: ev.Provider, ProviderRef: ev.ProviderRef, EventID: ev.EventID,
-				Observed: ev.Status, Note: "webhook " + ev.Type + " for a payment paystate does not know",
-				CreatedAt: tx.Now(),
-			}); err != nil {
+				Observed: ev.Status, Note: fmt.Sprintf("webhook %s for a payment paystate does not know (%d tries)", ev.Type, ev.Attempts+1),
+			}, pay.SourceWebhook); err != nil {
 				return err
 			}
 			return tx.MarkProcessed(ev.Provider, ev.EventID)
@@ -270,7 +337,7 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 			return false, err
 		}
 		if ev.PaymentID == "" {
-			if ev.Attempts+1 >= OrphanAttempts {
+			if last {
 				log.Warn().Str("provider_ref", ev.ProviderRef).Msg("webhook for an unknown payment: on the review queue as orphan")
 				return true, nil
 			}
@@ -306,20 +373,48 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 		_, err = in.Finalizer.FinalizeIf(ctx, pay.Observation{
 			PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
 			ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
+			Amount: ev.Amount, Currency: ev.Currency,
 		}, free)
 	}
-	switch pay.ErrorCode(err) {
-	case "":
+	if err == nil {
 		return true, nil
+	}
+	reason := err.Error()
+	switch code := pay.ErrorCode(err); code {
 	case pay.ELEASEHELD, pay.ELEASELOST:
 		deferrals.Inc()
-		log.Debug().Str("reason", pay.ErrorCode(err)).Msg("webhook deferred")
-		return false, in.deferEvent(ctx, ev, pay.ErrorCode(err))
+		reason = code
+		log.Debug().Str("reason", code).Int("attempt", ev.Attempts+1).Msg("webhook deferred")
 	default:
 		// Keep the event; it is retried with backoff.
-		log.Error().Err(err).Msg("apply webhook")
-		return false, in.deferEvent(ctx, ev, err.Error())
+		log.Error().Err(err).Int("attempt", ev.Attempts+1).Msg("apply webhook")
 	}
+	if last {
+		return in.exhausted(ctx, ev, reason)
+	}
+	return false, in.deferEvent(ctx, ev, reason)
+}
+
+// exhausted puts an event that failed its last try on the review queue
+// (inbox_exhausted, with its last error) and marks it processed, in one
+// transaction. It reports whether that committed.
+func (in *Inbox) exhausted(ctx context.Context, ev pay.InboxEvent, lastErr string) (bool, error) {
+	note := fmt.Sprintf("webhook %s (%s) not applied after %d tries; last error: %s", ev.EventID, ev.Type, ev.Attempts+1, lastErr)
+	err := in.Store.Update(ctx, func(tx pay.Tx) error {
+		if _, err := finalize.QueueReview(tx, pay.ReviewItem{
+			PaymentID: ev.PaymentID, Reason: pay.ReasonInboxExhausted, Provider: ev.Provider,
+			ProviderRef: ev.ProviderRef, EventID: ev.EventID, Observed: ev.Status, Note: note,
+		}, pay.SourceWebhook); err != nil {
+			return err
+		}
+		return tx.MarkProcessed(ev.Provider, ev.EventID)
+	})
+	if err != nil {
+		return false, fmt.Errorf("review exhausted webhook %s: %w", ev.EventID, err)
+	}
+	in.Logger.Warn().Str("payment_id", ev.PaymentID).Str("provider", ev.Provider).Str("event_id", ev.EventID).
+		Int("attempts", ev.Attempts+1).Str("last_error", lastErr).Msg("webhook not applied after its last try: on the review queue")
+	return true, nil
 }
 
 // stepKind is the timeline step of an event that carries no status.

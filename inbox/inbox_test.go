@@ -172,7 +172,7 @@ func TestInbox_Orphan(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	f.accept(t, "evt_o", "payment.captured", "", "psp_unknown")
-	for i := range inbox.OrphanAttempts {
+	for i := range inbox.DefaultMaxAttempts {
 		if _, err := f.in.RunOnce(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -181,7 +181,7 @@ func TestInbox_Orphan(t *testing.T) {
 		if err := f.db.View(ctx, func(tx pay.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
 			t.Fatal(err)
 		}
-		last := i == inbox.OrphanAttempts-1
+		last := i == inbox.DefaultMaxAttempts-1
 		if got, want := len(items), map[bool]int{false: 0, true: 1}[last]; got != want {
 			t.Fatalf("attempt %d: review items=%d, want %d", i+1, got, want)
 		}

@@ -11,6 +11,13 @@ import (
 // MaxOrderIDLen is the longest order id accepted, in bytes.
 const MaxOrderIDLen = 128
 
+// MaxAmount is the largest amount of one payment, in minor units: 10^15
+// (ten trillion euros in cents). The ledger sums amounts in int64, whose
+// maximum is about 9.2·10^18, so at least 9,000 payments of the largest
+// amount fit in one account before the ledger refuses a posting; no real
+// charge comes near it.
+const MaxAmount int64 = 1_000_000_000_000_000
+
 // Customer is who pays. ID is needed for loyalty, Email for receipts.
 type Customer struct {
 	ID    string
@@ -61,6 +68,13 @@ type Observation struct {
 	ExpectedVersion uint64 // optional: the version the caller read; 0 = none
 	LeaseToken      uint64 // optional: the caller's lease; 0 = none
 	Note            string // optional: free text for the timeline
+	// Amount and Currency are what the PSP says the payment is for, when it
+	// says it (0 and "" = not reported). An observation whose amount or
+	// currency differs from the payment's is not applied: the payment goes
+	// on the review queue (ReasonAmountMismatch). Currencies are compared
+	// case-insensitively (Stripe sends them in lower case).
+	Amount   int64
+	Currency string
 }
 
 // Result is what finalize did with an observation.
@@ -72,6 +86,11 @@ type Result struct {
 	Stale     bool // the observation was older than the stored status and was ignored
 	Anomaly   bool // conflicting terminal outcomes: the payment is on the review queue
 	Duplicate bool // the payment already had this status, or the event was processed before
+	// Rejected is the review reason (ReasonAmountMismatch,
+	// ReasonProviderRefConflict) when the observation contradicted the
+	// payment and was not applied (Decision then says what the state
+	// machine would have done); "" otherwise.
+	Rejected string
 }
 
 // Step kinds in a payment's timeline.
@@ -159,10 +178,14 @@ func ValidateCurrency(s string) error {
 	return nil
 }
 
-// ValidateAmount checks an amount in minor units.
+// ValidateAmount checks an amount in minor units: positive and at most
+// MaxAmount.
 func ValidateAmount(n int64) error {
 	if n <= 0 {
 		return Errorf(EINVALID, "amount must be a positive number of minor units, got %d", n)
+	}
+	if n > MaxAmount {
+		return Errorf(EINVALID, "amount must be at most %d minor units (10^15), got %d", MaxAmount, n)
 	}
 	return nil
 }

@@ -14,6 +14,11 @@ type PSPResult struct {
 	RedirectURL  string
 	Found        bool   // false: the PSP does not know the payment
 	Raw          string // the answer as text, kept as evidence (no secrets)
+	// Amount and Currency are what the PSP holds the payment for, where
+	// its answer says so (0 and "" = not said); finalize checks them
+	// against the payment.
+	Amount   int64
+	Currency string
 }
 
 // WebhookEvent is a verified, parsed PSP webhook.
@@ -25,10 +30,22 @@ type WebhookEvent struct {
 	Status      Status // "" when the event carries no status change
 	StepKind    string // for events without status: the timeline step kind (e.g. StepFailedAttempt)
 	OccurredAt  time.Time
+	// Amount and Currency are what the event says the payment is for (0
+	// and "" = not said); finalize checks them against the payment.
+	Amount   int64
+	Currency string
 	// Ignore marks an event type paystate does not act on (for example a
 	// Stripe event type it does not map): it is answered 2xx, counted and
 	// not stored.
 	Ignore bool
+	// Untagged marks an event whose object carries none of the tags
+	// paystate puts on every object it creates at the PSP (Stripe's
+	// metadata.paystate_payment_id). If its ProviderRef is unknown too,
+	// paystate did not create the object: the event is answered 2xx,
+	// counted in paystate_webhooks_ignored_total{reason="not_ours"} and not
+	// stored. Providers whose events may name a payment by reference only
+	// (standard) never set it.
+	Untagged bool
 }
 
 // Provider is a PSP adapter.
@@ -47,6 +64,17 @@ type Provider interface {
 	// ParseWebhook verifies the signature of a webhook (ESIGNATURE, with the
 	// timestamp checked against now) and parses it (EINVALID).
 	ParseWebhook(body []byte, header http.Header, now time.Time) (WebhookEvent, error)
+}
+
+// ProviderLabel is the value of a provider label on a metric: name if it is
+// a configured provider (a key of known), else "unknown". Every metric with
+// a provider label goes through it, so a request naming random providers
+// (POST /webhooks/<anything>) cannot add series.
+func ProviderLabel(name string, known map[string]Provider) string {
+	if _, ok := known[name]; ok {
+		return name
+	}
+	return "unknown"
 }
 
 // Canceler is a Provider that can cancel an open payment at the PSP (the

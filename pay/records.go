@@ -43,10 +43,12 @@ type InboxEvent struct {
 	ProviderRef   string
 	Status        Status // "" when the event carries no status
 	StepKind      string // with no Status: the timeline step kind (pay.StepFailedAttempt, ...)
+	Amount        int64  // what the event says the payment is for; 0 = not said
+	Currency      string // "" = not said
 	OccurredAt    time.Time
 	ReceivedAt    time.Time
 	Body          []byte // the raw body as received
-	Attempts      int    // how often it was deferred
+	Attempts      int    // how often it was tried and deferred
 	NextAttemptAt time.Time
 	LastError     string
 	Processed     bool

@@ -49,6 +49,15 @@ type SweeperTx interface {
 	// removed. Pending inbox entries are never removed. A redelivery of a
 	// purged event is accepted as new.
 	PurgeProcessed(before time.Time, limit int) (int, error)
+	// PurgeOutbox removes up to limit delivered outbox records (fanned
+	// out, no delivery pending, none dead since before) created strictly
+	// before before, oldest first, with their effects' dedupe keys, and
+	// returns how many it removed. It moves the purge horizon past them.
+	PurgeOutbox(before time.Time, limit int) (int, error)
+	// OutboxHorizon returns the purge horizon: outbox records created
+	// before it may be gone, later ones are all kept; zero if none was
+	// ever purged. verify does not ask for a record older than it.
+	OutboxHorizon() (time.Time, error)
 
 	// PutPSPAnswer stores a as the payment's last PSP answer, replacing
 	// the one before. A zero At becomes Tx.Now.

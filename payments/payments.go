@@ -7,9 +7,22 @@
 // finalizes the PSP's answer with the version read before the call. If the
 // answer is lost (timeout, PSP error) the payment becomes finalize_pending:
 // the PSP may have charged, and only PSP evidence (webhook, sweeper) or a
-// human decides. A retry of the same request resumes from the stored
-// payment and repeats the PSP call with the same key, so the PSP cannot
-// charge twice.
+// human decides. The same holds for any failure after the PSP was called:
+// if the answer cannot be finalized (a storage error, a ledger that
+// refuses the posting) or contradicts the payment (finalize put it on the
+// review queue), the payment becomes finalize_pending, never stays
+// created. A retry of the same request resumes from the stored payment and
+// repeats the PSP call with the same key, so the PSP cannot charge twice.
+//
+// A report (/sync) of a final status (captured, failed, refunded) is
+// checked against the provider's status API first, when it has one: the
+// report is applied only if the PSP says the same status. Otherwise nothing
+// is applied, the payment goes on the review queue as sync_contradicted
+// with the PSP's answer as evidence, and Report answers ECONFLICT (409): the
+// merchant's code and the PSP disagree, and the PSP's word alone does not
+// settle it either, so a human does. A status call that fails answers EPSP
+// (502) and applies nothing. A report-mode provider (standard: Status is
+// EUNSUPPORTED) has no other evidence, and its report is applied as it is.
 package payments
 
 import (
@@ -98,7 +111,7 @@ func (s *Service) provider(name string) (pay.Provider, error) {
 	}
 	p, ok := s.Providers[name]
 	if !ok {
-		return nil, pay.Errorf(pay.EINVALID, "provider %q is not configured", name)
+		return nil, pay.Errorf(pay.EUNKNOWNPROVIDER, "provider %q is not configured", name)
 	}
 	return p, nil
 }
@@ -184,11 +197,33 @@ func (s *Service) charge(ctx context.Context, prov pay.Provider, p pay.Payment) 
 	} else {
 		obs.Status, obs.ProviderRef = ans.Status, ans.ProviderRef
 		obs.ClientSecret, obs.RedirectURL = ans.ClientSecret, ans.RedirectURL
+		obs.Amount, obs.Currency = ans.Amount, ans.Currency
 		if obs.Status == p.Status && obs.ProviderRef == "" && obs.ClientSecret == "" && obs.RedirectURL == "" {
 			return p, nil // report mode: nothing happened at a PSP
 		}
 	}
 	res, err := s.Finalizer.Finalize(ctx, obs)
+	switch {
+	case err != nil:
+		// The PSP was called; what it did is not recorded. The payment
+		// must not stay created: finalize_pending makes it the sweeper's.
+		s.Logger.Error().Err(err).Str("payment_id", p.ID).Str("observed", string(obs.Status)).Msg("finalize charge answer")
+		return s.pending(ctx, p, "the PSP's answer could not be recorded: "+pay.ErrorMessage(err))
+	case res.Rejected != "":
+		// The answer contradicts the payment (on the review queue now):
+		// the PSP may have charged, so the payment waits for evidence.
+		return s.pending(ctx, res.Payment, "the PSP's answer was not applied: "+res.Rejected)
+	}
+	return res.Payment, nil
+}
+
+// pending finalizes p as finalize_pending after a PSP call whose answer was
+// not applied. A payment that has moved on meanwhile (a webhook finished
+// it) is left as it is: finalize_pending is stale then.
+func (s *Service) pending(ctx context.Context, p pay.Payment, note string) (pay.Payment, error) {
+	res, err := s.Finalizer.Finalize(ctx, pay.Observation{
+		PaymentID: p.ID, Source: pay.SourceSync, Status: pay.FinalizePending, ExpectedVersion: p.Version, Note: note,
+	})
 	if err != nil {
 		return pay.Payment{}, fmt.Errorf("finalize charge: %w", err)
 	}
@@ -204,7 +239,12 @@ type ReportRequest struct {
 	ExpectedVersion uint64
 }
 
-// Report finalizes a PSP answer the merchant's own code received.
+// Report finalizes a PSP answer the merchant's own code received. A final
+// status is first checked against the provider's status API (see the
+// package documentation): a contradiction is ECONFLICT and puts the payment
+// on the review queue; a failed status call is EPSP. A report that
+// finalize rejects (a provider_ref bound to another payment) is ECONFLICT
+// too, the payment being on the review queue.
 func (s *Service) Report(ctx context.Context, paymentID string, r ReportRequest) (pay.Result, error) {
 	if !r.Status.Valid() {
 		return pay.Result{}, pay.Errorf(pay.EINVALID, "status %q is not a payment status", r.Status)
@@ -212,11 +252,98 @@ func (s *Service) Report(ctx context.Context, paymentID string, r ReportRequest)
 	if err := pay.ValidateText("provider_ref", r.ProviderRef, 255); err != nil {
 		return pay.Result{}, err
 	}
-	return s.Finalizer.Finalize(ctx, pay.Observation{
+	obs := pay.Observation{
 		PaymentID: paymentID, Source: pay.SourceReport, Status: r.Status,
 		ProviderRef: r.ProviderRef, ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL,
 		ExpectedVersion: r.ExpectedVersion,
+	}
+	if r.Status.Terminal() {
+		ans, checked, err := s.checkReport(ctx, paymentID, r.Status)
+		if err != nil {
+			return pay.Result{}, err
+		}
+		if checked {
+			// The PSP confirmed the status: what it says the payment is
+			// for is evidence too.
+			obs.Amount, obs.Currency = ans.Amount, ans.Currency
+			if obs.ProviderRef == "" {
+				obs.ProviderRef = ans.ProviderRef
+			}
+			obs.Note = "confirmed by the PSP: " + ans.Raw
+		}
+	}
+	res, err := s.Finalizer.Finalize(ctx, obs)
+	if err != nil {
+		return pay.Result{}, err
+	}
+	if res.Rejected != "" {
+		return pay.Result{}, pay.Errorf(pay.ECONFLICT, "the report contradicts payment %s (%s): nothing applied, the payment is on the review queue", paymentID, res.Rejected)
+	}
+	return res, nil
+}
+
+// checkReport asks the payment's provider for its status before a report of
+// the final status st is applied. It returns the PSP's answer and true if
+// the PSP says st; false with no error if the provider has no status API
+// (report mode); EPSP if the call fails; and ECONFLICT, after putting the
+// payment on the review queue (sync_contradicted) with the answer as
+// evidence, if the PSP says anything else.
+func (s *Service) checkReport(ctx context.Context, paymentID string, st pay.Status) (pay.PSPResult, bool, error) {
+	p, err := s.Get(ctx, paymentID)
+	if err != nil {
+		return pay.PSPResult{}, false, err
+	}
+	prov, err := s.provider(p.Provider)
+	if err != nil {
+		return pay.PSPResult{}, false, err
+	}
+	cctx, cancel := s.pspContext(ctx)
+	ans, err := prov.Status(cctx, p)
+	cancel()
+	switch code := pay.ErrorCode(err); {
+	case code == pay.EUNSUPPORTED:
+		return pay.PSPResult{}, false, nil // report mode: the report is the evidence
+	case err != nil:
+		s.Logger.Warn().Str("payment_id", p.ID).Str("error", pay.ErrorMessage(err)).Msg("status check of a report failed")
+		return pay.PSPResult{}, false, pay.Errorf(pay.EPSP, "the PSP's status API did not answer, so the report of %s was not applied: %s", st, pay.ErrorMessage(err))
+	case ans.Found && ans.Status == st:
+		return ans, true, nil
+	}
+
+	// The PSP contradicts the report: a human decides.
+	said := "does not know the payment"
+	if ans.Found {
+		said = "says " + string(ans.Status)
+	}
+	note := fmt.Sprintf("the merchant reported %s; the PSP's status API %s", st, said)
+	err = s.Store.Update(ctx, func(tx pay.Tx) error {
+		cur, err := tx.Payment(p.ID)
+		if err != nil {
+			return err
+		}
+		if err := tx.PutPSPAnswer(pay.PSPAnswer{PaymentID: cur.ID, Provider: cur.Provider, Status: ans.Status, Found: ans.Found, Raw: ans.Raw}); err != nil {
+			return err
+		}
+		_, err = finalize.QueueReview(tx, pay.ReviewItem{
+			PaymentID: cur.ID, Reason: pay.ReasonSyncContradicted, Provider: cur.Provider, ProviderRef: cur.ProviderRef,
+			Observed: st, Note: note, LastPSP: answerText(ans),
+		}, pay.SourceReport)
+		return err
 	})
+	if err != nil {
+		return pay.PSPResult{}, false, fmt.Errorf("review contradicted report: %w", err)
+	}
+	s.Logger.Warn().Str("payment_id", p.ID).Str("reported", string(st)).Str("psp_status", string(ans.Status)).Bool("found", ans.Found).
+		Str("reason", pay.ReasonSyncContradicted).Msg("report contradicted by the PSP: on the review queue")
+	return pay.PSPResult{}, false, pay.Errorf(pay.ECONFLICT, "the PSP contradicts the report: it %s, not %s; nothing applied, payment %s is on the review queue (%s)", said, st, p.ID, pay.ReasonSyncContradicted)
+}
+
+// answerText is the review item's text of a PSP status answer.
+func answerText(a pay.PSPResult) string {
+	if !a.Found {
+		return "not found: " + a.Raw
+	}
+	return string(a.Status) + ": " + a.Raw
 }
 
 // Get returns one payment.

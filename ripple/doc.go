@@ -39,9 +39,30 @@
 // Per payment, records reach a target in outbox order: a delivery waits
 // while an earlier record of the same payment is pending for the same
 // target (done or dead lets the next one go). Different payments and
-// different targets do not wait for each other. A pass runs up to
-// ripple.workers deliveries at once and waits for them (a merchant
-// endpoint gets 15 s), then the next pass starts.
+// different targets do not wait for each other.
+//
+// # One slow target delays nothing else
+//
+// Each target has its own lane: at most ripple.workers attempts at once
+// for loyalty, retention and receipt each, at most webhooks[].max_in_flight
+// (default 8) for each merchant endpoint, which also gets its own HTTP
+// transport capped at that many connections. A pass (fan-out and
+// dispatch) starts an attempt of every due delivery whose lane has room
+// and that is not running already, and leaves the others due; a pass of
+// Run does not wait for what it started, and every recorded attempt
+// wakes Run for the next pass. So a merchant endpoint that takes
+// connections and never answers holds its own max_in_flight goroutines
+// and connections until its timeout (webhooks[].timeout, default 10 s),
+// and nothing that the other targets need. The deliveries waiting for a
+// busy lane stay at the head of the due index, so a pass reads past them
+// until it has seen every due delivery or passed over none. RunOnce, for
+// tests and tools, is the same pass but waits for the attempts it
+// started and for those running before it.
+//
+// A delivery is attempted by one goroutine at a time (the running ones
+// are kept by delivery id), and an attempt first checks that the
+// delivery is still as the pass read it, so an attempt that ended in
+// between is not repeated.
 //
 // # At most once per effect
 //
@@ -82,7 +103,9 @@
 // amount, currency, status, version, customer}} with the outbox event id
 // as id and webhook-id; it is signed with every configured secret of the
 // endpoint (secret and secrets) and sent with webhook-id,
-// webhook-timestamp and webhook-signature. A 2xx within 15 s counts;
+// webhook-timestamp and webhook-signature. A 2xx within the endpoint's
+// timeout counts (webhooks[].timeout: default 10 s, from 100 ms to 15 s,
+// the Standard Webhooks limit; a longer one is refused, not shortened);
 // redirects are not followed. On 429 and 503 a Retry-After header (seconds
 // or an HTTP date) sets the next attempt, clamped to [1 s, backoff cap].
 // 410 disables the endpoint (stored, with a warning) and dead-letters the

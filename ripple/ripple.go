@@ -3,7 +3,6 @@ package ripple
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"sync"
 	"time"
 
@@ -26,8 +25,21 @@ const (
 
 	// AttemptTimeout bounds one attempt of any effect.
 	AttemptTimeout = time.Minute
-	// WebhookTimeout is how long a merchant endpoint has to answer 2xx.
-	WebhookTimeout = 15 * time.Second
+	// DefaultWebhookTimeout is how long a merchant endpoint has to answer
+	// 2xx when its EndpointConfig leaves Timeout at 0.
+	DefaultWebhookTimeout = 10 * time.Second
+	// MinWebhookTimeout is the shortest EndpointConfig.Timeout accepted.
+	MinWebhookTimeout = 100 * time.Millisecond
+	// MaxWebhookTimeout is the longest EndpointConfig.Timeout accepted.
+	// The Standard Webhooks sender rules count only a 2xx within 15 s, so
+	// waiting longer would wait for an answer that does not count: New
+	// refuses a longer timeout rather than shorten it without a word.
+	MaxWebhookTimeout = 15 * time.Second
+	// DefaultMaxInFlight is how many deliveries to one merchant endpoint
+	// run at once when its EndpointConfig leaves MaxInFlight at 0.
+	DefaultMaxInFlight = 8
+	// MaxInFlightLimit is the largest EndpointConfig.MaxInFlight accepted.
+	MaxInFlightLimit = 256
 	// DisableAfter is how long an endpoint may fail every delivery before
 	// it is disabled.
 	DisableAfter = 5 * 24 * time.Hour
@@ -39,7 +51,7 @@ const (
 // Config is what New builds a Service from: the [ripple], [loyalty],
 // [receipt] and [[webhooks]] sections of the configuration.
 type Config struct {
-	Workers     int           // deliveries run at once; default DefaultWorkers
+	Workers     int           // deliveries run at once per effect other than a webhook; default DefaultWorkers
 	MaxAttempts int           // attempts before a dead letter; default DefaultMaxAttempts
 	BackoffBase time.Duration // first retry delay; default DefaultBackoffBase
 	BackoffCap  time.Duration // longest retry delay; default DefaultBackoffCap
@@ -61,10 +73,21 @@ type EndpointConfig struct {
 	Secrets []string
 	// Events are the event types sent, such as "payment.captured".
 	Events []string
+	// Timeout bounds one delivery, from the connection to the 2xx
+	// answer; default DefaultWebhookTimeout, from MinWebhookTimeout to
+	// MaxWebhookTimeout.
+	Timeout time.Duration
+	// MaxInFlight caps the deliveries to the endpoint that run at once,
+	// so an endpoint that never answers holds at most MaxInFlight
+	// connections and goroutines, and no worker of another target;
+	// default DefaultMaxInFlight, at most MaxInFlightLimit.
+	MaxInFlight int
 }
 
 // Service fans outbox records out to deliveries and delivers them. Make
-// it with New. It is safe for concurrent use; one pass runs at a time.
+// it with New. It is safe for concurrent use; one pass (fan-out and
+// dispatch) runs at a time, the attempts that passes start run side by
+// side, each target's within its own cap.
 type Service struct {
 	Store  pay.Store
 	Config Config
@@ -75,21 +98,44 @@ type Service struct {
 	// Interval is Run's ticker; default DefaultInterval.
 	Interval time.Duration
 	// Batch bounds the outbox records fanned out per transaction and the
-	// deliveries attempted per pass; default DefaultBatch.
+	// due deliveries a pass reads besides those it cannot start (running,
+	// or their target at its cap); default DefaultBatch.
 	Batch  int
 	Logger zerolog.Logger
 
-	effects map[string]effect // by target
-	order   []effect          // fan-out order
-	client  *http.Client
+	effects  map[string]effect // by target
+	order    []effect          // fan-out order
+	webhooks []*webhook        // to release their connections
 
 	// afterEffect, if set, runs after an effect's attempt and before the
 	// delivery records it; an error stops there (a crash, in tests).
 	afterEffect func(pay.Delivery) error
 
-	pass     sync.Mutex
+	pass     sync.Mutex // one fan-out and dispatch at a time
 	wakeOnce sync.Once
 	wake     chan struct{}
+	freed    chan struct{} // capacity 1: an attempt was recorded
+
+	mu       sync.Mutex
+	lanes    map[string]*lane // by target
+	inflight map[string]*job  // by delivery id: attempts running
+	held     int              // due deliveries the last pass left to busy targets
+}
+
+// lane is one target's share of the workers: at most max of its
+// deliveries are attempted at once, and they hold no other target's.
+type lane struct {
+	max     int
+	running int
+}
+
+// job is one running attempt of a delivery. attempted and err are set
+// before done is closed.
+type job struct {
+	d         pay.Delivery
+	done      chan struct{}
+	attempted bool
+	err       error
 }
 
 // effect is one delivery target.
@@ -138,16 +184,16 @@ func New(store pay.Store, cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		Store: store, Config: cfg, Logger: zerolog.Nop(), effects: map[string]effect{},
-		client: newHTTPClient(),
+		freed: make(chan struct{}, 1), lanes: map[string]*lane{}, inflight: map[string]*job{},
 	}
-	s.add(&loyalty{s: s})
-	s.add(&retention{s: s})
+	s.add(&loyalty{s: s}, cfg.Workers)
+	s.add(&retention{s: s}, cfg.Workers)
 	if cfg.Receipt.Addr != "" {
 		r, err := newReceipt(s, cfg.Receipt)
 		if err != nil {
 			return nil, err
 		}
-		s.add(r)
+		s.add(r, cfg.Workers)
 	}
 	for i, ec := range cfg.Webhooks {
 		w, err := newWebhook(s, ec)
@@ -157,14 +203,17 @@ func New(store pay.Store, cfg Config) (*Service, error) {
 		if _, dup := s.effects[target(w)]; dup {
 			return nil, fmt.Errorf("ripple: webhooks[%d]: url is configured twice", i)
 		}
-		s.add(w)
+		s.add(w, w.maxInFlight)
+		s.webhooks = append(s.webhooks, w)
 	}
 	return s, nil
 }
 
-func (s *Service) add(e effect) {
+// add makes e a target of which at most inFlight deliveries run at once.
+func (s *Service) add(e effect, inFlight int) {
 	s.effects[target(e)] = e
 	s.order = append(s.order, e)
+	s.lanes[target(e)] = &lane{max: inFlight}
 }
 
 // target is the delivery target of an effect (pay.Delivery.Target).
@@ -202,91 +251,194 @@ func (s *Service) Notify() {
 
 // Close releases the idle connections to merchant endpoints. Run calls it
 // when it returns.
-func (s *Service) Close() { s.client.CloseIdleConnections() }
+func (s *Service) Close() {
+	for _, w := range s.webhooks {
+		w.client.CloseIdleConnections()
+	}
+}
 
-// Run runs passes until ctx is cancelled: on every Notify, every Interval,
-// and at once again after a pass that attempted something. Errors are
-// logged and the loop goes on. It returns nil on cancel.
+// Run runs passes until ctx is cancelled: on every Notify, every Interval
+// (which also refreshes the gauges), and whenever an attempt was recorded
+// (a target has room again, or a payment's next record may go). Unlike
+// RunOnce, a pass of Run does not wait for the attempts it starts, so a
+// target that is slow to answer holds up only its own deliveries. Errors
+// are logged and the loop goes on. On cancel it waits for the running
+// attempts to end (they end with ctx) and returns nil.
 func (s *Service) Run(ctx context.Context) error {
+	var attempts sync.WaitGroup
 	defer s.Close()
+	defer attempts.Wait()
 	interval := s.Interval
 	if interval <= 0 {
 		interval = DefaultInterval
 	}
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	gauges := true // on the first pass and every Interval, not on every attempt
 	for {
-		n, err := s.RunOnce(ctx)
+		_, _, err := s.dispatch(ctx, &attempts, true)
 		if ctx.Err() != nil {
 			return nil
+		}
+		if err == nil && gauges {
+			err = s.refreshGauges(ctx)
 		}
 		if err != nil {
 			s.Logger.Error().Err(err).Msg("ripple pass")
 		}
-		if n > 0 && err == nil {
-			continue // more may be due: the records behind those just delivered
-		}
+		gauges = false
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
+			gauges = true
 		case <-s.wakeCh():
+		case <-s.freed:
 		}
 	}
 }
 
 // RunOnce runs one pass: it fans new outbox records out to deliveries,
-// attempts the deliveries that are due (up to Config.Workers at once) and
-// waits for them, and refreshes the gauges. It returns how many
-// deliveries it attempted, successful or not. Passes do not overlap.
+// attempts the deliveries that are due and whose target has room (up to
+// Config.Workers at once for each effect, EndpointConfig.MaxInFlight for
+// each merchant endpoint), waits for them and for the attempts that were
+// already running, and refreshes the gauges. It returns how many of those
+// deliveries were attempted, successful or not, and the first error of
+// the attempts it started. Passes do not overlap; their waits do.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
+	var attempts sync.WaitGroup
+	started, running, first := s.dispatch(ctx, &attempts, false)
+	attempts.Wait()
+	n := 0
+	for _, j := range started {
+		if j.attempted {
+			n++
+		}
+		if j.err != nil && first == nil {
+			first = j.err
+		}
+	}
+	for _, j := range running { // started by Run or another RunOnce, which report their errors
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			return n, ctx.Err()
+		}
+		if j.attempted {
+			n++
+		}
+	}
+	if first != nil {
+		return n, first
+	}
+	return n, s.refreshGauges(ctx)
+}
+
+// dispatch fans out, reads the due deliveries and starts an attempt, on a
+// goroutine counted in attempts, of each that is not running yet and
+// whose target has room. It returns the jobs it started and those that
+// were running before. logErrors says that no caller collects the
+// attempts' errors: the attempts log them.
+//
+// A delivery whose target is at its cap stays due for a later pass (the
+// attempt that frees a place wakes Run). Those deliveries and the running
+// ones are still due in the store, at the head of the due index when a
+// target has fallen behind, so the pass reads past them: until it has
+// seen every due delivery or passed over none, a backlog of one target
+// never hides the others' due deliveries. That costs a read of each due
+// delivery of a target that has fallen behind, per pass.
+func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErrors bool) (started, running []*job, err error) {
 	s.pass.Lock()
 	defer s.pass.Unlock()
 
 	if err := s.fanOut(ctx); err != nil {
-		return 0, err
+		return nil, nil, err
 	}
-	var due []pay.Delivery
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
-		var err error
-		due, err = tx.DueDeliveries(tx.Now(), s.batch())
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("due deliveries: %w", err)
+	s.mu.Lock()
+	for _, j := range s.inflight {
+		running = append(running, j)
 	}
-
-	sem := make(chan struct{}, max(s.Config.Workers, 1))
-	var (
-		wg    sync.WaitGroup
-		mu    sync.Mutex
-		n     int
-		first error
-	)
-	for _, d := range due {
-		if ctx.Err() != nil {
-			break
+	limit := s.batch() + len(s.inflight) + s.held
+	s.mu.Unlock()
+	defer func() {
+		for _, j := range started {
+			attempts.Add(1)
+			go func() {
+				defer attempts.Done()
+				s.run(ctx, j, logErrors)
+			}()
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
-			attempted, err := s.attempt(ctx, d)
-			mu.Lock()
-			defer mu.Unlock()
-			if attempted {
-				n++
+	}()
+	for {
+		var due []pay.Delivery
+		err = s.Store.View(ctx, func(tx pay.Tx) error {
+			var err error
+			due, err = tx.DueDeliveries(tx.Now(), limit)
+			return err
+		})
+		if err != nil {
+			return started, running, fmt.Errorf("due deliveries: %w", err)
+		}
+		held := 0
+		s.mu.Lock()
+		for _, d := range due {
+			if _, ok := s.inflight[d.ID]; ok {
+				continue // running, or claimed by an earlier read of this pass
 			}
-			if err != nil && first == nil {
-				first = err
+			l := s.laneOf(d.Target())
+			if l.running >= l.max {
+				held++
+				continue
 			}
-		}()
+			l.running++
+			j := &job{d: d, done: make(chan struct{})}
+			s.inflight[d.ID] = j
+			started = append(started, j)
+		}
+		s.held = held
+		s.mu.Unlock()
+		if len(due) < limit || held == 0 || ctx.Err() != nil {
+			return started, running, nil
+		}
+		limit *= 2
 	}
-	wg.Wait()
-	if err := s.refreshGauges(ctx); err != nil && first == nil {
-		first = err
+}
+
+// laneOf returns the lane of a target; one no longer configured gets
+// Config.Workers places. s.mu must be held.
+func (s *Service) laneOf(target string) *lane {
+	l, ok := s.lanes[target]
+	if !ok {
+		l = &lane{max: max(s.Config.Workers, 1)}
+		s.lanes[target] = l
 	}
-	return n, first
+	return l
+}
+
+// run makes the attempt of j, frees its place and, if the attempt was
+// recorded, wakes Run.
+func (s *Service) run(ctx context.Context, j *job, logErrors bool) {
+	attempted, err := s.attempt(ctx, j.d)
+	s.mu.Lock()
+	delete(s.inflight, j.d.ID)
+	s.lanes[j.d.Target()].running--
+	s.mu.Unlock()
+	j.attempted, j.err = attempted, err
+	close(j.done)
+	if err != nil {
+		// Not recorded: the delivery stays due for the next Interval.
+		if logErrors && ctx.Err() == nil {
+			s.Logger.Error().Err(err).Str("payment_id", j.d.PaymentID).Str("event_id", j.d.EventID).
+				Str("effect", j.d.Effect).Str("delivery_id", j.d.ID).Msg("ripple attempt")
+		}
+		return
+	}
+	if attempted {
+		select {
+		case s.freed <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // fanOut creates the deliveries of the outbox records after the cursor and
@@ -349,33 +501,55 @@ func (s *Service) fanOut(ctx context.Context) error {
 }
 
 // attempt runs one attempt of d and records its outcome. It reports
-// whether an attempt was made; an error is a storage failure (the attempt
-// is not recorded and d stays due) or the end of ctx.
+// whether an attempt was made: none if d moved on since the pass read it
+// (an attempt that ended meanwhile recorded it). An error is a storage
+// failure (the attempt is not recorded and d stays due) or the end of
+// ctx.
 func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
+	var (
+		rec         pay.OutboxRecord
+		fresh, gone bool
+	)
+	verr := s.Store.View(ctx, func(tx pay.Tx) error {
+		fresh, gone = false, false
+		cur, err := tx.Delivery(d.ID)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			return nil // purged meanwhile: done long ago
+		} else if err != nil {
+			return err
+		}
+		fresh = cur.State == pay.DeliveryPending && cur.Attempts == d.Attempts &&
+			cur.UpdatedAt.Equal(d.UpdatedAt) && !cur.NextAttemptAt.After(tx.Now())
+		if !fresh {
+			return nil
+		}
+		rec, err = tx.OutboxRecord(d.EventSeq)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			gone = true
+			return nil
+		}
+		return err
+	})
+	switch {
+	case verr != nil:
+		return false, fmt.Errorf("read delivery %s: %w", d.ID, verr)
+	case !fresh:
+		return false, nil
+	}
 	var (
 		out outcome
 		err error
 	)
 	e, ok := s.effects[d.Target()]
-	if !ok {
+	switch {
+	case gone:
+		out.permanent, err = true, fmt.Errorf("outbox record %d (%s) is gone", d.EventSeq, d.EventID)
+	case !ok:
 		out.permanent, err = true, fmt.Errorf("target %s is no longer configured", d.Target())
-	} else {
-		var rec pay.OutboxRecord
-		verr := s.Store.View(ctx, func(tx pay.Tx) error {
-			var err error
-			rec, err = tx.OutboxRecord(d.EventSeq)
-			return err
-		})
-		switch {
-		case pay.ErrorCode(verr) == pay.ENOTFOUND:
-			out.permanent, err = true, fmt.Errorf("outbox record %d (%s) is gone", d.EventSeq, d.EventID)
-		case verr != nil:
-			return false, fmt.Errorf("read outbox record %d: %w", d.EventSeq, verr)
-		default:
-			actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
-			out, err = e.deliver(actx, d, rec)
-			cancel()
-		}
+	default:
+		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+		out, err = e.deliver(actx, d, rec)
+		cancel()
 	}
 	if err != nil && ctx.Err() != nil {
 		// Shutting down: not the target's fault. d stays due.

@@ -31,14 +31,15 @@ func EndpointID(rawURL string) string {
 	return "we_" + hex.EncodeToString(sum[:8])
 }
 
-// newHTTPClient returns the client of merchant webhooks: WebhookTimeout per
-// request, redirects not followed (a 3xx is a failure), its own transport
-// so that Close releases its connections.
-func newHTTPClient() *http.Client {
+// newHTTPClient returns the client of one merchant endpoint: at most
+// conns connections, redirects not followed (a 3xx is a failure), its own
+// transport so that one endpoint's connections are not another's and
+// Close releases them. Each request's context carries the endpoint's
+// timeout.
+func newHTTPClient(conns int) *http.Client {
 	tr := http.DefaultTransport.(*http.Transport).Clone()
-	tr.MaxIdleConnsPerHost = DefaultWorkers
+	tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = conns, conns
 	return &http.Client{
-		Timeout:       WebhookTimeout,
 		Transport:     tr,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
@@ -46,12 +47,15 @@ func newHTTPClient() *http.Client {
 
 // webhook posts events to one merchant endpoint.
 type webhook struct {
-	s      *Service
-	id     string
-	url    string
-	host   string
-	events map[string]bool
-	signer *stdwebhook.Signer
+	s           *Service
+	id          string
+	url         string
+	host        string
+	events      map[string]bool
+	signer      *stdwebhook.Signer
+	timeout     time.Duration
+	maxInFlight int
+	client      *http.Client
 }
 
 func newWebhook(s *Service, cfg EndpointConfig) (*webhook, error) {
@@ -66,7 +70,24 @@ func newWebhook(s *Service, cfg EndpointConfig) (*webhook, error) {
 	if len(cfg.Events) == 0 {
 		return nil, errors.New("no event types to send")
 	}
-	w := &webhook{s: s, id: EndpointID(cfg.URL), url: cfg.URL, host: u.Host, events: map[string]bool{}, signer: signer}
+	timeout := cfg.Timeout
+	if timeout == 0 {
+		timeout = DefaultWebhookTimeout
+	}
+	if timeout < MinWebhookTimeout || timeout > MaxWebhookTimeout {
+		return nil, fmt.Errorf("timeout must be from %s to %s (Standard Webhooks counts a 2xx within 15s), got %s", MinWebhookTimeout, MaxWebhookTimeout, cfg.Timeout)
+	}
+	inFlight := cfg.MaxInFlight
+	if inFlight == 0 {
+		inFlight = DefaultMaxInFlight
+	}
+	if inFlight < 1 || inFlight > MaxInFlightLimit {
+		return nil, fmt.Errorf("max_in_flight must be from 1 to %d, got %d", MaxInFlightLimit, cfg.MaxInFlight)
+	}
+	w := &webhook{
+		s: s, id: EndpointID(cfg.URL), url: cfg.URL, host: u.Host, events: map[string]bool{}, signer: signer,
+		timeout: timeout, maxInFlight: inFlight, client: newHTTPClient(inFlight),
+	}
 	for _, e := range cfg.Events {
 		w.events[e] = true
 	}
@@ -138,7 +159,7 @@ func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRec
 	if err != nil {
 		return outcome{permanent: true}, err
 	}
-	ctx, cancel := context.WithTimeout(ctx, WebhookTimeout)
+	ctx, cancel := context.WithTimeout(ctx, w.timeout)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 	if err != nil {
@@ -150,7 +171,7 @@ func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRec
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("User-Agent", "paystate")
 
-	res, err := w.s.client.Do(req)
+	res, err := w.client.Do(req)
 	if err != nil {
 		// The url.Error names the URL, which may carry a token: keep the cause.
 		var ue *url.Error
@@ -161,7 +182,7 @@ func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRec
 			return outcome{}, err // shutting down: not the endpoint's failure
 		}
 		if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
-			err = fmt.Errorf("no answer within %s", WebhookTimeout)
+			err = fmt.Errorf("no answer within %s", w.timeout)
 		}
 		return w.failed(ctx, now, outcome{}, fmt.Errorf("POST to %s (%s): %w", w.id, w.host, err))
 	}

@@ -15,7 +15,7 @@ const maxCheckErrors = 100
 var errRollback = errors.New("rollback")
 
 // Check verifies the whole database and returns every problem found
-// (joined), or nil: bbolt's page-level check (Tx.Check), then that every
+// (joined with errors.Join: its Unwrap() []error lists them), or nil: bbolt's page-level check (Tx.Check), then that every
 // index agrees with its records (each payment has exactly its status,
 // created, order and reference entries; each inbox event its pending and
 // by-payment entries; each outbox record and review item its index entry;
@@ -23,7 +23,8 @@ var errRollback = errors.New("rollback")
 // sum of the ledger). It reads every record, so it costs O(database). On a
 // writable database it runs in a write transaction that it rolls back (bbolt
 // cannot check a read transaction while writers commit), so writers wait
-// until it is done.
+// until it is done. An error that is not such a list means the check
+// could not run.
 func (db *DB) Check() error {
 	var errs []error
 	report := func(err error) {

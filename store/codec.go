@@ -90,6 +90,8 @@ type inboxRecord struct {
 	ProviderRef   string    `json:"provider_ref,omitempty"`
 	Status        string    `json:"status,omitempty"`
 	StepKind      string    `json:"step_kind,omitempty"`
+	Amount        int64     `json:"amount,omitempty"`
+	Currency      string    `json:"currency,omitempty"`
 	OccurredAt    time.Time `json:"occurred_at"`
 	ReceivedAt    time.Time `json:"received_at"`
 	Body          []byte    `json:"body,omitempty"`
@@ -102,7 +104,7 @@ type inboxRecord struct {
 func fromInbox(e pay.InboxEvent) inboxRecord {
 	return inboxRecord{
 		Provider: e.Provider, EventID: e.EventID, Type: e.Type, PaymentID: e.PaymentID,
-		ProviderRef: e.ProviderRef, Status: string(e.Status), StepKind: e.StepKind,
+		ProviderRef: e.ProviderRef, Status: string(e.Status), StepKind: e.StepKind, Amount: e.Amount, Currency: e.Currency,
 		OccurredAt: e.OccurredAt.UTC(), ReceivedAt: e.ReceivedAt.UTC(), Body: e.Body,
 		Attempts: e.Attempts, NextAttemptAt: e.NextAttemptAt.UTC(), LastError: e.LastError, Processed: e.Processed,
 	}
@@ -111,7 +113,7 @@ func fromInbox(e pay.InboxEvent) inboxRecord {
 func (r inboxRecord) event() pay.InboxEvent {
 	return pay.InboxEvent{
 		Provider: r.Provider, EventID: r.EventID, Type: r.Type, PaymentID: r.PaymentID,
-		ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), StepKind: r.StepKind,
+		ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), StepKind: r.StepKind, Amount: r.Amount, Currency: r.Currency,
 		OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC(), Body: r.Body,
 		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Processed: r.Processed,
 	}

@@ -6,6 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -17,6 +26,10 @@ import (
 // DefaultTimeout is how long Open waits by default for a database file that
 // another process holds.
 const DefaultTimeout = time.Second
+
+// DefaultSnapshotTimeout bounds by default how long Snapshot may hold its
+// read transaction while it copies the database to a local file.
+const DefaultSnapshotTimeout = time.Minute
 
 // Options configure Open. The zero value is ready to use.
 type Options struct {
@@ -33,6 +46,22 @@ type Options struct {
 	// as verify). Update then fails with EUNAVAILABLE. The database must
 	// already exist with every bucket.
 	ReadOnly bool
+
+	// OnFatal is called once, with the cause, when a commit fails in a way
+	// that may leave the file out of step with what this process has seen:
+	// a failed fsync (whatever its errno: after one, the kernel may have
+	// dropped the pages it could not write), an I/O error, anything but a
+	// write refused for want of space or on a read-only file system. From
+	// then on every transaction fails with EUNAVAILABLE. The caller should
+	// log the error and exit non-zero, as etcd and PostgreSQL do; a restart
+	// reads what is really on disk. It runs in the goroutine whose commit
+	// failed, after its transaction ended. Default: none (the store only
+	// refuses further transactions).
+	OnFatal func(error)
+
+	// SnapshotTimeout bounds how long Snapshot (and WriteTo) may hold the
+	// read transaction of its copy. Default DefaultSnapshotTimeout.
+	SnapshotTimeout time.Duration
 }
 
 // DB is the bbolt store: one file, safe for concurrent use. It implements
@@ -41,6 +70,11 @@ type DB struct {
 	bolt *bolt.DB
 	path string
 	now  func() time.Time
+
+	snapshotTimeout time.Duration
+	onFatal         func(error)
+	fatalOnce       sync.Once
+	fatal           atomic.Pointer[error] // the commit failure that stopped the store
 }
 
 var _ pay.Store = (*DB)(nil)
@@ -48,7 +82,12 @@ var _ pay.Store = (*DB)(nil)
 // Open opens (or creates) the database file at path, creates every bucket
 // and checks the schema version. Another process holding the file makes it
 // fail after Options.Timeout with an error saying the database is locked
-// (it wraps go.etcd.io/bbolt/errors.ErrTimeout). opts may be nil.
+// (it wraps go.etcd.io/bbolt/errors.ErrTimeout). A damaged file (truncated,
+// a bad meta page, a page that does not hold what points to it) is refused
+// with an error that wraps ErrDamaged and says to restore from a backup;
+// the file is read once before bbolt maps it (checkFile), so that such a
+// file never crashes the process. Every error names the file once, in its
+// prefix "open database <path>: ". opts may be nil.
 func Open(path string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
@@ -60,17 +99,49 @@ func Open(path string, opts *Options) (*DB, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = DefaultTimeout
 	}
+	if o.SnapshotTimeout <= 0 {
+		o.SnapshotTimeout = DefaultSnapshotTimeout
+	}
+	bdb, err := openBolt(path, o)
+	if err != nil {
+		return nil, fmt.Errorf("open database %s: %w", path, err)
+	}
+	return &DB{bolt: bdb, path: path, now: o.Now, snapshotTimeout: o.SnapshotTimeout, onFatal: o.OnFatal}, nil
+}
 
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{
+// openBolt checks the file, opens it with bbolt and checks or creates the
+// schema. Should bbolt still fault on the file (it changed after the
+// check), the fault becomes a panic (debug.SetPanicOnFault), and a panic
+// of bbolt's here becomes ErrDamaged: a bad file is one line, never a
+// stack dump.
+func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
+	if err := checkFile(path); err != nil {
+		return nil, err
+	}
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			if bdb != nil {
+				_ = bdb.Close()
+			}
+			bdb, err = nil, damaged("bbolt failed reading it: %v", r)
+		}
+	}()
+
+	bdb, err = bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: o.Timeout, ReadOnly: o.ReadOnly,
 		// As etcd does: the freelist is rebuilt at open instead of being
 		// written on every commit, and kept as a hashmap.
 		NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
 	})
-	if errors.Is(err, berrors.ErrTimeout) {
-		return nil, fmt.Errorf("open %s: database is locked by another process (waited %s): %w", path, o.Timeout, err)
-	} else if err != nil {
-		return nil, fmt.Errorf("open %s: %w", path, err)
+	var pe *fs.PathError
+	switch {
+	case errors.Is(err, berrors.ErrTimeout):
+		return nil, fmt.Errorf("database is locked by another process (waited %s): %w", o.Timeout, err)
+	case errors.As(err, &pe) && pe.Path == path:
+		return nil, pe.Err // the prefix names the file already
+	case err != nil:
+		return nil, err
 	}
 
 	bdb.MaxBatchDelay = 2 * time.Millisecond
@@ -81,9 +152,9 @@ func Open(path string, opts *Options) (*DB, error) {
 	}
 	if err != nil {
 		_ = bdb.Close()
-		return nil, fmt.Errorf("open %s: %w", path, err)
+		return nil, err
 	}
-	return &DB{bolt: bdb, path: path, now: o.Now}, nil
+	return bdb, nil
 }
 
 // initSchema checks the schema version of an existing database, then
@@ -159,8 +230,13 @@ func (db *DB) Close() error {
 // View runs fn in a read-only transaction. Callbacks fn registers with
 // Tx.OnCommit run after it returns nil (nothing commits, but nothing failed
 // either), so code that registers them works the same in View and Update.
+// After a fatal commit failure (Options.OnFatal) View fails with
+// EUNAVAILABLE: what bbolt would read may not be on disk.
 func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := db.stopped(); err != nil {
 		return err
 	}
 	var (
@@ -188,15 +264,22 @@ func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
 // nil; fn's error is returned as it is. ctx is checked before the
 // transaction begins (a bbolt transaction cannot be interrupted). OnCommit callbacks run after the
 // commit, in the order registered; if fn fails or the commit fails they
-// never run. A failure to begin or commit (disk full, read-only file or
-// file system, closed database) is an EUNAVAILABLE error that wraps the
-// cause.
+// never run. A failure to begin or commit is an error that wraps the
+// cause: EDISKFULL when a write was refused for want of space (nothing of
+// the transaction is in force, and a retry succeeds once space is freed),
+// EUNAVAILABLE otherwise (read-only file or file system, closed database).
+// Any other commit failure (a failed fsync, an I/O error) stops the store:
+// Options.OnFatal is called and every later transaction fails with
+// EUNAVAILABLE.
 //
 // fn has no effect outside the transaction except through OnCommit, so
 // Update may later group commits with bbolt's DB.Batch, which can run fn
 // more than once.
 func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
 	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if err := db.stopped(); err != nil {
 		return err
 	}
 	var (
@@ -219,7 +302,7 @@ func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
 	case err != nil && !began:
 		return unavailable("begin", err)
 	case err != nil:
-		return unavailable("commit", err)
+		return db.commitFailed(err)
 	}
 	for _, f := range callbacks {
 		f()
@@ -227,33 +310,178 @@ func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
 	return nil
 }
 
+// commitFailed classifies a failed commit (see Update) and returns its
+// error.
+func (db *DB) commitFailed(err error) error {
+	refused, full := refusedWrite(err)
+	switch {
+	case full:
+		return &unavailableError{op: "commit", err: err, code: pay.EDISKFULL}
+	case refused || errors.Is(err, berrors.ErrDatabaseNotOpen) || errors.Is(err, berrors.ErrDatabaseReadOnly):
+		return unavailable("commit", err)
+	}
+	db.fatalOnce.Do(func() {
+		db.fatal.Store(&err)
+		if db.onFatal != nil {
+			cause := err
+			if pe := (*fs.PathError)(nil); errors.As(err, &pe) && pe.Path == db.path {
+				cause = fmt.Errorf("%s: %w", pe.Op, pe.Err)
+			}
+			db.onFatal(fmt.Errorf("commit to database %s failed, the file may not hold what was committed: %w", db.path, cause))
+		}
+	})
+	return unavailable("commit", err)
+}
+
+// stopped returns the error of every transaction after a fatal commit
+// failure, nil before.
+func (db *DB) stopped() error {
+	if cause := db.fatal.Load(); cause != nil {
+		return unavailable("stopped after a failed commit", *cause)
+	}
+	return nil
+}
+
+// refusedWrite reports whether a commit failed because a write or an
+// extension of the file was refused before anything reached the disk, and
+// whether for want of space (ENOSPC, EDQUOT, EFBIG) rather than a
+// read-only file system (EROFS). bbolt writes its pages with WriteAt (an
+// *fs.PathError "write") and grows the file with Truncate, whose error it
+// formats with %s ("file resize error: truncate ...: <errno text>"). A
+// failed fsync is never one of these, whatever its errno: bbolt returns
+// fdatasync's bare errno, or "file sync error: ...".
+func refusedWrite(err error) (refused, full bool) {
+	var errno syscall.Errno
+	var pe *fs.PathError
+	switch {
+	case errors.As(err, &pe) && (pe.Op == "write" || pe.Op == "truncate") && errors.As(pe.Err, &errno):
+	case strings.HasPrefix(err.Error(), "file resize error: "):
+		for _, e := range []syscall.Errno{syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG, syscall.EROFS} {
+			if strings.HasSuffix(err.Error(), e.Error()) {
+				errno = e
+			}
+		}
+	}
+	switch errno {
+	case syscall.ENOSPC, syscall.EDQUOT, syscall.EFBIG:
+		return true, true
+	case syscall.EROFS:
+		return true, false
+	}
+	return false, false
+}
+
 // begin wraps a bbolt transaction; the clock is read here, once.
 func (db *DB) begin(btx *bolt.Tx) *tx {
 	return &tx{btx: btx, now: db.now().UTC()}
 }
 
-// WriteTo writes a consistent copy of the whole database to w, from one
-// read transaction, while writers go on. The copy is a bbolt file that Open
-// accepts.
-func (db *DB) WriteTo(w io.Writer) (int64, error) {
+// Snapshot writes a consistent copy of the whole database, a bbolt file
+// that Open accepts, to a temporary file and returns the copy open for
+// reading, with its size. The read transaction of the copy ends as soon as
+// the copy is written, within Options.SnapshotTimeout (else the copy
+// fails), so streaming the copy to a slow client holds no transaction: a
+// writer that grows the file, which must wait until every read transaction
+// has ended before bbolt maps the file again, is not held up by the
+// client. The file is made in the database's directory (os.TempDir() if
+// that cannot be written) and is removed when the reader is closed; on
+// Linux and other Unix systems its name is removed as soon as it is made,
+// so a crash leaves nothing behind. No room for the copy is EDISKFULL.
+func (db *DB) Snapshot() (io.ReadCloser, int64, error) {
+	if err := db.stopped(); err != nil {
+		return nil, 0, err
+	}
+	f, err := os.CreateTemp(filepath.Dir(db.path), filepath.Base(db.path)+".snapshot-*")
+	if err != nil {
+		if f, err = os.CreateTemp("", "paystate-snapshot-*"); err != nil {
+			return nil, 0, fmt.Errorf("snapshot: %w", err)
+		}
+	}
+	s := &snapshot{f: f}
+	if runtime.GOOS != "windows" && os.Remove(f.Name()) == nil {
+		s.removed = true
+	}
 	var n int64
-	err := db.bolt.View(func(btx *bolt.Tx) error {
+	err = db.bolt.View(func(btx *bolt.Tx) error {
 		var err error
-		n, err = btx.WriteTo(w)
+		n, err = btx.WriteTo(&deadlineWriter{w: f, deadline: time.Now().Add(db.snapshotTimeout)})
 		return err
 	})
+	if err == nil {
+		_, err = f.Seek(0, io.SeekStart)
+	}
+	if err != nil {
+		_ = s.Close()
+		if errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT) {
+			return nil, 0, &unavailableError{op: "snapshot", err: err, code: pay.EDISKFULL}
+		}
+		return nil, 0, fmt.Errorf("snapshot: %w", err)
+	}
+	return s, n, nil
+}
+
+// WriteTo writes a consistent copy of the whole database to w: a Snapshot,
+// then the copy, so no read transaction is held while w takes it. The copy
+// is a bbolt file that Open accepts.
+func (db *DB) WriteTo(w io.Writer) (int64, error) {
+	r, _, err := db.Snapshot()
+	if err != nil {
+		return 0, fmt.Errorf("backup: %w", err)
+	}
+	defer r.Close()
+	n, err := io.Copy(w, r)
 	if err != nil {
 		return n, fmt.Errorf("backup: %w", err)
 	}
 	return n, nil
 }
 
+// snapshot is the copy Snapshot returns: its Close removes the file.
+type snapshot struct {
+	f       *os.File
+	removed bool
+}
+
+// Read reads the copy.
+func (s *snapshot) Read(p []byte) (int, error) { return s.f.Read(p) }
+
+// Close closes the copy and removes its file.
+func (s *snapshot) Close() error {
+	err := s.f.Close()
+	if !s.removed {
+		if rerr := os.Remove(s.f.Name()); err == nil {
+			err = rerr
+		}
+		s.removed = true
+	}
+	return err
+}
+
+// errSnapshotTimeout ends a copy that holds its read transaction too long.
+var errSnapshotTimeout = errors.New("the copy took longer than its timeout; writers that grow the file wait for it")
+
+// deadlineWriter fails every write after its deadline.
+type deadlineWriter struct {
+	w        io.Writer
+	deadline time.Time
+}
+
+// Write writes p, or fails once the deadline has passed.
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if time.Now().After(d.deadline) {
+		return 0, errSnapshotTimeout
+	}
+	return d.w.Write(p)
+}
+
 // unavailableError is a storage failure that is not the caller's fault:
 // the disk is full, the file or file system is read-only, the database is
-// closed. Its code is EUNAVAILABLE and its message keeps the cause.
+// closed or stopped. Its code is EUNAVAILABLE (EDISKFULL for a full disk)
+// and its message keeps the cause.
 type unavailableError struct {
-	op  string
-	err error
+	op   string
+	err  error
+	code string // "" means EUNAVAILABLE
 }
 
 func unavailable(op string, err error) error { return &unavailableError{op: op, err: err} }
@@ -261,9 +489,13 @@ func unavailable(op string, err error) error { return &unavailableError{op: op, 
 // Error returns the operation and the cause.
 func (e *unavailableError) Error() string { return e.op + ": " + e.err.Error() }
 
-// Unwrap returns the cause and a *pay.Error with code EUNAVAILABLE, so that
-// both errors.Is(err, syscall.ENOSPC) and pay.ErrorCode(err) work. The
-// pay.Error's client-safe message names no file or device.
+// Unwrap returns the cause and a *pay.Error with code EUNAVAILABLE (or
+// EDISKFULL), so that both errors.Is(err, syscall.ENOSPC) and
+// pay.ErrorCode(err) work. The pay.Error's client-safe message names no
+// file or device.
 func (e *unavailableError) Unwrap() []error {
+	if e.code == pay.EDISKFULL {
+		return []error{e.err, &pay.Error{Code: pay.EDISKFULL, Message: "storage is full; retry later"}}
+	}
 	return []error{e.err, &pay.Error{Code: pay.EUNAVAILABLE, Message: "storage is unavailable"}}
 }

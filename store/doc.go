@@ -43,6 +43,7 @@
 //	review_by_created    be64(created_at) ‖ review id                     —
 //	idempotency_keys     scoped key                                       idempotency record (JSON)
 //	meta                 "ripple_cursor"                                  be64(seq of the last outbox record fanned out)
+//	meta                 "outbox_horizon"                                 be64(unix ns): outbox records created before it may be purged
 //	deliveries           delivery id                                      delivery (JSON, record type in ripple.go)
 //	deliveries_due       be64(next_attempt_at) ‖ delivery id              —   (pending only)
 //	deliveries_open      str(target) ‖ str(payment id) ‖ be64(event seq)  delivery id   (pending only: a payment's order per target)
@@ -73,7 +74,12 @@
 // PurgeProcessed walks processed_by_time from the start up to the bound,
 // so housekeeping costs O(records removed). PutIdemKey and MarkProcessed
 // keep those two indexes in step; a purged processed id takes its
-// archived inbox entry (and inbox_by_payment entry) with it.
+// archived inbox entry (and inbox_by_payment entry) with it. PurgeOutbox
+// walks outbox from its start, up to the oldest pending delivery (the
+// first pending entry of deliveries_by_state), and takes the records'
+// outbox_by_payment entries and "<effect>:<event id>" dedupe keys with
+// them; it moves meta "outbox_horizon" past what it removed, which verify
+// reads.
 //
 // # Decisions callers rely on
 //
@@ -96,11 +102,20 @@
 //     currency (EINVALID otherwise). Seq and At are written back into the
 //     caller's slice.
 //   - Errors: missing records are ENOTFOUND naming what is missing; bad
-//     input is EINVALID. A failure to begin or commit a write (disk full,
-//     read-only file or file system, closed database) is EUNAVAILABLE; the
-//     error wraps the cause, so errors.Is(err, syscall.ENOSPC) still works,
-//     while its client-safe message names no file. Anything else is an
-//     internal error wrapped with the operation ("put payments: ...").
+//     input is EINVALID. A write refused for want of space is EDISKFULL;
+//     a failure to begin or commit a write on a read-only file or file
+//     system or a closed database is EUNAVAILABLE; the error wraps the
+//     cause, so errors.Is(err, syscall.ENOSPC) still works, while its
+//     client-safe message names no file. Any other failed commit (a failed
+//     fsync, EIO) stops the store (Options.OnFatal): every later
+//     transaction is EUNAVAILABLE. Anything else is an internal error
+//     wrapped with the operation ("put payments: ...").
+//   - Files: Open reads the file before bbolt maps it and refuses one that
+//     is damaged (truncated, a bad meta page, a page that does not hold
+//     what points to it) with an error wrapping ErrDamaged, one line that
+//     says to restore from a backup (fsck.go). Snapshot takes a backup to
+//     a local file from a read transaction as short as the copy, so a
+//     slow reader of the backup never holds one.
 //
 // DB.Check verifies bbolt's pages and every index against its records;
 // storetest.MustOpen runs it when a test ends.

@@ -19,3 +19,7 @@ var (
 	BucketPaymentsByStatus = bucketPaymentsByStatus
 	KeySchemaVersion       = keySchemaVersion
 )
+
+// RefusedWrite classifies a failed commit: refused before anything reached
+// the disk, and whether for want of space.
+var RefusedWrite = refusedWrite

@@ -270,6 +270,11 @@ var (
 // bucket; its value is be64(seq of the last outbox record fanned out).
 var keyRippleCursor = []byte("ripple_cursor")
 
+// keyOutboxHorizon is the key of the outbox purge horizon in the meta
+// bucket; its value is be64(unix nanoseconds): every outbox record created
+// before that time may have been purged (PurgeOutbox). Absent: none was.
+var keyOutboxHorizon = []byte("outbox_horizon")
+
 // cursorDeliveries is the kind of a ListDeliveries cursor
 // (deliveries_by_state).
 const cursorDeliveries = 'd'

@@ -493,3 +493,125 @@ func (t *tx) PurgeDoneDeliveries(before time.Time, limit int) (int, error) {
 	}
 	return len(ids), nil
 }
+
+// effectNames are the effects whose dedupe keys are "<effect>:<event id>"
+// (package ripple); PurgeOutbox removes them with their record.
+var effectNames = []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectReceipt, pay.EffectWebhook}
+
+// PurgeOutbox removes up to limit delivered outbox records created
+// strictly before before, oldest first, and returns how many it removed.
+// A record is delivered when it was fanned out (its Seq is at or below the
+// ripple cursor), none of its deliveries is pending, and none became dead
+// at or after before: a young dead letter may be retried, which needs its
+// record; an old one retried finds its record gone and stays dead. The
+// oldest pending delivery bounds the walk (deliveries_by_state orders
+// pending deliveries by their record's time, Delivery.EventAt), so no
+// record with a pending delivery is ever removed. With each record go its
+// outbox_by_payment entry and its events' dedupe keys
+// ("<effect>:<event id>", effectNames): with the record gone, no delivery
+// of it can run again, so no effect can be applied twice. Keys per
+// payment (the receipt sent, the points credited, which a later refund
+// claws back) are kept. The walk stops at the first record that is not
+// due, so a purge costs O(removed + dead letters younger than before).
+// The purge horizon (OutboxHorizon) moves past every record removed.
+// EINVALID for a limit below 1.
+func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	cursor, err := t.RippleCursor()
+	if err != nil {
+		return 0, err
+	}
+	bound := keyTime(before)
+	if oldest, ok, err := t.OldestPendingDelivery(); err != nil {
+		return 0, err
+	} else if ok {
+		bound = min(bound, keyTime(oldest.EventAt))
+	}
+	// Records of young dead letters.
+	held := map[uint64]bool{}
+	prefix := deliveryStatePrefix(pay.DeliveryDead)
+	c := t.bucket(bucketDeliveriesByState).Cursor()
+	for k, _ := c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), keyTime(before))); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
+		_, id, ok := splitTimeID(k, len(prefix))
+		if !ok {
+			return 0, corrupt(bucketDeliveriesByState, "key %x", k)
+		}
+		d, err := t.Delivery(id)
+		if err != nil {
+			return 0, err
+		}
+		held[d.EventSeq] = true
+	}
+
+	type due struct {
+		seq       uint64
+		paymentID string
+		eventID   string
+		created   uint64
+	}
+	var purge []due
+	c = t.bucket(bucketOutbox).Cursor()
+	for k, v := c.First(); k != nil && len(purge) < limit; k, v = c.Next() {
+		var r outboxRecord
+		if err := decode("outbox record", v, &r); err != nil {
+			return 0, err
+		}
+		created := keyTime(r.CreatedAt)
+		if r.Seq > cursor || created >= bound {
+			break
+		}
+		if held[r.Seq] {
+			continue
+		}
+		purge = append(purge, due{r.Seq, r.PaymentID, r.ID, created})
+	}
+	horizon, err := t.outboxHorizon()
+	if err != nil {
+		return 0, err
+	}
+	for _, d := range purge {
+		if err := t.del(bucketOutbox, seqKey(d.seq)); err != nil {
+			return 0, err
+		}
+		if err := t.del(bucketOutboxByPayment, outboxPaymentKey(d.paymentID, d.seq)); err != nil {
+			return 0, err
+		}
+		for _, e := range effectNames {
+			if err := t.del(bucketEffects, []byte(e+":"+d.eventID)); err != nil {
+				return 0, err
+			}
+		}
+		horizon = max(horizon, d.created+1)
+	}
+	if len(purge) > 0 {
+		if err := t.put(bucketMeta, keyOutboxHorizon, be64(horizon)); err != nil {
+			return 0, err
+		}
+	}
+	return len(purge), nil
+}
+
+// OutboxHorizon returns the outbox purge horizon: every outbox record
+// created before it may have been purged, every later one is kept. The
+// zero time if no record was ever purged.
+func (t *tx) OutboxHorizon() (time.Time, error) {
+	ns, err := t.outboxHorizon()
+	if err != nil || ns == 0 {
+		return time.Time{}, err
+	}
+	return time.Unix(0, int64(ns)).UTC(), nil
+}
+
+// outboxHorizon returns the stored horizon as a key time, 0 if none.
+func (t *tx) outboxHorizon() (uint64, error) {
+	v := t.bucket(bucketMeta).Get(keyOutboxHorizon)
+	switch len(v) {
+	case 0:
+		return 0, nil
+	case 8:
+		return binary.BigEndian.Uint64(v), nil
+	}
+	return 0, corrupt(bucketMeta, "%s is %d bytes", keyOutboxHorizon, len(v))
+}

@@ -9,9 +9,11 @@ import (
 )
 
 // housekeeping removes what is past its retention, one bounded batch per
-// transaction, so that writers never wait long behind it.
+// transaction, so that writers never wait long behind it. Done deliveries
+// go before the outbox records they delivered.
 func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) error {
 	retention := or(s.ProcessedRetention, DefaultProcessedRetention)
+	outboxRetention := or(s.OutboxRetention, DefaultOutboxRetention)
 	var err error
 	rep.PurgedIdemKeys, err = s.purge(ctx, "idempotency_keys", func(tx pay.Tx, limit int) (int, error) {
 		return tx.PurgeIdemKeys(now, limit)
@@ -30,7 +32,13 @@ func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) 
 		if !ok {
 			return 0, nil
 		}
-		return dp.PurgeDoneDeliveries(now.Add(-retention), limit)
+		return dp.PurgeDoneDeliveries(now.Add(-outboxRetention), limit)
+	})
+	if err != nil {
+		return err
+	}
+	rep.PurgedOutbox, err = s.purge(ctx, "outbox", func(tx pay.Tx, limit int) (int, error) {
+		return tx.PurgeOutbox(now.Add(-outboxRetention), limit)
 	})
 	return err
 }

@@ -200,6 +200,7 @@ func (s *Sweeper) fromHistory(ctx context.Context, cur pay.Payment, token uint64
 	}
 	obs := pay.Observation{
 		PaymentID: cur.ID, Source: pay.SourceSweeper, Status: latest.Status, ProviderRef: latest.ProviderRef,
+		Amount: latest.Amount, Currency: latest.Currency,
 		ExpectedVersion: cur.Version, LeaseToken: token, Note: ans.Raw,
 	}
 	if !latest.Processed {
@@ -240,6 +241,7 @@ func (s *Sweeper) finalize(ctx context.Context, cur pay.Payment, token uint64, s
 	r, err := s.Finalizer.Finalize(ctx, pay.Observation{
 		PaymentID: cur.ID, Source: pay.SourceSweeper, Status: st,
 		ProviderRef: res.ProviderRef, ClientSecret: res.ClientSecret, RedirectURL: res.RedirectURL,
+		Amount: res.Amount, Currency: res.Currency,
 		ExpectedVersion: cur.Version, LeaseToken: token, Note: note,
 	})
 	if err != nil {

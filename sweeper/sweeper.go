@@ -27,10 +27,12 @@
 //     the payment's webhooks.
 //  3. Housekeeping in bounded batches: expired idempotency keys, processed
 //     event ids and their archived webhooks past
-//     webhook_inbox.processed_retention, and done ripple deliveries past
-//     the same retention when the store keeps delivery state
-//     (pay.DeliveryPurger). Outbox records are kept: they are the event
-//     history that paystate verify replays.
+//     webhook_inbox.processed_retention, and past ripple.retention done
+//     ripple deliveries (when the store keeps delivery state,
+//     pay.DeliveryPurger) and delivered outbox records with their effects'
+//     dedupe keys (a record with a delivery pending is never purged; the
+//     store keeps the purge horizon, so paystate verify does not ask for
+//     a purged record).
 //  4. The review queue: unresolved items whose payment has become final
 //     since (a late webhook, a later pass) are taken off the queue; the
 //     queue gauges are set.
@@ -69,6 +71,7 @@ const (
 	DefaultGiveUpAfter        = 24 * time.Hour      // sweeper.give_up_after
 	DefaultExpireAfter        = time.Hour           // payment.expire_after
 	DefaultProcessedRetention = 30 * 24 * time.Hour // webhook_inbox.processed_retention
+	DefaultOutboxRetention    = 30 * 24 * time.Hour // ripple.retention
 	DefaultBatch              = 500                 // candidates per page, records per purge transaction
 	DefaultRetries            = 3                   // tries of a PSP call per pass
 	DefaultRetryBackoff       = 500 * time.Millisecond
@@ -135,9 +138,13 @@ type Sweeper struct {
 	// DefaultExpireAfter.
 	ExpireAfter time.Duration
 	// ProcessedRetention is webhook_inbox.processed_retention: how long
-	// processed event ids, their archived webhooks and delivered outbox
-	// records are kept. Default DefaultProcessedRetention.
+	// processed event ids and their archived webhooks are kept. Default
+	// DefaultProcessedRetention.
 	ProcessedRetention time.Duration
+	// OutboxRetention is ripple.retention: how long done deliveries and
+	// delivered outbox records, with their effects' dedupe keys, are
+	// kept. Default DefaultOutboxRetention.
+	OutboxRetention time.Duration
 	// RatePerSecond is sweeper.rate_per_second: PSP calls per second, per
 	// provider. Zero or less means no limit.
 	RatePerSecond float64
@@ -179,6 +186,7 @@ type Report struct {
 	PurgedIdemKeys   int
 	PurgedProcessed  int
 	PurgedDeliveries int
+	PurgedOutbox     int
 
 	ReviewQueue int  // review items after the pass
 	Unresolved  int  // of which unresolved
@@ -187,7 +195,7 @@ type Report struct {
 
 // Changes is the number of records the pass changed.
 func (r Report) Changes() int {
-	return r.Corrected + r.Expired + r.Reviewed + r.Dropped + r.PurgedIdemKeys + r.PurgedProcessed + r.PurgedDeliveries
+	return r.Corrected + r.Expired + r.Reviewed + r.Dropped + r.PurgedIdemKeys + r.PurgedProcessed + r.PurgedDeliveries + r.PurgedOutbox
 }
 
 // LastReport returns the report of the last finished pass.
@@ -267,7 +275,7 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 	ev.Int("candidates", rep.Candidates).Int("corrected", rep.Corrected).Int("expired", rep.Expired).
 		Int("reviewed", rep.Reviewed).Int("skipped", rep.Skipped).Int("errors", rep.Errors).
 		Int("purged_idempotency_keys", rep.PurgedIdemKeys).Int("purged_processed", rep.PurgedProcessed).
-		Int("purged_deliveries", rep.PurgedDeliveries).Int("review_queue", rep.ReviewQueue).
+		Int("purged_deliveries", rep.PurgedDeliveries).Int("purged_outbox", rep.PurgedOutbox).Int("review_queue", rep.ReviewQueue).
 		Dur("duration", time.Since(start)).Msg("sweeper pass")
 	return rep.Changes(), nil
 }

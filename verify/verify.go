@@ -2,14 +2,18 @@
 // stored record (SPEC "Self-verification"): versions strictly increasing
 // with no gaps, no transition the state machine forbids, one outbox record
 // per real transition, every processed webhook reflected in the timeline,
-// and a ledger that balances per currency. It reads one consistent
-// snapshot and changes nothing.
+// and a ledger that balances per currency. Outbox records purged after
+// their retention are not asked for: a transition older than the store's
+// purge horizon (pay.SweeperTx.OutboxHorizon) may have lost its record; a
+// younger one must have it. It reads one consistent snapshot and changes
+// nothing.
 package verify
 
 import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -44,6 +48,10 @@ func Run(ctx context.Context, s pay.Store) (Report, error) {
 	var r Report
 	err := s.View(ctx, func(tx pay.Tx) error {
 		r = Report{}
+		horizon, err := tx.OutboxHorizon()
+		if err != nil {
+			return fmt.Errorf("outbox horizon: %w", err)
+		}
 		cursor := ""
 		for {
 			page, next, err := tx.ListPayments(pay.PaymentFilter{Limit: 500, Cursor: cursor})
@@ -51,7 +59,7 @@ func Run(ctx context.Context, s pay.Store) (Report, error) {
 				return fmt.Errorf("list payments: %w", err)
 			}
 			for _, p := range page {
-				if err := checkPayment(tx, p, &r); err != nil {
+				if err := checkPayment(tx, p, horizon, &r); err != nil {
 					return fmt.Errorf("payment %s: %w", p.ID, err)
 				}
 			}
@@ -69,8 +77,9 @@ func (r *Report) add(id, format string, args ...any) {
 	r.Mismatches = append(r.Mismatches, Mismatch{PaymentID: id, Problem: fmt.Sprintf(format, args...)})
 }
 
-// checkPayment replays one payment's timeline.
-func checkPayment(tx pay.Tx, p pay.Payment, r *Report) error {
+// checkPayment replays one payment's timeline. Transitions before horizon
+// may have lost their outbox record to the purge.
+func checkPayment(tx pay.Tx, p pay.Payment, horizon time.Time, r *Report) error {
 	r.Payments++
 	steps, err := tx.Steps(p.ID)
 	if err != nil {
@@ -137,15 +146,33 @@ func checkPayment(tx pay.Tx, p pay.Payment, r *Report) error {
 		r.add(p.ID, "timeline ends in status %s, record has %s", status, p.Status)
 	}
 
-	// One outbox record per real transition, in the same order.
-	if len(outbox) != len(transitions) {
-		r.add(p.ID, "%d outbox records for %d transitions", len(outbox), len(transitions))
-	} else {
-		for i, o := range outbox {
-			t := transitions[i]
-			if o.Version != t.Version || o.Status != t.To || o.Type != pay.EventType(t.To) {
-				r.add(p.ID, "outbox record %s (%s, version %d) does not match transition to %s at version %d", o.ID, o.Type, o.Version, t.To, t.Version)
-			}
+	// One outbox record per real transition, in the same order, matched by
+	// version; the records of transitions before the purge horizon may be
+	// gone.
+	byVersion := make(map[uint64]pay.Step, len(transitions))
+	for _, t := range transitions {
+		byVersion[t.Version] = t
+	}
+	matched := make(map[uint64]bool, len(outbox))
+	var last uint64
+	for _, o := range outbox {
+		t, ok := byVersion[o.Version]
+		switch {
+		case !ok:
+			r.add(p.ID, "outbox record %s (%s, version %d) matches no transition", o.ID, o.Type, o.Version)
+		case matched[o.Version]:
+			r.add(p.ID, "outbox record %s (%s, version %d) is a second record of its transition", o.ID, o.Type, o.Version)
+		case o.Status != t.To || o.Type != pay.EventType(t.To):
+			r.add(p.ID, "outbox record %s (%s, version %d) does not match transition to %s at version %d", o.ID, o.Type, o.Version, t.To, t.Version)
+		}
+		if o.Version < last {
+			r.add(p.ID, "outbox record %s (version %d) comes after the record of version %d", o.ID, o.Version, last)
+		}
+		matched[o.Version], last = true, max(last, o.Version)
+	}
+	for _, t := range transitions {
+		if !matched[t.Version] && !t.At.Before(horizon) {
+			r.add(p.ID, "missing outbox record: transition to %s at version %d (step %d) has none", t.To, t.Version, t.Seq)
 		}
 	}
 

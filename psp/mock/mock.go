@@ -192,6 +192,8 @@ func (c *charge) result() pay.PSPResult {
 		ProviderRef: c.ProviderRef,
 		Found:       true,
 		Raw:         fmt.Sprintf("mock status=%s ref=%s", c.Status, c.ProviderRef),
+		Amount:      c.Amount,
+		Currency:    c.Currency,
 	}
 	if c.Status.ShowsSecrets() {
 		r.ClientSecret = c.clientSecret

@@ -720,6 +720,10 @@ func TestProvider_Status(t *testing.T) {
 		if st.Status != pay.RequiresAction || st.RedirectURL != res.RedirectURL || st.ClientSecret != res.ClientSecret {
 			t.Fatalf("Status=%+v, want requires_action with the redirect", st)
 		}
+		// The PSP says what it holds the payment for: evidence finalize checks.
+		if st.Amount != pm.Amount || st.Currency != pm.Currency || res.Amount != pm.Amount || res.Currency != pm.Currency {
+			t.Fatalf("Status=%+v, Create=%+v, want %d %s", st, res, pm.Amount, pm.Currency)
+		}
 	})
 }
 
@@ -746,7 +750,7 @@ func TestProvider_ParseWebhook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := pay.WebhookEvent{EventID: d.ID, Type: "payment.captured", PaymentID: pm.ID, ProviderRef: res.ProviderRef, Status: pay.Captured, OccurredAt: t0}
+		want := pay.WebhookEvent{EventID: d.ID, Type: "payment.captured", PaymentID: pm.ID, ProviderRef: res.ProviderRef, Status: pay.Captured, OccurredAt: t0, Amount: pm.Amount, Currency: pm.Currency}
 		if e != want {
 			t.Fatalf("event=%+v, want %+v", e, want)
 		}

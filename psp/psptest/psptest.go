@@ -12,7 +12,8 @@
 // and "refund-<payment_id>", fresh payment ids from package ids) and checks
 // the contract of pay.Provider: answers carry a valid status, a client
 // secret only while the status shows secrets, a redirect URL only for
-// requires_action, never a secret in Raw; the same key never charges or
+// requires_action, never a secret in Raw, an amount and currency (where the
+// answer says them) that are the payment's; the same key never charges or
 // refunds twice; bad signatures and stale timestamps are ESIGNATURE,
 // malformed signed bodies EINVALID.
 package psptest
@@ -148,6 +149,7 @@ func create(t *testing.T, h Harness) (pay.Payment, pay.PSPResult) {
 		t.Fatalf("Create(%s): %v", p.ID, err)
 	}
 	checkResult(t, "Create", res)
+	checkAmount(t, "Create", p, res)
 	p.ProviderRef, p.Status, p.Version = res.ProviderRef, res.Status, p.Version+1
 	p.ClientSecret, p.RedirectURL = res.ClientSecret, res.RedirectURL
 	return p, res
@@ -176,6 +178,18 @@ func checkResult(t *testing.T, op string, res pay.PSPResult) {
 	}
 	if res.ClientSecret != "" && strings.Contains(res.Raw, res.ClientSecret) {
 		t.Fatalf("%s: Raw %q holds the client secret", op, res.Raw)
+	}
+}
+
+// checkAmount checks that an answer that says an amount or a currency says
+// the payment's: finalize refuses any other as amount_mismatch.
+func checkAmount(t *testing.T, op string, p pay.Payment, res pay.PSPResult) {
+	t.Helper()
+	if res.Amount != 0 && res.Amount != p.Amount {
+		t.Fatalf("%s: Amount=%d for a payment of %d", op, res.Amount, p.Amount)
+	}
+	if res.Currency != "" && res.Currency != p.Currency {
+		t.Fatalf("%s: Currency=%q for a payment in %s (upper case, as paystate stores it)", op, res.Currency, p.Currency)
 	}
 }
 
@@ -234,6 +248,7 @@ func testStatus(t *testing.T, h Harness) {
 		if got, want := st.Status, res.Status; got != want {
 			t.Fatalf("Status=%s right after Create answered %s", got, want)
 		}
+		checkAmount(t, "Status", p, st)
 	}
 }
 

@@ -108,6 +108,8 @@ func TestProvider_ParseWebhook(t *testing.T) {
 			Type:        "payment.refunded",
 			ProviderRef: "pi_3PqR2sT4uV5wX6yZ",
 			Status:      pay.Refunded,
+			Amount:      2500,
+			Currency:    "EUR",
 			OccurredAt:  time.Unix(1767323049, 0).UTC(),
 		}
 		if e != want {

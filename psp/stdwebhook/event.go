@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/paystate/paystate/pay"
@@ -51,7 +52,9 @@ func TypeOf(s pay.Status) string {
 //	{"id": "evt_...", "type": "payment.captured", "created": 1700000000,
 //	 "data": {"payment_id": "pay_...", "provider_ref": "...", "amount": 1000, "currency": "EUR"}}
 //
-// Amount and Currency are informative: paystate keeps its own.
+// Amount and Currency are evidence: an event whose amount or currency
+// differs from the payment's is not applied (finalize puts the payment on
+// the review queue as amount_mismatch). 0 and "" mean not said.
 type Event struct {
 	ID          string
 	Type        string
@@ -136,6 +139,8 @@ func ParseEvent(body []byte) (pay.WebhookEvent, error) {
 		PaymentID:   e.PaymentID,
 		ProviderRef: e.ProviderRef,
 		Status:      st,
+		Amount:      e.Amount,
+		Currency:    strings.ToUpper(e.Currency),
 		OccurredAt:  e.Created,
 	}, nil
 }
@@ -172,6 +177,12 @@ func (w wireEvent) validate() error {
 	}
 	if err := pay.ValidateText("data.provider_ref", w.Data.ProviderRef, MaxIDLen); err != nil {
 		return err
+	}
+	if w.Data.Amount < 0 {
+		return pay.Errorf(pay.EINVALID, "data.amount must not be negative, got %d", w.Data.Amount)
+	}
+	if c := w.Data.Currency; c != "" && pay.ValidateCurrency(strings.ToUpper(c)) != nil {
+		return pay.Errorf(pay.EINVALID, "data.currency must be an ISO 4217 code of three letters, got %s", quoteShort(c))
 	}
 	return nil
 }

@@ -381,6 +381,8 @@ func TestVerifier_Parse(t *testing.T) {
 			PaymentID:   "pay_1",
 			ProviderRef: "mock_pi_1",
 			Status:      pay.Captured,
+			Amount:      1000,
+			Currency:    "EUR",
 			OccurredAt:  time.Unix(1767323045, 0).UTC(),
 		}
 		if e != want {
@@ -443,6 +445,23 @@ func TestDecodeEvent(t *testing.T) {
 		}
 	})
 
+	// The amount and currency are evidence finalize checks: ParseEvent
+	// passes them on, the currency in upper case.
+	t.Run("AmountAndCurrency", func(t *testing.T) {
+		t.Parallel()
+		e, err := stdwebhook.ParseEvent([]byte(`{"id":"evt_1","type":"payment.captured","created":5,"data":{"payment_id":"p","amount":1,"currency":"eur"}}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Amount != 1 || e.Currency != "EUR" {
+			t.Fatalf("Amount=%d Currency=%q, want 1 EUR", e.Amount, e.Currency)
+		}
+		e, err = stdwebhook.ParseEvent([]byte(`{"id":"evt_1","type":"payment.captured","created":5,"data":{"payment_id":"p"}}`))
+		if err != nil || e.Amount != 0 || e.Currency != "" {
+			t.Fatalf("event=%+v err=%v, want no amount and no currency: not said", e, err)
+		}
+	})
+
 	for _, tc := range []struct {
 		name, body, field string
 	}{
@@ -467,6 +486,9 @@ func TestDecodeEvent(t *testing.T) {
 		{"DataNotObject", `{"id":"evt_1","type":"payment.captured","created":1,"data":"p"}`, "data"},
 		{"NoPaymentOrRef", `{"id":"evt_1","type":"payment.captured","created":1,"data":{"amount":5}}`, "data.payment_id"},
 		{"AmountString", `{"id":"evt_1","type":"payment.captured","created":1,"data":{"payment_id":"p","amount":"5"}}`, "data.amount"},
+		{"AmountNegative", `{"id":"evt_1","type":"payment.captured","created":1,"data":{"payment_id":"p","amount":-5}}`, "data.amount"},
+		{"CurrencyNotCode", `{"id":"evt_1","type":"payment.captured","created":1,"data":{"payment_id":"p","currency":"EURO"}}`, "data.currency"},
+		{"CurrencyDigits", `{"id":"evt_1","type":"payment.captured","created":1,"data":{"payment_id":"p","currency":"E1R"}}`, "data.currency"},
 		{"PaymentIDControl", `{"id":"evt_1","type":"payment.captured","created":1,"data":{"payment_id":"p\n"}}`, "data.payment_id"},
 		{"RefTooLong", `{"id":"evt_1","type":"payment.captured","created":1,"data":{"provider_ref":"` + strings.Repeat("r", 256) + `"}}`, "data.provider_ref"},
 	} {

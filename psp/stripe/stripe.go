@@ -34,7 +34,13 @@
 // step: paystate refunds in full only). Every other event type is answered
 // 2xx and not stored (WebhookEvent.Ignore). An event names its payment by
 // metadata.paystate_payment_id and by the PaymentIntent id (for a charge:
-// its payment_intent), which is the payment's provider_ref.
+// its payment_intent), which is the payment's provider_ref. Every
+// PaymentIntent paystate creates carries that metadata, so an event without
+// it is marked WebhookEvent.Untagged: if its provider_ref is unknown too,
+// the inbox acknowledges it as not paystate's (counted, not stored, never
+// an orphan). The object's amount and currency (upper-cased) go with the
+// event; finalize refuses an event whose amount or currency is not the
+// payment's.
 //
 // Webhook signatures and their timestamps are checked by stripe-go's
 // webhook.ConstructEventWithOptions. That function measures the timestamp's
@@ -446,7 +452,10 @@ func intentResult(pi *stripego.PaymentIntent) (pay.PSPResult, error) {
 	if e := pi.LastPaymentError; e != nil {
 		raw += " last_payment_error=" + firstOf(string(e.Code), string(e.DeclineCode), string(e.Type), "set")
 	}
-	r := pay.PSPResult{Status: st, ProviderRef: pi.ID, Found: true, Raw: raw}
+	r := pay.PSPResult{
+		Status: st, ProviderRef: pi.ID, Found: true, Raw: raw,
+		Amount: pi.Amount, Currency: strings.ToUpper(string(pi.Currency)),
+	}
 	if st.ShowsSecrets() {
 		r.ClientSecret = pi.ClientSecret
 	}
@@ -586,6 +595,8 @@ type object struct {
 	Metadata      map[string]string `json:"metadata"`
 	PaymentIntent json.RawMessage   `json:"payment_intent"`
 	Refunded      *bool             `json:"refunded"`
+	Amount        int64             `json:"amount"`
+	Currency      string            `json:"currency"`
 }
 
 // mapEvent maps a verified Stripe event to paystate's event.
@@ -643,6 +654,18 @@ func mapEvent(ev stripego.Event) (pay.WebhookEvent, error) {
 	if err := pay.ValidateText("data.object.metadata."+MetadataPaymentID, e.PaymentID, maxIDLen); err != nil {
 		return pay.WebhookEvent{}, err
 	}
+	// Every PaymentIntent paystate creates carries its payment id: one
+	// without it is someone else's unless its id is a known provider_ref.
+	e.Untagged = e.PaymentID == ""
+	// A PaymentIntent's amount, or a charge's (the amount charged, before
+	// refunds), is evidence finalize checks against the payment.
+	if obj.Amount < 0 {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object.amount must not be negative", ev.ID)
+	}
+	e.Amount, e.Currency = obj.Amount, strings.ToUpper(obj.Currency)
+	if e.Currency != "" && pay.ValidateCurrency(e.Currency) != nil {
+		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object.currency %q is not a currency code", ev.ID, cut(obj.Currency, 40))
+	}
 
 	if want == "payment_intent" {
 		e.ProviderRef = obj.ID
@@ -651,11 +674,8 @@ func mapEvent(ev stripego.Event) (pay.WebhookEvent, error) {
 		if err != nil {
 			return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object.payment_intent: %s", ev.ID, err)
 		}
-		if ref == "" && e.PaymentID == "" {
-			// A charge made without a PaymentIntent: not paystate's.
-			e.Ignore = true
-			return e, nil
-		}
+		// A charge made without a PaymentIntent and without paystate's
+		// metadata is not paystate's: Untagged with no reference.
 		e.ProviderRef = ref
 		if obj.Refunded != nil && *obj.Refunded {
 			e.Status = pay.Refunded

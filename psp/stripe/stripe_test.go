@@ -380,6 +380,9 @@ func TestProvider_Status(t *testing.T) {
 			if st.Status != step.want || !st.Found || st.ProviderRef != pm.ProviderRef {
 				t.Fatalf("Status=%+v, want %s", st, step.want)
 			}
+			if st.Amount != pm.Amount || st.Currency != pm.Currency {
+				t.Fatalf("Amount=%d Currency=%q, want %d %s as the PaymentIntent says", st.Amount, st.Currency, pm.Amount, pm.Currency)
+			}
 			if got := st.ClientSecret != ""; got != step.secret {
 				t.Fatalf("ClientSecret set=%v, want %v", got, step.secret)
 			}
@@ -756,6 +759,26 @@ func TestParseWebhook_Mapping(t *testing.T) {
 		if e.PaymentID != "" || e.ProviderRef != "pi_only_ref" || e.Status != pay.Captured {
 			t.Fatalf("event=%+v, want captured found by provider_ref pi_only_ref", e)
 		}
+		// paystate tags every PaymentIntent it creates: an untagged one is
+		// someone else's unless its id is a known provider_ref.
+		if !e.Untagged {
+			t.Fatalf("event=%+v, want Untagged", e)
+		}
+		if e := parse(t, stripetest.EventSpec{Type: stripe.TypeSucceeded, PaymentID: "pay_tagged"}); e.Untagged {
+			t.Fatalf("event=%+v with metadata marked Untagged", e)
+		}
+	})
+
+	// The amount and currency go with the event, the currency upper-cased,
+	// for finalize to check against the payment.
+	t.Run("AmountAndCurrency", func(t *testing.T) {
+		t.Parallel()
+		for _, typ := range []string{stripe.TypeSucceeded, stripe.TypeChargeRefunded} {
+			e := parse(t, stripetest.EventSpec{Type: typ, Object: func(o map[string]any) { o["amount"], o["currency"] = 1, "eur" }})
+			if e.Amount != 1 || e.Currency != "EUR" {
+				t.Fatalf("%s: Amount=%d Currency=%q, want 1 EUR", typ, e.Amount, e.Currency)
+			}
+		}
 	})
 
 	t.Run("PartialRefund", func(t *testing.T) {
@@ -783,8 +806,10 @@ func TestParseWebhook_Mapping(t *testing.T) {
 		e := parse(t, stripetest.EventSpec{Type: stripe.TypeChargeRefunded, Object: func(o map[string]any) {
 			o["payment_intent"] = nil
 		}})
-		if !e.Ignore || e.EventID == "" {
-			t.Fatalf("event=%+v, want ignored: not paystate's charge", e)
+		// No PaymentIntent and no metadata: nothing names a payment, so the
+		// inbox acknowledges it as not paystate's.
+		if e.Ignore || !e.Untagged || e.ProviderRef != "" || e.EventID == "" {
+			t.Fatalf("event=%+v, want untagged without a reference: not paystate's charge", e)
 		}
 	})
 

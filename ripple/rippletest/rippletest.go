@@ -1,7 +1,8 @@
 // Package rippletest holds the real peers that tests of the ripple effects
 // talk to: an SMTP server (github.com/emersion/go-smtp) and a merchant
 // webhook endpoint (net/http/httptest), both on 127.0.0.1, both recording
-// what they receive and both able to refuse on demand.
+// what they receive and both able to refuse on demand, and an endpoint
+// that takes connections and never answers.
 package rippletest
 
 import (
@@ -167,4 +168,92 @@ func (e *Endpoint) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header()[k] = v
 	}
 	w.WriteHeader(status)
+}
+
+// SilentEndpoint is a merchant webhook endpoint that never answers: a TCP
+// listener on 127.0.0.1 that accepts every connection, reads what comes
+// and writes nothing, the way a hung server or a black-holing proxy
+// behaves. It counts the connections it holds.
+type SilentEndpoint struct {
+	// URL is the endpoint's address.
+	URL string
+
+	mu       sync.Mutex
+	conns    map[net.Conn]bool
+	accepted int
+	maxOpen  int
+	closed   bool
+}
+
+// NewSilentEndpoint starts a silent endpoint; it closes its listener and
+// every connection when the test ends.
+func NewSilentEndpoint(tb testing.TB) *SilentEndpoint {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := &SilentEndpoint{URL: "http://" + ln.Addr().String() + "/hooks/paystate", conns: map[net.Conn]bool{}}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return // closed
+			}
+			s.mu.Lock()
+			if s.closed {
+				s.mu.Unlock()
+				_ = c.Close()
+				return
+			}
+			s.conns[c] = true
+			s.accepted++
+			s.maxOpen = max(s.maxOpen, len(s.conns))
+			s.mu.Unlock()
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				_, _ = io.Copy(io.Discard, c) // until the client gives up
+				_ = c.Close()
+				s.mu.Lock()
+				delete(s.conns, c)
+				s.mu.Unlock()
+			}()
+		}
+	}()
+	tb.Cleanup(func() {
+		_ = ln.Close()
+		s.mu.Lock()
+		s.closed = true
+		for c := range s.conns {
+			_ = c.Close()
+		}
+		s.mu.Unlock()
+		wg.Wait()
+	})
+	return s
+}
+
+// Accepted returns how many connections were accepted.
+func (s *SilentEndpoint) Accepted() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.accepted
+}
+
+// Open returns how many connections are open now.
+func (s *SilentEndpoint) Open() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.conns)
+}
+
+// MaxOpen returns the most connections that were open at once.
+func (s *SilentEndpoint) MaxOpen() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.maxOpen
 }

@@ -3,7 +3,9 @@ package storetest
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -680,6 +682,39 @@ func testLedger(t *testing.T, open Opener) {
 		})
 		if got := balances(t, e); len(got) != 0 {
 			t.Fatalf("LedgerBalances=%v, want none", got)
+		}
+	})
+
+	t.Run("ErrOverflow", func(t *testing.T) {
+		// A posting that would take a balance past the int64 range is
+		// refused, naming the account and currency, and writes none of
+		// its lines (the revenue line alone would still fit).
+		t.Parallel()
+		e := newEnv(t, open)
+		e.update(func(tx pay.Tx) error { return tx.AppendLedger(posting(paymentID(1), "EUR", math.MaxInt64)) })
+		want := balances(t, e)
+		for _, amount := range []int64{1, math.MaxInt64} {
+			err := e.tryUpdate(func(tx pay.Tx) error { return tx.AppendLedger(posting(paymentID(2), "EUR", amount)) })
+			wantCode(t, err, pay.EINVALID)
+			for _, part := range []string{pay.AccountPSPReceivable, "EUR"} {
+				if !strings.Contains(pay.ErrorMessage(err), part) {
+					t.Errorf("overflow of %d: %q does not name %q", amount, pay.ErrorMessage(err), part)
+				}
+			}
+		}
+		// Inside a transaction that commits: nothing of it either.
+		lines := posting(paymentID(3), "EUR", 1)
+		e.update(func(tx pay.Tx) error {
+			wantCode(t, tx.AppendLedger(lines), pay.EINVALID)
+			return tx.AppendLedger(posting(paymentID(4), "USD", 5))
+		})
+		if lines[0].Seq != 0 || lines[1].Seq != 0 {
+			t.Errorf("a refused posting got Seq %d,%d, want none", lines[0].Seq, lines[1].Seq)
+		}
+		want = append(want, pay.Balance{Account: pay.AccountMerchantRevenue, Currency: "USD", Amount: -5}, pay.Balance{Account: pay.AccountPSPReceivable, Currency: "USD", Amount: 5})
+		slices.SortFunc(want, func(a, b pay.Balance) int { return strings.Compare(a.Account+" "+a.Currency, b.Account+" "+b.Currency) })
+		if got := balances(t, e); !slices.Equal(got, want) {
+			t.Fatalf("LedgerBalances=%v, want %v", got, want)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -9,8 +10,9 @@ import (
 )
 
 // testSweeper covers pay.SweeperTx: candidates in pages, the purges of
-// idempotency keys and processed ids through their time indexes, and the
-// last PSP answer per payment.
+// idempotency keys and processed ids through their time indexes, the purge
+// of delivered outbox records and its horizon, and the last PSP answer per
+// payment.
 func testSweeper(t *testing.T, open Opener) {
 	for _, tt := range []struct {
 		name string
@@ -19,6 +21,7 @@ func testSweeper(t *testing.T, open Opener) {
 		{"CandidatesAfter", testCandidatesAfter},
 		{"PurgeIdemKeys", testPurgeIdemKeys},
 		{"PurgeProcessed", testPurgeProcessed},
+		{"PurgeOutbox", testPurgeOutbox},
 		{"PSPAnswer", testPSPAnswer},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
@@ -399,5 +402,181 @@ func testPSPAnswer(t *testing.T, open Opener) {
 			return nil
 		})
 		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutPSPAnswer(pay.PSPAnswer{}) }), pay.EINVALID)
+	})
+}
+
+// testPurgeOutbox: delivered outbox records are purged oldest first, with
+// their events' dedupe keys; a record with a pending delivery, a young
+// dead letter or not fanned out yet is kept, and so is everything after a
+// pending one; the horizon moves past what was purged.
+func testPurgeOutbox(t *testing.T, open Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
+	// Records, one per payment, created a second apart from t0, and their
+	// deliveries: (state, when it entered the state).
+	type rec struct {
+		name  string
+		state string // "" for no delivery
+		at    time.Time
+	}
+	day := 24 * time.Hour
+	recs := []rec{
+		{"done", pay.DeliveryDone, t0.Add(time.Minute)},
+		{"old-dead", pay.DeliveryDead, t0.Add(time.Hour)},
+		{"young-dead", pay.DeliveryDead, t0.Add(35 * day)},
+		{"pending", pay.DeliveryPending, time.Time{}},
+		{"after-pending", pay.DeliveryDone, t0.Add(time.Minute)},
+		{"not-fanned-out", "", time.Time{}},
+	}
+	seqs := map[string]uint64{}
+	created := map[string]time.Time{}
+	e.update(func(tx pay.Tx) error {
+		for i, r := range recs {
+			created[r.name] = t0.Add(time.Duration(i) * time.Second)
+			if err := tx.AppendOutbox(pay.OutboxRecord{
+				ID: "evt_" + r.name, Type: "payment.captured", PaymentID: paymentID(i), Status: pay.Captured,
+				Version: 2, Amount: 1000, Currency: "EUR", CreatedAt: created[r.name],
+			}); err != nil {
+				return err
+			}
+			os, err := tx.OutboxForPayment(paymentID(i))
+			if err != nil {
+				return err
+			}
+			seqs[r.name] = os[0].Seq
+			if r.state == "" {
+				continue
+			}
+			d := delivery(i, paymentID(i), os[0].Seq, pay.EffectLoyalty, "")
+			d.EventID, d.EventAt, d.State = "evt_"+r.name, created[r.name], r.state
+			if r.state != pay.DeliveryPending {
+				d.UpdatedAt, d.NextAttemptAt = r.at, time.Time{}
+			}
+			if err := tx.InsertDelivery(d); err != nil {
+				return err
+			}
+			for _, key := range []string{pay.EffectLoyalty + ":evt_" + r.name, "loyalty_payment:" + paymentID(i)} {
+				if err := tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: 10}); err != nil {
+					return err
+				}
+			}
+		}
+		return tx.SetRippleCursor(seqs["after-pending"])
+	})
+	kept := func(t *testing.T, want ...string) {
+		t.Helper()
+		e.view(func(tx pay.Tx) error {
+			var got []string
+			for i, r := range recs {
+				os, err := tx.OutboxForPayment(paymentID(i))
+				if err != nil {
+					return err
+				}
+				_, rerr := tx.OutboxRecord(seqs[r.name])
+				if (len(os) == 1) != (rerr == nil) {
+					t.Fatalf("%s: OutboxForPayment has %d records, OutboxRecord: %v", r.name, len(os), rerr)
+				}
+				_, dedupe, err := tx.Effect(pay.EffectLoyalty + ":evt_" + r.name)
+				if err != nil {
+					return err
+				}
+				_, perPayment, err := tx.Effect("loyalty_payment:" + paymentID(i))
+				if err != nil {
+					return err
+				}
+				if r.state != "" && (dedupe != (len(os) == 1) || !perPayment) {
+					t.Fatalf("%s: record kept %v, its dedupe key %v, the payment's key %v; want the dedupe key with the record, the payment's always",
+						r.name, len(os) == 1, dedupe, perPayment)
+				}
+				if len(os) == 1 {
+					got = append(got, r.name)
+				}
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("records kept: %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	purge := func(t *testing.T, before time.Time, limit int) int {
+		t.Helper()
+		var n int
+		e.update(func(tx pay.Tx) (err error) { n, err = tx.PurgeOutbox(before, limit); return err })
+		return n
+	}
+	horizon := func(t *testing.T) time.Time {
+		t.Helper()
+		var h time.Time
+		e.view(func(tx pay.Tx) (err error) { h, err = tx.OutboxHorizon(); return err })
+		return h
+	}
+	all := []string{"done", "old-dead", "young-dead", "pending", "after-pending", "not-fanned-out"}
+
+	if h := horizon(t); !h.IsZero() {
+		t.Fatalf("OutboxHorizon=%s before any purge, want zero", h)
+	}
+	// Nothing is older than t0.
+	if n := purge(t, t0, 10); n != 0 {
+		t.Fatalf("PurgeOutbox(t0)=%d, want 0", n)
+	}
+	kept(t, all...)
+	before := t0.Add(30 * day) // every record is older
+	// One per call, oldest first; the young dead letter's record is
+	// skipped, and the pending delivery stops the walk.
+	if n := purge(t, before, 1); n != 1 {
+		t.Fatalf("PurgeOutbox(limit 1)=%d, want 1", n)
+	}
+	kept(t, "old-dead", "young-dead", "pending", "after-pending", "not-fanned-out")
+	if n := purge(t, before, 10); n != 1 {
+		t.Fatalf("PurgeOutbox=%d, want 1", n)
+	}
+	kept(t, "young-dead", "pending", "after-pending", "not-fanned-out")
+	if got, want := horizon(t), created["old-dead"].Add(time.Nanosecond); !got.Equal(want) {
+		t.Fatalf("OutboxHorizon=%s, want %s (just after the last record purged)", got, want)
+	}
+	if n := purge(t, t0.Add(34*day), 10); n != 0 {
+		t.Fatalf("PurgeOutbox with a delivery pending=%d, want 0", n)
+	}
+
+	// The pending delivery is done: its record and the one after it go;
+	// the record not fanned out yet stays, whatever its age.
+	e.update(func(tx pay.Tx) error {
+		d, err := tx.Delivery(fmt.Sprintf("dlv_%026d", 3))
+		if err != nil {
+			return err
+		}
+		d.State = pay.DeliveryDone
+		return tx.UpdateDelivery(d)
+	})
+	if n := purge(t, before, 10); n != 2 {
+		t.Fatalf("PurgeOutbox=%d, want 2", n)
+	}
+	kept(t, "young-dead", "not-fanned-out")
+	if got, want := horizon(t), created["after-pending"].Add(time.Nanosecond); !got.Equal(want) {
+		t.Fatalf("OutboxHorizon=%s, want %s", got, want)
+	}
+
+	// Fanned out, with no delivery: purged once strictly older.
+	e.update(func(tx pay.Tx) error { return tx.SetRippleCursor(seqs["not-fanned-out"]) })
+	if n := purge(t, created["not-fanned-out"], 10); n != 0 {
+		t.Fatalf("PurgeOutbox(its creation time)=%d, want 0", n)
+	}
+	if n := purge(t, created["not-fanned-out"].Add(time.Nanosecond), 10); n != 1 {
+		t.Fatalf("PurgeOutbox(just after its creation)=%d, want 1", n)
+	}
+	kept(t, "young-dead")
+	// The dead letter grows old: its record goes too. The horizon never
+	// moves back.
+	if n := purge(t, t0.Add(36*day), 10); n != 1 {
+		t.Fatalf("PurgeOutbox(past the dead letter)=%d, want 1", n)
+	}
+	kept(t)
+	if got, want := horizon(t), created["not-fanned-out"].Add(time.Nanosecond); !got.Equal(want) {
+		t.Fatalf("OutboxHorizon=%s, want %s (it never moves back)", got, want)
+	}
+	e.update(func(tx pay.Tx) error {
+		_, err := tx.PurgeOutbox(before, 0)
+		wantCode(t, err, pay.EINVALID)
+		return nil
 	})
 }

@@ -1,0 +1,243 @@
+package store_test
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
+)
+
+// damagedDB writes a database of n payments with the store and closes it.
+// It returns the file's path and its bbolt page size.
+func damagedDB(t *testing.T, n int) (string, int) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "paystate.db")
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(context.Background(), func(tx pay.Tx) error {
+		for i := range n {
+			if err := tx.InsertPayment(payment(i, pay.Captured, t0)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	return path, bdb.Info().PageSize
+}
+
+// bucketRoot returns the page id of a bucket's root page.
+func bucketRoot(t *testing.T, path string, bucket []byte) uint64 {
+	t.Helper()
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	var root uint64
+	err = bdb.View(func(tx *bolt.Tx) error {
+		root = uint64(tx.Bucket(bucket).Root())
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// usedSize returns the bytes of the pages a database file uses (bbolt
+// grows the file ahead of them).
+func usedSize(t *testing.T, path string) int64 {
+	t.Helper()
+	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bdb.Close()
+	var n int64
+	if err := bdb.View(func(tx *bolt.Tx) error { n = tx.Size(); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Offsets in a bbolt page (bbolt's internal/common/page.go): a 16-byte
+// header (id, flags, count, overflow), then 16-byte elements. A branch
+// element is pos, ksize (uint32 each) and the child's page id; a leaf
+// element is flags, pos, ksize, vsize. pos counts from the element.
+const (
+	pageHeader = 16
+	elemSize   = 16
+)
+
+// patch changes the file at off with fn.
+func patch(t *testing.T, path string, off int64, n int, fn func(b []byte)) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	fn(b)
+	if _, err := f.WriteAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestOpen_DamagedFile: a damaged file is refused at open with one line
+// that names the file, says what is wrong and to restore from a backup,
+// for the daemon's open and the tools' read-only one. None of these may
+// crash the process (today: SIGBUS for a truncated file, a panic in a
+// goroutine bbolt starts to rebuild the freelist for a bad page).
+func TestOpen_DamagedFile(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, path string, pageSize int)
+		want   string // in the error
+	}{
+		{"Truncated", func(t *testing.T, path string, pageSize int) {
+			// Half of the pages in use (the file may be longer).
+			if err := os.Truncate(path, usedSize(t, path)/2); err != nil {
+				t.Fatal(err)
+			}
+		}, "truncated"},
+		{"TruncatedToMetaPages", func(t *testing.T, path string, pageSize int) {
+			if err := os.Truncate(path, int64(2*pageSize)); err != nil {
+				t.Fatal(err)
+			}
+		}, "truncated"},
+		{"TruncatedMidMetaPage", func(t *testing.T, path string, pageSize int) {
+			if err := os.Truncate(path, 100); err != nil {
+				t.Fatal(err)
+			}
+		}, "truncated"},
+		{"PageHeader", func(t *testing.T, path string, pageSize int) {
+			// The page id in the header of the payments bucket's root.
+			root := bucketRoot(t, path, []byte("payments"))
+			patch(t, path, int64(root)*int64(pageSize), 1, func(b []byte) { b[0] ^= 0x40 })
+		}, "page"},
+		{"PageType", func(t *testing.T, path string, pageSize int) {
+			root := bucketRoot(t, path, []byte("payments"))
+			patch(t, path, int64(root)*int64(pageSize)+8, 1, func(b []byte) { b[0] ^= 0x20 })
+		}, "type"},
+		{"BranchChild", func(t *testing.T, path string, pageSize int) {
+			// The second child of the payments root points at the first:
+			// one page used twice, which bbolt's freelist rebuild panics
+			// on in a goroutine of its own.
+			root := bucketRoot(t, path, []byte("payments"))
+			off := int64(root) * int64(pageSize)
+			patch(t, path, off, pageHeader+2*elemSize, func(b []byte) {
+				if got := binary.LittleEndian.Uint16(b[8:]); got != 0x01 {
+					t.Fatalf("payments root is not a branch page (flags %#x): store more payments", got)
+				}
+				first := b[pageHeader+8 : pageHeader+16]
+				copy(b[pageHeader+elemSize+8:pageHeader+elemSize+16], first)
+			})
+		}, "page"},
+		{"KeyOrder", func(t *testing.T, path string, pageSize int) {
+			// The first key of the payments root made greater than the
+			// second.
+			root := bucketRoot(t, path, []byte("payments"))
+			off := int64(root) * int64(pageSize)
+			var pos uint32
+			patch(t, path, off, pageHeader+elemSize, func(b []byte) { pos = binary.LittleEndian.Uint32(b[pageHeader:]) })
+			patch(t, path, off+pageHeader+int64(pos), 1, func(b []byte) { b[0] = 0xff })
+		}, "key"},
+		{"ElementOutOfPage", func(t *testing.T, path string, pageSize int) {
+			root := bucketRoot(t, path, []byte("payments"))
+			off := int64(root) * int64(pageSize)
+			patch(t, path, off+pageHeader, 4, func(b []byte) { binary.LittleEndian.PutUint32(b, 1<<30) })
+		}, "page"},
+		{"MetaPage", func(t *testing.T, path string, pageSize int) {
+			// The root bucket's page id in meta page 0, checksum untouched.
+			patch(t, path, pageHeader+16, 1, func(b []byte) { b[0] ^= 0x01 })
+		}, "meta page 0"},
+		{"MetaPages", func(t *testing.T, path string, pageSize int) {
+			patch(t, path, 0, 2*pageSize, func(b []byte) {
+				for i := range b {
+					b[i] = 'x'
+				}
+			})
+		}, "meta page"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			path, pageSize := damagedDB(t, 2000)
+			tc.damage(t, path, pageSize)
+			for _, opts := range []*store.Options{nil, {ReadOnly: true}} {
+				db, err := store.Open(path, opts)
+				if err == nil {
+					db.Close()
+					t.Fatalf("Open(ReadOnly=%v) accepted a damaged file", opts != nil)
+				}
+				msg := err.Error()
+				if opts == nil {
+					t.Log(msg)
+				}
+				for _, want := range []string{path, tc.want, "restore from a backup"} {
+					if !strings.Contains(msg, want) {
+						t.Errorf("Open(ReadOnly=%v): %q does not say %q", opts != nil, msg, want)
+					}
+				}
+				if strings.Contains(msg, "\n") {
+					t.Errorf("Open(ReadOnly=%v): the error is more than one line: %q", opts != nil, msg)
+				}
+				if strings.Count(msg, path) != 1 {
+					t.Errorf("Open(ReadOnly=%v): %q names the file %d times, want once", opts != nil, msg, strings.Count(msg, path))
+				}
+				if !errors.Is(err, store.ErrDamaged) {
+					t.Errorf("Open(ReadOnly=%v): %v is not ErrDamaged", opts != nil, err)
+				}
+			}
+		})
+	}
+}
+
+// TestOpen_SoundFile: the check at open accepts what the store writes,
+// reopened and written again several times.
+func TestOpen_SoundFile(t *testing.T) {
+	t.Parallel()
+	path, _ := damagedDB(t, 2000)
+	for i := range 3 {
+		db, err := store.Open(path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Update(context.Background(), func(tx pay.Tx) error {
+			return tx.InsertPayment(payment(5000+i, pay.Created, t0))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Check(); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

@@ -1,0 +1,386 @@
+package store
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// ErrDamaged is wrapped by the error Open returns for a database file that
+// is damaged: truncated, with a bad meta page, or with a page that does not
+// hold what the pages pointing to it say. Such a file is refused rather
+// than opened: the only repair is a restore from a backup.
+var ErrDamaged = errors.New("damaged database file")
+
+// damagedError says what is wrong with a damaged file.
+type damagedError struct{ problem string }
+
+func damaged(format string, args ...any) error {
+	return &damagedError{problem: fmt.Sprintf(format, args...)}
+}
+
+// Error says what is wrong and what to do, on one line.
+func (e *damagedError) Error() string {
+	return "the file is damaged (" + e.problem + "): restore from a backup"
+}
+
+// Is makes errors.Is(err, ErrDamaged) true.
+func (e *damagedError) Is(target error) bool { return target == ErrDamaged }
+
+// The bbolt file format (go.etcd.io/bbolt/internal/common, unchanged since
+// bbolt's format version 2), in the machine's byte order as bbolt writes
+// it. A page starts with a 16-byte header: id uint64, flags uint16, count
+// uint16, overflow uint32 (the pages after this one that it spans). A meta
+// page holds after it: magic, version, page size, flags (uint32 each), the
+// root bucket (root page id, sequence), the freelist page id, the high
+// water mark (pages in use are the ids below it), the transaction id and
+// an FNV-1a checksum of everything before it. Branch and leaf pages hold
+// count 16-byte elements after the header: a branch element is pos, ksize
+// (uint32) and the child's page id; a leaf element is flags, pos, ksize,
+// vsize (uint32); pos counts from the element itself. A leaf element with
+// flag 1 is a bucket: its value starts with the bucket's root page id and
+// sequence; root 0 means the bucket's leaf page is inline, after them.
+const (
+	bbMagic         = 0xED0CDAED
+	bbVersion       = 2
+	bbPageHeader    = 16
+	bbElement       = 16
+	bbBucketHeader  = 16
+	bbMetaSize      = 56 // up to the checksum
+	bbBranch        = 0x01
+	bbLeaf          = 0x02
+	bbMeta          = 0x04
+	bbFreelist      = 0x10
+	bbBucketLeaf    = 0x01
+	bbNoFreelist    = ^uint64(0)
+	bbMaxPageSize   = 1 << 20
+	bbMaxTreeHeight = 64 // far above what 2^64 pages need
+)
+
+var order = binary.NativeEndian
+
+// bbMetaPage is what checkFile reads from a meta page.
+type bbMetaPage struct {
+	pageSize uint32
+	root     uint64
+	freelist uint64
+	hwm      uint64
+	txid     uint64
+}
+
+// checkFile reads the bbolt file at path, before bbolt maps it, for the
+// damage bbolt cannot survive. bbolt trusts its file: a truncated one
+// faults (SIGBUS) when it touches a page past the end, and a page that
+// does not hold what points to it either fails an assertion or is
+// reported to a goroutine of bbolt's own (the freelist rebuild at open)
+// that panics, which no caller can recover. So this walk, with plain
+// reads, checks what bbolt relies on: both meta pages valid (magic,
+// version, checksum; bbolt would fall back to the older one silently,
+// losing the last commit, and a checksummed meta sits in one sector, which
+// a crash does not tear), the file as long as the high water mark says,
+// and from the root bucket down every page in range, of the right type,
+// used once, its elements inside it, its keys in order and inside the
+// range its parent gives. It reads every page in use, as bbolt's own
+// rebuild of the freelist at open does. A missing or empty file is fine:
+// bbolt creates it.
+func checkFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil // missing (bbolt creates it), or bbolt says why it cannot open it
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat: %w", pathless(err))
+	}
+	size := fi.Size()
+	if size == 0 {
+		return nil
+	}
+
+	// The meta pages: page 0 gives the page size, which places page 1.
+	m0, err := readMeta(f, size, 0, 0)
+	if err != nil {
+		return err
+	}
+	m1, err := readMeta(f, size, 1, int64(m0.pageSize))
+	if err != nil {
+		return err
+	}
+	if m1.pageSize != m0.pageSize {
+		return damaged("the meta pages disagree on the page size: %d and %d", m0.pageSize, m1.pageSize)
+	}
+	m := m0
+	if m1.txid > m0.txid {
+		m = m1
+	}
+
+	ps := int64(m.pageSize)
+	if m.hwm < 2 {
+		return damaged("its meta page says it has %d pages", m.hwm)
+	}
+	if m.hwm > uint64(size/ps) {
+		return damaged("truncated: %d bytes, but its %d pages of %d bytes need %d", size, m.hwm, ps, int64(m.hwm)*ps)
+	}
+	c := &fileCheck{f: f, pageSize: ps, hwm: m.hwm, seen: make([]uint64, (m.hwm+63)/64)}
+	c.mark(0, 1)
+	if m.freelist != bbNoFreelist {
+		if err := c.freelist(m.freelist); err != nil {
+			return err
+		}
+	}
+	_, err = c.page(m.root, 0, nil, nil, 0)
+	return err
+}
+
+// readMeta reads and validates meta page id at off.
+func readMeta(f *os.File, size int64, id uint64, off int64) (bbMetaPage, error) {
+	b := make([]byte, bbPageHeader+bbMetaSize+8)
+	if off+int64(len(b)) > size {
+		return bbMetaPage{}, damaged("truncated: %d bytes, shorter than its meta pages", size)
+	}
+	if _, err := f.ReadAt(b, off); err != nil {
+		return bbMetaPage{}, fmt.Errorf("read meta page %d: %w", id, pathless(err))
+	}
+	meta := b[bbPageHeader:]
+	switch {
+	case order.Uint32(meta[0:]) != bbMagic:
+		return bbMetaPage{}, damaged("meta page %d is not a bbolt meta page", id)
+	case order.Uint32(meta[4:]) != bbVersion:
+		return bbMetaPage{}, damaged("meta page %d has format version %d, want %d", id, order.Uint32(meta[4:]), bbVersion)
+	}
+	h := fnv.New64a()
+	h.Write(meta[:bbMetaSize])
+	if h.Sum64() != order.Uint64(meta[bbMetaSize:]) {
+		return bbMetaPage{}, damaged("meta page %d fails its checksum", id)
+	}
+	m := bbMetaPage{
+		pageSize: order.Uint32(meta[8:]), root: order.Uint64(meta[16:]), freelist: order.Uint64(meta[32:]),
+		hwm: order.Uint64(meta[40:]), txid: order.Uint64(meta[48:]),
+	}
+	if m.pageSize < 512 || m.pageSize > bbMaxPageSize || m.pageSize&(m.pageSize-1) != 0 {
+		return bbMetaPage{}, damaged("meta page %d gives a page size of %d", id, m.pageSize)
+	}
+	if flags := order.Uint16(b[8:]); flags != bbMeta {
+		return bbMetaPage{}, damaged("meta page %d has page type %#x", id, flags)
+	}
+	return m, nil
+}
+
+// fileCheck walks the pages of one file.
+type fileCheck struct {
+	f        *os.File
+	pageSize int64
+	hwm      uint64
+	seen     []uint64 // bit per page id: reached once already
+}
+
+// mark records pages first..last as reached and reports whether one of
+// them already was.
+func (c *fileCheck) mark(first, last uint64) (twice bool) {
+	for id := first; id <= last; id++ {
+		w, bit := id/64, uint64(1)<<(id%64)
+		twice = twice || c.seen[w]&bit != 0
+		c.seen[w] |= bit
+	}
+	return twice
+}
+
+// read returns page id, with its overflow pages, after checking that it
+// is in range, of one of the types (want names them) and reached only
+// once. from is the page that points to it, for the message.
+func (c *fileCheck) read(id, from uint64, want string, types ...uint16) ([]byte, error) {
+	if id < 2 || id >= c.hwm {
+		return nil, damaged("page %d points to page %d, outside the file's %d pages", from, id, c.hwm)
+	}
+	head := make([]byte, c.pageSize)
+	if _, err := c.f.ReadAt(head, int64(id)*c.pageSize); err != nil {
+		return nil, fmt.Errorf("read page %d: %w", id, pathless(err))
+	}
+	if got := order.Uint64(head); got != id {
+		return nil, damaged("page %d says it is page %d", id, got)
+	}
+	flags := order.Uint16(head[8:])
+	ok := false
+	for _, t := range types {
+		ok = ok || flags == t
+	}
+	if !ok {
+		return nil, damaged("page %d has page type %#x, not a %s page", id, flags, want)
+	}
+	overflow := uint64(order.Uint32(head[12:]))
+	if id+overflow >= c.hwm {
+		return nil, damaged("page %d runs %d pages past the file's %d pages", id, id+overflow+1-c.hwm, c.hwm)
+	}
+	if c.mark(id, id+overflow) {
+		return nil, damaged("page %d (pointed to by page %d) is in use twice", id, from)
+	}
+	if overflow == 0 {
+		return head, nil
+	}
+	buf := make([]byte, int64(overflow+1)*c.pageSize)
+	copy(buf, head)
+	if _, err := c.f.ReadAt(buf[len(head):], int64(id+1)*c.pageSize); err != nil && !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("read page %d: %w", id, pathless(err))
+	}
+	return buf, nil
+}
+
+// freelist checks a freelist page (files written with the freelist synced;
+// paystate's own are not).
+func (c *fileCheck) freelist(id uint64) error {
+	p, err := c.read(id, 0, "freelist", bbFreelist)
+	if err != nil {
+		return err
+	}
+	first, n := uint64(bbPageHeader), uint64(order.Uint16(p[10:]))
+	if n == 0xFFFF { // the count is in the first element
+		if len(p) < bbPageHeader+8 {
+			return damaged("freelist page %d is cut short", id)
+		}
+		first, n = bbPageHeader+8, order.Uint64(p[bbPageHeader:])
+	}
+	if n > (uint64(len(p))-first)/8 {
+		return damaged("freelist page %d lists %d pages, more than it holds", id, n)
+	}
+	for i := range n {
+		if free := order.Uint64(p[first+8*i:]); free < 2 || free >= c.hwm {
+			return damaged("freelist page %d lists page %d, outside the file's %d pages", id, free, c.hwm)
+		}
+	}
+	return nil
+}
+
+// page checks the branch or leaf page id, pointed to by page from, and
+// everything below it. Its keys must be at least lo and below hi (nil: no
+// bound), as bbolt's own check requires; it returns the greatest key
+// below it.
+func (c *fileCheck) page(id, from uint64, lo, hi []byte, depth int) ([]byte, error) {
+	if depth > bbMaxTreeHeight {
+		return nil, damaged("page %d is %d levels deep", id, depth)
+	}
+	p, err := c.read(id, from, "branch or leaf", bbBranch, bbLeaf)
+	if err != nil {
+		return nil, err
+	}
+	if order.Uint16(p[8:]) == bbLeaf {
+		return c.leaf(id, p, lo, hi, depth)
+	}
+	n := int(order.Uint16(p[10:]))
+	if n == 0 {
+		return nil, damaged("branch page %d is empty", id)
+	}
+	var (
+		prev = lo
+		max  []byte
+	)
+	for i := range n {
+		key, child, err := branchElem(id, p, i)
+		if err != nil {
+			return nil, err
+		}
+		if err := keyOrder(id, i, key, prev, hi); err != nil {
+			return nil, err
+		}
+		next := hi
+		if i+1 < n {
+			if next, _, err = branchElem(id, p, i+1); err != nil {
+				return nil, err
+			}
+		}
+		if max, err = c.page(child, id, key, next, depth+1); err != nil {
+			return nil, err
+		}
+		prev = max
+	}
+	return max, nil
+}
+
+// leaf checks the elements of leaf page id (p, or the inline page of a
+// bucket) and the buckets they hold.
+func (c *fileCheck) leaf(id uint64, p []byte, lo, hi []byte, depth int) ([]byte, error) {
+	n := int(order.Uint16(p[10:]))
+	if bbPageHeader+n*bbElement > len(p) {
+		return nil, damaged("page %d has %d elements, more than it holds", id, n)
+	}
+	prev := lo
+	for i := range n {
+		e := bbPageHeader + i*bbElement
+		flags := order.Uint32(p[e:])
+		start := e + int(order.Uint32(p[e+4:]))
+		kend := start + int(order.Uint32(p[e+8:]))
+		vend := kend + int(order.Uint32(p[e+12:]))
+		if start < e || kend < start || vend < kend || vend > len(p) {
+			return nil, damaged("page %d: element %d lies outside the page", id, i)
+		}
+		key, value := p[start:kend], p[kend:vend]
+		if err := keyOrder(id, i, key, prev, hi); err != nil {
+			return nil, err
+		}
+		prev = key
+		if flags&bbBucketLeaf == 0 {
+			continue
+		}
+		if len(value) < bbBucketHeader {
+			return nil, damaged("page %d: bucket %q has a %d-byte header", id, key, len(value))
+		}
+		if root := order.Uint64(value); root != 0 {
+			if _, err := c.page(root, id, nil, nil, depth+1); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		inline := value[bbBucketHeader:]
+		if len(inline) < bbPageHeader || order.Uint16(inline[8:]) != bbLeaf {
+			return nil, damaged("page %d: bucket %q has no leaf page inline", id, key)
+		}
+		if _, err := c.leaf(id, inline, nil, nil, depth+1); err != nil {
+			return nil, err
+		}
+	}
+	return prev, nil
+}
+
+// branchElem returns the key and child page id of element i of branch
+// page id.
+func branchElem(id uint64, p []byte, i int) ([]byte, uint64, error) {
+	e := bbPageHeader + i*bbElement
+	if e+bbElement > len(p) {
+		return nil, 0, damaged("page %d has %d elements, more than it holds", id, order.Uint16(p[10:]))
+	}
+	start := e + int(order.Uint32(p[e:]))
+	end := start + int(order.Uint32(p[e+4:]))
+	if start < e || end < start || end > len(p) {
+		return nil, 0, damaged("page %d: element %d lies outside the page", id, i)
+	}
+	return p[start:end], order.Uint64(p[e+8:]), nil
+}
+
+// pathless returns the cause of an error about the file (Open's prefix
+// names it already).
+func pathless(err error) error {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	return err
+}
+
+// keyOrder checks key i of page id against the key before it (or the
+// page's lower bound) and the page's upper bound, as bbolt's check does.
+func keyOrder(id uint64, i int, key, prev, hi []byte) error {
+	switch {
+	case i == 0 && prev != nil && bytes.Compare(prev, key) > 0:
+		return damaged("page %d: its first key is below the bound its parent gives", id)
+	case i > 0 && bytes.Compare(prev, key) >= 0:
+		return damaged("page %d: key %d is out of order", id, i)
+	case hi != nil && bytes.Compare(key, hi) >= 0:
+		return damaged("page %d: key %d is at or above the bound its parent gives", id, i)
+	}
+	return nil
+}
