@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/httpd"
-	"github.com/paystate/paystate/ids"
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 )
 

@@ -10,7 +10,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/paystate/paystate/finalize"
-	"github.com/paystate/paystate/ids"
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/storetest"

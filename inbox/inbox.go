@@ -48,8 +48,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
-	"github.com/paystate/paystate/backoff"
 	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/backoff"
 	"github.com/paystate/paystate/pay"
 )
 

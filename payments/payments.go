@@ -33,7 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/finalize"
-	"github.com/paystate/paystate/ids"
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
-	"github.com/paystate/paystate/backoff"
-	"github.com/paystate/paystate/ids"
+	"github.com/paystate/paystate/internal/backoff"
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 )
 

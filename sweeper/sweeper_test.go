@@ -11,8 +11,8 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/paystate/paystate/finalize"
-	"github.com/paystate/paystate/ids"
 	"github.com/paystate/paystate/inbox"
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/lease"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/payments"

@@ -26,7 +26,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paystate/paystate/ids"
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 )
 

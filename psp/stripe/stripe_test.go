@@ -19,7 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	stripego "github.com/stripe/stripe-go/v85"
 
-	"github.com/paystate/paystate/ids"
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/psp/stripe/stripetest"

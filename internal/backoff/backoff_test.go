@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paystate/paystate/backoff"
+	"github.com/paystate/paystate/internal/backoff"
 )
 
 func TestDelay(t *testing.T) {
