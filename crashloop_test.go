@@ -1,10 +1,7 @@
 package main
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -18,7 +15,9 @@ import (
 	"testing"
 	"time"
 
-	svix "github.com/svix/svix-webhooks/go"
+	"github.com/paystate/paystate/internal/simulate"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 )
 
 const (
@@ -35,7 +34,7 @@ listen = "127.0.0.1:0"
 [storage]
 path = "DBPATH"
 [auth]
-api_keys = ["` + procKey + `"]
+api_keys = ["` + daemontest.APIKey + `"]
 [log]
 level = "info"
 format = "json"
@@ -57,44 +56,6 @@ reorder = true
 [providers.standard]
 webhook_secret = "` + crashStdSecret + `"
 `
-}
-
-// merchant counts the signed webhooks it receives, verified with the
-// Standard Webhooks library, deduplicated by webhook-id.
-type merchant struct {
-	mu     sync.Mutex
-	byID   map[string]int
-	byPair map[string]map[string]bool // "payment_id type" → webhook ids
-	bad    int
-}
-
-func (m *merchant) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	wh, _ := svix.NewWebhook(crashMerchantSecret)
-	if err := wh.Verify(body, r.Header); err != nil {
-		m.mu.Lock()
-		m.bad++
-		m.mu.Unlock()
-		w.WriteHeader(400)
-		return
-	}
-	var ev struct {
-		Type string `json:"type"`
-		Data struct {
-			PaymentID string `json:"payment_id"`
-		} `json:"data"`
-	}
-	json.Unmarshal(body, &ev)
-	id := r.Header.Get("webhook-id")
-	m.mu.Lock()
-	m.byID[id]++
-	k := ev.Data.PaymentID + " " + ev.Type
-	if m.byPair[k] == nil {
-		m.byPair[k] = map[string]bool{}
-	}
-	m.byPair[k][id] = true
-	m.mu.Unlock()
-	w.WriteHeader(204)
 }
 
 // observation is one answer about a payment, with when it was asked.
@@ -119,29 +80,16 @@ type crashClient struct {
 	nextKey   atomic.Int64
 }
 
+// do sends a request to whichever process is up; hdr holds extra headers,
+// one given as "" is not sent (Authorization, for a PSP's webhook).
 func (c *crashClient) do(method, path string, body []byte, hdr map[string]string) (int, map[string]any, error) {
 	base := c.url.Load()
 	if base == nil {
 		return 0, nil, fmt.Errorf("down")
 	}
-	req, _ := http.NewRequest(method, *base+path, bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+procKey)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		req.Header.Set(k, v)
-	}
-	res, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return 0, nil, err
-	}
-	var m map[string]any
-	json.Unmarshal(b, &m)
-	return res.StatusCode, m, nil
+	api := &daemontest.Instance{Base: *base, HTTP: c.hc}
+	r, err := api.Send(method, path, body, hdr)
+	return r.Status, r.JSON, err
 }
 
 // observe records a payment answer with its time window.
@@ -201,14 +149,13 @@ func (c *crashClient) step(rnd *rand.Rand) {
 		evID := fmt.Sprintf("evt_crash_%d", i)
 		ts := time.Now()
 		body := []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"provider_ref":"psp_%d","amount":2000,"currency":"EUR"}}`, evID, typ, ts.Unix(), id, i))
-		wh, _ := svix.NewWebhook(crashStdSecret)
-		sig, _ := wh.Sign(evID, ts, body)
+		hook := testkit.SignStandard(c.t, crashStdSecret, evID, ts, body)
 		var wg sync.WaitGroup
 		wg.Add(2)
 		go func() {
 			defer wg.Done()
 			for range 2 { // delivered twice
-				st, _, err := c.do("POST", "/webhooks/standard", body, map[string]string{"webhook-id": evID, "webhook-timestamp": strconv.FormatInt(ts.Unix(), 10), "webhook-signature": sig})
+				st, _, err := c.do("POST", "/webhooks/standard", body, hook)
 				if err == nil && st == 200 {
 					c.mu.Lock()
 					c.acked[evID] = id
@@ -276,7 +223,10 @@ func TestCrashLoop(t *testing.T) {
 		cycles = v
 	}
 	dir := t.TempDir()
-	m := &merchant{byID: map[string]int{}, byPair: map[string]map[string]bool{}}
+	m, err := simulate.NewMerchant(crashMerchantSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
 	ms := httptest.NewServer(m)
 	defer ms.Close()
 	cfg := crashConfig(ms.URL + "/hooks")
@@ -372,10 +322,7 @@ func TestCrashLoop(t *testing.T) {
 			continue
 		}
 		captured++
-		m.mu.Lock()
-		ids := len(m.byPair[id+" payment.captured"])
-		m.mu.Unlock()
-		if ids != 1 {
+		if ids := m.Events(id, "payment.captured"); ids != 1 {
 			t.Errorf("%s (%s) got %d distinct payment.captured webhooks, want 1", id, status, ids)
 		}
 		cus, _ := pm["customer"].(map[string]any)["id"].(string)
@@ -393,8 +340,8 @@ func TestCrashLoop(t *testing.T) {
 			t.Errorf("customer %s has %v points, captures say %d", cus, got, points[cus])
 		}
 	}
-	if m.bad > 0 {
-		t.Errorf("%d merchant webhooks failed verification", m.bad)
+	if bad := m.Rejected(); len(bad) > 0 {
+		t.Errorf("%d merchant webhooks failed verification: %v", len(bad), bad)
 	}
 
 	// Versions never went backwards: an answer that started after another

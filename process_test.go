@@ -2,6 +2,8 @@ package main
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/paystate/paystate/cli"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 )
 
 // buildBinary builds paystate once per test binary run.
@@ -30,6 +35,14 @@ var buildBinary = sync.OnceValues(func() (string, error) {
 	}
 	return bin, nil
 })
+
+// runCmd runs a command in this process, as the binary would, with
+// stdout and stderr together.
+func runCmd(args ...string) (string, error) {
+	var out bytes.Buffer
+	err := cli.Run(context.Background(), args, &out, &out)
+	return out.String(), err
+}
 
 // proc is a running paystate process with its JSON log lines.
 type proc struct {
@@ -116,8 +129,6 @@ func startProcessIn(t *testing.T, dir, toml string) *proc {
 	return p
 }
 
-const procKey = "process-test-api-key-000111222"
-
 const procConfig = `
 [server]
 listen = "127.0.0.1:0"
@@ -125,7 +136,7 @@ shutdown_timeout = "10s"
 [storage]
 path = "DBPATH"
 [auth]
-api_keys = ["` + procKey + `"]
+api_keys = ["` + daemontest.APIKey + `"]
 [log]
 level = "debug"
 format = "json"
@@ -149,10 +160,10 @@ func TestProcess_ShutdownAndLogs(t *testing.T) {
 	p := startProcess(t, procConfig)
 
 	var secrets []string
-	secrets = append(secrets, procKey, "c2VjcmV0LW1vY2stc2VjcmV0LW1vY2stc2VjcmV0LW1vY2s=", "c3RhbmRhcmQtc2VjcmV0LXN0YW5kYXJkLXNlY3JldC0wMQ==")
+	secrets = append(secrets, daemontest.APIKey, "c2VjcmV0LW1vY2stc2VjcmV0LW1vY2stc2VjcmV0LW1vY2s=", "c3RhbmRhcmQtc2VjcmV0LXN0YW5kYXJkLXNlY3JldC0wMQ==")
 	do := func(method, path, body string, hdr map[string]string) (*http.Response, map[string]any) {
 		req, _ := http.NewRequest(method, p.url+path, strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+procKey)
+		req.Header.Set("Authorization", "Bearer "+daemontest.APIKey)
 		req.Header.Set("Content-Type", "application/json")
 		for k, v := range hdr {
 			req.Header.Set(k, v)
@@ -204,7 +215,7 @@ func TestProcess_ShutdownAndLogs(t *testing.T) {
 	}
 	defer conn.Close()
 	body := `{"order_id":"in-flight","amount":1000,"currency":"EUR"}`
-	fmt.Fprintf(conn, "POST /v1/payments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nIdempotency-Key: in-flight\r\nContent-Length: %d\r\n\r\n%s", procKey, len(body), body[:10])
+	fmt.Fprintf(conn, "POST /v1/payments HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nIdempotency-Key: in-flight\r\nContent-Length: %d\r\n\r\n%s", daemontest.APIKey, len(body), body[:10])
 	time.Sleep(50 * time.Millisecond) // let the server start reading this request (not a timing assertion)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

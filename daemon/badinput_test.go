@@ -24,6 +24,8 @@ import (
 
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 )
 
 // dump returns every bucket, key and value of the database, in order,
@@ -31,10 +33,10 @@ import (
 // compares content rather than file bytes: the sweeper's housekeeping
 // commits transactions that store nothing, and each commit rewrites bbolt's
 // meta page.
-func dump(t *testing.T, in *instance) string {
+func dump(t *testing.T, in *daemontest.Instance) string {
 	t.Helper()
 	var b bytes.Buffer
-	if _, err := in.m.DB.WriteTo(&b); err != nil {
+	if _, err := in.Main.DB.WriteTo(&b); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "copy.db")
@@ -70,9 +72,9 @@ func dump(t *testing.T, in *instance) string {
 // error code, and none changes stored state.
 func TestE2E_BadInput(t *testing.T) {
 	t.Parallel()
-	in := boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
-	secret := in.m.Config.Providers.Standard.WebhookSecret
-	existing := in.create(`{"order_id":"o-1","amount":1000,"currency":"EUR"}`, "seed").str("id")
+	in := daemontest.Boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
+	secret := in.Main.Config.Providers.Standard.WebhookSecret
+	existing := in.Create(`{"order_id":"o-1","amount":1000,"currency":"EUR"}`, "seed").Str("id")
 	settle(t, in)
 	before := dump(t, in)
 
@@ -125,10 +127,10 @@ func TestE2E_BadInput(t *testing.T) {
 		{"missing idempotency key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), nil, 400, "idempotency_key_missing"},
 		{"oversized body", "POST", "/v1/payments", bytes.Repeat([]byte("a"), 300<<10), key, 413, "payload_too_large"},
 		{"oversized body, 100-continue", "POST", "/v1/payments", bytes.Repeat([]byte("a"), 10<<20), merge(key, hdr("Expect", "100-continue")), 413, "payload_too_large"},
-		{"oversized webhook", "POST", "/webhooks/standard", bytes.Repeat([]byte("{"), 300<<10), signStandard(t, secret, "evt_big", time.Now(), goodBody), 413, "payload_too_large"},
+		{"oversized webhook", "POST", "/webhooks/standard", bytes.Repeat([]byte("{"), 300<<10), testkit.SignStandard(t, secret, "evt_big", time.Now(), goodBody), 413, "payload_too_large"},
 		{"missing API key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), merge(key, hdr("Authorization", "")), 401, "unauthorized"},
 		{"wrong API key", "GET", "/v1/payments", nil, hdr("Authorization", "Bearer nope-nope-nope-nope"), 401, "unauthorized"},
-		{"wrong auth scheme", "GET", "/v1/payments", nil, hdr("Authorization", "Basic "+apiKey), 401, "unauthorized"},
+		{"wrong auth scheme", "GET", "/v1/payments", nil, hdr("Authorization", "Basic "+daemontest.APIKey), 401, "unauthorized"},
 		{"sync bad status", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"paid"}`), nil, 400, "invalid"},
 		{"sync version zero", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":0}`), nil, 400, "invalid"},
 		{"sync bad If-Match", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured"}`), hdr("If-Match", "W/abc"), 400, "invalid"},
@@ -139,14 +141,14 @@ func TestE2E_BadInput(t *testing.T) {
 		{"bad cursor", "GET", "/v1/payments?cursor=%%%", nil, nil, 400, "invalid"},
 		{"wrong method", "DELETE", "/v1/payments", nil, nil, 405, "method_not_allowed"},
 		{"unknown route", "GET", "/v2/nothing", nil, nil, 404, "not_found"},
-		{"webhook unknown provider", "POST", "/webhooks/paypal", goodBody, signStandard(t, secret, "evt_bad", time.Now(), goodBody), 404, "not_found"},
+		{"webhook unknown provider", "POST", "/webhooks/paypal", goodBody, testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), 404, "not_found"},
 		{"webhook no signature", "POST", "/webhooks/standard", goodBody, hdr("Authorization", ""), 400, "invalid_signature"},
-		{"webhook other secret", "POST", "/webhooks/standard", goodBody, signStandard(t, otherSecret, "evt_bad", time.Now(), goodBody), 400, "invalid_signature"},
-		{"webhook stale timestamp", "POST", "/webhooks/standard", goodBody, signStandard(t, secret, "evt_bad", time.Now().Add(-10*time.Minute), goodBody), 400, "invalid_signature"},
-		{"webhook future timestamp", "POST", "/webhooks/standard", goodBody, signStandard(t, secret, "evt_bad", time.Now().Add(10*time.Minute), goodBody), 400, "invalid_signature"},
-		{"webhook tampered body", "POST", "/webhooks/standard", bytes.Replace(goodBody, []byte("captured"), []byte("refunded"), 1), signStandard(t, secret, "evt_bad", time.Now(), goodBody), 400, "invalid_signature"},
-		{"webhook malformed JSON", "POST", "/webhooks/standard", []byte(`{"id":"evt_m"`), signStandard(t, secret, "evt_m", time.Now(), []byte(`{"id":"evt_m"`)), 400, "invalid"},
-		{"webhook unknown type", "POST", "/webhooks/standard", eventBody("evt_u", "payment.won", existing, ""), signStandard(t, secret, "evt_u", time.Now(), eventBody("evt_u", "payment.won", existing, "")), 400, "invalid"},
+		{"webhook other secret", "POST", "/webhooks/standard", goodBody, testkit.SignStandard(t, otherSecret, "evt_bad", time.Now(), goodBody), 400, "invalid_signature"},
+		{"webhook stale timestamp", "POST", "/webhooks/standard", goodBody, testkit.SignStandard(t, secret, "evt_bad", time.Now().Add(-10*time.Minute), goodBody), 400, "invalid_signature"},
+		{"webhook future timestamp", "POST", "/webhooks/standard", goodBody, testkit.SignStandard(t, secret, "evt_bad", time.Now().Add(10*time.Minute), goodBody), 400, "invalid_signature"},
+		{"webhook tampered body", "POST", "/webhooks/standard", bytes.Replace(goodBody, []byte("captured"), []byte("refunded"), 1), testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), 400, "invalid_signature"},
+		{"webhook malformed JSON", "POST", "/webhooks/standard", []byte(`{"id":"evt_m"`), testkit.SignStandard(t, secret, "evt_m", time.Now(), []byte(`{"id":"evt_m"`)), 400, "invalid"},
+		{"webhook unknown type", "POST", "/webhooks/standard", eventBody("evt_u", "payment.won", existing, ""), testkit.SignStandard(t, secret, "evt_u", time.Now(), eventBody("evt_u", "payment.won", existing, "")), 400, "invalid"},
 
 		// Truncated and malformed bodies, wrong types, huge numbers.
 		{"truncated in a string", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EU`), key, 400, "invalid"},
@@ -197,25 +199,25 @@ func TestE2E_BadInput(t *testing.T) {
 		{"idempotency key of 256", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", strings.Repeat("k", 256)), 400, "invalid"},
 
 		// Signatures: replayed, for another event, another scheme, garbage.
-		{"webhook replayed 6 minutes later", "POST", "/webhooks/standard", goodBody, signStandard(t, secret, "evt_bad", time.Now().Add(-6*time.Minute), goodBody), 400, "invalid_signature"},
-		{"webhook signature for another id", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_other", time.Now(), goodBody), hdr("webhook-id", "evt_bad")), 400, "invalid_signature"},
-		{"webhook body id differs from header", "POST", "/webhooks/standard", eventBody("evt_body", "payment.captured", existing, ""), signStandard(t, secret, "evt_head", time.Now(), eventBody("evt_body", "payment.captured", existing, "")), 400, "invalid"},
-		{"webhook other scheme", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-signature", "v1a,"+strings.Repeat("A", 44))), 400, "invalid_signature"},
-		{"webhook several wrong signatures", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-signature", "v1,AAAA v1,"+strings.Repeat("B", 44)+" v2,CCCC")), 400, "invalid_signature"},
-		{"webhook text timestamp", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-timestamp", "yesterday")), 400, "invalid_signature"},
-		{"webhook huge timestamp", "POST", "/webhooks/standard", goodBody, merge(signStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-timestamp", "99999999999999999999")), 400, "invalid_signature"},
-		{"webhook bidi payment id", "POST", "/webhooks/standard", eventBody("evt_bidi", "payment.captured", "pay_\u202e1", ""), signStandard(t, secret, "evt_bidi", time.Now(), eventBody("evt_bidi", "payment.captured", "pay_\u202e1", "")), 400, "invalid"},
+		{"webhook replayed 6 minutes later", "POST", "/webhooks/standard", goodBody, testkit.SignStandard(t, secret, "evt_bad", time.Now().Add(-6*time.Minute), goodBody), 400, "invalid_signature"},
+		{"webhook signature for another id", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_other", time.Now(), goodBody), hdr("webhook-id", "evt_bad")), 400, "invalid_signature"},
+		{"webhook body id differs from header", "POST", "/webhooks/standard", eventBody("evt_body", "payment.captured", existing, ""), testkit.SignStandard(t, secret, "evt_head", time.Now(), eventBody("evt_body", "payment.captured", existing, "")), 400, "invalid"},
+		{"webhook other scheme", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-signature", "v1a,"+strings.Repeat("A", 44))), 400, "invalid_signature"},
+		{"webhook several wrong signatures", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-signature", "v1,AAAA v1,"+strings.Repeat("B", 44)+" v2,CCCC")), 400, "invalid_signature"},
+		{"webhook text timestamp", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-timestamp", "yesterday")), 400, "invalid_signature"},
+		{"webhook huge timestamp", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-timestamp", "99999999999999999999")), 400, "invalid_signature"},
+		{"webhook bidi payment id", "POST", "/webhooks/standard", eventBody("evt_bidi", "payment.captured", "pay_\u202e1", ""), testkit.SignStandard(t, secret, "evt_bidi", time.Now(), eventBody("evt_bidi", "payment.captured", "pay_\u202e1", "")), 400, "invalid"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := in.do(tc.method, tc.path, tc.body, tc.hdr)
-			if got, want := r.status, tc.status; got != want {
-				t.Errorf("status=%d, want %d: %s", got, want, r.body)
+			r := in.Do(tc.method, tc.path, tc.body, tc.hdr)
+			if got, want := r.Status, tc.status; got != want {
+				t.Errorf("status=%d, want %d: %s", got, want, r.Body)
 			}
-			if got, want := r.errCode(), tc.code; got != want {
-				t.Errorf("code=%q, want %q: %s", got, want, r.body)
+			if got, want := r.ErrCode(), tc.code; got != want {
+				t.Errorf("code=%q, want %q: %s", got, want, r.Body)
 			}
-			if r.status >= 400 && !strings.Contains(r.header.Get("Content-Type"), "application/json") {
-				t.Errorf("Content-Type=%q, want JSON", r.header.Get("Content-Type"))
+			if r.Status >= 400 && !strings.Contains(r.Header.Get("Content-Type"), "application/json") {
+				t.Errorf("Content-Type=%q, want JSON", r.Header.Get("Content-Type"))
 			}
 		})
 	}
@@ -224,7 +226,7 @@ func TestE2E_BadInput(t *testing.T) {
 	plain := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
 	const createBody = `{"order_id":"o","amount":10,"currency":"EUR"}`
 	rawPost := func(path string, headers ...string) string {
-		return "POST " + path + " HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+		return "POST " + path + " HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
 			"\r\nContent-Type: application/json\r\n" + strings.Join(headers, "") +
 			fmt.Sprintf("Content-Length: %d\r\n\r\n", len(createBody)) + createBody
 	}
@@ -247,11 +249,11 @@ func TestE2E_BadInput(t *testing.T) {
 		{"folded idempotency key", rawPost("/v1/payments", "Idempotency-Key: "+strings.Repeat("k", 200)+"\r\n "+strings.Repeat("j", 100)+"\r\n"), 400, "invalid"},
 		{"space in header name", rawPost("/v1/payments", "Idempotency Key: k\r\n"), 400, "idempotency_key_missing"},
 		{"space before colon", rawPost("/v1/payments", "Idempotency-Key : k\r\n"), 400, "invalid"},
-		{"two content lengths", "POST /v1/payments HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+		{"two content lengths", "POST /v1/payments HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
 			"\r\nIdempotency-Key: cl-1\r\nContent-Length: 3\r\nContent-Length: 45\r\n\r\n" + createBody, 400, "invalid"},
-		{"CR in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+		{"CR in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
 			"\r\nX-Request-Id: abc\rSet-Cookie: session=evil\r\n\r\n", 400, "invalid"},
-		{"encoded CRLF in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+		{"encoded CRLF in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
 			"\r\nX-Request-Id: abc%0d%0aSet-Cookie:%20session=evil\r\n\r\n", 404, "not_found"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -262,9 +264,9 @@ func TestE2E_BadInput(t *testing.T) {
 			if got, want := res.StatusCode, tc.status; got != want {
 				t.Errorf("status=%d, want %d: %s", got, want, body)
 			}
-			r := response{status: res.StatusCode, header: res.Header, body: body}
-			_ = json.Unmarshal(body, &r.json)
-			if got, want := r.errCode(), tc.code; got != want {
+			r := daemontest.Response{Status: res.StatusCode, Header: res.Header, Body: body}
+			_ = json.Unmarshal(body, &r.JSON)
+			if got, want := r.ErrCode(), tc.code; got != want {
 				t.Errorf("code=%q, want %q: %s", got, want, body)
 			}
 			// Nothing the client sent comes back as a header.
@@ -285,15 +287,15 @@ func TestE2E_BadInput(t *testing.T) {
 // settle runs the background workers' passes until one finds nothing to
 // do, so that what they write (deliveries of the outbox, housekeeping)
 // happens before a dump rather than between two.
-func settle(t *testing.T, in *instance) {
+func settle(t *testing.T, in *daemontest.Instance) {
 	t.Helper()
 	ctx := context.Background()
-	waitFor(t, 10*time.Second, func() error {
-		n, err := in.m.Ripple.RunOnce(ctx)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		n, err := in.Main.Ripple.RunOnce(ctx)
 		if err != nil {
 			return err
 		}
-		m, err := in.m.Sweeper.RunOnce(ctx)
+		m, err := in.Main.Sweeper.RunOnce(ctx)
 		if err != nil {
 			return err
 		}
@@ -306,8 +308,8 @@ func settle(t *testing.T, in *instance) {
 
 // rawExchange writes raw bytes on a new connection to the instance and
 // reads one answer.
-func rawExchange(in *instance, raw string) (*http.Response, []byte, error) {
-	c, err := net.Dial("tcp", strings.TrimPrefix(in.base, "http://"))
+func rawExchange(in *daemontest.Instance, raw string) (*http.Response, []byte, error) {
+	c, err := net.Dial("tcp", strings.TrimPrefix(in.Base, "http://"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -334,19 +336,19 @@ func rawExchange(in *instance, raw string) (*http.Response, []byte, error) {
 func TestE2E_ReplayedWebhook(t *testing.T) {
 	t.Parallel()
 	var offset atomic.Int64
-	in := bootMain(t, func(c *config.Config) { c.Payment.Provider = "standard" }, func(m *daemon.Main) {
+	in := daemontest.BootMain(t, func(c *config.Config) { c.Payment.Provider = "standard" }, func(m *daemon.Main) {
 		m.Now = func() time.Time { return time.Now().Add(time.Duration(offset.Load())) }
 	})
-	secret := in.m.Config.Providers.Standard.WebhookSecret
-	id := in.create(`{"order_id":"o-replay","amount":1000,"currency":"EUR"}`, "replay").str("id")
+	secret := in.Main.Config.Providers.Standard.WebhookSecret
+	id := in.Create(`{"order_id":"o-replay","amount":1000,"currency":"EUR"}`, "replay").Str("id")
 	body := eventBody("evt_replay", "payment.captured", id, "psp_r")
-	h := signStandard(t, secret, "evt_replay", time.Now(), body)
-	if r := in.do("POST", "/webhooks/standard", body, h); r.status != 200 {
-		t.Fatalf("first delivery: %d %s", r.status, r.body)
+	h := testkit.SignStandard(t, secret, "evt_replay", time.Now(), body)
+	if r := in.Do("POST", "/webhooks/standard", body, h); r.Status != 200 {
+		t.Fatalf("first delivery: %d %s", r.Status, r.Body)
 	}
-	waitFor(t, 10*time.Second, func() error {
-		if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.str("status") != "captured" {
-			return fmt.Errorf("status=%s", g.str("status"))
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if g := in.Do("GET", "/v1/payments/"+id, nil, nil); g.Str("status") != "captured" {
+			return fmt.Errorf("status=%s", g.Str("status"))
 		}
 		return nil
 	})
@@ -354,11 +356,11 @@ func TestE2E_ReplayedWebhook(t *testing.T) {
 	before := dump(t, in)
 
 	offset.Store(int64(10 * time.Minute))
-	r := in.do("POST", "/webhooks/standard", body, h)
-	if got, want := r.status, 400; got != want {
-		t.Errorf("replay: status=%d, want %d: %s", got, want, r.body)
+	r := in.Do("POST", "/webhooks/standard", body, h)
+	if got, want := r.Status, 400; got != want {
+		t.Errorf("replay: status=%d, want %d: %s", got, want, r.Body)
 	}
-	if got, want := r.errCode(), "invalid_signature"; got != want {
+	if got, want := r.ErrCode(), "invalid_signature"; got != want {
 		t.Errorf("replay: code=%q, want %q", got, want)
 	}
 	if after := dump(t, in); after != before {
@@ -372,12 +374,12 @@ func TestE2E_ReplayedWebhook(t *testing.T) {
 // the server from answering others meanwhile.
 func TestE2E_SlowClients(t *testing.T) {
 	t.Parallel()
-	in := bootMain(t, nil, func(m *daemon.Main) { m.HTTPReadTimeout = 500 * time.Millisecond })
+	in := daemontest.BootMain(t, nil, func(m *daemon.Main) { m.HTTPReadTimeout = 500 * time.Millisecond })
 	settle(t, in)
 	before := dump(t, in)
-	addr := strings.TrimPrefix(in.base, "http://")
+	addr := strings.TrimPrefix(in.Base, "http://")
 	body := `{"order_id":"o-slow","amount":1000,"currency":"EUR"}`
-	head := "POST /v1/payments HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + apiKey +
+	head := "POST /v1/payments HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
 		"\r\nContent-Type: application/json\r\nIdempotency-Key: slow-1\r\n"
 
 	for _, tc := range []struct {
@@ -421,8 +423,8 @@ func TestE2E_SlowClients(t *testing.T) {
 			}()
 
 			// Meanwhile the server answers a well-behaved client.
-			if r := in.do("GET", "/healthz", nil, nil); r.status != 200 {
-				t.Errorf("healthz during a slow client: %d", r.status)
+			if r := in.Do("GET", "/healthz", nil, nil); r.Status != 200 {
+				t.Errorf("healthz during a slow client: %d", r.Status)
 			}
 
 			if err := c.SetReadDeadline(time.Now().Add(20 * time.Second)); err != nil {
@@ -444,9 +446,9 @@ func TestE2E_SlowClients(t *testing.T) {
 				if got, want := res.StatusCode, http.StatusRequestTimeout; got != want {
 					t.Fatalf("status=%d, want %d: %s", got, want, b)
 				}
-				r := response{status: res.StatusCode, body: b}
-				_ = json.Unmarshal(b, &r.json)
-				if got, want := r.errCode(), "request_timeout"; got != want {
+				r := daemontest.Response{Status: res.StatusCode, Body: b}
+				_ = json.Unmarshal(b, &r.JSON)
+				if got, want := r.ErrCode(), "request_timeout"; got != want {
 					t.Fatalf("code=%q, want %q", got, want)
 				}
 				t.Logf("answered %d %s", res.StatusCode, b)

@@ -25,6 +25,8 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -184,7 +186,7 @@ func (b *browser) signIn(base string) {
 	)
 	b.screenshot("signin")
 	b.do("sign in",
-		chromedp.SendKeys(chromedp.CSS("#api_key"), apiKey),
+		chromedp.SendKeys(chromedp.CSS("#api_key"), daemontest.APIKey),
 		chromedp.Click(chromedp.CSS("#signin")),
 		chromedp.WaitVisible(chromedp.CSS("#tab-payments")),
 	)
@@ -197,33 +199,33 @@ func jsString(s string) string {
 }
 
 // reportCaptured creates a report-mode payment and reports it captured.
-func reportCaptured(t *testing.T, in *instance, orderID, key string) string {
+func reportCaptured(t *testing.T, in *daemontest.Instance, orderID, key string) string {
 	t.Helper()
-	c := in.create(fmt.Sprintf(`{"order_id":%s,"amount":1500,"currency":"EUR","provider":"standard"}`, jsString(orderID)), key)
-	if c.status != 201 {
-		t.Fatalf("create: %d %s", c.status, c.body)
+	c := in.Create(fmt.Sprintf(`{"order_id":%s,"amount":1500,"currency":"EUR","provider":"standard"}`, jsString(orderID)), key)
+	if c.Status != 201 {
+		t.Fatalf("create: %d %s", c.Status, c.Body)
 	}
-	id := c.str("id")
-	s := in.do("POST", "/v1/payments/"+id+"/sync", []byte(`{"status":"captured","provider_ref":"psp_`+key+`","expected_version":1}`), nil)
-	if got, want := s.str("status"), "captured"; got != want {
-		t.Fatalf("sync: status=%s, want %s: %s", got, want, s.body)
+	id := c.Str("id")
+	s := in.Do("POST", "/v1/payments/"+id+"/sync", []byte(`{"status":"captured","provider_ref":"psp_`+key+`","expected_version":1}`), nil)
+	if got, want := s.Str("status"), "captured"; got != want {
+		t.Fatalf("sync: status=%s, want %s: %s", got, want, s.Body)
 	}
 	return id
 }
 
 // sendStandard delivers a signed standard webhook and waits until it is
 // applied (the event shows in the payment's timeline).
-func sendStandard(t *testing.T, in *instance, eventID, typ, paymentID string) {
+func sendStandard(t *testing.T, in *daemontest.Instance, eventID, typ, paymentID string) {
 	t.Helper()
 	body := eventBody(eventID, typ, paymentID, "")
-	r := in.do("POST", "/webhooks/standard", body, signStandard(t, in.m.Config.Providers.Standard.WebhookSecret, eventID, time.Now(), body))
-	if r.status != 200 {
-		t.Fatalf("webhook: %d %s", r.status, r.body)
+	r := in.Do("POST", "/webhooks/standard", body, testkit.SignStandard(t, in.Main.Config.Providers.Standard.WebhookSecret, eventID, time.Now(), body))
+	if r.Status != 200 {
+		t.Fatalf("webhook: %d %s", r.Status, r.Body)
 	}
-	waitFor(t, 10*time.Second, func() error {
-		ev := in.do("GET", "/v1/payments/"+paymentID+"/events", nil, nil)
-		if !strings.Contains(string(ev.body), eventID) {
-			return fmt.Errorf("event %s not in the timeline yet: %s", eventID, ev.body)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		ev := in.Do("GET", "/v1/payments/"+paymentID+"/events", nil, nil)
+		if !strings.Contains(string(ev.Body), eventID) {
+			return fmt.Errorf("event %s not in the timeline yet: %s", eventID, ev.Body)
 		}
 		return nil
 	})
@@ -242,21 +244,21 @@ func TestBrowser_Dashboard(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	t.Cleanup(endpoint.Close)
-	in := boot(t, func(c *config.Config) {
+	in := daemontest.Boot(t, func(c *config.Config) {
 		c.Ripple.MaxAttempts = 1
 		c.Webhooks = []config.Webhook{{URL: endpoint.URL + "/paystate", Secret: "whsec_" + base64.StdEncoding.EncodeToString([]byte("merchant-endpoint-secret-0123456")), Events: []string{"payment.captured"}}}
 	})
 
 	// Merchant input that would run as HTML if it were put in as HTML.
 	hostile := `<img src=x id=pwned onerror="document.title='pwned'">&amp;`
-	in.create(fmt.Sprintf(`{"order_id":%s,"amount":1000,"currency":"EUR"}`, jsString(hostile)), "k-hostile")
+	in.Create(fmt.Sprintf(`{"order_id":%s,"amount":1000,"currency":"EUR"}`, jsString(hostile)), "k-hostile")
 	// A report-mode payment: the merchant's sync report wins, the PSP's
 	// webhook of the same outcome arrives second and is absorbed.
 	id := reportCaptured(t, in, "order-browser-1", "rep1")
 	sendStandard(t, in, "evt_browser_dup", "payment.captured", id)
 
 	b := newBrowser(t)
-	b.signIn(in.base)
+	b.signIn(in.Base)
 	row := fmt.Sprintf(`#payments-table tr[data-payment-id=%q]`, id)
 	b.do("see the payment created over the API", chromedp.WaitVisible(chromedp.CSS(row)))
 
@@ -307,16 +309,16 @@ func TestBrowser_Dashboard(t *testing.T) {
 
 	// Dead letters, and a retry once the endpoint is back.
 	var dead string
-	waitFor(t, 10*time.Second, func() error {
-		r := in.do("GET", "/v1/deliveries?state=dead", nil, nil)
-		data, _ := r.json["data"].([]any)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		r := in.Do("GET", "/v1/deliveries?state=dead", nil, nil)
+		data, _ := r.JSON["data"].([]any)
 		for _, d := range data {
 			if d, _ := d.(map[string]any); d["payment_id"] == id && d["effect"] == "webhook" {
 				dead, _ = d["id"].(string)
 				return nil
 			}
 		}
-		return fmt.Errorf("no dead webhook delivery of %s yet: %d %s", id, r.status, r.body)
+		return fmt.Errorf("no dead webhook delivery of %s yet: %d %s", id, r.Status, r.Body)
 	})
 	deadRow := fmt.Sprintf(`#deliveries-table tr[data-delivery-id=%q]`, dead)
 	b.do("see the dead letter",
@@ -326,10 +328,10 @@ func TestBrowser_Dashboard(t *testing.T) {
 	b.screenshot("deliveries")
 	accept.Store(true)
 	b.do("retry it", chromedp.Click(chromedp.CSS(deadRow+" button.retry")))
-	waitFor(t, 10*time.Second, func() error {
-		r := in.do("GET", "/v1/deliveries?state=done", nil, nil)
-		if !strings.Contains(string(r.body), dead) {
-			return fmt.Errorf("delivery %s not done: %s", dead, r.body)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		r := in.Do("GET", "/v1/deliveries?state=done", nil, nil)
+		if !strings.Contains(string(r.Body), dead) {
+			return fmt.Errorf("delivery %s not done: %s", dead, r.Body)
 		}
 		return nil
 	})
@@ -348,28 +350,28 @@ func TestBrowser_Dashboard(t *testing.T) {
 
 func TestBrowser_ReviewResolve(t *testing.T) {
 	t.Parallel()
-	in := boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
+	in := daemontest.Boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
 
 	// The merchant reports captured, then the PSP says failed: conflicting
 	// terminal outcomes put the payment on the review queue.
 	id := reportCaptured(t, in, "order-review-1", "rev1")
 	sendStandard(t, in, "evt_browser_failed", "payment.failed", id)
-	waitFor(t, 10*time.Second, func() error {
-		r := in.do("GET", "/v1/review", nil, nil)
-		if r.status == 501 {
-			t.Fatalf("GET /v1/review answers 501: the review API is needed to resolve an item: %s", r.body)
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		r := in.Do("GET", "/v1/review", nil, nil)
+		if r.Status == 501 {
+			t.Fatalf("GET /v1/review answers 501: the review API is needed to resolve an item: %s", r.Body)
 		}
-		if r.status != 200 {
-			return fmt.Errorf("GET /v1/review: %d %s", r.status, r.body)
+		if r.Status != 200 {
+			return fmt.Errorf("GET /v1/review: %d %s", r.Status, r.Body)
 		}
-		if !strings.Contains(string(r.body), id) {
-			return fmt.Errorf("%s not on the review queue: %s", id, r.body)
+		if !strings.Contains(string(r.Body), id) {
+			return fmt.Errorf("%s not on the review queue: %s", id, r.Body)
 		}
 		return nil
 	})
 
 	b := newBrowser(t)
-	b.signIn(in.base)
+	b.signIn(in.Base)
 	form := fmt.Sprintf(`form.resolve[data-payment-id=%q]`, id)
 	b.do("open the review queue",
 		chromedp.Click(chromedp.CSS("#tab-review")),
@@ -394,15 +396,15 @@ func TestBrowser_ReviewResolve(t *testing.T) {
 
 	// The API agrees: off the queue, captured, and the human's step is in
 	// the timeline.
-	if r := in.do("GET", "/v1/review", nil, nil); strings.Contains(string(r.body), id) {
-		t.Fatalf("%s still on the review queue: %s", id, r.body)
+	if r := in.Do("GET", "/v1/review", nil, nil); strings.Contains(string(r.Body), id) {
+		t.Fatalf("%s still on the review queue: %s", id, r.Body)
 	}
-	if got, want := in.do("GET", "/v1/payments/"+id, nil, nil).str("status"), "captured"; got != want {
+	if got, want := in.Do("GET", "/v1/payments/"+id, nil, nil).Str("status"), "captured"; got != want {
 		t.Fatalf("status=%s, want %s", got, want)
 	}
-	ev := in.do("GET", "/v1/payments/"+id+"/events", nil, nil)
-	if !strings.Contains(string(ev.body), `"source":"review"`) {
-		t.Fatalf("no review step in the timeline: %s", ev.body)
+	ev := in.Do("GET", "/v1/payments/"+id+"/events", nil, nil)
+	if !strings.Contains(string(ev.Body), `"source":"review"`) {
+		t.Fatalf("no review step in the timeline: %s", ev.Body)
 	}
 	b.assertCleanConsole()
 }

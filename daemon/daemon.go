@@ -1,12 +1,14 @@
 // Package daemon wires paystate together: it opens the store, builds the
-// providers, finalize, the webhook inbox and its workers, and the HTTP
-// server from a config.Config, and shuts them down in order. main.go runs
-// it for `paystate serve`; end-to-end tests boot it on 127.0.0.1:0 with a
-// temporary database and drive it over HTTP only.
+// providers, the application layer (finalize: payments, the webhook inbox,
+// leases, review, idempotency keys), the workers (inbox, sweeper, ripple)
+// and the HTTP server from a config.Config, and shuts them down in order.
+// `paystate serve` (cli/serve.go) runs it; end-to-end tests boot it on
+// 127.0.0.1:0 with a temporary database (internal/testkit/daemontest) and
+// drive it over HTTP only.
 //
-// It lives in its own package rather than in main.go so that main.go stays
-// a thin command-line front and tests of other packages (the simulation,
-// the crash loop) can boot the same daemon.
+// It lives in its own package rather than in the command so that the
+// command stays a thin front and others can boot the same daemon: the
+// simulation (internal/simulate) and the tests of other packages.
 package daemon
 
 import (
@@ -25,10 +27,7 @@ import (
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
-	"github.com/paystate/paystate/inbox"
-	"github.com/paystate/paystate/lease"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/payments"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stripe"
@@ -55,8 +54,9 @@ type Main struct {
 	DB        *store.DB
 	Server    *httpd.Server
 	Finalizer *finalize.Finalizer
-	Payments  *payments.Service
-	Inbox     *inbox.Inbox
+	Payments  *finalize.Payments
+	Inbox     *finalize.Inbox
+	Review    *finalize.Review
 	Sweeper   *sweeper.Sweeper
 	Ripple    *ripple.Service
 	Mock      *mock.Provider
@@ -140,22 +140,26 @@ func (m *Main) Open() (err error) {
 		return fmt.Errorf("payment.provider %q is not configured", cfg.Payment.Provider)
 	}
 
-	// The domain services.
+	// The application layer: finalize and every path that feeds it.
 	m.Finalizer = finalize.New(m.DB)
 	m.Finalizer.Logger = m.component("finalize")
-	m.Payments = &payments.Service{
+	leases := func(holder string) *finalize.Leases {
+		return &finalize.Leases{Store: m.DB, Holder: holder + "/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")}
+	}
+	m.Payments = &finalize.Payments{
 		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers,
 		DefaultProvider: cfg.Payment.Provider, Logger: m.component("payments"),
 	}
-	m.Inbox = &inbox.Inbox{
+	m.Inbox = &finalize.Inbox{
 		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
 		MaxAttempts: cfg.WebhookInbox.MaxAttempts, Logger: m.component("inbox"),
 	}
+	m.Review = &finalize.Review{Finalizer: m.Finalizer, Leases: leases("review"), Logger: m.component("review")}
 
 	// The sweeper: reconciliation against the PSPs, expiry, housekeeping.
 	m.Sweeper = &sweeper.Sweeper{
 		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
-		Leases:   &lease.Runner{Store: m.DB, Holder: "sweeper/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")},
+		Leases:   leases("sweeper"),
 		Interval: cfg.Sweeper.Interval.Duration, MinAge: cfg.Sweeper.MinAge.Duration,
 		GiveUpAfter: cfg.Sweeper.GiveUpAfter.Duration, RatePerSecond: cfg.Sweeper.RatePerSecond,
 		ExpireAfter: cfg.Payment.ExpireAfter.Duration, ProcessedRetention: cfg.WebhookInbox.ProcessedRetention.Duration,
@@ -172,14 +176,12 @@ func (m *Main) Open() (err error) {
 	m.Server = &httpd.Server{
 		Addr: cfg.Server.Listen, APIKeys: cfg.Auth.APIKeys, MaxBody: cfg.Server.MaxBody,
 		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration,
-		Store: m.DB, Payments: m.Payments, Inbox: m.Inbox,
-		IdemTTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true,
+		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
+		Idempotency: &finalize.Idempotency{Store: m.DB, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true},
+		Deliveries:  m.Ripple, Customers: m.Ripple,
 		Backup: m.DB, Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,
 	}
-	m.Server.Ripple = m.Ripple
-	m.Server.Finalizer = m.Finalizer
-	m.Server.ReviewLeases = &lease.Runner{Store: m.DB, Holder: "review/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")}
 	if err := m.Server.Open(); err != nil {
 		return err
 	}

@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/http"
 	"os"
 	"path/filepath"
 	"syscall"
@@ -17,9 +16,11 @@ import (
 
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
+	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/verify"
 )
 
 // Disk faults. What paystate does when its database file cannot be written:
@@ -94,12 +95,12 @@ func fill(t *testing.T, path string) {
 // verifyClean checks the database the daemon has open: bbolt's own
 // consistency check and paystate verify (timelines against records,
 // outbox, ledger).
-func verifyClean(t *testing.T, in *instance) verify.Report {
+func verifyClean(t *testing.T, in *daemontest.Instance) verify.Report {
 	t.Helper()
-	if err := in.m.DB.Check(); err != nil {
+	if err := in.Main.DB.Check(); err != nil {
 		t.Fatalf("store check: %v", err)
 	}
-	rep, err := verify.Run(context.Background(), in.m.DB)
+	rep, err := verify.Run(context.Background(), in.Main.DB)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -116,11 +117,11 @@ func verifyClean(t *testing.T, in *instance) verify.Report {
 func TestE2E_DiskFull(t *testing.T) {
 	t.Parallel()
 	dir := mountTmpfs(t, "4m")
-	in := bootMain(t, func(c *config.Config) {
+	in := daemontest.BootMain(t, func(c *config.Config) {
 		c.Payment.Provider = "standard"
 		c.Storage.Path = filepath.Join(dir, "paystate.db")
 	}, nil)
-	secret := in.m.Config.Providers.Standard.WebhookSecret
+	secret := in.Main.Config.Providers.Standard.WebhookSecret
 	body := func(i int) string {
 		return fmt.Sprintf(`{"order_id":"disk-%d","amount":%d,"currency":"EUR","customer":{"id":"cus_%d","email":"c%d@example.com"}}`, i, 1000+i, i, i)
 	}
@@ -128,12 +129,12 @@ func TestE2E_DiskFull(t *testing.T) {
 	// Room to spare: payments are created.
 	var first string
 	for i := range 5 {
-		r := in.create(body(i), fmt.Sprintf("disk-%d", i))
-		if r.status != 201 {
-			t.Fatalf("create with room: %d %s", r.status, r.body)
+		r := in.Create(body(i), fmt.Sprintf("disk-%d", i))
+		if r.Status != 201 {
+			t.Fatalf("create with room: %d %s", r.Status, r.Body)
 		}
 		if i == 0 {
-			first = r.str("id") // 1000 EUR, what eventBody's webhook says
+			first = r.Str("id") // 1000 EUR, what eventBody's webhook says
 		}
 	}
 
@@ -144,17 +145,17 @@ func TestE2E_DiskFull(t *testing.T) {
 	var failed []int
 	created := 5
 	for i := 5; i < 2000 && len(failed) < 3; i++ {
-		r := in.create(body(i), fmt.Sprintf("disk-%d", i))
+		r := in.Create(body(i), fmt.Sprintf("disk-%d", i))
 		switch {
-		case r.status == 201:
+		case r.Status == 201:
 			created++ // it fit in pages the database had freed before
-		case r.status == 503:
-			if got, want := r.errCode(), "storage_full"; got != want {
-				t.Fatalf("disk full: code=%q, want %q: %s", got, want, r.body)
+		case r.Status == 503:
+			if got, want := r.ErrCode(), "storage_full"; got != want {
+				t.Fatalf("disk full: code=%q, want %q: %s", got, want, r.Body)
 			}
 			failed = append(failed, i)
 		default:
-			t.Fatalf("disk full: create %d: status=%d, want 201 or 503: %s", i, r.status, r.body)
+			t.Fatalf("disk full: create %d: status=%d, want 201 or 503: %s", i, r.Status, r.Body)
 		}
 	}
 	if len(failed) == 0 {
@@ -165,32 +166,32 @@ func TestE2E_DiskFull(t *testing.T) {
 	// Other writes fail the same way and change nothing; reads go on. (A
 	// write that still fits in a page the database freed earlier, which
 	// background work can do, succeeds: either answer is a whole one.)
-	before := in.do("GET", "/v1/payments/"+first, nil, nil)
-	sync := in.do("POST", "/v1/payments/"+first+"/sync", []byte(`{"status":"processing","client_secret":"cs_1"}`), nil)
+	before := in.Do("GET", "/v1/payments/"+first, nil, nil)
+	sync := in.Do("POST", "/v1/payments/"+first+"/sync", []byte(`{"status":"processing","client_secret":"cs_1"}`), nil)
 	switch {
-	case sync.status == 503 && sync.errCode() == "storage_full":
-		if g := in.do("GET", "/v1/payments/"+first, nil, nil); g.num("version") != before.num("version") {
-			t.Fatalf("a refused sync changed the payment: %s -> %s", before.body, g.body)
+	case sync.Status == 503 && sync.ErrCode() == "storage_full":
+		if g := in.Do("GET", "/v1/payments/"+first, nil, nil); g.Num("version") != before.Num("version") {
+			t.Fatalf("a refused sync changed the payment: %s -> %s", before.Body, g.Body)
 		}
-	case sync.status == 200:
+	case sync.Status == 200:
 		t.Log("the sync still fit in a free page of the database")
 	default:
-		t.Fatalf("sync on a full disk: %d %s, want 503 storage_full or 200", sync.status, sync.body)
+		t.Fatalf("sync on a full disk: %d %s, want 503 storage_full or 200", sync.Status, sync.Body)
 	}
 	ev := eventBody("evt_disk", "payment.captured", first, "psp_disk")
 	// A webhook is small and may still fit in a page the database freed
 	// earlier: then it is stored (200) and applied once the worker can
 	// write. Otherwise it is refused with 503 and the PSP redelivers it.
-	hook := in.do("POST", "/webhooks/standard", ev, signStandard(t, secret, "evt_disk", time.Now(), ev))
+	hook := in.Do("POST", "/webhooks/standard", ev, testkit.SignStandard(t, secret, "evt_disk", time.Now(), ev))
 	switch {
-	case hook.status == 503 && hook.errCode() == "storage_full":
-	case hook.status == 200:
+	case hook.Status == 503 && hook.ErrCode() == "storage_full":
+	case hook.Status == 200:
 		t.Log("the webhook still fit in a free page of the database")
 	default:
-		t.Fatalf("webhook on a full disk: %d %s, want 503 storage_full or 200", hook.status, hook.body)
+		t.Fatalf("webhook on a full disk: %d %s, want 503 storage_full or 200", hook.Status, hook.Body)
 	}
-	if g := in.do("GET", "/v1/payments/"+first, nil, nil); g.status != 200 || g.str("id") != first {
-		t.Fatalf("read on a full disk: %d %s", g.status, g.body)
+	if g := in.Do("GET", "/v1/payments/"+first, nil, nil); g.Status != 200 || g.Str("id") != first {
+		t.Fatalf("read on a full disk: %d %s", g.Status, g.Body)
 	}
 
 	// Space returns: no restart, the same requests succeed.
@@ -198,24 +199,24 @@ func TestE2E_DiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, i := range failed {
-		r := in.create(body(i), fmt.Sprintf("disk-%d", i))
-		if got, want := r.status, 201; got != want {
-			t.Fatalf("retry of create %d after space returned: status=%d, want %d: %s", i, got, want, r.body)
+		r := in.Create(body(i), fmt.Sprintf("disk-%d", i))
+		if got, want := r.Status, 201; got != want {
+			t.Fatalf("retry of create %d after space returned: status=%d, want %d: %s", i, got, want, r.Body)
 		}
 	}
-	if r := in.do("POST", "/webhooks/standard", ev, signStandard(t, secret, "evt_disk", time.Now(), ev)); r.status != 200 {
-		t.Fatalf("webhook redelivered after space returned: %d %s", r.status, r.body)
+	if r := in.Do("POST", "/webhooks/standard", ev, testkit.SignStandard(t, secret, "evt_disk", time.Now(), ev)); r.Status != 200 {
+		t.Fatalf("webhook redelivered after space returned: %d %s", r.Status, r.Body)
 	}
-	waitFor(t, 10*time.Second, func() error {
-		if g := in.do("GET", "/v1/payments/"+first, nil, nil); g.str("status") != "captured" {
-			return fmt.Errorf("status=%s, want captured", g.str("status"))
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if g := in.Do("GET", "/v1/payments/"+first, nil, nil); g.Str("status") != "captured" {
+			return fmt.Errorf("status=%s, want captured", g.Str("status"))
 		}
 		return nil
 	})
 
 	// Nothing half-written: one payment per key, every timeline complete.
-	list := in.do("GET", "/v1/payments?limit=500", nil, nil)
-	data, _ := list.json["data"].([]any)
+	list := in.Do("GET", "/v1/payments?limit=500", nil, nil)
+	data, _ := list.JSON["data"].([]any)
 	if got, want := len(data), created+len(failed); got != want {
 		t.Errorf("%d payments stored, want %d (one per idempotency key)", got, want)
 	}
@@ -232,7 +233,7 @@ func TestE2E_ReadOnlyFileSystem(t *testing.T) {
 	cfg := config.DefaultConfig()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Storage.Path = filepath.Join(dir, "paystate.db")
-	cfg.Auth.APIKeys = []string{apiKey}
+	cfg.Auth.APIKeys = []string{daemontest.APIKey}
 	cfg.Payment.Provider = "standard"
 	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	ctx := context.Background()
@@ -242,12 +243,12 @@ func TestE2E_ReadOnlyFileSystem(t *testing.T) {
 	if err := m.Open(); err != nil {
 		t.Fatal(err)
 	}
-	in := &instance{t: t, m: m, base: m.Server.URL(), hc: &http.Client{Timeout: 30 * time.Second}}
-	r := in.create(`{"order_id":"ro-1","amount":1000,"currency":"EUR"}`, "ro-1")
-	if r.status != 201 {
-		t.Fatalf("create: %d %s", r.status, r.body)
+	in := &daemontest.Instance{T: t, Main: m, Base: m.Server.URL()}
+	r := in.Create(`{"order_id":"ro-1","amount":1000,"currency":"EUR"}`, "ro-1")
+	if r.Status != 201 {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
-	id := r.str("id")
+	id := r.Str("id")
 	if err := m.Close(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -287,11 +288,11 @@ func TestE2E_ReadOnlyFileSystem(t *testing.T) {
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", syscall.MS_REMOUNT, ""); err != nil {
 		t.Fatalf("remount read-write: %v", err)
 	}
-	in = bootMain(t, func(c *config.Config) { *c = cfg }, nil)
-	if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.status != 200 {
-		t.Fatalf("payment after restart: %d %s", g.status, g.body)
+	in = daemontest.BootMain(t, func(c *config.Config) { *c = cfg }, nil)
+	if g := in.Do("GET", "/v1/payments/"+id, nil, nil); g.Status != 200 {
+		t.Fatalf("payment after restart: %d %s", g.Status, g.Body)
 	}
-	if r := in.create(`{"order_id":"ro-2","amount":1000,"currency":"EUR"}`, "ro-2"); r.status != 201 {
-		t.Fatalf("create after restart: %d %s", r.status, r.body)
+	if r := in.Create(`{"order_id":"ro-2","amount":1000,"currency":"EUR"}`, "ro-2"); r.Status != 201 {
+		t.Fatalf("create after restart: %d %s", r.Status, r.Body)
 	}
 }

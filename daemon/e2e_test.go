@@ -1,189 +1,41 @@
 package daemon_test
 
 import (
-	"bytes"
-	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/rs/zerolog"
-	svix "github.com/svix/svix-webhooks/go"
-
 	"github.com/paystate/paystate/config"
-	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 )
 
-const apiKey = "test-api-key-0123456789abcdef"
-
-// instance is a paystate booted for a test, driven over HTTP only.
-type instance struct {
-	t    *testing.T
-	m    *daemon.Main
-	base string
-	hc   *http.Client
-}
-
-// boot starts a whole paystate on 127.0.0.1:0 with a temporary database.
-func boot(t *testing.T, mutate func(*config.Config)) *instance {
-	t.Helper()
-	return bootMain(t, mutate, nil)
-}
-
-// bootMain is boot with the daemon's clock and its knobs set by setup
-// before Open.
-func bootMain(t *testing.T, mutate func(*config.Config), setup func(*daemon.Main)) *instance {
-	t.Helper()
-	cfg := config.DefaultConfig()
-	cfg.Server.Listen = "127.0.0.1:0"
-	cfg.Storage.Path = filepath.Join(t.TempDir(), "paystate.db")
-	cfg.Auth.APIKeys = []string{apiKey}
-	cfg.Providers.Mock.WebhookDelay = config.Duration{}
-	if mutate != nil {
-		mutate(&cfg)
-	}
-	if err := cfg.Validate(); err != nil {
-		t.Fatalf("config: %v", err)
-	}
-	m := daemon.New(cfg, zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel))
-	if setup != nil {
-		setup(m)
-	}
-	if err := m.Open(); err != nil {
-		t.Fatal(err)
-	}
-	in := &instance{t: t, m: m, base: m.Server.URL(), hc: &http.Client{Timeout: 30 * time.Second}}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := m.Close(ctx); err != nil {
-			t.Errorf("close: %v", err)
-		}
-	})
-	return in
-}
-
-// response is a decoded answer.
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-	json   map[string]any
-}
-
-func (r response) str(k string) string { s, _ := r.json[k].(string); return s }
-func (r response) num(k string) float64 {
-	f, _ := r.json[k].(float64)
-	return f
-}
-func (r response) errCode() string {
-	if e, ok := r.json["error"].(map[string]any); ok {
-		s, _ := e["code"].(string)
-		return s
-	}
-	return ""
-}
-
-// do sends a request; hdr holds extra headers ("Authorization" is added
-// unless given as "").
-func (in *instance) do(method, path string, body []byte, hdr map[string]string) response {
-	in.t.Helper()
-	req, err := http.NewRequest(method, in.base+path, bytes.NewReader(body))
-	if err != nil {
-		in.t.Fatal(err)
-	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range hdr {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	res, err := in.hc.Do(req)
-	if err != nil {
-		in.t.Fatal(err)
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		in.t.Fatal(err)
-	}
-	r := response{status: res.StatusCode, header: res.Header, body: b}
-	_ = json.Unmarshal(b, &r.json)
-	return r
-}
-
-func (in *instance) create(body string, key string) response {
-	return in.do("POST", "/v1/payments", []byte(body), map[string]string{"Idempotency-Key": key})
-}
-
-// signStandard signs a webhook body with the svix library, as a PSP bridge
-// speaking Standard Webhooks would.
-func signStandard(t *testing.T, secret, id string, ts time.Time, body []byte) map[string]string {
-	t.Helper()
-	wh, err := svix.NewWebhook(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, err := wh.Sign(id, ts, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return map[string]string{
-		"webhook-id": id, "webhook-timestamp": fmt.Sprint(ts.Unix()), "webhook-signature": sig,
-		"Authorization": "",
-	}
-}
-
+// eventBody is a Standard Webhooks event body of the given type, created now.
 func eventBody(id, typ, paymentID, ref string) []byte {
 	return []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"provider_ref":%q}}`,
 		id, typ, time.Now().Unix(), paymentID, ref))
 }
 
-// waitFor polls fn until it returns nil or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 // assertNoSecretWhenFinal fails if a payment response outside created,
 // processing and requires_action carries a client secret or redirect URL.
-func assertNoSecretWhenFinal(t *testing.T, r response) {
+func assertNoSecretWhenFinal(t *testing.T, r daemontest.Response) {
 	t.Helper()
-	switch r.str("status") {
+	switch r.Str("status") {
 	case "created", "processing", "requires_action", "":
 		return
 	}
 	for _, k := range []string{"client_secret", "redirect_url"} {
-		if _, ok := r.json[k]; ok {
-			t.Errorf("%s present in a response for a %s payment: %s", k, r.str("status"), r.body)
+		if _, ok := r.JSON[k]; ok {
+			t.Errorf("%s present in a response for a %s payment: %s", k, r.Str("status"), r.Body)
 		}
 	}
 }
 
 func TestE2E_MockPaymentLifecycle(t *testing.T) {
 	t.Parallel()
-	in := boot(t, nil)
+	in := daemontest.Boot(t, nil)
 
 	for _, tc := range []struct {
 		amount int
@@ -191,145 +43,145 @@ func TestE2E_MockPaymentLifecycle(t *testing.T) {
 	}{
 		{1000, "captured"}, {1001, "failed"}, {1002, "captured"}, {1003, "captured"}, {1099, "captured"},
 	} {
-		r := in.create(fmt.Sprintf(`{"order_id":"o-%d","amount":%d,"currency":"EUR","customer":{"id":"c1","email":"c1@example.com"}}`, tc.amount, tc.amount), fmt.Sprintf("k-%d", tc.amount))
-		if got, want := r.status, 201; got != want {
-			t.Fatalf("create %d: status=%d, want %d: %s", tc.amount, got, want, r.body)
+		r := in.Create(fmt.Sprintf(`{"order_id":"o-%d","amount":%d,"currency":"EUR","customer":{"id":"c1","email":"c1@example.com"}}`, tc.amount, tc.amount), fmt.Sprintf("k-%d", tc.amount))
+		if got, want := r.Status, 201; got != want {
+			t.Fatalf("create %d: status=%d, want %d: %s", tc.amount, got, want, r.Body)
 		}
 		assertNoSecretWhenFinal(t, r)
-		id := r.str("id")
+		id := r.Str("id")
 		if !strings.HasPrefix(id, "pay_") || len(id) != 30 {
 			t.Fatalf("id=%q, want pay_ + 26-char ULID", id)
 		}
-		waitFor(t, 10*time.Second, func() error {
-			g := in.do("GET", "/v1/payments/"+id, nil, nil)
+		testkit.WaitFor(t, 10*time.Second, func() error {
+			g := in.Do("GET", "/v1/payments/"+id, nil, nil)
 			assertNoSecretWhenFinal(t, g)
-			if g.str("status") != tc.want {
-				return fmt.Errorf("amount %d: status=%s, want %s", tc.amount, g.str("status"), tc.want)
+			if g.Str("status") != tc.want {
+				return fmt.Errorf("amount %d: status=%s, want %s", tc.amount, g.Str("status"), tc.want)
 			}
-			if got, want := g.header.Get("ETag"), fmt.Sprintf(`"%d"`, int(g.num("version"))); got != want {
+			if got, want := g.Header.Get("ETag"), fmt.Sprintf(`"%d"`, int(g.Num("version"))); got != want {
 				return fmt.Errorf("ETag=%s, want %s", got, want)
 			}
 			return nil
 		})
-		ev := in.do("GET", "/v1/payments/"+id+"/events", nil, nil)
-		if got, want := ev.status, 200; got != want {
+		ev := in.Do("GET", "/v1/payments/"+id+"/events", nil, nil)
+		if got, want := ev.Status, 200; got != want {
 			t.Fatalf("events: status=%d", got)
 		}
-		steps, _ := ev.json["data"].([]any)
+		steps, _ := ev.JSON["data"].([]any)
 		if len(steps) < 2 {
-			t.Fatalf("timeline of %d has %d steps: %s", tc.amount, len(steps), ev.body)
+			t.Fatalf("timeline of %d has %d steps: %s", tc.amount, len(steps), ev.Body)
 		}
 	}
 
 	// The requires_action answer carries the redirect while it is still open.
-	r := in.create(`{"order_id":"o-3ds","amount":2002,"currency":"EUR"}`, "k-3ds")
-	if r.str("status") == "requires_action" {
-		if r.str("redirect_url") == "" || r.str("client_secret") == "" {
-			t.Fatalf("requires_action without redirect/secret: %s", r.body)
+	r := in.Create(`{"order_id":"o-3ds","amount":2002,"currency":"EUR"}`, "k-3ds")
+	if r.Str("status") == "requires_action" {
+		if r.Str("redirect_url") == "" || r.Str("client_secret") == "" {
+			t.Fatalf("requires_action without redirect/secret: %s", r.Body)
 		}
 	}
 
 	// A lost sync answer leaves the payment in finalize_pending.
-	lost := in.create(`{"order_id":"o-lost","amount":1004,"currency":"EUR"}`, "k-lost")
-	if got, want := lost.str("status"), "finalize_pending"; got != want {
-		t.Fatalf("lost answer: status=%s, want %s: %s", got, want, lost.body)
+	lost := in.Create(`{"order_id":"o-lost","amount":1004,"currency":"EUR"}`, "k-lost")
+	if got, want := lost.Str("status"), "finalize_pending"; got != want {
+		t.Fatalf("lost answer: status=%s, want %s: %s", got, want, lost.Body)
 	}
 
 	// Refund a captured payment.
-	c := in.create(`{"order_id":"o-ref","amount":5000,"currency":"EUR"}`, "k-ref")
-	if c.str("status") != "captured" {
-		t.Fatalf("status=%s", c.str("status"))
+	c := in.Create(`{"order_id":"o-ref","amount":5000,"currency":"EUR"}`, "k-ref")
+	if c.Str("status") != "captured" {
+		t.Fatalf("status=%s", c.Str("status"))
 	}
-	rf := in.do("POST", "/v1/payments/"+c.str("id")+"/refund", nil, map[string]string{"Idempotency-Key": "rk-1"})
-	if got, want := rf.str("status"), "refunded"; got != want {
-		t.Fatalf("refund: status=%s, want %s: %s", got, want, rf.body)
+	rf := in.Do("POST", "/v1/payments/"+c.Str("id")+"/refund", nil, map[string]string{"Idempotency-Key": "rk-1"})
+	if got, want := rf.Str("status"), "refunded"; got != want {
+		t.Fatalf("refund: status=%s, want %s: %s", got, want, rf.Body)
 	}
 
 	// The list shows them, newest first, with a cursor.
-	l := in.do("GET", "/v1/payments?limit=2", nil, nil)
-	data, _ := l.json["data"].([]any)
-	if len(data) != 2 || l.str("next_cursor") == "" {
-		t.Fatalf("list: %s", l.body)
+	l := in.Do("GET", "/v1/payments?limit=2", nil, nil)
+	data, _ := l.JSON["data"].([]any)
+	if len(data) != 2 || l.Str("next_cursor") == "" {
+		t.Fatalf("list: %s", l.Body)
 	}
-	l2 := in.do("GET", "/v1/payments?limit=2&cursor="+l.str("next_cursor"), nil, nil)
-	data2, _ := l2.json["data"].([]any)
+	l2 := in.Do("GET", "/v1/payments?limit=2&cursor="+l.Str("next_cursor"), nil, nil)
+	data2, _ := l2.JSON["data"].([]any)
 	if len(data2) != 2 || data2[0].(map[string]any)["id"] == data[1].(map[string]any)["id"] {
-		t.Fatalf("second page: %s", l2.body)
+		t.Fatalf("second page: %s", l2.Body)
 	}
-	lc := in.do("GET", "/v1/payments?status=refunded", nil, nil)
-	dc, _ := lc.json["data"].([]any)
+	lc := in.Do("GET", "/v1/payments?status=refunded", nil, nil)
+	dc, _ := lc.JSON["data"].([]any)
 	if len(dc) != 1 {
-		t.Fatalf("status filter: %s", lc.body)
+		t.Fatalf("status filter: %s", lc.Body)
 	}
 
 	// Health.
-	if r := in.do("GET", "/healthz", nil, map[string]string{"Authorization": ""}); r.status != 200 {
-		t.Fatalf("healthz=%d", r.status)
+	if r := in.Do("GET", "/healthz", nil, map[string]string{"Authorization": ""}); r.Status != 200 {
+		t.Fatalf("healthz=%d", r.Status)
 	}
-	if r := in.do("GET", "/readyz", nil, map[string]string{"Authorization": ""}); r.status != 200 {
-		t.Fatalf("readyz=%d", r.status)
+	if r := in.Do("GET", "/readyz", nil, map[string]string{"Authorization": ""}); r.Status != 200 {
+		t.Fatalf("readyz=%d", r.Status)
 	}
 }
 
 func TestE2E_Idempotency(t *testing.T) {
 	t.Parallel()
-	in := boot(t, nil)
+	in := daemontest.Boot(t, nil)
 	body := `{"order_id":"o-1","amount":1000,"currency":"EUR"}`
 
-	first := in.create(body, "key-1")
-	if first.status != 201 {
-		t.Fatalf("first: %d %s", first.status, first.body)
+	first := in.Create(body, "key-1")
+	if first.Status != 201 {
+		t.Fatalf("first: %d %s", first.Status, first.Body)
 	}
-	again := in.create(body, "key-1")
-	if got, want := again.status, 201; got != want {
+	again := in.Create(body, "key-1")
+	if got, want := again.Status, 201; got != want {
 		t.Fatalf("replay: status=%d, want %d", got, want)
 	}
-	if got, want := again.header.Get("Idempotent-Replayed"), "true"; got != want {
+	if got, want := again.Header.Get("Idempotent-Replayed"), "true"; got != want {
 		t.Fatalf("Idempotent-Replayed=%q, want %q", got, want)
 	}
-	if got, want := again.str("id"), first.str("id"); got != want {
+	if got, want := again.Str("id"), first.Str("id"); got != want {
 		t.Fatalf("replay id=%s, want %s", got, want)
 	}
-	if got, want := in.m.Mock.Charges("charge-"+first.str("id")), 1; got != want {
+	if got, want := in.Main.Mock.Charges("charge-"+first.Str("id")), 1; got != want {
 		t.Fatalf("PSP charges=%d, want %d", got, want)
 	}
 
-	reused := in.create(`{"order_id":"o-1","amount":2000,"currency":"EUR"}`, "key-1")
-	if got, want := reused.status, 422; got != want {
+	reused := in.Create(`{"order_id":"o-1","amount":2000,"currency":"EUR"}`, "key-1")
+	if got, want := reused.Status, 422; got != want {
 		t.Fatalf("reused key: status=%d, want %d", got, want)
 	}
-	if got, want := reused.errCode(), "idempotency_key_reused"; got != want {
+	if got, want := reused.ErrCode(), "idempotency_key_reused"; got != want {
 		t.Fatalf("reused key: code=%s, want %s", got, want)
 	}
 
-	missing := in.create(body, "")
-	if got, want := missing.status, 400; got != want {
-		t.Fatalf("missing key: status=%d, want %d: %s", got, want, missing.body)
+	missing := in.Create(body, "")
+	if got, want := missing.Status, 400; got != want {
+		t.Fatalf("missing key: status=%d, want %d: %s", got, want, missing.Body)
 	}
 
 	// Concurrent requests with one key: exactly one payment, the others
 	// either in flight (409 + Retry-After) or replayed.
 	var wg sync.WaitGroup
-	results := make([]response, 8)
+	results := make([]daemontest.Response, 8)
 	for i := range results {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = in.create(`{"order_id":"o-c","amount":1003,"currency":"EUR"}`, "key-c")
+			results[i] = in.Create(`{"order_id":"o-c","amount":1003,"currency":"EUR"}`, "key-c")
 		}()
 	}
 	wg.Wait()
 	ids := map[string]bool{}
 	for _, r := range results {
-		switch r.status {
+		switch r.Status {
 		case 201:
-			ids[r.str("id")] = true
+			ids[r.Str("id")] = true
 		case 409:
-			if r.errCode() != "idempotency_key_in_use" || r.header.Get("Retry-After") == "" {
-				t.Fatalf("409 without code or Retry-After: %v %s", r.header, r.body)
+			if r.ErrCode() != "idempotency_key_in_use" || r.Header.Get("Retry-After") == "" {
+				t.Fatalf("409 without code or Retry-After: %v %s", r.Header, r.Body)
 			}
 		default:
-			t.Fatalf("concurrent: status=%d %s", r.status, r.body)
+			t.Fatalf("concurrent: status=%d %s", r.Status, r.Body)
 		}
 	}
 	if len(ids) != 1 {
@@ -339,32 +191,32 @@ func TestE2E_Idempotency(t *testing.T) {
 
 func TestE2E_StandardWebhook(t *testing.T) {
 	t.Parallel()
-	in := boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
-	secret := in.m.Config.Providers.Standard.WebhookSecret
+	in := daemontest.Boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
+	secret := in.Main.Config.Providers.Standard.WebhookSecret
 
-	c := in.create(`{"order_id":"o-std","amount":1234,"currency":"USD"}`, "k")
-	if got, want := c.str("status"), "created"; got != want {
+	c := in.Create(`{"order_id":"o-std","amount":1234,"currency":"USD"}`, "k")
+	if got, want := c.Str("status"), "created"; got != want {
 		t.Fatalf("report mode create: status=%s, want %s", got, want)
 	}
-	id := c.str("id")
+	id := c.Str("id")
 	body := eventBody("evt_std_1", "payment.captured", id, "psp_1")
-	h := signStandard(t, secret, "evt_std_1", time.Now(), body)
+	h := testkit.SignStandard(t, secret, "evt_std_1", time.Now(), body)
 	for range 3 { // the PSP redelivers
-		r := in.do("POST", "/webhooks/standard", body, h)
-		if r.status != 200 {
-			t.Fatalf("webhook: %d %s", r.status, r.body)
+		r := in.Do("POST", "/webhooks/standard", body, h)
+		if r.Status != 200 {
+			t.Fatalf("webhook: %d %s", r.Status, r.Body)
 		}
 	}
-	waitFor(t, 10*time.Second, func() error {
-		g := in.do("GET", "/v1/payments/"+id, nil, nil)
-		if g.str("status") != "captured" || g.num("version") != 2 {
-			return fmt.Errorf("status=%s version=%v", g.str("status"), g.num("version"))
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		g := in.Do("GET", "/v1/payments/"+id, nil, nil)
+		if g.Str("status") != "captured" || g.Num("version") != 2 {
+			return fmt.Errorf("status=%s version=%v", g.Str("status"), g.Num("version"))
 		}
 		return nil
 	})
-	ev := in.do("GET", "/v1/payments/"+id+"/events", nil, nil)
-	steps, _ := ev.json["data"].([]any)
+	ev := in.Do("GET", "/v1/payments/"+id+"/events", nil, nil)
+	steps, _ := ev.JSON["data"].([]any)
 	if got, want := len(steps), 2; got != want {
-		t.Fatalf("steps=%d, want %d (created, transition): %s", got, want, ev.body)
+		t.Fatalf("steps=%d, want %d (created, transition): %s", got, want, ev.Body)
 	}
 }

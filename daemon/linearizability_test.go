@@ -1,11 +1,9 @@
 package daemon_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -18,6 +16,7 @@ import (
 	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -175,10 +174,9 @@ var linModel = porcupine.Model{
 
 // linClient drives one client's operations over HTTP and records them.
 type linClient struct {
-	base   string
-	hc     *http.Client
-	signer *svix.Webhook // the standard provider's webhook secret
-	store  pay.Store     // read only, to explain a webhook that is not applied
+	api    *daemontest.Instance // Send only, from the clients' goroutines
+	signer *svix.Webhook        // the standard provider's webhook secret
+	store  pay.Store            // read only, to explain a webhook that is not applied
 	start  time.Time
 }
 
@@ -186,36 +184,16 @@ func (c *linClient) now() int64 { return int64(time.Since(c.start)) }
 
 // call sends one request and decodes the JSON answer.
 func (c *linClient) call(method, path string, body []byte, hdr map[string]string) (int, map[string]any, error) {
-	req, err := http.NewRequest(method, c.base+path, bytes.NewReader(body))
-	if err != nil {
+	r, err := c.api.Send(method, path, body, hdr)
+	switch {
+	case err != nil:
 		return 0, nil, err
+	case r.JSON == nil:
+		return r.Status, nil, fmt.Errorf("%s %s: %d %q: not a JSON object", method, path, r.Status, r.Body)
+	case r.Status != 200:
+		return r.Status, r.JSON, fmt.Errorf("%s %s: status %d: %s", method, path, r.Status, r.Body)
 	}
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	req.Header.Set("Content-Type", "application/json")
-	for k, v := range hdr {
-		if v == "" {
-			req.Header.Del(k)
-		} else {
-			req.Header.Set(k, v)
-		}
-	}
-	res, err := c.hc.Do(req)
-	if err != nil {
-		return 0, nil, err
-	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		return 0, nil, err
-	}
-	var m map[string]any
-	if err := json.Unmarshal(b, &m); err != nil {
-		return res.StatusCode, nil, fmt.Errorf("%s %s: %d %q: %w", method, path, res.StatusCode, b, err)
-	}
-	if res.StatusCode != 200 {
-		return res.StatusCode, m, fmt.Errorf("%s %s: status %d: %s", method, path, res.StatusCode, b)
-	}
-	return res.StatusCode, m, nil
+	return r.Status, r.JSON, nil
 }
 
 // paymentOutput reads status, version and secret presence from a client view.
@@ -354,25 +332,25 @@ func TestLinearizability_HTTP(t *testing.T) {
 	if testing.Short() {
 		payments, opsPerClient = 8, 16 // 512 operations
 	}
-	in := boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
+	in := daemontest.Boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
 	tr := &http.Transport{MaxIdleConnsPerHost: payments * clients}
 	t.Cleanup(tr.CloseIdleConnections)
-	signer, err := svix.NewWebhook(in.m.Config.Providers.Standard.WebhookSecret)
+	signer, err := svix.NewWebhook(in.Main.Config.Providers.Standard.WebhookSecret)
 	if err != nil {
 		t.Fatal(err)
 	}
 	lc := &linClient{
-		base: in.base, hc: &http.Client{Transport: tr, Timeout: 30 * time.Second},
-		signer: signer, store: in.m.DB, start: time.Now(),
+		api:    &daemontest.Instance{Base: in.Base, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}},
+		signer: signer, store: in.Main.DB, start: time.Now(),
 	}
 
 	ids := make([]string, payments)
 	for i := range ids {
-		r := in.create(fmt.Sprintf(`{"order_id":"lin-%d","amount":1500,"currency":"EUR"}`, i), fmt.Sprintf("lin-%d", i))
-		if r.status != 201 || r.str("status") != "created" || r.num("version") != 1 {
-			t.Fatalf("create: %d %s", r.status, r.body)
+		r := in.Create(fmt.Sprintf(`{"order_id":"lin-%d","amount":1500,"currency":"EUR"}`, i), fmt.Sprintf("lin-%d", i))
+		if r.Status != 201 || r.Str("status") != "created" || r.Num("version") != 1 {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
 		}
-		ids[i] = r.str("id")
+		ids[i] = r.Str("id")
 	}
 
 	var (

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -20,8 +22,8 @@ import (
 // terminal payment may carry a client secret or redirect URL.
 func TestRace_SyncAndWebhook(t *testing.T) {
 	t.Parallel()
-	in := boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
-	secret := in.m.Config.Providers.Standard.WebhookSecret
+	in := daemontest.Boot(t, func(c *config.Config) { c.Payment.Provider = "standard" })
+	secret := in.Main.Config.Providers.Standard.WebhookSecret
 	n := 300
 	if testing.Short() {
 		n = 60
@@ -43,16 +45,16 @@ func TestRace_SyncAndWebhook(t *testing.T) {
 	// Create the payments first (report mode: they stay created, v1).
 	ids := make([]string, n)
 	for i := range ids {
-		r := in.create(fmt.Sprintf(`{"order_id":"race-%d","amount":%d,"currency":"EUR"}`, i, 1000+i), fmt.Sprintf("race-%d", i))
-		if r.status != 201 || r.num("version") != 1 {
-			t.Fatalf("create: %d %s", r.status, r.body)
+		r := in.Create(fmt.Sprintf(`{"order_id":"race-%d","amount":%d,"currency":"EUR"}`, i, 1000+i), fmt.Sprintf("race-%d", i))
+		if r.Status != 201 || r.Num("version") != 1 {
+			t.Fatalf("create: %d %s", r.Status, r.Body)
 		}
-		ids[i] = r.str("id")
+		ids[i] = r.Str("id")
 	}
 
 	var mu sync.Mutex
-	var responses []response
-	record := func(r response) {
+	var responses []daemontest.Response
+	record := func(r daemontest.Response) {
 		mu.Lock()
 		responses = append(responses, r)
 		mu.Unlock()
@@ -69,20 +71,20 @@ func TestRace_SyncAndWebhook(t *testing.T) {
 			defer func() { <-sem; wg.Done() }()
 			syncCall := func() {
 				body := fmt.Sprintf(`{"status":%q,"provider_ref":"psp_%d","client_secret":"cs_%d","redirect_url":"https://psp.invalid/%d","expected_version":1}`, sc.sync, i, i, i)
-				r := in.do("POST", "/v1/payments/"+id+"/sync", []byte(body), nil)
-				if r.status != 200 {
-					t.Errorf("sync %s: %d %s", id, r.status, r.body)
+				r := in.Do("POST", "/v1/payments/"+id+"/sync", []byte(body), nil)
+				if r.Status != 200 {
+					t.Errorf("sync %s: %d %s", id, r.Status, r.Body)
 				}
 				record(r)
 			}
 			hook := func(k int, typ string) {
 				evID := fmt.Sprintf("evt_%d_%d", i, k)
 				body := eventBody(evID, typ, id, fmt.Sprintf("psp_%d", i))
-				h := signStandard(t, secret, evID, time.Now(), body)
+				h := testkit.SignStandard(t, secret, evID, time.Now(), body)
 				for range 2 { // every webhook is delivered twice
-					r := in.do("POST", "/webhooks/standard", body, h)
-					if r.status != 200 {
-						t.Errorf("webhook %s: %d %s", evID, r.status, r.body)
+					r := in.Do("POST", "/webhooks/standard", body, h)
+					if r.Status != 200 {
+						t.Errorf("webhook %s: %d %s", evID, r.Status, r.Body)
 					}
 				}
 			}
@@ -107,16 +109,16 @@ func TestRace_SyncAndWebhook(t *testing.T) {
 			}
 			// A reader polls concurrently with the writers.
 			if rand.IntN(2) == 0 {
-				record(in.do("GET", "/v1/payments/"+id, nil, nil))
+				record(in.Do("GET", "/v1/payments/"+id, nil, nil))
 			}
 		}()
 	}
 	wg.Wait()
 
 	// Wait until the inbox has applied every webhook.
-	waitFor(t, 60*time.Second, func() error {
+	testkit.WaitFor(t, 60*time.Second, func() error {
 		var pending []pay.InboxEvent
-		err := in.m.DB.View(context.Background(), func(tx pay.Tx) error {
+		err := in.Main.DB.View(context.Background(), func(tx pay.Tx) error {
 			var err error
 			pending, err = tx.PendingInbox(time.Now().Add(time.Hour), 10)
 			return err
@@ -135,9 +137,9 @@ func TestRace_SyncAndWebhook(t *testing.T) {
 	}
 	for i, id := range ids {
 		sc := scenarios[i%len(scenarios)]
-		g := in.do("GET", "/v1/payments/"+id, nil, nil)
+		g := in.Do("GET", "/v1/payments/"+id, nil, nil)
 		assertNoSecretWhenFinal(t, g)
-		if got, want := pay.Status(g.str("status")), sc.final; got != want {
+		if got, want := pay.Status(g.Str("status")), sc.final; got != want {
 			t.Errorf("%s (scenario %d, order %d): status=%s, want %s", id, i%len(scenarios), i%3, got, want)
 		}
 		checkHistory(t, in, id)
@@ -147,12 +149,12 @@ func TestRace_SyncAndWebhook(t *testing.T) {
 // checkHistory checks a payment's timeline against its record and outbox:
 // written versions 1..N without gaps, ending at the stored version, and one
 // outbox record per transition.
-func checkHistory(t *testing.T, in *instance, id string) {
+func checkHistory(t *testing.T, in *daemontest.Instance, id string) {
 	t.Helper()
 	var p pay.Payment
 	var steps []pay.Step
 	var outbox []pay.OutboxRecord
-	err := in.m.DB.View(context.Background(), func(tx pay.Tx) error {
+	err := in.Main.DB.View(context.Background(), func(tx pay.Tx) error {
 		var err error
 		if p, err = tx.Payment(id); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/internal/ids"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -18,7 +19,7 @@ import (
 // repeating it, and the PSP sees the same derived key, so it charges once.
 func TestE2E_IdempotencyCrashResume(t *testing.T) {
 	t.Parallel()
-	in := boot(t, nil)
+	in := daemontest.Boot(t, nil)
 	ctx := context.Background()
 	body := []byte(`{"order_id":"o-crash","amount":1000,"currency":"EUR"}`)
 
@@ -26,7 +27,7 @@ func TestE2E_IdempotencyCrashResume(t *testing.T) {
 	now := time.Now().UTC()
 	p := pay.Payment{ID: ids.Payment(now), OrderID: "o-crash", Amount: 1000, Currency: "EUR",
 		Provider: "mock", Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now}
-	err := in.m.DB.Update(ctx, func(tx pay.Tx) error {
+	err := in.Main.DB.Update(ctx, func(tx pay.Tx) error {
 		if err := tx.InsertPayment(p); err != nil {
 			return err
 		}
@@ -34,7 +35,7 @@ func TestE2E_IdempotencyCrashResume(t *testing.T) {
 			return err
 		}
 		return tx.PutIdemKey(pay.IdemRecord{
-			Key: httpd.ScopedKey("create", apiKey, "crash-1"), Fingerprint: httpd.Fingerprint("POST", "/v1/payments", body),
+			Key: httpd.ScopedKey("create", daemontest.APIKey, "crash-1"), Fingerprint: httpd.Fingerprint("POST", "/v1/payments", body),
 			State: pay.IdemInFlight, Owner: "a-process-that-died", LockedUntil: now.Add(time.Minute),
 			PaymentID: p.ID, CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour),
 		})
@@ -45,38 +46,38 @@ func TestE2E_IdempotencyCrashResume(t *testing.T) {
 	// The charge reached the PSP before the crash. Its webhook is lost
 	// (nothing listens at that address), so only the retry can finish the
 	// payment, through the PSP's answer to the same key.
-	in.m.Mock.SetWebhookURL("http://127.0.0.1:1/webhooks/mock")
-	if _, err := in.m.Mock.Create(ctx, p, "charge-"+p.ID); err != nil {
+	in.Main.Mock.SetWebhookURL("http://127.0.0.1:1/webhooks/mock")
+	if _, err := in.Main.Mock.Create(ctx, p, "charge-"+p.ID); err != nil {
 		t.Fatal(err)
 	}
 
-	r := in.create(string(body), "crash-1")
-	if got, want := r.status, 201; got != want {
-		t.Fatalf("retry: status=%d, want %d: %s", got, want, r.body)
+	r := in.Create(string(body), "crash-1")
+	if got, want := r.Status, 201; got != want {
+		t.Fatalf("retry: status=%d, want %d: %s", got, want, r.Body)
 	}
-	if got, want := r.str("id"), p.ID; got != want {
+	if got, want := r.Str("id"), p.ID; got != want {
 		t.Fatalf("retry made payment %s, want the stored %s", got, want)
 	}
-	if got, want := r.str("status"), "captured"; got != want {
+	if got, want := r.Str("status"), "captured"; got != want {
 		t.Fatalf("retry: status=%s, want %s", got, want)
 	}
-	if got := r.header.Get("Idempotent-Replayed"); got != "" {
+	if got := r.Header.Get("Idempotent-Replayed"); got != "" {
 		t.Fatalf("a resumed request is not a replay: Idempotent-Replayed=%q", got)
 	}
-	if got, want := in.m.Mock.Charges("charge-"+p.ID), 1; got != want {
+	if got, want := in.Main.Mock.Charges("charge-"+p.ID), 1; got != want {
 		t.Fatalf("PSP charges=%d, want %d", got, want)
 	}
-	if st := in.m.Mock.Stats(); st.Charges != 1 || st.Replays != 1 {
+	if st := in.Main.Mock.Stats(); st.Charges != 1 || st.Replays != 1 {
 		t.Fatalf("PSP stats=%+v, want one charge and one replay of it", st)
 	}
 
 	// Now finished: the next retry is a replay.
-	again := in.create(string(body), "crash-1")
-	if got, want := again.header.Get("Idempotent-Replayed"), "true"; got != want {
+	again := in.Create(string(body), "crash-1")
+	if got, want := again.Header.Get("Idempotent-Replayed"), "true"; got != want {
 		t.Fatalf("Idempotent-Replayed=%q, want %q", got, want)
 	}
 	var list []pay.Payment
-	if err := in.m.DB.View(ctx, func(tx pay.Tx) (err error) {
+	if err := in.Main.DB.View(ctx, func(tx pay.Tx) (err error) {
 		list, _, err = tx.ListPayments(pay.PaymentFilter{OrderID: "o-crash"})
 		return err
 	}); err != nil {

@@ -11,6 +11,8 @@ import (
 
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/ripple/rippletest"
 	"github.com/paystate/paystate/store/storetest"
@@ -18,28 +20,28 @@ import (
 
 // bootClock is boot with the daemon's clock injected (store, workers,
 // webhook timestamps), so a test steps ripple's backoff by moving it.
-func bootClock(t *testing.T, clock *storetest.Clock, mutate func(*config.Config)) *instance {
+func bootClock(t *testing.T, clock *storetest.Clock, mutate func(*config.Config)) *daemontest.Instance {
 	t.Helper()
-	return bootMain(t, mutate, func(m *daemon.Main) { m.Now = clock.Now })
+	return daemontest.BootMain(t, mutate, func(m *daemon.Main) { m.Now = clock.Now })
 }
 
-// step moves the clock past any ripple backoff and runs one ripple pass.
-func (in *instance) step(clock *storetest.Clock) error {
+// rippleStep moves the clock past any ripple backoff and runs one ripple pass.
+func rippleStep(in *daemontest.Instance, clock *storetest.Clock) error {
 	clock.Add(2 * time.Hour)
-	_, err := in.m.Ripple.RunOnce(context.Background())
+	_, err := in.Main.Ripple.RunOnce(context.Background())
 	return err
 }
 
 // deliveries lists a payment's deliveries in one state over the API, as
 // "effect" or "webhook" → delivery JSON.
-func (in *instance) deliveries(state, paymentID string) map[string]map[string]any {
-	in.t.Helper()
-	r := in.do("GET", "/v1/deliveries?state="+state+"&limit=1000", nil, nil)
-	if r.status != 200 {
-		in.t.Fatalf("list deliveries: %d %s", r.status, r.body)
+func deliveries(in *daemontest.Instance, state, paymentID string) map[string]map[string]any {
+	in.T.Helper()
+	r := in.Do("GET", "/v1/deliveries?state="+state+"&limit=1000", nil, nil)
+	if r.Status != 200 {
+		in.T.Fatalf("list deliveries: %d %s", r.Status, r.Body)
 	}
 	out := map[string]map[string]any{}
-	data, _ := r.json["data"].([]any)
+	data, _ := r.JSON["data"].([]any)
 	for _, v := range data {
 		d, _ := v.(map[string]any)
 		if d["payment_id"] == paymentID {
@@ -59,29 +61,29 @@ func TestE2E_ReceiptOncePerPayment(t *testing.T) {
 	in := bootClock(t, clock, func(c *config.Config) {
 		c.Receipt.SMTPAddr, c.Receipt.From = smtpd.Addr, "receipts@shop.example"
 	})
-	secret := in.m.Config.Providers.Standard.WebhookSecret
+	secret := in.Main.Config.Providers.Standard.WebhookSecret
 
-	c := in.create(`{"order_id":"o-receipt","amount":2500,"currency":"EUR","provider":"standard","customer":{"id":"cus_r","email":"r@example.com"}}`, "k-receipt")
-	if c.status != 201 {
-		t.Fatalf("create: %d %s", c.status, c.body)
+	c := in.Create(`{"order_id":"o-receipt","amount":2500,"currency":"EUR","provider":"standard","customer":{"id":"cus_r","email":"r@example.com"}}`, "k-receipt")
+	if c.Status != 201 {
+		t.Fatalf("create: %d %s", c.Status, c.Body)
 	}
-	id := c.str("id")
+	id := c.Str("id")
 	body := eventBody("evt_psp_receipt", "payment.captured", id, "psp_receipt")
 	for i := range 5 { // the PSP redelivers
-		h := signStandard(t, secret, "evt_psp_receipt", clock.Now(), body)
-		if r := in.do("POST", "/webhooks/standard", body, h); r.status != 200 {
-			t.Fatalf("webhook %d: %d %s", i+1, r.status, r.body)
+		h := testkit.SignStandard(t, secret, "evt_psp_receipt", clock.Now(), body)
+		if r := in.Do("POST", "/webhooks/standard", body, h); r.Status != 200 {
+			t.Fatalf("webhook %d: %d %s", i+1, r.Status, r.Body)
 		}
 	}
-	waitFor(t, 10*time.Second, func() error {
-		if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.str("status") != "captured" {
-			return fmt.Errorf("status=%s", g.str("status"))
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if g := in.Do("GET", "/v1/payments/"+id, nil, nil); g.Str("status") != "captured" {
+			return fmt.Errorf("status=%s", g.Str("status"))
 		}
 		return nil
 	})
 
-	waitFor(t, 20*time.Second, func() error {
-		if err := in.step(clock); err != nil {
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if err := rippleStep(in, clock); err != nil {
 			return err
 		}
 		if n := len(smtpd.Messages()); n != 1 {
@@ -90,7 +92,7 @@ func TestE2E_ReceiptOncePerPayment(t *testing.T) {
 		return nil
 	})
 	for range 5 {
-		if err := in.step(clock); err != nil {
+		if err := rippleStep(in, clock); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -100,7 +102,7 @@ func TestE2E_ReceiptOncePerPayment(t *testing.T) {
 	if got, want := smtpd.Attempts(), 4; got != want {
 		t.Fatalf("SMTP attempts=%d, want %d (three refused, one accepted)", got, want)
 	}
-	d := in.deliveries("done", id)["receipt"]
+	d := deliveries(in, "done", id)["receipt"]
 	if d == nil || d["attempts"] != float64(4) {
 		t.Fatalf("receipt delivery=%v, want done after 4 attempts", d)
 	}
@@ -130,17 +132,17 @@ func TestE2E_DeadLetterRetry(t *testing.T) {
 	})
 	start := clock.Now()
 
-	c := in.create(`{"order_id":"o-dead","amount":1000,"currency":"EUR","customer":{"id":"cus_d","email":"d@example.com"}}`, "k-dead")
-	if c.status != 201 || c.str("status") != "captured" {
-		t.Fatalf("create: %d %s", c.status, c.body)
+	c := in.Create(`{"order_id":"o-dead","amount":1000,"currency":"EUR","customer":{"id":"cus_d","email":"d@example.com"}}`, "k-dead")
+	if c.Status != 201 || c.Str("status") != "captured" {
+		t.Fatalf("create: %d %s", c.Status, c.Body)
 	}
-	id := c.str("id")
+	id := c.Str("id")
 	var dead map[string]any
-	waitFor(t, 20*time.Second, func() error {
-		if err := in.step(clock); err != nil {
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if err := rippleStep(in, clock); err != nil {
 			return err
 		}
-		if dead = in.deliveries("dead", id)["webhook"]; dead == nil {
+		if dead = deliveries(in, "dead", id)["webhook"]; dead == nil {
 			return fmt.Errorf("webhook delivery not dead yet after %d requests", len(ep.Requests()))
 		}
 		return nil
@@ -151,32 +153,32 @@ func TestE2E_DeadLetterRetry(t *testing.T) {
 	if got, want := len(ep.Requests()), 3; got != want {
 		t.Fatalf("requests=%d, want %d", got, want)
 	}
-	done := in.deliveries("done", id)
+	done := deliveries(in, "done", id)
 	for _, eff := range []string{"loyalty", "retention", "receipt"} {
 		if done[eff] == nil {
 			t.Fatalf("no done %s delivery in %v", eff, done)
 		}
 	}
-	cu := in.do("GET", "/v1/customers/cus_d", nil, nil)
-	if cu.status != 200 || cu.num("points") != 10 || cu.str("last_visit_at") == "" {
-		t.Fatalf("customer: %d %s, want 10 points and a last visit", cu.status, cu.body)
+	cu := in.Do("GET", "/v1/customers/cus_d", nil, nil)
+	if cu.Status != 200 || cu.Num("points") != 10 || cu.Str("last_visit_at") == "" {
+		t.Fatalf("customer: %d %s, want 10 points and a last visit", cu.Status, cu.Body)
 	}
-	if r := in.do("GET", "/v1/customers/cus_nobody", nil, nil); r.status != 404 {
-		t.Fatalf("unknown customer: %d %s, want 404", r.status, r.body)
+	if r := in.Do("GET", "/v1/customers/cus_nobody", nil, nil); r.Status != 404 {
+		t.Fatalf("unknown customer: %d %s, want 404", r.Status, r.Body)
 	}
 
 	// Fixed: retry the dead letter over the API.
 	ep.Answer(http.StatusOK, nil)
 	dlv := dead["id"].(string)
-	r := in.do("POST", "/v1/deliveries/"+dlv+"/retry", nil, nil)
-	if r.status != 200 || r.str("state") != "pending" || r.num("attempts") != 0 {
-		t.Fatalf("retry: %d %s, want 200 pending", r.status, r.body)
+	r := in.Do("POST", "/v1/deliveries/"+dlv+"/retry", nil, nil)
+	if r.Status != 200 || r.Str("state") != "pending" || r.Num("attempts") != 0 {
+		t.Fatalf("retry: %d %s, want 200 pending", r.Status, r.Body)
 	}
-	waitFor(t, 20*time.Second, func() error {
-		if err := in.step(clock); err != nil {
+	testkit.WaitFor(t, 20*time.Second, func() error {
+		if err := rippleStep(in, clock); err != nil {
 			return err
 		}
-		if in.deliveries("done", id)["webhook"] == nil {
+		if deliveries(in, "done", id)["webhook"] == nil {
 			return fmt.Errorf("webhook delivery not done after %d requests", len(ep.Requests()))
 		}
 		return nil
@@ -199,22 +201,22 @@ func TestE2E_DeadLetterRetry(t *testing.T) {
 		{"GET", "/v1/deliveries", 400, "invalid"},
 		{"GET", "/v1/deliveries?state=dead&since=yesterday", 400, "invalid"},
 	} {
-		r := in.do(tc.method, tc.path, nil, nil)
-		if r.status != tc.status || r.errCode() != tc.code {
-			t.Errorf("%s %s: %d %s, want %d %s", tc.method, tc.path, r.status, r.body, tc.status, tc.code)
+		r := in.Do(tc.method, tc.path, nil, nil)
+		if r.Status != tc.status || r.ErrCode() != tc.code {
+			t.Errorf("%s %s: %d %s, want %d %s", tc.method, tc.path, r.Status, r.Body, tc.status, tc.code)
 		}
 	}
-	r = in.do("POST", "/v1/deliveries/retry?state=dead&since="+url.QueryEscape(start.Format(time.RFC3339)), nil, nil)
-	if r.status != 200 || r.num("retried") != 0 {
-		t.Fatalf("retry dead since start: %d %s, want 200 and nothing to retry", r.status, r.body)
+	r = in.Do("POST", "/v1/deliveries/retry?state=dead&since="+url.QueryEscape(start.Format(time.RFC3339)), nil, nil)
+	if r.Status != 200 || r.Num("retried") != 0 {
+		t.Fatalf("retry dead since start: %d %s, want 200 and nothing to retry", r.Status, r.Body)
 	}
-	metrics := in.do("GET", "/metrics", nil, nil)
+	metrics := in.Do("GET", "/metrics", nil, nil)
 	for _, want := range []string{
 		`paystate_ripple_deliveries_total{effect="webhook",outcome="dead"}`,
 		`paystate_ripple_deliveries_total{effect="receipt",outcome="done"}`,
 		`paystate_ripple_dead_letters`, `paystate_ripple_outbox_lag_seconds`,
 	} {
-		if !strings.Contains(string(metrics.body), want) {
+		if !strings.Contains(string(metrics.Body), want) {
 			t.Errorf("/metrics has no %s", want)
 		}
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 )
@@ -19,10 +21,10 @@ const (
 
 // bootStripe starts a paystate whose default provider is stripe, pointed
 // through a Recorder at stripe-mock (started for the test if none runs).
-func bootStripe(t *testing.T) (*instance, *stripetest.Recorder) {
+func bootStripe(t *testing.T) (*daemontest.Instance, *stripetest.Recorder) {
 	t.Helper()
 	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
-	in := boot(t, func(c *config.Config) {
+	in := daemontest.Boot(t, func(c *config.Config) {
 		c.Payment.Provider = stripe.Name
 		c.Providers.Stripe = &config.Stripe{SecretKey: stripeKey, WebhookSecret: stripeSecret, APIBase: rec.URL()}
 	})
@@ -30,21 +32,21 @@ func bootStripe(t *testing.T) (*instance, *stripetest.Recorder) {
 }
 
 // stripeWebhook posts a Stripe event signed at ts with secret.
-func (in *instance) stripeWebhook(body []byte, secret string, ts time.Time) response {
-	return in.do("POST", "/webhooks/stripe", body, map[string]string{
+func stripeWebhook(in *daemontest.Instance, body []byte, secret string, ts time.Time) daemontest.Response {
+	return in.Do("POST", "/webhooks/stripe", body, map[string]string{
 		"Stripe-Signature": stripetest.Sign(secret, body, ts),
 		"Authorization":    "",
 	})
 }
 
-// steps returns the kinds of a payment's timeline steps.
-func (in *instance) steps(id string) []string {
-	in.t.Helper()
-	r := in.do("GET", "/v1/payments/"+id+"/events", nil, nil)
-	if r.status != http.StatusOK {
-		in.t.Fatalf("events: status=%d: %s", r.status, r.body)
+// stepKinds returns the kinds of a payment's timeline steps.
+func stepKinds(in *daemontest.Instance, id string) []string {
+	in.T.Helper()
+	r := in.Do("GET", "/v1/payments/"+id+"/events", nil, nil)
+	if r.Status != http.StatusOK {
+		in.T.Fatalf("events: status=%d: %s", r.Status, r.Body)
 	}
-	data, _ := r.json["data"].([]any)
+	data, _ := r.JSON["data"].([]any)
 	kinds := make([]string, 0, len(data))
 	for _, d := range data {
 		s, _ := d.(map[string]any)
@@ -65,16 +67,16 @@ func TestE2E_Stripe(t *testing.T) {
 
 	// Create: a PaymentIntent under charge-<payment_id>; the payment waits
 	// for Stripe.js with its client secret.
-	r := in.create(`{"order_id":"o-stripe-1","amount":2500,"currency":"EUR","customer":{"id":"c1","email":"c1@example.com"}}`, "k-stripe-1")
-	if got, want := r.status, http.StatusCreated; got != want {
-		t.Fatalf("create: status=%d, want %d: %s", got, want, r.body)
+	r := in.Create(`{"order_id":"o-stripe-1","amount":2500,"currency":"EUR","customer":{"id":"c1","email":"c1@example.com"}}`, "k-stripe-1")
+	if got, want := r.Status, http.StatusCreated; got != want {
+		t.Fatalf("create: status=%d, want %d: %s", got, want, r.Body)
 	}
-	id, ref := r.str("id"), r.str("provider_ref")
-	if got, want := r.str("status"), "created"; got != want {
-		t.Fatalf("status=%s, want %s: %s", got, want, r.body)
+	id, ref := r.Str("id"), r.Str("provider_ref")
+	if got, want := r.Str("status"), "created"; got != want {
+		t.Fatalf("status=%s, want %s: %s", got, want, r.Body)
 	}
-	if r.str("provider") != "stripe" || !strings.HasPrefix(ref, "pi_") || !strings.Contains(r.str("client_secret"), "_secret_") {
-		t.Fatalf("create answer %s, want provider stripe, a PaymentIntent and its client secret", r.body)
+	if r.Str("provider") != "stripe" || !strings.HasPrefix(ref, "pi_") || !strings.Contains(r.Str("client_secret"), "_secret_") {
+		t.Fatalf("create answer %s, want provider stripe, a PaymentIntent and its client secret", r.Body)
 	}
 	creates := rec.Find("POST", "/v1/payment_intents")
 	if len(creates) != 1 {
@@ -95,25 +97,25 @@ func TestE2E_Stripe(t *testing.T) {
 	succeeded := stripetest.Event(t, stripetest.EventSpec{
 		Type: stripe.TypeSucceeded, ID: "evt_e2e_succeeded", Created: now, PaymentIntent: ref, PaymentID: id,
 	})
-	if w := in.stripeWebhook(succeeded, stripeSecret, now); w.status != http.StatusOK || w.json["duplicate"] != false {
-		t.Fatalf("webhook: status=%d: %s", w.status, w.body)
+	if w := stripeWebhook(in, succeeded, stripeSecret, now); w.Status != http.StatusOK || w.JSON["duplicate"] != false {
+		t.Fatalf("webhook: status=%d: %s", w.Status, w.Body)
 	}
 	var version float64
-	waitFor(t, 30*time.Second, func() error {
-		g := in.do("GET", "/v1/payments/"+id, nil, nil)
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		g := in.Do("GET", "/v1/payments/"+id, nil, nil)
 		assertNoSecretWhenFinal(t, g)
-		if g.str("status") != "captured" {
-			return fmt.Errorf("status=%s, want captured", g.str("status"))
+		if g.Str("status") != "captured" {
+			return fmt.Errorf("status=%s, want captured", g.Str("status"))
 		}
-		version = g.num("version")
+		version = g.Num("version")
 		return nil
 	})
-	stepsAfterCapture := in.steps(id)
+	stepsAfterCapture := stepKinds(in, id)
 
 	// A redelivery is answered 2xx and changes nothing.
-	w := in.stripeWebhook(succeeded, stripeSecret, time.Now())
-	if w.status != http.StatusOK || w.json["duplicate"] != true {
-		t.Fatalf("redelivery: status=%d: %s, want 200 duplicate", w.status, w.body)
+	w := stripeWebhook(in, succeeded, stripeSecret, time.Now())
+	if w.Status != http.StatusOK || w.JSON["duplicate"] != true {
+		t.Fatalf("redelivery: status=%d: %s, want 200 duplicate", w.Status, w.Body)
 	}
 
 	// A bad signature or a stale timestamp: 400 invalid_signature, nothing
@@ -121,44 +123,44 @@ func TestE2E_Stripe(t *testing.T) {
 	again := stripetest.Event(t, stripetest.EventSpec{
 		Type: stripe.TypeSucceeded, ID: "evt_e2e_again", Created: now, PaymentIntent: ref, PaymentID: id,
 	})
-	for name, w := range map[string]response{
-		"other secret": in.stripeWebhook(again, "whsec_someone_else", time.Now()),
-		"stale":        in.stripeWebhook(again, stripeSecret, time.Now().Add(-stripe.DefaultTolerance-time.Second)),
-		"no header":    in.do("POST", "/webhooks/stripe", again, map[string]string{"Authorization": ""}),
+	for name, w := range map[string]daemontest.Response{
+		"other secret": stripeWebhook(in, again, "whsec_someone_else", time.Now()),
+		"stale":        stripeWebhook(in, again, stripeSecret, time.Now().Add(-stripe.DefaultTolerance-time.Second)),
+		"no header":    in.Do("POST", "/webhooks/stripe", again, map[string]string{"Authorization": ""}),
 	} {
-		if w.status != http.StatusBadRequest || w.errCode() != "invalid_signature" {
-			t.Fatalf("%s: status=%d code=%s, want 400 invalid_signature: %s", name, w.status, w.errCode(), w.body)
+		if w.Status != http.StatusBadRequest || w.ErrCode() != "invalid_signature" {
+			t.Fatalf("%s: status=%d code=%s, want 400 invalid_signature: %s", name, w.Status, w.ErrCode(), w.Body)
 		}
 	}
-	if got, want := strings.Join(in.steps(id), ","), strings.Join(stepsAfterCapture, ","); got != want {
+	if got, want := strings.Join(stepKinds(in, id), ","), strings.Join(stepsAfterCapture, ","); got != want {
 		t.Fatalf("timeline after rejected webhooks %s, want %s", got, want)
 	}
-	if w := in.stripeWebhook(again, stripeSecret, time.Now()); w.status != http.StatusOK || w.json["duplicate"] != false {
-		t.Fatalf("the event rejected before, now signed: status=%d: %s, want 200 and new", w.status, w.body)
+	if w := stripeWebhook(in, again, stripeSecret, time.Now()); w.Status != http.StatusOK || w.JSON["duplicate"] != false {
+		t.Fatalf("the event rejected before, now signed: status=%d: %s, want 200 and new", w.Status, w.Body)
 	}
-	waitFor(t, 30*time.Second, func() error {
-		if n := len(in.steps(id)); n <= len(stepsAfterCapture) {
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		if n := len(stepKinds(in, id)); n <= len(stepsAfterCapture) {
 			return fmt.Errorf("%d steps: evt_e2e_again not applied yet", n)
 		}
 		return nil
 	})
-	if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.num("version") != version || g.str("status") != "captured" {
-		t.Fatalf("after duplicates: %s, want captured at version %v", g.body, version)
+	if g := in.Do("GET", "/v1/payments/"+id, nil, nil); g.Num("version") != version || g.Str("status") != "captured" {
+		t.Fatalf("after duplicates: %s, want captured at version %v", g.Body, version)
 	}
 
 	// An event type paystate does not map: 2xx, nothing stored (so a
 	// redelivery is not a duplicate either).
 	other := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeSucceeded, Rename: "payment_intent.created", ID: "evt_e2e_created", PaymentIntent: ref, PaymentID: id})
 	for range 2 {
-		if w := in.stripeWebhook(other, stripeSecret, time.Now()); w.status != http.StatusOK || w.json["duplicate"] != false {
-			t.Fatalf("unmapped event: status=%d: %s, want 200 and not a duplicate", w.status, w.body)
+		if w := stripeWebhook(in, other, stripeSecret, time.Now()); w.Status != http.StatusOK || w.JSON["duplicate"] != false {
+			t.Fatalf("unmapped event: status=%d: %s, want 200 and not a duplicate", w.Status, w.Body)
 		}
 	}
 
 	// Refund through the API: a Refund under refund-<payment_id>.
-	rf := in.do("POST", "/v1/payments/"+id+"/refund", nil, map[string]string{"Idempotency-Key": "k-stripe-refund-1"})
-	if rf.status != http.StatusOK || rf.str("status") != "refunded" {
-		t.Fatalf("refund: status=%d: %s, want 200 refunded", rf.status, rf.body)
+	rf := in.Do("POST", "/v1/payments/"+id+"/refund", nil, map[string]string{"Idempotency-Key": "k-stripe-refund-1"})
+	if rf.Status != http.StatusOK || rf.Str("status") != "refunded" {
+		t.Fatalf("refund: status=%d: %s, want 200 refunded", rf.Status, rf.Body)
 	}
 	assertNoSecretWhenFinal(t, rf)
 	refunds := rec.Find("POST", "/v1/refunds")
@@ -175,18 +177,18 @@ func TestE2E_Stripe(t *testing.T) {
 	// Stripe's charge.refunded follows; it finds the payment by the charge's
 	// payment_intent (provider_ref) and changes nothing.
 	refunded := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeChargeRefunded, ID: "evt_e2e_refunded", Created: time.Now(), PaymentIntent: ref})
-	if w := in.stripeWebhook(refunded, stripeSecret, time.Now()); w.status != http.StatusOK {
-		t.Fatalf("charge.refunded: status=%d: %s", w.status, w.body)
+	if w := stripeWebhook(in, refunded, stripeSecret, time.Now()); w.Status != http.StatusOK {
+		t.Fatalf("charge.refunded: status=%d: %s", w.Status, w.Body)
 	}
-	waitFor(t, 30*time.Second, func() error {
-		steps := in.steps(id)
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		steps := stepKinds(in, id)
 		if last := steps[len(steps)-1]; last != "duplicate" {
 			return fmt.Errorf("last step %s, want the duplicate of charge.refunded (steps %v)", last, steps)
 		}
 		return nil
 	})
-	if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.str("status") != "refunded" {
-		t.Fatalf("after charge.refunded: %s", g.body)
+	if g := in.Do("GET", "/v1/payments/"+id, nil, nil); g.Str("status") != "refunded" {
+		t.Fatalf("after charge.refunded: %s", g.Body)
 	}
 }
 
@@ -196,37 +198,37 @@ func TestE2E_Stripe(t *testing.T) {
 func TestE2E_StripeFailedAttempt(t *testing.T) {
 	t.Parallel()
 	in, _ := bootStripe(t)
-	r := in.create(`{"order_id":"o-stripe-2","amount":2500,"currency":"EUR"}`, "k-stripe-2")
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: status=%d: %s", r.status, r.body)
+	r := in.Create(`{"order_id":"o-stripe-2","amount":2500,"currency":"EUR"}`, "k-stripe-2")
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: status=%d: %s", r.Status, r.Body)
 	}
-	id, ref := r.str("id"), r.str("provider_ref")
+	id, ref := r.Str("id"), r.Str("provider_ref")
 
 	failed := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypePaymentFailed, ID: "evt_e2e_declined", Created: time.Now(), PaymentIntent: ref, PaymentID: id})
-	if w := in.stripeWebhook(failed, stripeSecret, time.Now()); w.status != http.StatusOK {
-		t.Fatalf("payment_failed: status=%d: %s", w.status, w.body)
+	if w := stripeWebhook(in, failed, stripeSecret, time.Now()); w.Status != http.StatusOK {
+		t.Fatalf("payment_failed: status=%d: %s", w.Status, w.Body)
 	}
-	waitFor(t, 30*time.Second, func() error {
-		for _, k := range in.steps(id) {
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		for _, k := range stepKinds(in, id) {
 			if k == "failed_attempt" {
 				return nil
 			}
 		}
-		return fmt.Errorf("no failed_attempt step yet: %v", in.steps(id))
+		return fmt.Errorf("no failed_attempt step yet: %v", stepKinds(in, id))
 	})
-	if g := in.do("GET", "/v1/payments/"+id, nil, nil); g.str("status") != "created" || g.str("client_secret") == "" {
-		t.Fatalf("after a failed attempt: %s, want created with its client secret", g.body)
+	if g := in.Do("GET", "/v1/payments/"+id, nil, nil); g.Str("status") != "created" || g.Str("client_secret") == "" {
+		t.Fatalf("after a failed attempt: %s, want created with its client secret", g.Body)
 	}
 
 	canceled := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeCanceled, ID: "evt_e2e_canceled", Created: time.Now(), PaymentIntent: ref, PaymentID: id})
-	if w := in.stripeWebhook(canceled, stripeSecret, time.Now()); w.status != http.StatusOK {
-		t.Fatalf("canceled: status=%d: %s", w.status, w.body)
+	if w := stripeWebhook(in, canceled, stripeSecret, time.Now()); w.Status != http.StatusOK {
+		t.Fatalf("canceled: status=%d: %s", w.Status, w.Body)
 	}
-	waitFor(t, 30*time.Second, func() error {
-		g := in.do("GET", "/v1/payments/"+id, nil, nil)
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		g := in.Do("GET", "/v1/payments/"+id, nil, nil)
 		assertNoSecretWhenFinal(t, g)
-		if g.str("status") != "failed" {
-			return fmt.Errorf("status=%s, want failed", g.str("status"))
+		if g.Str("status") != "failed" {
+			return fmt.Errorf("status=%s, want failed", g.Str("status"))
 		}
 		return nil
 	})

@@ -1,9 +1,21 @@
-// Package finalize holds the one function that changes a payment's status,
-// and the client view that decides what of a payment a client may see.
+// Package finalize is paystate's application layer: everything that moves
+// a payment's state. It holds the one function that changes a payment's
+// status (Finalizer, Apply) and every path that feeds it: creating,
+// reporting and refunding a charge (Payments, charge.go), applying PSP
+// webhooks from the inbox (Inbox, inbox.go), running slow work under a
+// payment's lease (Leases, lease.go), the review queue and its resolution
+// (QueueReview, Review, review.go), and the idempotency keys of the
+// merchant API (Idempotency, idempotency.go); plus the reads of what these
+// wrote and the client view, which decides what of a payment a client may
+// see. Adapters (httpd, the CLI) and workers (the sweeper) call it; it
+// calls the providers and the store, through pay's interfaces only. The
+// package keeps the name of its core: whatever the path, a payment's state
+// moves only by finalizing an observation here, so a reader looking for
+// "where does a payment change" finds one package.
 //
 // Every path — the synchronous PSP answer, a merchant's /sync report, a
 // webhook, the sweeper, a human on the review queue — builds a
-// pay.Observation and calls Finalize (or Apply inside its own transaction).
+// pay.Observation and calls Finalize (or FinalizeIf, with a precondition).
 // In one storage transaction it reads the payment, checks the lease token
 // (fencing), checks the evidence (an observation whose amount, currency or
 // PSP reference contradicts the payment is not applied: the payment goes

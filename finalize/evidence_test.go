@@ -7,7 +7,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store/storetest"
+	"github.com/paystate/paystate/store/bolttest"
 )
 
 // reviewOf returns the review item of a payment, failing if there is none.
@@ -32,7 +32,7 @@ func TestFinalize_AmountMismatch(t *testing.T) {
 
 	t.Run("Amount", func(t *testing.T) {
 		t.Parallel()
-		db := storetest.MustOpen(t, nil)
+		db := bolttest.MustOpen(t, nil)
 		f := finalize.New(db)
 		seed(t, db, "pay_amt", pay.Processing) // 1250 EUR
 		res, err := f.Finalize(ctx, pay.Observation{PaymentID: "pay_amt", Source: pay.SourceWebhook, Status: pay.Captured,
@@ -69,7 +69,7 @@ func TestFinalize_AmountMismatch(t *testing.T) {
 
 	t.Run("Currency", func(t *testing.T) {
 		t.Parallel()
-		db := storetest.MustOpen(t, nil)
+		db := bolttest.MustOpen(t, nil)
 		f := finalize.New(db)
 		seed(t, db, "pay_cur", pay.Created)
 		res, err := f.Finalize(ctx, pay.Observation{PaymentID: "pay_cur", Source: pay.SourceSync, Status: pay.Captured, Amount: 1250, Currency: "usd"})
@@ -87,7 +87,7 @@ func TestFinalize_AmountMismatch(t *testing.T) {
 
 	t.Run("SameAmountLowerCaseCurrency", func(t *testing.T) {
 		t.Parallel()
-		db := storetest.MustOpen(t, nil)
+		db := bolttest.MustOpen(t, nil)
 		f := finalize.New(db)
 		seed(t, db, "pay_ok", pay.Processing)
 		// Stripe sends currencies in lower case: eur is EUR.
@@ -105,7 +105,7 @@ func TestFinalize_AmountMismatch(t *testing.T) {
 
 	t.Run("RepeatWritesNothing", func(t *testing.T) {
 		t.Parallel()
-		db := storetest.MustOpen(t, nil)
+		db := bolttest.MustOpen(t, nil)
 		f := finalize.New(db)
 		seed(t, db, "pay_rep", pay.FinalizePending)
 		obs := pay.Observation{PaymentID: "pay_rep", Source: pay.SourceSweeper, Status: pay.Captured, Amount: 99, Currency: "EUR"}
@@ -131,7 +131,7 @@ func TestFinalize_ProviderRefConflict(t *testing.T) {
 
 	t.Run("BoundToAnother", func(t *testing.T) {
 		t.Parallel()
-		db := storetest.MustOpen(t, nil)
+		db := bolttest.MustOpen(t, nil)
 		f := finalize.New(db)
 		seed(t, db, "pay_owner", pay.Processing)
 		seed(t, db, "pay_other", pay.Processing)
@@ -159,7 +159,7 @@ func TestFinalize_ProviderRefConflict(t *testing.T) {
 
 	t.Run("OtherThanItsOwn", func(t *testing.T) {
 		t.Parallel()
-		db := storetest.MustOpen(t, nil)
+		db := bolttest.MustOpen(t, nil)
 		f := finalize.New(db)
 		seed(t, db, "pay_own", pay.Processing)
 		if _, err := f.Finalize(ctx, pay.Observation{PaymentID: "pay_own", Source: pay.SourceSync, Status: pay.Processing, ProviderRef: "psp_1"}); err != nil {
@@ -184,7 +184,7 @@ func TestFinalize_ProviderRefConflict(t *testing.T) {
 // evidence goes into the timeline.
 func TestQueueReview(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, nil)
+	db := bolttest.MustOpen(t, nil)
 	ctx := context.Background()
 	seed(t, db, "pay_q", pay.FinalizePending)
 	queue := func(item pay.ReviewItem) bool {

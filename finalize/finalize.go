@@ -18,6 +18,26 @@ import (
 // with concurrent writers (PostgreSQL) may lose it and re-read.
 const maxRetries = 8
 
+// Tx is what Apply, Record and QueueReview use of a storage transaction:
+// the payment and its timeline, processed event ids, the lease (fencing),
+// the outbox and the ledger, and the review queue. A pay.Tx is one; a
+// backend is written and tested against these methods first.
+type Tx interface {
+	// Now is the time read when the transaction began, in UTC.
+	Now() time.Time
+	Payment(id string) (pay.Payment, error)
+	PaymentByRef(provider, ref string) (pay.Payment, error)
+	UpdatePayment(p pay.Payment, prev uint64) error
+	AppendStep(s pay.Step) error
+	IsProcessed(provider, eventID string) (bool, error)
+	MarkProcessed(provider, eventID string) error
+	Lease(paymentID string) (pay.Lease, error)
+	AppendOutbox(r pay.OutboxRecord) error
+	AppendLedger(entries []pay.LedgerEntry) error
+	PutReview(item pay.ReviewItem) error
+	Review(id string) (pay.ReviewItem, error)
+}
+
 // Finalizer applies observations to payments. It is the only code in
 // paystate that changes a payment's status.
 type Finalizer struct {
@@ -46,17 +66,27 @@ func (f *Finalizer) Finalize(ctx context.Context, obs pay.Observation) (pay.Resu
 // FinalizeIf is Finalize with a precondition checked in the same
 // transaction: if check returns an error, nothing is written and the error
 // is returned. The webhook inbox uses it to apply an event only while no
-// one holds the payment's lease, in one transaction.
+// one holds the payment's lease (LeaseFree), in one transaction.
 func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error) (pay.Result, error) {
+	return f.finalize(ctx, obs, check, nil)
+}
+
+// finalize is FinalizeIf with then, if not nil, run after Apply in the same
+// transaction (a review resolution removes its item there); its error
+// rolls everything back.
+func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error, then func(tx pay.Tx, res pay.Result) error) (pay.Result, error) {
 	if !obs.Status.Valid() {
 		return pay.Result{}, pay.Errorf(pay.EINVALID, "status %q is not a payment status", obs.Status)
 	}
 	var res pay.Result
 	var err error
 	for range maxRetries {
+		refused := false // check or then said no: a conflict of theirs is the answer
 		err = f.Store.Update(ctx, func(tx pay.Tx) error {
+			refused = false
 			if check != nil {
 				if err := check(tx); err != nil {
+					refused = true
 					return err
 				}
 			}
@@ -65,11 +95,17 @@ func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check f
 			if err != nil {
 				return err
 			}
+			if then != nil {
+				if err := then(tx, res); err != nil {
+					refused = true
+					return err
+				}
+			}
 			r := res // the OnCommit closure must see this attempt's result
 			tx.OnCommit(func() { f.committed(obs, r) })
 			return nil
 		})
-		if pay.ErrorCode(err) != pay.ECONFLICT {
+		if refused || pay.ErrorCode(err) != pay.ECONFLICT {
 			break
 		}
 	}
@@ -80,7 +116,8 @@ func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check f
 }
 
 // committed runs after a successful commit: metrics, the log line and the
-// ripple wake-up. It is the only place finalize has effects outside storage.
+// ripple wake-up. It is the only place the Finalizer has effects outside
+// storage.
 func (f *Finalizer) committed(obs pay.Observation, r pay.Result) {
 	outcome := Outcome(r)
 	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_finalize_outcomes_total{outcome=%q}`, outcome)).Inc()
@@ -129,9 +166,11 @@ func Outcome(r pay.Result) string {
 }
 
 // Apply is the body of Finalize inside a transaction the caller owns, for
-// paths that must write more in the same transaction (the payment's
-// creation, the webhook inbox). It has no effect outside tx.
-func Apply(tx pay.Tx, obs pay.Observation) (pay.Result, error) {
+// code that writes more in the same transaction; today every caller goes
+// through Finalize, FinalizeIf or Review.Resolve, which wrap it with the
+// retry on a lost compare-and-set and the effects after commit. It has no
+// effect outside tx.
+func Apply(tx Tx, obs pay.Observation) (pay.Result, error) {
 	now := tx.Now()
 
 	// Read the payment.
@@ -268,12 +307,12 @@ func Apply(tx pay.Tx, obs pay.Observation) (pay.Result, error) {
 		if err := tx.AppendStep(step); err != nil {
 			return pay.Result{}, err
 		}
-		if err := tx.PutReview(pay.ReviewItem{
+		if _, err := QueueReview(tx, pay.ReviewItem{
 			ID: p.ID, PaymentID: p.ID, Reason: pay.ReasonConflictingTerminal,
 			Provider: p.Provider, ProviderRef: p.ProviderRef, EventID: obs.EventID,
 			Observed: obs.Status, Note: fmt.Sprintf("stored %s, %s reported %s", p.Status, obs.Source, obs.Status),
 			CreatedAt: now,
-		}); err != nil {
+		}, obs.Source); err != nil {
 			return pay.Result{}, err
 		}
 	}
@@ -292,7 +331,7 @@ func Apply(tx pay.Tx, obs pay.Observation) (pay.Result, error) {
 // than the one p already has; an amount or currency other than p's. It
 // returns "" when the observation is consistent with the payment (fields
 // the observation does not carry are not compared).
-func contradiction(tx pay.Tx, p pay.Payment, obs pay.Observation) (reason, note string, err error) {
+func contradiction(tx Tx, p pay.Payment, obs pay.Observation) (reason, note string, err error) {
 	src := string(obs.Source)
 	if obs.EventID != "" {
 		src += " event " + obs.EventID
@@ -324,59 +363,10 @@ func contradiction(tx pay.Tx, p pay.Payment, obs pay.Observation) (reason, note 
 	return "", "", nil
 }
 
-// QueueReview puts a payment (or, with no PaymentID, an orphan event) on
-// the review queue inside tx and appends a timeline step of kind
-// pay.StepReview with source, the item's event id and its reason and note.
-// It is the one way paystate queues a review item. A payment already on
-// the queue keeps its item (its reason and evidence stay; a human looks at
-// the whole payment anyway) and the new evidence goes into the timeline
-// only; a repeat of the same reason without an event (a sweeper pass that
-// learned nothing new) writes nothing. It reports whether it added the
-// item. It has no effect outside tx.
-func QueueReview(tx pay.Tx, item pay.ReviewItem, source pay.Source) (bool, error) {
-	if item.CreatedAt.IsZero() {
-		item.CreatedAt = tx.Now()
-	}
-	if item.PaymentID == "" {
-		return true, tx.PutReview(item)
-	}
-	p, err := tx.Payment(item.PaymentID)
-	if err != nil {
-		return false, err
-	}
-	if item.ID == "" {
-		item.ID = p.ID
-	}
-	old, err := tx.Review(item.ID)
-	switch {
-	case err != nil && pay.ErrorCode(err) != pay.ENOTFOUND:
-		return false, err
-	case err == nil && old.Reason == item.Reason && item.EventID == "":
-		return false, nil
-	}
-	added := err != nil
-	if added {
-		if err := tx.PutReview(item); err != nil {
-			return false, err
-		}
-	}
-	note := item.Reason
-	if item.Note != "" {
-		note += ": " + item.Note
-	}
-	if err := tx.AppendStep(pay.Step{
-		PaymentID: p.ID, At: tx.Now(), Source: source, Kind: pay.StepReview,
-		From: p.Status, To: p.Status, Version: p.Version, EventID: item.EventID, Note: note,
-	}); err != nil {
-		return false, err
-	}
-	return added, nil
-}
-
 // Record appends a timeline step that changes no status (a failed attempt
 // at the PSP, an event without a status) and, for a webhook, records its
 // event as processed, in one transaction.
-func Record(tx pay.Tx, paymentID string, source pay.Source, kind, provider, eventID, note string) error {
+func Record(tx Tx, paymentID string, source pay.Source, kind, provider, eventID, note string) error {
 	p, err := tx.Payment(paymentID)
 	if err != nil {
 		return err
@@ -416,7 +406,7 @@ func withProviderData(p pay.Payment, obs pay.Observation) pay.Payment {
 }
 
 // write stores np as the next version after prev (compare-and-set).
-func write(tx pay.Tx, np *pay.Payment, prev uint64, now time.Time) error {
+func write(tx Tx, np *pay.Payment, prev uint64, now time.Time) error {
 	np.Version = prev + 1
 	np.UpdatedAt = now.UTC()
 	return tx.UpdatePayment(*np, prev)
@@ -441,4 +431,21 @@ func postings(from pay.Status, rec pay.OutboxRecord) []pay.LedgerEntry {
 	debit.Account, debit.Amount = pay.AccountPSPReceivable, amt
 	credit.Account, credit.Amount = pay.AccountMerchantRevenue, -amt
 	return []pay.LedgerEntry{debit, credit}
+}
+
+// clock reads an injected clock, time.Now if none, in UTC. It is the one
+// place the package defaults a Now field.
+func clock(now func() time.Time) time.Time {
+	if now == nil {
+		return time.Now().UTC()
+	}
+	return now().UTC()
+}
+
+// or returns v, or def if v is zero or less.
+func or[T int | time.Duration](v, def T) T {
+	if v <= 0 {
+		return def
+	}
+	return v
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/storetest"
+	"github.com/paystate/paystate/store/bolttest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -73,7 +73,7 @@ func snap(t *testing.T, db pay.Store, id, provider, eventID string) snapshot {
 // through Finalize on a real database and checks what was written.
 func TestFinalize_EveryPair(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, &store.Options{Now: func() time.Time { return t0.Add(time.Minute) }})
+	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0.Add(time.Minute) }})
 	f := finalize.New(db)
 	ctx := context.Background()
 	for i, cur := range pay.Statuses {
@@ -152,7 +152,7 @@ func TestFinalize_EveryPair(t *testing.T) {
 
 func TestFinalize_DuplicateEvent(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, nil)
+	db := bolttest.MustOpen(t, nil)
 	f := finalize.New(db)
 	ctx := context.Background()
 	seed(t, db, "pay_dup", pay.Processing)
@@ -180,7 +180,7 @@ func TestFinalize_DuplicateEvent(t *testing.T) {
 
 func TestFinalize_VersionConflict(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, nil)
+	db := bolttest.MustOpen(t, nil)
 	f := finalize.New(db)
 	ctx := context.Background()
 	seed(t, db, "pay_vc", pay.Created)
@@ -221,7 +221,7 @@ func TestFinalize_VersionConflict(t *testing.T) {
 func TestFinalize_LeaseFencing(t *testing.T) {
 	t.Parallel()
 	now := t0
-	db := storetest.MustOpen(t, &store.Options{Now: func() time.Time { return now }})
+	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return now }})
 	f := finalize.New(db)
 	ctx := context.Background()
 	seed(t, db, "pay_l", pay.Processing)
@@ -255,7 +255,7 @@ func TestFinalize_LeaseFencing(t *testing.T) {
 
 func TestFinalize_Ledger(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, nil)
+	db := bolttest.MustOpen(t, nil)
 	f := finalize.New(db)
 	ctx := context.Background()
 	seed(t, db, "pay_a", pay.Processing)

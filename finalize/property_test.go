@@ -13,7 +13,7 @@ import (
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/storetest"
+	"github.com/paystate/paystate/store/bolttest"
 )
 
 // propState is what the properties look at after each observation.
@@ -71,7 +71,7 @@ func TestFinalize_Properties(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(t0.UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Add(int64(time.Second))).UTC() }
-	db := storetest.MustOpen(t, &store.Options{Now: now})
+	db := bolttest.MustOpen(t, &store.Options{Now: now})
 	f := finalize.New(db)
 	ctx := context.Background()
 

@@ -27,7 +27,7 @@ func (s *Server) handleBackup(rc *fasthttp.RequestCtx, _ []string) error {
 	if err != nil {
 		return err
 	}
-	name := fmt.Sprintf("paystate-%s.db", s.now().Format("20060102T150405Z"))
+	name := fmt.Sprintf("paystate-%s.db", s.Now().UTC().Format("20060102T150405Z"))
 	rc.Response.Header.SetContentType("application/octet-stream")
 	rc.Response.Header.Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	rc.Response.Header.Set("Cache-Control", "no-store")

@@ -307,7 +307,7 @@ func (s *Server) newSession(key [32]byte) string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
 	nonce := base64.RawURLEncoding.EncodeToString(b[:])
-	now := s.now()
+	now := s.Now()
 	exp := time.Unix(now.Add(s.SessionTTL).Unix(), 0)
 	s.sessions.add(nonce, exp, now)
 	payload := "v1." + strconv.FormatInt(exp.Unix(), 10) + "." + nonce
@@ -332,7 +332,7 @@ func (s *Server) cookieSession(rc *fasthttp.RequestCtx) (session, bool) {
 		return session{}, false
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || !s.now().Before(time.Unix(exp, 0)) {
+	if err != nil || !s.Now().Before(time.Unix(exp, 0)) {
 		return session{}, false
 	}
 	got, err := base64.RawURLEncoding.DecodeString(sig)
@@ -345,7 +345,7 @@ func (s *Server) cookieSession(rc *fasthttp.RequestCtx) (session, bool) {
 		match |= eq
 		idx = subtle.ConstantTimeSelect(eq, i, idx)
 	}
-	if match != 1 || !s.sessions.valid(parts[2], s.now()) {
+	if match != 1 || !s.sessions.valid(parts[2], s.Now()) {
 		return session{}, false
 	}
 	return session{token: tok, nonce: parts[2], key: s.keys[idx]}, true
@@ -423,7 +423,7 @@ func (s *Server) setSessionCookie(rc *fasthttp.RequestCtx, value string, maxAge 
 	c.SetSecure(rc.IsTLS() || strings.EqualFold(string(rc.Request.Header.Peek("X-Forwarded-Proto")), "https"))
 	if maxAge > 0 {
 		c.SetMaxAge(int(maxAge / time.Second))
-		c.SetExpire(s.now().Add(maxAge))
+		c.SetExpire(s.Now().Add(maxAge))
 	} else {
 		c.SetExpire(fasthttp.CookieExpireDelete)
 	}

@@ -14,11 +14,10 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
-	"github.com/paystate/paystate/inbox"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/payments"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -47,20 +46,19 @@ func newDashServer(t *testing.T, keys ...string) *dashServer {
 func newDashServerWith(t *testing.T, setup func(*httpd.Server), keys ...string) *dashServer {
 	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC())
-	db := storetest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
 	sp, err := standard.New(standard.Config{WebhookSecret: standardSecret})
 	if err != nil {
 		t.Fatal(err)
 	}
 	fin := finalize.New(db)
 	providers := map[string]pay.Provider{"standard": sp}
+	payments := &finalize.Payments{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "standard"}
 	srv := &httpd.Server{
-		Addr: "127.0.0.1:0", APIKeys: keys, Store: db, Now: clock.Now, Backup: db,
-		Payments: &payments.Service{
-			Store: db, Finalizer: fin, Providers: providers,
-			DefaultProvider: "standard",
-		},
-		Inbox: &inbox.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
+		Addr: "127.0.0.1:0", APIKeys: keys, Now: clock.Now, Backup: db,
+		Payments: payments, Events: payments, Ledger: payments,
+		Idempotency: &finalize.Idempotency{Store: db},
+		Webhooks:    &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
 	}
 	if setup != nil {
 		setup(srv)

@@ -4,17 +4,21 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"strconv"
 	"time"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 )
 
 // The Idempotency-Key protocol of the merchant API (IETF draft "The
-// Idempotency-Key HTTP Header Field"):
+// Idempotency-Key HTTP Header Field"); this file reads the header, scopes
+// and fingerprints the request and encodes the answers, the state machine
+// on storage is finalize.Idempotency:
 //
 //   - the key is 1–255 printable ASCII characters; a request without it is
 //     answered 400 (idempotency_key_missing);
@@ -35,14 +39,14 @@ import (
 //     was stored) is resumed by the retry from the stored payment, and the
 //     PSP call repeats the same derived key, so nothing is charged twice.
 
-// idemState is what begin found.
-type idemState int
-
-const (
-	idemNew    idemState = iota // first request with this key: run it
-	idemResume                  // a request with this key died midway: resume it
-	idemReplay                  // finished before: replay
-)
+// Idempotency is what the idempotent routes need of the key store
+// (finalize.Idempotency): claim a key, store a finished request's answer,
+// give a key up after a failure that stored none.
+type Idempotency interface {
+	Begin(ctx context.Context, key, fingerprint string) (pay.IdemRecord, finalize.Claim, error)
+	Finish(ctx context.Context, key, paymentID string, status int, body []byte) error
+	Release(ctx context.Context, key string) error
+}
 
 // idemKey reads and checks the Idempotency-Key header.
 func idemKey(rc *fasthttp.RequestCtx) (string, error) {
@@ -90,54 +94,6 @@ func ScopedKey(op, apiKey, key string) string {
 	return op + ":" + hex.EncodeToString(h[:8]) + ":" + key
 }
 
-// idemBegin claims the key for this request, or says why not.
-func (s *Server) idemBegin(ctx context.Context, scoped, fp string) (pay.IdemRecord, idemState, error) {
-	var rec pay.IdemRecord
-	var state idemState
-	err := s.Store.Update(ctx, func(tx pay.Tx) error {
-		now := tx.Now()
-		r, err := tx.IdemKey(scoped)
-		switch {
-		case pay.ErrorCode(err) == pay.ENOTFOUND || (err == nil && !now.Before(r.ExpiresAt)):
-			rec = pay.IdemRecord{Key: scoped, Fingerprint: fp, State: pay.IdemInFlight, Owner: s.Owner,
-				LockedUntil: now.Add(s.IdemLock), CreatedAt: now, ExpiresAt: now.Add(s.IdemTTL)}
-			state = idemNew
-			return tx.PutIdemKey(rec)
-		case err != nil:
-			return err
-		case r.Fingerprint != fp:
-			return pay.Errorf(pay.EKEYREUSED, "this Idempotency-Key was used with another request body or path")
-		case r.State == pay.IdemDone:
-			rec, state = r, idemReplay
-			return nil
-		case now.Before(r.LockedUntil) && (r.Owner == s.Owner || !s.Exclusive):
-			rec = r
-			return errInUse(r.LockedUntil.Sub(now))
-		default:
-			// The request that held the key died midway: take it over.
-			r.Owner, r.LockedUntil = s.Owner, now.Add(s.IdemLock)
-			rec, state = r, idemResume
-			return tx.PutIdemKey(r)
-		}
-	})
-	return rec, state, err
-}
-
-// inUseError is EKEYINUSE with the time until the key may be retried.
-type inUseError struct {
-	err        *pay.Error
-	retryAfter time.Duration
-}
-
-func errInUse(d time.Duration) error {
-	return inUseError{pay.Errorf(pay.EKEYINUSE, "a request with this Idempotency-Key is still in flight; retry later"), d}
-}
-
-func (e inUseError) Error() string { return e.err.Error() }
-
-// Unwrap lets pay.ErrorCode see the code.
-func (e inUseError) Unwrap() error { return e.err }
-
 // retryAfterSeconds is the Retry-After of an in-flight key.
 func retryAfterSeconds(d time.Duration) string {
 	sec := int(d.Seconds() + 0.999)
@@ -148,50 +104,6 @@ func retryAfterSeconds(d time.Duration) string {
 		sec = 60
 	}
 	return strconv.Itoa(sec)
-}
-
-// idemLink returns the function that records the payment on the key, in
-// the transaction that stores the payment.
-func idemLink(scoped string) func(tx pay.Tx, p pay.Payment) error {
-	return func(tx pay.Tx, p pay.Payment) error {
-		r, err := tx.IdemKey(scoped)
-		if err != nil {
-			return err
-		}
-		r.PaymentID = p.ID
-		return tx.PutIdemKey(r)
-	}
-}
-
-// idemFinish stores the answer of a finished request.
-func (s *Server) idemFinish(ctx context.Context, scoped string, paymentID string, status int, body []byte) error {
-	return s.Store.Update(ctx, func(tx pay.Tx) error {
-		r, err := tx.IdemKey(scoped)
-		if err != nil {
-			return err
-		}
-		r.State, r.StatusCode, r.Body, r.LockedUntil = pay.IdemDone, status, body, time.Time{}
-		if paymentID != "" {
-			r.PaymentID = paymentID
-		}
-		return tx.PutIdemKey(r)
-	})
-}
-
-// idemRelease gives the key up after a failure that stored no answer, so a
-// retry may run (or resume) at once.
-func (s *Server) idemRelease(ctx context.Context, scoped string) {
-	err := s.Store.Update(ctx, func(tx pay.Tx) error {
-		r, err := tx.IdemKey(scoped)
-		if err != nil {
-			return err
-		}
-		r.LockedUntil = tx.Now()
-		return tx.PutIdemKey(r)
-	})
-	if err != nil {
-		s.Logger.Warn().Err(err).Msg("release idempotency key")
-	}
 }
 
 // transient reports whether an error answer says something about this
@@ -208,12 +120,12 @@ func transient(code string) bool {
 	return st == fasthttp.StatusConflict || st >= 500
 }
 
-// idempotent runs op under the request's Idempotency-Key. op gets the state
-// (new or resume), the stored record and the link for the payment's
-// creation, and returns the payment it produced. A replay answers from the
-// stored record.
+// idempotent runs op under the request's Idempotency-Key. run gets the
+// claim (new or resume), the key's record and the scoped key (for
+// Payments.Create to record the payment on), and returns the payment it
+// produced. A replay answers from the stored record.
 func (s *Server) idempotent(rc *fasthttp.RequestCtx, op string, status int,
-	run func(ctx context.Context, state idemState, rec pay.IdemRecord, link func(pay.Tx, pay.Payment) error) (pay.Payment, bool, error)) error {
+	run func(ctx context.Context, claim finalize.Claim, rec pay.IdemRecord) (pay.Payment, error)) error {
 	key, err := idemKey(rc)
 	if err != nil {
 		return err
@@ -223,15 +135,15 @@ func (s *Server) idempotent(rc *fasthttp.RequestCtx, op string, status int,
 	ctx, cancel := s.requestContext()
 	defer cancel()
 
-	rec, state, err := s.idemBegin(ctx, scoped, Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody()))
+	rec, claim, err := s.Idempotency.Begin(ctx, scoped, Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody()))
 	if err != nil {
-		var iu inUseError
+		var iu *finalize.InUseError
 		if errors.As(err, &iu) {
-			rc.Response.Header.Set("Retry-After", retryAfterSeconds(iu.retryAfter))
+			rc.Response.Header.Set("Retry-After", retryAfterSeconds(iu.RetryAfter))
 		}
 		return err
 	}
-	if state == idemReplay {
+	if claim == finalize.ClaimReplay {
 		rc.Response.Header.Set("Idempotent-Replayed", "true")
 		if rec.PaymentID == "" {
 			writeRaw(rc, rec.StatusCode, rec.Body)
@@ -245,29 +157,30 @@ func (s *Server) idempotent(rc *fasthttp.RequestCtx, op string, status int,
 		return nil
 	}
 
-	p, conflict, err := run(ctx, state, rec, idemLink(scoped))
+	p, err := run(ctx, claim, rec)
 	if err != nil {
 		code := pay.ErrorCode(err)
 		if transient(code) {
 			// Nothing final was said: let a retry run or resume.
-			s.idemRelease(context.WithoutCancel(ctx), scoped)
+			if rerr := s.Idempotency.Release(context.WithoutCancel(ctx), scoped); rerr != nil {
+				s.Logger.Warn().Err(rerr).Msg("release idempotency key")
+			}
 			return err
 		}
 		// A definite answer (invalid, not found, unsupported) is stored.
 		body := errorBody{Error: errorDetail{Code: code, Message: pay.ErrorMessage(err)}}
-		b, _ := jsonMarshal(body)
-		if ferr := s.idemFinish(ctx, scoped, "", HTTPStatus(code), b); ferr != nil {
+		b, _ := json.Marshal(body)
+		if ferr := s.Idempotency.Finish(ctx, scoped, "", HTTPStatus(code), b); ferr != nil {
 			s.Logger.Warn().Err(ferr).Msg("store idempotent answer")
 		}
 		return err
 	}
-	out := viewJSON(p)
-	out.Conflict = conflict
 	// The stored body never carries secrets; replays render the view anew.
+	out := viewJSON(p)
 	stored := out
 	stored.ClientSecret, stored.RedirectURL = nil, nil
-	b, _ := jsonMarshal(stored)
-	if err := s.idemFinish(ctx, scoped, p.ID, status, b); err != nil {
+	b, _ := json.Marshal(stored)
+	if err := s.Idempotency.Finish(ctx, scoped, p.ID, status, b); err != nil {
 		return err
 	}
 	writeJSON(rc, status, out)

@@ -1,11 +1,19 @@
 package httpd
 
 import (
+	"context"
+
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
 	"github.com/paystate/paystate/pay"
 )
+
+// Ledger is what GET /v1/ledger/balances calls (finalize.Payments).
+type Ledger interface {
+	// Balances returns the balance of every account and currency.
+	Balances(ctx context.Context) ([]pay.Balance, error)
+}
 
 func (s *Server) handleHealthz(rc *fasthttp.RequestCtx, _ []string) error {
 	writeJSON(rc, fasthttp.StatusOK, map[string]string{"status": "ok"})
@@ -33,12 +41,7 @@ func (s *Server) handleMetrics(rc *fasthttp.RequestCtx, _ []string) error {
 func (s *Server) handleLedgerBalances(rc *fasthttp.RequestCtx, _ []string) error {
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	var bs []pay.Balance
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
-		var err error
-		bs, err = tx.LedgerBalances()
-		return err
-	})
+	bs, err := s.Ledger.Balances(ctx)
 	if err != nil {
 		return err
 	}
@@ -47,12 +50,6 @@ func (s *Server) handleLedgerBalances(rc *fasthttp.RequestCtx, _ []string) error
 		Currency string `json:"currency"`
 		Amount   int64  `json:"amount"`
 	}
-	out := struct {
-		Data []balanceJSON `json:"data"`
-	}{Data: make([]balanceJSON, 0, len(bs))}
-	for _, b := range bs {
-		out.Data = append(out.Data, balanceJSON{b.Account, b.Currency, b.Amount})
-	}
-	writeJSON(rc, fasthttp.StatusOK, out)
+	writeList(rc, bs, func(b pay.Balance) balanceJSON { return balanceJSON{b.Account, b.Currency, b.Amount} })
 	return nil
 }

@@ -2,18 +2,37 @@ package httpd
 
 import (
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 
 	"github.com/valyala/fasthttp"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/payments"
 )
 
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }
+// Payments is what the payment routes call (finalize.Payments): the
+// merchant operations and the reads of payments.
+type Payments interface {
+	// Check validates a create request and returns it ready for Create.
+	Check(req finalize.CreateRequest) (finalize.CreateRequest, error)
+	// Create stores, charges and finalizes a payment; the payment's id
+	// is recorded on the claimed idempotency key idemKey.
+	Create(ctx context.Context, req finalize.CreateRequest, idemKey string) (pay.Payment, error)
+	// Resume finishes a create that stopped midway.
+	Resume(ctx context.Context, paymentID string) (pay.Payment, error)
+	Report(ctx context.Context, paymentID string, r finalize.ReportRequest) (pay.Result, error)
+	Refund(ctx context.Context, paymentID string) (pay.Payment, error)
+	Get(ctx context.Context, id string) (pay.Payment, error)
+	List(ctx context.Context, f pay.PaymentFilter) ([]pay.Payment, string, error)
+}
+
+// Events is what GET /v1/payments/{id}/events calls (finalize.Payments).
+type Events interface {
+	// Timeline returns a payment's timeline; ENOTFOUND for an unknown one.
+	Timeline(ctx context.Context, paymentID string) ([]pay.Step, error)
+}
 
 // createPaymentRequest is the body of POST /v1/payments.
 type createPaymentRequest struct {
@@ -30,23 +49,24 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	if err := decodeJSON(rc, &body); err != nil {
 		return err
 	}
-	req := payments.CreateRequest{
+	req := finalize.CreateRequest{
 		OrderID: body.OrderID, Amount: body.Amount, Currency: body.Currency,
 		Provider: body.Provider, ReturnURL: body.ReturnURL,
 	}
 	if body.Customer != nil {
 		req.Customer = pay.Customer{ID: body.Customer.ID, Email: body.Customer.Email}
 	}
-	if err := s.Payments.Check(req); err != nil {
+	// Checked before the key is claimed: a request that cannot run
+	// consumes no key.
+	req, err := s.Payments.Check(req)
+	if err != nil {
 		return err
 	}
-	return s.idempotent(rc, "create", fasthttp.StatusCreated, func(ctx context.Context, state idemState, rec pay.IdemRecord, link func(pay.Tx, pay.Payment) error) (pay.Payment, bool, error) {
-		if state == idemResume && rec.PaymentID != "" {
-			p, err := s.Payments.Resume(ctx, rec.PaymentID)
-			return p, false, err
+	return s.idempotent(rc, "create", fasthttp.StatusCreated, func(ctx context.Context, claim finalize.Claim, rec pay.IdemRecord) (pay.Payment, error) {
+		if claim == finalize.ClaimResume && rec.PaymentID != "" {
+			return s.Payments.Resume(ctx, rec.PaymentID)
 		}
-		p, err := s.Payments.Create(ctx, req, link)
-		return p, false, err
+		return s.Payments.Create(ctx, req, rec.Key)
 	})
 }
 
@@ -127,7 +147,7 @@ func (s *Server) handleSyncPayment(rc *fasthttp.RequestCtx, params []string) err
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	res, err := s.Payments.Report(ctx, id, payments.ReportRequest{
+	res, err := s.Payments.Report(ctx, id, finalize.ReportRequest{
 		Status: st, ProviderRef: body.ProviderRef, ClientSecret: body.ClientSecret,
 		RedirectURL: body.RedirectURL, ExpectedVersion: expected,
 	})
@@ -152,9 +172,8 @@ func (s *Server) handleRefundPayment(rc *fasthttp.RequestCtx, params []string) e
 			return err
 		}
 	}
-	return s.idempotent(rc, "refund", fasthttp.StatusOK, func(ctx context.Context, _ idemState, _ pay.IdemRecord, _ func(pay.Tx, pay.Payment) error) (pay.Payment, bool, error) {
-		p, err := s.Payments.Refund(ctx, id)
-		return p, false, err
+	return s.idempotent(rc, "refund", fasthttp.StatusOK, func(ctx context.Context, _ finalize.Claim, _ pay.IdemRecord) (pay.Payment, error) {
+		return s.Payments.Refund(ctx, id)
 	})
 }
 
@@ -178,24 +197,11 @@ func (s *Server) handleListPayments(rc *fasthttp.RequestCtx, _ []string) error {
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	var list []pay.Payment
-	var next string
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
-		var err error
-		list, next, err = tx.ListPayments(f)
-		return err
-	})
+	list, next, err := s.Payments.List(ctx, f)
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Data       []paymentJSON `json:"data"`
-		NextCursor string        `json:"next_cursor"`
-	}{Data: make([]paymentJSON, 0, len(list)), NextCursor: next}
-	for _, p := range list {
-		out.Data = append(out.Data, viewJSON(p))
-	}
-	writeJSON(rc, fasthttp.StatusOK, out)
+	writeList(rc, list, viewJSON, next)
 	return nil
 }
 
@@ -206,24 +212,10 @@ func (s *Server) handlePaymentEvents(rc *fasthttp.RequestCtx, params []string) e
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	var steps []pay.Step
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
-		if _, err := tx.Payment(id); err != nil {
-			return err
-		}
-		var err error
-		steps, err = tx.Steps(id)
-		return err
-	})
+	steps, err := s.Events.Timeline(ctx, id)
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Data []stepJSON `json:"data"`
-	}{Data: make([]stepJSON, 0, len(steps))}
-	for _, st := range steps {
-		out.Data = append(out.Data, stepToJSON(st))
-	}
-	writeJSON(rc, fasthttp.StatusOK, out)
+	writeList(rc, steps, stepToJSON)
 	return nil
 }

@@ -10,12 +10,23 @@ import (
 )
 
 // Deliveries is what the delivery routes need from the ripple workers
-// (ripple.Service): putting deliveries back on the schedule.
+// (ripple.Service): listing deliveries and putting them back on the
+// schedule.
 type Deliveries interface {
+	// Deliveries returns a page of deliveries in one state and the
+	// cursor of the next page.
+	Deliveries(ctx context.Context, f pay.DeliveryFilter) ([]pay.Delivery, string, error)
 	// Retry makes one delivery due now; a dead letter starts over.
 	Retry(ctx context.Context, id string) (pay.Delivery, error)
 	// RetryDead retries every dead letter that died at or after since.
 	RetryDead(ctx context.Context, since time.Time) (int, error)
+}
+
+// Customers is what GET /v1/customers/{id} needs from the ripple workers
+// (ripple.Service), which keep the loyalty and retention accounts.
+type Customers interface {
+	// Customer returns a customer's account, or ENOTFOUND.
+	Customer(ctx context.Context, id string) (pay.CustomerAccount, error)
 }
 
 // Limits of GET /v1/deliveries.
@@ -105,28 +116,16 @@ func (s *Server) handleListDeliveries(rc *fasthttp.RequestCtx, _ []string) error
 	if err != nil {
 		return err
 	}
+	if s.Deliveries == nil {
+		return notImplemented(rc)
+	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	var (
-		ds   []pay.Delivery
-		next string
-	)
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
-		var err error
-		ds, next, err = tx.ListDeliveries(pay.DeliveryFilter{State: state, Since: since, Limit: limit, Cursor: string(rc.QueryArgs().Peek("cursor"))})
-		return err
-	})
+	ds, next, err := s.Deliveries.Deliveries(ctx, pay.DeliveryFilter{State: state, Since: since, Limit: limit, Cursor: string(rc.QueryArgs().Peek("cursor"))})
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Data       []deliveryJSON `json:"data"`
-		NextCursor string         `json:"next_cursor"`
-	}{Data: make([]deliveryJSON, 0, len(ds)), NextCursor: next}
-	for _, d := range ds {
-		out.Data = append(out.Data, deliveryToJSON(d))
-	}
-	writeJSON(rc, fasthttp.StatusOK, out)
+	writeList(rc, ds, deliveryToJSON, next)
 	return nil
 }
 
@@ -134,12 +133,12 @@ func (s *Server) handleListDeliveries(rc *fasthttp.RequestCtx, _ []string) error
 // /v1/deliveries/{id}/retry. A dead letter starts over; a done delivery
 // is 409.
 func (s *Server) handleRetryDelivery(rc *fasthttp.RequestCtx, params []string) error {
-	if s.Ripple == nil {
+	if s.Deliveries == nil {
 		return notImplemented(rc)
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	d, err := s.Ripple.Retry(ctx, params[0])
+	d, err := s.Deliveries.Retry(ctx, params[0])
 	if err != nil {
 		return err
 	}
@@ -151,7 +150,7 @@ func (s *Server) handleRetryDelivery(rc *fasthttp.RequestCtx, params []string) e
 // time: POST /v1/deliveries/retry?state=dead&since=RFC3339. It answers
 // {"retried": n}.
 func (s *Server) handleRetryDeliveries(rc *fasthttp.RequestCtx, _ []string) error {
-	if s.Ripple == nil {
+	if s.Deliveries == nil {
 		return notImplemented(rc)
 	}
 	if st := string(rc.QueryArgs().Peek("state")); st != pay.DeliveryDead {
@@ -163,7 +162,7 @@ func (s *Server) handleRetryDeliveries(rc *fasthttp.RequestCtx, _ []string) erro
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	n, err := s.Ripple.RetryDead(ctx, since)
+	n, err := s.Deliveries.RetryDead(ctx, since)
 	if err != nil {
 		return err
 	}
@@ -174,14 +173,12 @@ func (s *Server) handleRetryDeliveries(rc *fasthttp.RequestCtx, _ []string) erro
 // handleGetCustomer answers a customer's loyalty points and last visit:
 // GET /v1/customers/{id}.
 func (s *Server) handleGetCustomer(rc *fasthttp.RequestCtx, params []string) error {
+	if s.Customers == nil {
+		return notImplemented(rc)
+	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	var c pay.CustomerAccount
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
-		var err error
-		c, err = tx.CustomerAccount(params[0])
-		return err
-	})
+	c, err := s.Customers.Customer(ctx, params[0])
 	if err != nil {
 		return err
 	}

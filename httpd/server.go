@@ -1,15 +1,19 @@
 // Package httpd is paystate's HTTP server: the merchant API, the PSP webhook
-// endpoints, health, metrics and the dashboard, on fasthttp. It owns the
-// wire format (JSON structs with snake_case tags), authentication, the
-// idempotency-key protocol and the table from error codes to HTTP statuses.
-// Handlers never use the fasthttp request as a context: every store or PSP
-// call gets a context derived from the server's own, with a timeout.
+// endpoints, health, metrics and the dashboard, on fasthttp. It is an
+// adapter: a handler decodes the request, calls one method of a service
+// (the small interfaces Payments, Events, Ledger, Review, Idempotency,
+// Webhooks, Deliveries and Customers, declared next to the routes that use
+// them and implemented by finalize and ripple) and encodes the answer. It
+// owns the wire format (JSON structs with snake_case tags),
+// authentication, the Idempotency-Key header and the table from error
+// codes to HTTP statuses; it holds no domain rule and opens no storage
+// transaction. Handlers never use the fasthttp request as a context: every
+// service call gets a context derived from the server's own, with a
+// timeout.
 package httpd
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -22,21 +26,13 @@ import (
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
 
-	"github.com/paystate/paystate/finalize"
-	"github.com/paystate/paystate/inbox"
-	"github.com/paystate/paystate/lease"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/payments"
 )
 
 // Defaults of the server.
 const (
 	DefaultMaxBody        = 256 << 10
 	DefaultRequestTimeout = 30 * time.Second
-	DefaultIdemTTL        = 24 * time.Hour
-	// DefaultIdemLock is how long an in-flight idempotency key is held
-	// before a retry may take it over (a request that died midway).
-	DefaultIdemLock = 60 * time.Second
 )
 
 // Server serves the HTTP API.
@@ -45,27 +41,17 @@ type Server struct {
 	APIKeys []string // bearer keys; empty = loopback only
 	MaxBody int      // server.max_body
 
-	Store    pay.Store
-	Payments *payments.Service
-	Inbox    *inbox.Inbox
-	Ripple   Deliveries // the ripple workers; nil: the retry routes answer 501
-
-	// Finalizer and ReviewLeases resolve review items: the payment's lease
-	// (holder "review/<process>") is taken, then the human's decision is
-	// finalized. Nil: the resolve route answers 501.
-	Finalizer    *finalize.Finalizer
-	ReviewLeases *lease.Runner
-
-	// IdemTTL is how long idempotency keys are kept (idempotency.ttl).
-	IdemTTL time.Duration
-	// IdemLock bounds how long a key stays in flight without an answer.
-	IdemLock time.Duration
-	// Owner identifies this process on in-flight idempotency keys.
-	Owner string
-	// Exclusive says this process is the only one using the store (bbolt
-	// holds a file lock): an in-flight key left by another process belongs
-	// to a request that died with it, and is taken over at once.
-	Exclusive bool
+	// The services the routes call. Payments, Events, Ledger,
+	// Idempotency and Webhooks are required by their routes; a nil Review,
+	// Deliveries or Customers makes its routes answer 501.
+	Payments    Payments
+	Events      Events
+	Ledger      Ledger
+	Idempotency Idempotency
+	Webhooks    Webhooks
+	Review      Review
+	Deliveries  Deliveries
+	Customers   Customers
 
 	// Backup takes a consistent copy of the database to a local file and
 	// returns it open, with its size; closing it removes the file (GET
@@ -93,6 +79,8 @@ type Server struct {
 	// ReadTimeout bounds reading one request (slow clients); default 10s.
 	ReadTimeout time.Duration
 
+	// Now is the clock of dashboard sessions and backup names; default
+	// time.Now.
 	Now    func() time.Time
 	Logger zerolog.Logger
 
@@ -124,11 +112,8 @@ func (s *Server) Open() error {
 	if s.ReadTimeout <= 0 {
 		s.ReadTimeout = 10 * time.Second
 	}
-	if s.IdemTTL <= 0 {
-		s.IdemTTL = DefaultIdemTTL
-	}
-	if s.IdemLock <= 0 {
-		s.IdemLock = DefaultIdemLock
+	if s.Now == nil {
+		s.Now = time.Now
 	}
 	if s.SessionTTL <= 0 {
 		s.SessionTTL = DashboardSessionTTL
@@ -146,11 +131,6 @@ func (s *Server) Open() error {
 			s.hosts = make(map[string]bool)
 		}
 		s.hosts[name] = true
-	}
-	if s.Owner == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		s.Owner = hex.EncodeToString(b[:])
 	}
 	for _, k := range s.APIKeys {
 		s.keys = append(s.keys, hashKey(k))
@@ -276,15 +256,8 @@ func loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// requestContext returns a context for one request's store and PSP calls,
+// requestContext returns a context for one request's service calls,
 // derived from the server's own (never from the fasthttp request).
 func (s *Server) requestContext() (context.Context, context.CancelFunc) {
 	return context.WithTimeout(s.ctx, s.RequestTimeout)
-}
-
-func (s *Server) now() time.Time {
-	if s.Now != nil {
-		return s.Now().UTC()
-	}
-	return time.Now().UTC()
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/rs/zerolog"
 	svix "github.com/svix/svix-webhooks/go"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
@@ -236,7 +237,7 @@ func TestServer_RefundConflictNotKept(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = psp.Close() })
 	d := newDashServerWith(t, func(s *httpd.Server) {
-		s.Payments.Providers["mock"] = psp
+		s.Payments.(*finalize.Payments).Providers["mock"] = psp
 	})
 
 	// Amount ...03: processing now, captured at the PSP once its webhook

@@ -1,10 +1,20 @@
 package httpd
 
 import (
+	"context"
 	"net/http"
 
 	"github.com/valyala/fasthttp"
+
+	"github.com/paystate/paystate/pay"
 )
+
+// Webhooks is what the webhook route calls (finalize.Inbox).
+type Webhooks interface {
+	// Accept verifies and stores one webhook of the named provider and
+	// reports whether it was a redelivery.
+	Accept(ctx context.Context, provider string, body []byte, h http.Header) (pay.WebhookEvent, bool, error)
+}
 
 // handleWebhook takes a PSP webhook. It answers 2xx only once the event is
 // durably stored; a redelivery is answered 2xx and changes nothing; a
@@ -16,7 +26,7 @@ func (s *Server) handleWebhook(rc *fasthttp.RequestCtx, params []string) error {
 	}
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	ev, dup, err := s.Inbox.Accept(ctx, params[0], rc.PostBody(), h)
+	ev, dup, err := s.Webhooks.Accept(ctx, params[0], rc.PostBody(), h)
 	if err != nil {
 		return err
 	}

@@ -88,6 +88,22 @@ func stepToJSON(s pay.Step) stepJSON {
 		From: string(s.From), To: string(s.To), Version: s.Version, EventID: s.EventID, Note: s.Note}
 }
 
+// writeList answers {"data": [...]}, each item in its wire form, and for a
+// paged list the cursor of the next page ("next_cursor", "" at the end).
+func writeList[T, W any](rc *fasthttp.RequestCtx, items []T, wire func(T) W, next ...string) {
+	out := struct {
+		Data       []W     `json:"data"`
+		NextCursor *string `json:"next_cursor,omitempty"`
+	}{Data: make([]W, 0, len(items))}
+	for _, it := range items {
+		out.Data = append(out.Data, wire(it))
+	}
+	if len(next) > 0 {
+		out.NextCursor = &next[0]
+	}
+	writeJSON(rc, fasthttp.StatusOK, out)
+}
+
 // writeJSON answers with v as JSON.
 func writeJSON(rc *fasthttp.RequestCtx, status int, v any) {
 	b, err := json.Marshal(v)

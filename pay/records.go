@@ -131,3 +131,26 @@ type Balance struct {
 	Currency string
 	Amount   int64
 }
+
+// PSPAnswer is the last answer of a provider about one payment, as the
+// sweeper received it from the status API (or the note that there is none).
+// It is kept per payment as evidence for the review queue and carries no
+// secret: Raw is the provider's answer as text without client secrets.
+type PSPAnswer struct {
+	PaymentID string
+	Provider  string
+	Status    Status // what the PSP said; "" when it did not say
+	Found     bool   // false: the PSP does not know the payment
+	Raw       string // the answer as text
+	Error     string // the call failed (after retries): its client-safe message
+	// At is when the answer was first recorded. An answer equal to the
+	// stored one is not written again, so a pass that learns nothing new
+	// writes nothing.
+	At time.Time
+}
+
+// Same reports whether a and b say the same thing (At aside).
+func (a PSPAnswer) Same(b PSPAnswer) bool {
+	a.At, b.At = time.Time{}, time.Time{}
+	return a == b
+}

@@ -28,13 +28,19 @@ type PaymentFilter struct {
 
 // Tx is one storage transaction. Values returned by a Tx are copies and stay
 // valid after it ends.
+//
+// Its methods are grouped by record family, in the order of the schema
+// table in store/doc.go, and a backend implements every one of them. A
+// consumer declares the few it calls as an interface of its own, next to
+// its use (finalize, the sweeper, ripple, verify), so that it depends on
+// what it needs and a backend can be written and tested family by family.
 type Tx interface {
 	// Now is the time read when the transaction began, in UTC.
 	Now() time.Time
 	// OnCommit registers fn to run once after a successful commit.
 	OnCommit(fn func())
-	RippleTx
-	SweeperTx
+
+	// Payments and their indexes.
 
 	// Payment returns the payment with the given id, or ENOTFOUND.
 	Payment(id string) (Payment, error)
@@ -53,11 +59,23 @@ type Tx interface {
 	// UpdatedAt is before the given time, oldest first, through the
 	// status+time index.
 	Candidates(statuses []Status, updatedBefore time.Time, limit int) ([]Payment, error)
+	// CandidatesAfter is Candidates continued after the candidate
+	// (afterUpdated, afterID), in the same order (UpdatedAt, then id): it
+	// returns up to limit payments in the given statuses updated strictly
+	// before updatedBefore whose (UpdatedAt, ID) is greater than
+	// (afterUpdated, afterID). A zero afterUpdated with an empty afterID
+	// starts at the oldest. A pass pages through its candidates with the
+	// last payment of each page.
+	CandidatesAfter(statuses []Status, updatedBefore, afterUpdated time.Time, afterID string, limit int) ([]Payment, error)
+
+	// Timeline.
 
 	// AppendStep appends s to its payment's timeline, assigning s.Seq.
 	AppendStep(s Step) error
 	// Steps returns a payment's timeline in order.
 	Steps(paymentID string) ([]Step, error)
+
+	// Inbox and processed event ids.
 
 	// PutInbox stores a new webhook event as pending. It returns false and
 	// stores nothing if (provider, event id) is already in the inbox.
@@ -75,6 +93,14 @@ type Tx interface {
 	// MarkProcessed records the event as applied (at Now) and takes it off
 	// the pending list.
 	MarkProcessed(provider, eventID string) error
+	// PurgeProcessed removes up to limit processed event ids recorded
+	// (MarkProcessed) strictly before before, oldest first, together with
+	// their archived inbox entries, and returns how many event ids it
+	// removed. Pending inbox entries are never removed. A redelivery of a
+	// purged event is accepted as new.
+	PurgeProcessed(before time.Time, limit int) (int, error)
+
+	// Leases.
 
 	// AcquireLease takes the payment's lease for holder until Now+ttl, with a
 	// token one higher than any before; ELEASEHELD if a lease is in force,
@@ -86,15 +112,63 @@ type Tx interface {
 	// Lease returns the payment's current lease record (Token 0 if never taken).
 	Lease(paymentID string) (Lease, error)
 
+	// Outbox and deliveries.
+
 	// AppendOutbox appends r, assigning r.Seq.
 	AppendOutbox(r OutboxRecord) error
 	// OutboxForPayment returns a payment's outbox records in order.
 	OutboxForPayment(paymentID string) ([]OutboxRecord, error)
+	// OutboxAfter returns up to limit outbox records with Seq > seq, in Seq
+	// order.
+	OutboxAfter(seq uint64, limit int) ([]OutboxRecord, error)
+	// OutboxRecord returns the outbox record with the given Seq, or ENOTFOUND.
+	OutboxRecord(seq uint64) (OutboxRecord, error)
+	// RippleCursor returns the Seq of the last outbox record fanned out to
+	// deliveries, 0 if none.
+	RippleCursor() (uint64, error)
+	// SetRippleCursor records the last outbox record fanned out.
+	SetRippleCursor(seq uint64) error
+	// PurgeOutbox removes up to limit delivered outbox records (fanned
+	// out, no delivery pending, none dead since before) created strictly
+	// before before, oldest first, with their effects' dedupe keys, and
+	// returns how many it removed. It moves the purge horizon past them.
+	PurgeOutbox(before time.Time, limit int) (int, error)
+	// OutboxHorizon returns the purge horizon: outbox records created
+	// before it may be gone, later ones are all kept; zero if none was
+	// ever purged. verify does not ask for a record older than it.
+	OutboxHorizon() (time.Time, error)
+	// InsertDelivery stores a new delivery; ECONFLICT if the id exists.
+	InsertDelivery(d Delivery) error
+	// Delivery returns one delivery, or ENOTFOUND.
+	Delivery(id string) (Delivery, error)
+	// UpdateDelivery writes the state, attempts, schedule, error and note
+	// of a stored delivery (UpdatedAt becomes Now) and moves its index
+	// entries; ENOTFOUND if it is not stored.
+	UpdateDelivery(d Delivery) error
+	// DueDeliveries returns up to limit pending deliveries due at or before
+	// due, soonest first, leaving out those behind an earlier pending
+	// record of the same payment for the same target.
+	DueDeliveries(due time.Time, limit int) ([]Delivery, error)
+	// ListDeliveries returns a page of deliveries in one state and the
+	// cursor of the next page ("" at the end).
+	ListDeliveries(f DeliveryFilter) ([]Delivery, string, error)
+	// OldestPendingDelivery returns the pending delivery with the oldest
+	// event, and false if none is pending.
+	OldestPendingDelivery() (Delivery, bool, error)
+	// CountDeliveries returns how many deliveries are in a state.
+	CountDeliveries(state string) (int, error)
+	// PurgeDoneDeliveries removes up to limit done deliveries that were
+	// finished strictly before before, and returns how many it removed.
+	PurgeDoneDeliveries(before time.Time, limit int) (int, error)
+
+	// Ledger.
 
 	// AppendLedger appends journal lines, assigning their Seq.
 	AppendLedger(entries []LedgerEntry) error
 	// LedgerBalances returns the balance of every account and currency.
 	LedgerBalances() ([]Balance, error)
+
+	// Review queue.
 
 	// PutReview adds or replaces a review item.
 	PutReview(item ReviewItem) error
@@ -105,8 +179,39 @@ type Tx interface {
 	// DeleteReview removes a review item (resolved).
 	DeleteReview(id string) error
 
+	// Idempotency keys.
+
 	// IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
 	IdemKey(key string) (IdemRecord, error)
 	// PutIdemKey stores r under r.Key.
 	PutIdemKey(r IdemRecord) error
+	// PurgeIdemKeys removes up to limit idempotency keys whose ExpiresAt
+	// is at or before expiredBy, oldest first, and returns how many it
+	// removed.
+	PurgeIdemKeys(expiredBy time.Time, limit int) (int, error)
+
+	// Effect state: customer accounts, effect dedupe records, merchant
+	// webhook endpoints.
+
+	// CustomerAccount returns a customer's account, or ENOTFOUND.
+	CustomerAccount(id string) (CustomerAccount, error)
+	// PutCustomerAccount stores a customer's account (UpdatedAt becomes Now).
+	PutCustomerAccount(c CustomerAccount) error
+	// Effect returns the record of a dedupe key and whether there is one.
+	Effect(key string) (EffectRecord, bool, error)
+	// PutEffect stores the record of a dedupe key.
+	PutEffect(r EffectRecord) error
+	// WebhookEndpoint returns an endpoint's state; one never stored is
+	// returned enabled with only its ID set.
+	WebhookEndpoint(id string) (WebhookEndpoint, error)
+	// PutWebhookEndpoint stores an endpoint's state (UpdatedAt becomes Now).
+	PutWebhookEndpoint(e WebhookEndpoint) error
+
+	// PSP answers.
+
+	// PutPSPAnswer stores a as the payment's last PSP answer, replacing
+	// the one before. A zero At becomes Tx.Now.
+	PutPSPAnswer(a PSPAnswer) error
+	// PSPAnswer returns the payment's last PSP answer, or ENOTFOUND.
+	PSPAnswer(paymentID string) (PSPAnswer, error)
 }

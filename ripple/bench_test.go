@@ -9,6 +9,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -19,7 +20,7 @@ import (
 func BenchmarkDeliver(b *testing.B) {
 	ctx := context.Background()
 	clock := storetest.NewClock(t0)
-	db := storetest.MustOpen(b, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(b, &store.Options{Now: clock.Now})
 	svc, err := ripple.New(db, ripple.Config{PointsPerUnit: 1})
 	if err != nil {
 		b.Fatal(err)

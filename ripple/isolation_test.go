@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
@@ -83,7 +84,7 @@ func TestRun_SilentEndpointDelaysNothingElse(t *testing.T) {
 		e.finalize(p.ID, pay.Refunded)
 	}
 
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if got, want := len(good.Requests()), n+refunds; got != want {
 			return fmt.Errorf("the answering endpoint has %d requests, want %d", got, want)
 		}
@@ -138,7 +139,7 @@ func TestRun_SilentEndpointDelaysNothingElse(t *testing.T) {
 	// The silent endpoint holds its cap of attempts and connections, and
 	// nothing it was sent has been answered or recorded.
 	silentTarget := pay.EffectWebhook + ":" + ripple.EndpointID(silent.URL)
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if got := silent.Open(); got != inFlight {
 			return fmt.Errorf("silent endpoint has %d connections open, want %d", got, inFlight)
 		}
@@ -185,7 +186,7 @@ func TestRun_BacklogDoesNotHideOthers(t *testing.T) {
 	}
 	e.clock.Add(time.Minute)
 	stop := e.runInBackground()
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if got := silent.Open(); got != 1 {
 			return fmt.Errorf("silent endpoint has %d connections open, want 1", got)
 		}
@@ -198,7 +199,7 @@ func TestRun_BacklogDoesNotHideOthers(t *testing.T) {
 		e.finalize(p.ID, pay.Captured)
 		ps = append(ps, p)
 	}
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if got, want := len(good.Requests()), n; got != want {
 			return fmt.Errorf("the answering endpoint has %d requests, want %d", got, want)
 		}

@@ -9,9 +9,11 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -35,7 +37,7 @@ type env struct {
 func newEnv(t *testing.T, start time.Time, cfg ripple.Config) *env {
 	t.Helper()
 	clock := storetest.NewClock(start)
-	db := storetest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
 	return &env{t: t, db: db, clock: clock, f: finalize.New(db), svc: newService(t, db, clock, cfg)}
 }
 
@@ -161,22 +163,6 @@ func customer(t *testing.T, db pay.Store, id string) pay.CustomerAccount {
 	return c
 }
 
-// waitFor polls fn until it returns nil or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func TestPointsAndFormat(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -266,7 +252,7 @@ func TestRun_Notify(t *testing.T) {
 
 	p := e.payment(1, 4200, "EUR", pay.Customer{ID: "cus_1"})
 	e.finalize(p.ID, pay.Captured)
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		var c pay.CustomerAccount
 		err := e.db.View(ctx, func(tx pay.Tx) (err error) { c, err = tx.CustomerAccount("cus_1"); return err })
 		if err != nil {

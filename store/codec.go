@@ -8,11 +8,12 @@ import (
 	"github.com/paystate/paystate/pay"
 )
 
-// Values are JSON objects of the record types below. The domain types carry
-// no tags; these do, so the field names on disk are fixed here and a field
-// renamed in package pay does not change the file format. Times are RFC 3339
-// with nanoseconds in UTC. Fields are only ever added (decoding ignores
-// unknown ones); anything else is a new SchemaVersion.
+// Values are JSON objects of the record types below, in the order of the
+// families of doc.go's table. The domain types carry no tags; these do, so
+// the field names on disk are fixed here and a field renamed in package pay
+// does not change the file format. Times are RFC 3339 with nanoseconds in
+// UTC. Fields are only ever added (decoding ignores unknown ones); anything
+// else is a new SchemaVersion.
 
 // paymentRecord is the value of payments.
 type paymentRecord struct {
@@ -165,6 +166,43 @@ func (r outboxRecord) record() pay.OutboxRecord {
 	}
 }
 
+// deliveryRecord is the value of deliveries.
+type deliveryRecord struct {
+	ID            string    `json:"id"`
+	Effect        string    `json:"effect"`
+	Endpoint      string    `json:"endpoint,omitempty"`
+	EventID       string    `json:"event_id"`
+	EventType     string    `json:"event_type"`
+	EventSeq      uint64    `json:"event_seq"`
+	EventAt       time.Time `json:"event_at"`
+	PaymentID     string    `json:"payment_id"`
+	State         string    `json:"state"`
+	Attempts      int       `json:"attempts"`
+	NextAttemptAt time.Time `json:"next_attempt_at"`
+	LastError     string    `json:"last_error,omitempty"`
+	Note          string    `json:"note,omitempty"`
+	CreatedAt     time.Time `json:"created_at"`
+	UpdatedAt     time.Time `json:"updated_at"`
+}
+
+func fromDelivery(d pay.Delivery) deliveryRecord {
+	return deliveryRecord{
+		ID: d.ID, Effect: d.Effect, Endpoint: d.Endpoint, EventID: d.EventID, EventType: d.EventType,
+		EventSeq: d.EventSeq, EventAt: d.EventAt.UTC(), PaymentID: d.PaymentID, State: d.State,
+		Attempts: d.Attempts, NextAttemptAt: d.NextAttemptAt.UTC(), LastError: d.LastError, Note: d.Note,
+		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+	}
+}
+
+func (r deliveryRecord) delivery() pay.Delivery {
+	return pay.Delivery{
+		ID: r.ID, Effect: r.Effect, Endpoint: r.Endpoint, EventID: r.EventID, EventType: r.EventType,
+		EventSeq: r.EventSeq, EventAt: r.EventAt.UTC(), PaymentID: r.PaymentID, State: r.State,
+		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Note: r.Note,
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+}
+
 // ledgerRecord is the value of ledger.
 type ledgerRecord struct {
 	Seq       uint64    `json:"seq"`
@@ -237,6 +275,42 @@ func (r idemRecord) record() pay.IdemRecord {
 		Key: r.Key, Fingerprint: r.Fingerprint, State: r.State, Owner: r.Owner, LockedUntil: r.LockedUntil.UTC(),
 		PaymentID: r.PaymentID, StatusCode: r.StatusCode, Body: r.Body, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
 	}
+}
+
+// customerRecord is the value of customers. The customer id is the key.
+type customerRecord struct {
+	Points      int64     `json:"points"`
+	LastVisitAt time.Time `json:"last_visit_at,omitzero"`
+	UpdatedAt   time.Time `json:"updated_at"`
+}
+
+// effectRecord is the value of effects. The dedupe key is the key.
+type effectRecord struct {
+	DeliveryID string    `json:"delivery_id,omitempty"`
+	Points     int64     `json:"points,omitempty"`
+	At         time.Time `json:"at"`
+}
+
+// endpointRecord is the value of webhook_endpoints. The endpoint id is the
+// key.
+type endpointRecord struct {
+	URL            string    `json:"url"`
+	Disabled       bool      `json:"disabled"`
+	DisabledAt     time.Time `json:"disabled_at,omitzero"`
+	DisabledReason string    `json:"disabled_reason,omitempty"`
+	FailingSince   time.Time `json:"failing_since,omitzero"`
+	LastSuccessAt  time.Time `json:"last_success_at,omitzero"`
+	UpdatedAt      time.Time `json:"updated_at"`
+}
+
+// pspAnswerRecord is the value of psp_answers; the payment id is the key.
+type pspAnswerRecord struct {
+	Provider string    `json:"provider,omitempty"`
+	Status   string    `json:"status,omitempty"`
+	Found    bool      `json:"found"`
+	Raw      string    `json:"raw,omitempty"`
+	Error    string    `json:"error,omitempty"`
+	At       time.Time `json:"at"`
 }
 
 // encode marshals a record. The record types hold only strings, numbers,

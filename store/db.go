@@ -31,6 +31,11 @@ const DefaultTimeout = time.Second
 // read transaction while it copies the database to a local file.
 const DefaultSnapshotTimeout = time.Minute
 
+// ErrLocked is wrapped by the error Open returns when another process
+// holds the database file for longer than Options.Timeout (the error wraps
+// go.etcd.io/bbolt/errors.ErrTimeout too).
+var ErrLocked = errors.New("database is locked by another process")
+
 // Options configure Open. The zero value is ready to use.
 type Options struct {
 	// Now returns the current time. Each transaction reads it once, when it
@@ -81,13 +86,13 @@ var _ pay.Store = (*DB)(nil)
 
 // Open opens (or creates) the database file at path, creates every bucket
 // and checks the schema version. Another process holding the file makes it
-// fail after Options.Timeout with an error saying the database is locked
-// (it wraps go.etcd.io/bbolt/errors.ErrTimeout). A damaged file (truncated,
-// a bad meta page, a page that does not hold what points to it) is refused
-// with an error that wraps ErrDamaged and says to restore from a backup;
-// the file is read once before bbolt maps it (checkFile), so that such a
-// file never crashes the process. Every error names the file once, in its
-// prefix "open database <path>: ". opts may be nil.
+// fail after Options.Timeout with an error that wraps ErrLocked. A damaged
+// file (truncated, a bad meta page, a page that does not hold what points
+// to it) is refused with an error that wraps ErrDamaged and says to
+// restore from a backup; the file is read once before bbolt maps it
+// (checkFile), so that such a file never crashes the process. Every error
+// names the file once, in its prefix "open database <path>: ". opts may be
+// nil.
 func Open(path string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
@@ -137,7 +142,7 @@ func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
 	var pe *fs.PathError
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("database is locked by another process (waited %s): %w", o.Timeout, err)
+		return nil, fmt.Errorf("%w (waited %s): %w", ErrLocked, o.Timeout, err)
 	case errors.As(err, &pe) && pe.Path == path:
 		return nil, pe.Err // the prefix names the file already
 	case err != nil:

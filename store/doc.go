@@ -22,38 +22,65 @@
 // string that ends a key is written as it is. Every string in a key is at
 // most 1024 bytes (EINVALID otherwise). "—" is an empty value.
 //
-//	bucket               key                                              value
-//	meta                 "schema_version"                                 be64(SchemaVersion)
-//	payments             payment id                                       payment (JSON)
-//	payments_by_status   status ‖ 0x00 ‖ be64(updated_at) ‖ payment id    —
-//	payments_by_created  be64(created_at) ‖ payment id                    —
-//	payments_by_order    str(order id) ‖ be64(created_at) ‖ payment id    —
-//	payments_by_ref      str(provider) ‖ provider ref                     payment id
-//	timeline             str(payment id) ‖ be64(seq)                      step (JSON)
-//	inbox                str(provider) ‖ event id                         event with raw body (JSON)
-//	inbox_by_payment     str(payment id) ‖ be64(received_at) ‖ str(provider) ‖ event id   —
-//	inbox_pending        be64(next_attempt_at) ‖ str(provider) ‖ event id —
-//	processed            str(provider) ‖ event id                         {"at": processed time} (JSON)
-//	leases               payment id                                       {holder, token, expires_at} (JSON)
-//	outbox               be64(seq)                                        outbox record (JSON)
-//	outbox_by_payment    str(payment id) ‖ be64(seq)                      —
-//	ledger               be64(seq)                                        ledger entry (JSON)
-//	balances             str(account) ‖ currency                          be64(balance as int64, two's complement)
-//	review               review id                                        review item (JSON)
-//	review_by_created    be64(created_at) ‖ review id                     —
-//	idempotency_keys     scoped key                                       idempotency record (JSON)
-//	meta                 "ripple_cursor"                                  be64(seq of the last outbox record fanned out)
-//	meta                 "outbox_horizon"                                 be64(unix ns): outbox records created before it may be purged
-//	deliveries           delivery id                                      delivery (JSON, record type in ripple.go)
-//	deliveries_due       be64(next_attempt_at) ‖ delivery id              —   (pending only)
-//	deliveries_open      str(target) ‖ str(payment id) ‖ be64(event seq)  delivery id   (pending only: a payment's order per target)
-//	deliveries_by_state  state ‖ 0x00 ‖ be64(entered state) ‖ delivery id —   (pending: the event's time)
-//	customers            customer id                                      {points, last_visit_at} (JSON)
-//	effects              dedupe key ("loyalty:<event id>", ...)           {delivery_id, points, at} (JSON)
-//	webhook_endpoints    endpoint id                                      {url, disabled, failing_since, ...} (JSON)
-//	idempotency_keys_by_expiry  be64(expires_at) ‖ scoped key             —
-//	processed_by_time    be64(processed_at) ‖ str(provider) ‖ event id    —
-//	psp_answers          payment id                                       last PSP status answer (JSON)
+// The buckets come in record families. Each group of rows below is one
+// family and one file, which holds the family's methods of pay.Tx and its
+// part of DB.Check; every key encoding is in keys.go, every value's record
+// type in codec.go.
+//
+//	bucket                      key                                              value
+//
+//	db.go: the schema
+//	meta                        "schema_version"                                 be64(SchemaVersion)
+//
+//	payments.go: payments and their indexes
+//	payments                    payment id                                       payment (JSON)
+//	payments_by_status          status ‖ 0x00 ‖ be64(updated_at) ‖ payment id    —
+//	payments_by_created         be64(created_at) ‖ payment id                    —
+//	payments_by_order           str(order id) ‖ be64(created_at) ‖ payment id    —
+//	payments_by_ref             str(provider) ‖ provider ref                     payment id
+//
+//	timeline.go: the timeline
+//	timeline                    str(payment id) ‖ be64(seq)                      step (JSON)
+//
+//	inbox.go: the inbox and processed event ids
+//	inbox                       str(provider) ‖ event id                         event with raw body (JSON)
+//	inbox_by_payment            str(payment id) ‖ be64(received_at) ‖ str(provider) ‖ event id   —
+//	inbox_pending               be64(next_attempt_at) ‖ str(provider) ‖ event id —
+//	processed                   str(provider) ‖ event id                         {"at": processed time} (JSON)
+//	processed_by_time           be64(processed_at) ‖ str(provider) ‖ event id    —
+//
+//	lease.go: leases
+//	leases                      payment id                                       {holder, token, expires_at} (JSON)
+//
+//	outbox.go: the outbox and its deliveries
+//	outbox                      be64(seq)                                        outbox record (JSON)
+//	outbox_by_payment           str(payment id) ‖ be64(seq)                      —
+//	meta                        "ripple_cursor"                                  be64(seq of the last outbox record fanned out)
+//	meta                        "outbox_horizon"                                 be64(unix ns): outbox records created before it may be purged
+//	deliveries                  delivery id                                      delivery (JSON)
+//	deliveries_due              be64(next_attempt_at) ‖ delivery id              —   (pending only)
+//	deliveries_open             str(target) ‖ str(payment id) ‖ be64(event seq)  delivery id   (pending only: a payment's order per target)
+//	deliveries_by_state         state ‖ 0x00 ‖ be64(entered state) ‖ delivery id —   (pending: the event's time)
+//
+//	ledger.go: the ledger
+//	ledger                      be64(seq)                                        ledger entry (JSON)
+//	balances                    str(account) ‖ currency                          be64(balance as int64, two's complement)
+//
+//	review.go: the review queue
+//	review                      review id                                        review item (JSON)
+//	review_by_created           be64(created_at) ‖ review id                     —
+//
+//	idempotency.go: idempotency keys
+//	idempotency_keys            scoped key                                       idempotency record (JSON)
+//	idempotency_keys_by_expiry  be64(expires_at) ‖ scoped key                    —
+//
+//	effects.go: the state of the ripple effects
+//	customers                   customer id                                      {points, last_visit_at} (JSON)
+//	effects                     dedupe key ("loyalty:<event id>", ...)           {delivery_id, points, at} (JSON)
+//	webhook_endpoints           endpoint id                                      {url, disabled, failing_since, ...} (JSON)
+//
+//	pspanswer.go: PSP answers
+//	psp_answers                 payment id                                       last PSP status answer (JSON)
 //
 // JSON values are the unexported record types of codec.go, with fixed
 // snake_case field names; the domain types in package pay carry no tags.
@@ -68,7 +95,7 @@
 // backwards from an opaque cursor, base64url of the kind of list and the
 // last key; PendingInbox walks inbox_pending from the start up to the due
 // time; InboxForPayment and OutboxForPayment scan the payment's prefix.
-// The sweeper (store/sweeper.go) pages through candidates with
+// The sweeper pages through candidates with
 // CandidatesAfter, which seeks payments_by_status to the last candidate
 // of the page before; PurgeIdemKeys walks idempotency_keys_by_expiry and
 // PurgeProcessed walks processed_by_time from the start up to the bound,
@@ -113,10 +140,12 @@
 //   - Files: Open reads the file before bbolt maps it and refuses one that
 //     is damaged (truncated, a bad meta page, a page that does not hold
 //     what points to it) with an error wrapping ErrDamaged, one line that
-//     says to restore from a backup (fsck.go). Snapshot takes a backup to
+//     says to restore from a backup (fsck.go), and a file that another
+//     process holds with one wrapping ErrLocked. Snapshot takes a backup to
 //     a local file from a read transaction as short as the copy, so a
 //     slow reader of the backup never holds one.
 //
-// DB.Check verifies bbolt's pages and every index against its records;
-// storetest.MustOpen runs it when a test ends.
+// DB.Check verifies bbolt's pages and then each family's records against
+// their indexes; bolttest.MustOpen (package store/bolttest) runs it when a
+// test ends.
 package store

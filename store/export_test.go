@@ -17,6 +17,7 @@ func BoltDB(db *DB) *bolt.DB { return db.bolt }
 var (
 	BucketMeta             = bucketMeta
 	BucketPaymentsByStatus = bucketPaymentsByStatus
+	BucketDeliveriesDue    = bucketDeliveriesDue
 	KeySchemaVersion       = keySchemaVersion
 )
 

@@ -1,7 +1,14 @@
 package store
 
+// The webhook inbox (inbox, with inbox_pending and inbox_by_payment) and
+// the processed event ids (processed, with processed_by_time). MarkProcessed
+// records an event id whether or not the event is in the inbox;
+// PurgeProcessed removes old ids together with their archived inbox
+// entries, after which a redelivery is accepted as new.
+
 import (
 	"bytes"
+	"fmt"
 	"time"
 
 	"github.com/paystate/paystate/pay"
@@ -180,4 +187,105 @@ func (t *tx) MarkProcessed(provider, eventID string) error {
 	}
 	e.Processed = true
 	return t.putJSON(bucketInbox, key, fromInbox(e))
+}
+
+// indexProcessed records that the event with key event (eventKey) was
+// processed at at. MarkProcessed calls it when it first records an event.
+func (t *tx) indexProcessed(at time.Time, event []byte) error {
+	return t.put(bucketProcessedByTime, processedTimeKey(at, event), nil)
+}
+
+// PurgeProcessed removes up to limit processed event ids recorded strictly
+// before before, oldest first, and with each its inbox entry (and the
+// entry's by-payment index) if that entry is processed. It walks
+// processed_by_time from its start, so the cost is O(removed). It returns
+// how many event ids it removed. EINVALID for a limit below 1.
+func (t *tx) PurgeProcessed(before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	bound := keyTime(before)
+	type entry struct {
+		ix, event []byte
+	}
+	var due []entry
+	c := t.bucket(bucketProcessedByTime).Cursor()
+	for k, _ := c.First(); k != nil && len(due) < limit; k, _ = c.Next() {
+		ns, event, ok := splitTimeKey(k)
+		if !ok {
+			return 0, corrupt(bucketProcessedByTime, "key %x", k)
+		}
+		if ns >= bound {
+			break
+		}
+		due = append(due, entry{bytes.Clone(k), event})
+	}
+	for i, e := range due {
+		if err := t.del(bucketProcessed, e.event); err != nil {
+			return i, err
+		}
+		if err := t.del(bucketProcessedByTime, e.ix); err != nil {
+			return i, err
+		}
+		ev, found, err := t.inboxEvent(e.event)
+		if err != nil {
+			return i, err
+		}
+		if !found || !ev.Processed {
+			continue
+		}
+		if ev.PaymentID != "" {
+			if err := t.del(bucketInboxByPayment, inboxPaymentKey(ev.PaymentID, ev.ReceivedAt, ev.Provider, ev.EventID)); err != nil {
+				return i, err
+			}
+		}
+		if err := t.del(bucketInbox, e.event); err != nil {
+			return i, err
+		}
+	}
+	return len(due), nil
+}
+
+// checkInbox reports inbox events without their pending, processed or
+// by-payment entries, processed ids without their time index entry, and
+// index entries without their record.
+func (c *checker) checkInbox() {
+	var nPending, nByPayment int
+	_ = c.bucket(bucketInbox).ForEach(func(k, v []byte) error {
+		var r inboxRecord
+		if err := decode("inbox event", v, &r); err != nil {
+			c.report(fmt.Errorf("inbox event %x: %w", k, err))
+			return nil
+		}
+		what := "webhook event " + r.Provider + "/" + r.EventID
+		if string(k) != string(eventKey(r.Provider, r.EventID)) {
+			c.report(fmt.Errorf("%s: stored under key %x", what, k))
+		}
+		if r.Processed {
+			c.want(bucketProcessed, k, what)
+		} else {
+			nPending++
+			c.want(bucketInboxPending, pendingKey(r.NextAttemptAt, r.Provider, r.EventID), what)
+		}
+		if r.PaymentID != "" {
+			nByPayment++
+			c.want(bucketInboxByPayment, inboxPaymentKey(r.PaymentID, r.ReceivedAt, r.Provider, r.EventID), what)
+		}
+		return nil
+	})
+	c.wantCount(bucketInboxPending, nPending, "pending events")
+	c.wantCount(bucketInboxByPayment, nByPayment, "events of a payment")
+
+	var nProcessed int
+	_ = c.bucket(bucketProcessed).ForEach(func(k, v []byte) error {
+		nProcessed++
+		var r processedRecord
+		if err := decode("processed", v, &r); err != nil {
+			c.report(fmt.Errorf("%s %x: %w", bucketProcessed, k, err))
+			return nil
+		}
+		c.want(bucketProcessedByTime, processedTimeKey(r.At, k), fmt.Sprintf("processed event %x", k))
+		return nil
+	})
+	c.wantCount(bucketProcessedByTime, nProcessed, "processed events")
 }

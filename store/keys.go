@@ -1,7 +1,8 @@
 package store
 
-// This file holds the schema: bucket names and every key encoding. doc.go
-// describes the same layout as a table; keep the two in step.
+// This file holds the schema: bucket names and every key encoding, grouped
+// by record family in the order of the table in doc.go; keep the two in
+// step.
 
 import (
 	"bytes"
@@ -20,25 +21,55 @@ const SchemaVersion = 1
 
 // Bucket names. Open creates every one of them.
 var (
-	bucketMeta              = []byte("meta")
+	bucketMeta = []byte("meta")
+
+	// Payments and their indexes (payments.go).
 	bucketPayments          = []byte("payments")
 	bucketPaymentsByStatus  = []byte("payments_by_status")
 	bucketPaymentsByCreated = []byte("payments_by_created")
 	bucketPaymentsByOrder   = []byte("payments_by_order")
 	bucketPaymentsByRef     = []byte("payments_by_ref")
-	bucketTimeline          = []byte("timeline")
-	bucketInbox             = []byte("inbox")
-	bucketInboxByPayment    = []byte("inbox_by_payment")
-	bucketInboxPending      = []byte("inbox_pending")
-	bucketProcessed         = []byte("processed")
-	bucketLeases            = []byte("leases")
+
+	// Timeline (timeline.go).
+	bucketTimeline = []byte("timeline")
+
+	// Inbox and processed event ids (inbox.go).
+	bucketInbox           = []byte("inbox")
+	bucketInboxByPayment  = []byte("inbox_by_payment")
+	bucketInboxPending    = []byte("inbox_pending")
+	bucketProcessed       = []byte("processed")
+	bucketProcessedByTime = []byte("processed_by_time")
+
+	// Leases (lease.go).
+	bucketLeases = []byte("leases")
+
+	// Outbox and deliveries (outbox.go).
 	bucketOutbox            = []byte("outbox")
 	bucketOutboxByPayment   = []byte("outbox_by_payment")
-	bucketLedger            = []byte("ledger")
-	bucketBalances          = []byte("balances")
-	bucketReview            = []byte("review")
-	bucketReviewByCreated   = []byte("review_by_created")
-	bucketIdem              = []byte("idempotency_keys")
+	bucketDeliveries        = []byte("deliveries")
+	bucketDeliveriesDue     = []byte("deliveries_due")
+	bucketDeliveriesOpen    = []byte("deliveries_open")
+	bucketDeliveriesByState = []byte("deliveries_by_state")
+
+	// Ledger (ledger.go).
+	bucketLedger   = []byte("ledger")
+	bucketBalances = []byte("balances")
+
+	// Review queue (review.go).
+	bucketReview          = []byte("review")
+	bucketReviewByCreated = []byte("review_by_created")
+
+	// Idempotency keys (idempotency.go).
+	bucketIdem         = []byte("idempotency_keys")
+	bucketIdemByExpiry = []byte("idempotency_keys_by_expiry")
+
+	// Effect state (effects.go).
+	bucketCustomers        = []byte("customers")
+	bucketEffects          = []byte("effects")
+	bucketWebhookEndpoints = []byte("webhook_endpoints")
+
+	// PSP answers (pspanswer.go).
+	bucketPSPAnswers = []byte("psp_answers")
 
 	allBuckets = [][]byte{
 		bucketMeta,
@@ -55,9 +86,21 @@ var (
 	}
 )
 
-// keySchemaVersion is the key of the schema version in the meta bucket; its
-// value is be64(SchemaVersion).
-var keySchemaVersion = []byte("schema_version")
+// Keys of the meta bucket.
+var (
+	// keySchemaVersion is the key of the schema version; its value is
+	// be64(SchemaVersion).
+	keySchemaVersion = []byte("schema_version")
+
+	// keyRippleCursor is the key of the ripple fan-out cursor; its value is
+	// be64(seq of the last outbox record fanned out).
+	keyRippleCursor = []byte("ripple_cursor")
+
+	// keyOutboxHorizon is the key of the outbox purge horizon; its value is
+	// be64(unix nanoseconds): every outbox record created before that time
+	// may have been purged (PurgeOutbox). Absent: none was.
+	keyOutboxHorizon = []byte("outbox_horizon")
+)
 
 // maxKeyPart is the longest string accepted as one part of a key (ids,
 // provider names, references, event ids, order ids, idempotency keys). It
@@ -107,6 +150,76 @@ func readStr(b []byte) (s string, rest []byte, ok bool) {
 	return string(b[2 : 2+n]), b[2+n:], true
 }
 
+// splitTimeID splits a time index key after its prefix of length n into
+// the be64 time and the trailing id.
+func splitTimeID(k []byte, n int) (ns uint64, id string, ok bool) {
+	if len(k) < n+8+1 {
+		return 0, "", false
+	}
+	return binary.BigEndian.Uint64(k[n : n+8]), string(k[n+8:]), true
+}
+
+// splitTimeKey splits a key of idempotency_keys_by_expiry or
+// processed_by_time into its time and a copy of the rest.
+func splitTimeKey(k []byte) (ns uint64, rest []byte, ok bool) {
+	if len(k) < 8+1 {
+		return 0, nil, false
+	}
+	return binary.BigEndian.Uint64(k[:8]), bytes.Clone(k[8:]), true
+}
+
+// seqKey is be64(seq): the key of outbox and ledger.
+func seqKey(seq uint64) []byte { return be64(seq) }
+
+// trailingSeq returns the be64 that ends a key of stepKey or
+// outboxPaymentKey.
+func trailingSeq(k []byte) (uint64, bool) {
+	if len(k) < 8 {
+		return 0, false
+	}
+	return binary.BigEndian.Uint64(k[len(k)-8:]), true
+}
+
+// prefixEnd returns the smallest key greater than every key that starts
+// with p, or nil if there is none (p is empty or all 0xff).
+func prefixEnd(p []byte) []byte {
+	end := bytes.Clone(p)
+	for i := len(end) - 1; i >= 0; i-- {
+		if end[i] < 0xff {
+			end[i]++
+			return end[:i+1]
+		}
+	}
+	return nil
+}
+
+// List cursors name the index they continue, so that a cursor of one list
+// cannot be replayed against another.
+const (
+	cursorCreated    = 'c' // payments_by_created
+	cursorStatus     = 's' // payments_by_status
+	cursorOrder      = 'o' // payments_by_order
+	cursorDeliveries = 'd' // deliveries_by_state
+)
+
+// encodeCursor returns the opaque cursor after index key k: unpadded
+// base64url of kind ‖ k.
+func encodeCursor(kind byte, k []byte) string {
+	return base64.RawURLEncoding.EncodeToString(append([]byte{kind}, k...))
+}
+
+// decodeCursor returns the index key of a cursor made by encodeCursor for
+// the same kind and prefix, or EINVALID.
+func decodeCursor(s string, kind byte, prefix []byte) ([]byte, error) {
+	b, err := base64.RawURLEncoding.DecodeString(s)
+	if err != nil || len(b) < 1+len(prefix)+8+1 || b[0] != kind || !bytes.HasPrefix(b[1:], prefix) {
+		return nil, pay.Errorf(pay.EINVALID, "cursor is not valid for this list")
+	}
+	return b[1:], nil
+}
+
+// Payments and their indexes.
+
 // statusPrefix is status ‖ 0x00: the start of one status in
 // payments_by_status. Statuses are known constants without a NUL byte.
 func statusPrefix(s pay.Status) []byte {
@@ -139,15 +252,6 @@ func orderKey(orderID string, created time.Time, id string) []byte {
 	return append(k, id...)
 }
 
-// splitTimeID splits a time index key after its prefix of length n into
-// the be64 time and the trailing id.
-func splitTimeID(k []byte, n int) (ns uint64, id string, ok bool) {
-	if len(k) < n+8+1 {
-		return 0, "", false
-	}
-	return binary.BigEndian.Uint64(k[n : n+8]), string(k[n+8:]), true
-}
-
 // refKey is str(provider) ‖ provider ref.
 func refKey(provider, ref string) []byte { return append(appendStr(nil, provider), ref...) }
 
@@ -155,24 +259,14 @@ func refKey(provider, ref string) []byte { return append(appendStr(nil, provider
 // timeline, inbox_by_payment and outbox_by_payment buckets.
 func paymentPrefix(paymentID string) []byte { return appendStr(nil, paymentID) }
 
+// Timeline.
+
 // stepKey is str(payment id) ‖ be64(seq).
 func stepKey(paymentID string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(paymentPrefix(paymentID), seq)
 }
 
-// outboxPaymentKey is str(payment id) ‖ be64(seq).
-func outboxPaymentKey(paymentID string, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(paymentPrefix(paymentID), seq)
-}
-
-// trailingSeq returns the be64 that ends a key of stepKey or
-// outboxPaymentKey.
-func trailingSeq(k []byte) (uint64, bool) {
-	if len(k) < 8 {
-		return 0, false
-	}
-	return binary.BigEndian.Uint64(k[len(k)-8:]), true
-}
+// Inbox and processed event ids.
 
 // eventKey is str(provider) ‖ event id: the key of inbox and processed.
 func eventKey(provider, eventID string) []byte {
@@ -199,85 +293,18 @@ func splitPendingKey(k []byte) (ns uint64, event []byte, ok bool) {
 	return binary.BigEndian.Uint64(k[:8]), bytes.Clone(k[8:]), true
 }
 
-// seqKey is be64(seq): the key of outbox and ledger.
-func seqKey(seq uint64) []byte { return be64(seq) }
-
-// balanceKey is str(account) ‖ currency.
-func balanceKey(account, currency string) []byte {
-	return append(appendStr(nil, account), currency...)
+// processedTimeKey is be64(processed_at) ‖ eventKey: the key of
+// processed_by_time.
+func processedTimeKey(at time.Time, event []byte) []byte {
+	return append(be64(keyTime(at)), event...)
 }
 
-// splitBalanceKey is the inverse of balanceKey.
-func splitBalanceKey(k []byte) (account, currency string, ok bool) {
-	account, rest, ok := readStr(k)
-	return account, string(rest), ok
+// Outbox and deliveries.
+
+// outboxPaymentKey is str(payment id) ‖ be64(seq).
+func outboxPaymentKey(paymentID string, seq uint64) []byte {
+	return binary.BigEndian.AppendUint64(paymentPrefix(paymentID), seq)
 }
-
-// reviewKey is be64(created_at) ‖ review id: the key of review_by_created.
-func reviewKey(created time.Time, id string) []byte {
-	return append(be64(keyTime(created)), id...)
-}
-
-// prefixEnd returns the smallest key greater than every key that starts
-// with p, or nil if there is none (p is empty or all 0xff).
-func prefixEnd(p []byte) []byte {
-	end := bytes.Clone(p)
-	for i := len(end) - 1; i >= 0; i-- {
-		if end[i] < 0xff {
-			end[i]++
-			return end[:i+1]
-		}
-	}
-	return nil
-}
-
-// List cursors name the index they continue, so that a cursor of one list
-// cannot be replayed against another.
-const (
-	cursorCreated = 'c' // payments_by_created
-	cursorStatus  = 's' // payments_by_status
-	cursorOrder   = 'o' // payments_by_order
-)
-
-// encodeCursor returns the opaque cursor after index key k: unpadded
-// base64url of kind ‖ k.
-func encodeCursor(kind byte, k []byte) string {
-	return base64.RawURLEncoding.EncodeToString(append([]byte{kind}, k...))
-}
-
-// decodeCursor returns the index key of a cursor made by encodeCursor for
-// the same kind and prefix, or EINVALID.
-func decodeCursor(s string, kind byte, prefix []byte) ([]byte, error) {
-	b, err := base64.RawURLEncoding.DecodeString(s)
-	if err != nil || len(b) < 1+len(prefix)+8+1 || b[0] != kind || !bytes.HasPrefix(b[1:], prefix) {
-		return nil, pay.Errorf(pay.EINVALID, "cursor is not valid for this list")
-	}
-	return b[1:], nil
-}
-
-// Buckets of the ripple workers (store/ripple.go).
-var (
-	bucketDeliveries        = []byte("deliveries")
-	bucketDeliveriesDue     = []byte("deliveries_due")
-	bucketDeliveriesOpen    = []byte("deliveries_open")
-	bucketDeliveriesByState = []byte("deliveries_by_state")
-	bucketCustomers         = []byte("customers")
-	bucketEffects           = []byte("effects")
-	bucketWebhookEndpoints  = []byte("webhook_endpoints")
-)
-
-// keyRippleCursor is the key of the ripple fan-out cursor in the meta
-// bucket; its value is be64(seq of the last outbox record fanned out).
-var keyRippleCursor = []byte("ripple_cursor")
-
-// keyOutboxHorizon is the key of the outbox purge horizon in the meta
-// bucket; its value is be64(unix nanoseconds): every outbox record created
-// before that time may have been purged (PurgeOutbox). Absent: none was.
-var keyOutboxHorizon = []byte("outbox_horizon")
-
-// cursorDeliveries is the kind of a ListDeliveries cursor
-// (deliveries_by_state).
-const cursorDeliveries = 'd'
 
 // deliveryDueKey is be64(next_attempt_at) ‖ delivery id: the key of
 // deliveries_due.
@@ -307,30 +334,30 @@ func deliveryStateKey(state string, at time.Time, id string) []byte {
 	return append(k, id...)
 }
 
-// Sweeper indexes and records (store/sweeper.go).
-var (
-	bucketIdemByExpiry    = []byte("idempotency_keys_by_expiry")
-	bucketProcessedByTime = []byte("processed_by_time")
-	bucketPSPAnswers      = []byte("psp_answers")
-)
+// Ledger.
+
+// balanceKey is str(account) ‖ currency.
+func balanceKey(account, currency string) []byte {
+	return append(appendStr(nil, account), currency...)
+}
+
+// splitBalanceKey is the inverse of balanceKey.
+func splitBalanceKey(k []byte) (account, currency string, ok bool) {
+	account, rest, ok := readStr(k)
+	return account, string(rest), ok
+}
+
+// Review queue.
+
+// reviewKey is be64(created_at) ‖ review id: the key of review_by_created.
+func reviewKey(created time.Time, id string) []byte {
+	return append(be64(keyTime(created)), id...)
+}
+
+// Idempotency keys.
 
 // idemExpiryKey is be64(expires_at) ‖ scoped key: the key of
 // idempotency_keys_by_expiry.
 func idemExpiryKey(expires time.Time, key string) []byte {
 	return append(be64(keyTime(expires)), key...)
-}
-
-// processedTimeKey is be64(processed_at) ‖ eventKey: the key of
-// processed_by_time.
-func processedTimeKey(at time.Time, event []byte) []byte {
-	return append(be64(keyTime(at)), event...)
-}
-
-// splitTimeKey splits a key of idempotency_keys_by_expiry or
-// processed_by_time into its time and a copy of the rest.
-func splitTimeKey(k []byte) (ns uint64, rest []byte, ok bool) {
-	if len(k) < 8+1 {
-		return 0, nil, false
-	}
-	return binary.BigEndian.Uint64(k[:8]), bytes.Clone(k[8:]), true
 }

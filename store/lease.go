@@ -63,6 +63,7 @@ func (t *tx) Lease(paymentID string) (pay.Lease, error) {
 	return pay.Lease{PaymentID: paymentID, Holder: r.Holder, Token: r.Token, ExpiresAt: r.ExpiresAt.UTC()}, nil
 }
 
+// putLease stores l under its payment id, in UTC.
 func (t *tx) putLease(l pay.Lease) error {
 	return t.putJSON(bucketLeases, []byte(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: l.ExpiresAt.UTC()})
 }
@@ -108,3 +109,6 @@ func (db *DB) EndLeases(ctx context.Context) (int, error) {
 	})
 	return n, err
 }
+
+// checkLeases reports lease records that do not decode.
+func (c *checker) checkLeases() { c.decodeEach(bucketLeases, &leaseRecord{}) }

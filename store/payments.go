@@ -1,7 +1,13 @@
 package store
 
+// Payments and their four indexes: payments_by_status (the sweeper's
+// candidates), payments_by_created and payments_by_order (lists) and
+// payments_by_ref (the provider's reference).
+
 import (
 	"bytes"
+	"cmp"
+	"fmt"
 	"slices"
 	"time"
 
@@ -267,4 +273,105 @@ func (t *tx) Candidates(statuses []pay.Status, updatedBefore time.Time, limit in
 	// The first page: after the zero time and the empty id, which sorts
 	// before every entry of a status.
 	return t.CandidatesAfter(statuses, updatedBefore, time.Time{}, "", limit)
+}
+
+// CandidatesAfter returns up to limit payments in the given statuses whose
+// UpdatedAt is strictly before updatedBefore and whose (UpdatedAt, ID) is
+// greater than (afterUpdated, afterID), oldest first (ties by id). For each
+// status it seeks payments_by_status to status ‖ 0x00 ‖ be64(afterUpdated)
+// ‖ afterID and reads at most limit entries below the bound, so a page
+// costs O(statuses × limit) whatever the number of payments. EINVALID for
+// an unknown status or a limit below 1.
+func (t *tx) CandidatesAfter(statuses []pay.Status, updatedBefore, afterUpdated time.Time, afterID string, limit int) ([]pay.Payment, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if err := checkPart("payment id", afterID, false); err != nil {
+		return nil, err
+	}
+	type cand struct {
+		ns uint64
+		id string
+	}
+	var (
+		cs   []cand
+		seen = make(map[pay.Status]bool, len(statuses))
+	)
+	for _, s := range statuses {
+		if !s.Valid() {
+			return nil, pay.Errorf(pay.EINVALID, "status %q is not a known status", s)
+		}
+		if seen[s] {
+			continue
+		}
+		seen[s] = true
+		prefix, end := statusPrefix(s), statusBound(s, updatedBefore)
+		from := statusKey(s, afterUpdated, afterID)
+		c := t.bucket(bucketPaymentsByStatus).Cursor()
+		k, _ := c.Seek(from)
+		if k != nil && bytes.Equal(k, from) {
+			k, _ = c.Next() // strictly after the cursor
+		}
+		for n := 0; k != nil && bytes.Compare(k, end) < 0 && n < limit; k, _ = c.Next() {
+			t.indexSteps++
+			ns, id, ok := splitTimeID(k, len(prefix))
+			if !ok {
+				return nil, corrupt(bucketPaymentsByStatus, "key %x", k)
+			}
+			cs = append(cs, cand{ns, id})
+			n++
+		}
+	}
+
+	// Merge: oldest first over all statuses, then cap.
+	slices.SortFunc(cs, func(a, b cand) int {
+		return cmp.Or(cmp.Compare(a.ns, b.ns), cmp.Compare(a.id, b.id))
+	})
+	if len(cs) > limit {
+		cs = cs[:limit]
+	}
+	out := make([]pay.Payment, 0, len(cs))
+	for _, c := range cs {
+		p, ok, err := t.payment(c.id)
+		if err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, corrupt(bucketPaymentsByStatus, "entry points to missing payment %s", c.id)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// checkPayments reports payments that are not stored under their id or
+// lack one of their index entries, and index entries without a payment.
+func (c *checker) checkPayments() {
+	var nPayments, nRefs int
+	_ = c.bucket(bucketPayments).ForEach(func(k, v []byte) error {
+		nPayments++
+		var r paymentRecord
+		if err := decode("payment", v, &r); err != nil {
+			c.report(fmt.Errorf("payment %s: %w", k, err))
+			return nil
+		}
+		p := r.payment()
+		what := "payment " + p.ID
+		if p.ID != string(k) {
+			c.report(fmt.Errorf("%s: stored under key %q", what, k))
+		}
+		for _, ix := range paymentIndexes(p) {
+			c.want(ix.bucket, ix.key, what)
+		}
+		if p.ProviderRef != "" {
+			nRefs++
+			if got := c.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); got != nil && string(got) != p.ID {
+				c.report(fmt.Errorf("%s: reference %s/%s points to %s", what, p.Provider, p.ProviderRef, got))
+			}
+		}
+		return nil
+	})
+	for _, b := range [][]byte{bucketPaymentsByStatus, bucketPaymentsByCreated, bucketPaymentsByOrder} {
+		c.wantCount(b, nPayments, "payments")
+	}
+	c.wantCount(bucketPaymentsByRef, nRefs, "payments with a reference")
 }

@@ -1,6 +1,11 @@
 package store
 
+// The review queue: review items (review) in order of creation
+// (review_by_created).
+
 import (
+	"fmt"
+
 	"github.com/paystate/paystate/pay"
 )
 
@@ -82,28 +87,19 @@ func (t *tx) DeleteReview(id string) error {
 	return t.del(bucketReview, []byte(id))
 }
 
-// IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
-func (t *tx) IdemKey(key string) (pay.IdemRecord, error) {
-	var r idemRecord
-	if found, err := t.getJSON(bucketIdem, []byte(key), &r); err != nil {
-		return pay.IdemRecord{}, err
-	} else if !found {
-		return pay.IdemRecord{}, pay.Errorf(pay.ENOTFOUND, "idempotency key not found")
-	}
-	return r.record(), nil
-}
-
-// PutIdemKey stores r under r.Key, replacing what was there. A zero
-// CreatedAt becomes Tx.Now.
-func (t *tx) PutIdemKey(r pay.IdemRecord) error {
-	if err := checkPart("idempotency key", r.Key, true); err != nil {
-		return err
-	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = t.now
-	}
-	if err := t.indexIdem(r.Key, r.ExpiresAt); err != nil {
-		return err
-	}
-	return t.putJSON(bucketIdem, []byte(r.Key), fromIdem(r))
+// checkReview reports review items without their time index entry, and
+// entries without an item.
+func (c *checker) checkReview() {
+	var nReview int
+	_ = c.bucket(bucketReview).ForEach(func(k, v []byte) error {
+		nReview++
+		var r reviewRecord
+		if err := decode("review item", v, &r); err != nil {
+			c.report(fmt.Errorf("review item %s: %w", k, err))
+			return nil
+		}
+		c.want(bucketReviewByCreated, reviewKey(r.CreatedAt, r.ID), "review item "+r.ID)
+		return nil
+	})
+	c.wantCount(bucketReviewByCreated, nReview, "items")
 }

@@ -15,13 +15,14 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
 func TestDB(t *testing.T) {
 	t.Parallel()
 	storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
-		return storetest.MustOpen(t, &store.Options{Now: now})
+		return bolttest.MustOpen(t, &store.Options{Now: now})
 	})
 }
 
@@ -129,7 +130,7 @@ func TestOpen_NotPaystate(t *testing.T) {
 
 func TestOpen_Locked(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, nil)
+	db := bolttest.MustOpen(t, nil)
 	second, err := store.Open(db.Path(), &store.Options{Timeout: 50 * time.Millisecond})
 	if err == nil {
 		second.Close()
@@ -137,6 +138,22 @@ func TestOpen_Locked(t *testing.T) {
 	}
 	if !errors.Is(err, berrors.ErrTimeout) || !strings.Contains(err.Error(), "locked") {
 		t.Fatalf("error %q, want a locked database (bbolt errors.ErrTimeout)", err)
+	}
+}
+
+// TestOpen_ErrLocked: a file that another process holds is refused with an
+// error that wraps store.ErrLocked, so a command can say so without
+// knowing bbolt's errors.
+func TestOpen_ErrLocked(t *testing.T) {
+	t.Parallel()
+	db := bolttest.MustOpen(t, nil)
+	second, err := store.Open(db.Path(), &store.Options{Timeout: 10 * time.Millisecond})
+	if err == nil {
+		second.Close()
+		t.Fatal("a second Open of a held file succeeded")
+	}
+	if !errors.Is(err, store.ErrLocked) {
+		t.Fatalf("error %q does not wrap store.ErrLocked", err)
 	}
 }
 
@@ -184,7 +201,7 @@ func TestDB_ReadOnly(t *testing.T) {
 
 func TestDB_Closed(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, nil)
+	db := bolttest.MustOpen(t, nil)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +254,7 @@ func fill(tb testing.TB, db *store.DB, n, candidates int) (bound time.Time) {
 
 func TestDB_CandidatesMany(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, nil)
+	db := bolttest.MustOpen(t, nil)
 	const n, candidates = 10_000, 100
 	bound := fill(t, db, n, candidates)
 
@@ -268,7 +285,7 @@ func TestDB_CandidatesMany(t *testing.T) {
 
 func TestDB_WriteTo(t *testing.T) {
 	t.Parallel()
-	db := storetest.MustOpen(t, nil)
+	db := bolttest.MustOpen(t, nil)
 	want := payment(1, pay.Captured, t0)
 	ctx := context.Background()
 	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(want) }); err != nil {
@@ -351,7 +368,7 @@ func TestDB_Check(t *testing.T) {
 func BenchmarkCandidates(b *testing.B) {
 	for _, n := range []int{10_000, 100_000} {
 		b.Run(fmt.Sprintf("payments=%d", n), func(b *testing.B) {
-			db := storetest.MustOpen(b, nil)
+			db := bolttest.MustOpen(b, nil)
 			const candidates = 100
 			bound := fill(b, db, n, candidates)
 			ctx := context.Background()
@@ -377,7 +394,7 @@ func BenchmarkCandidates(b *testing.B) {
 func TestDB_EndLeases(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	db := storetest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
 	ctx := context.Background()
 	var dead pay.Lease
 	err := db.Update(ctx, func(tx pay.Tx) error {

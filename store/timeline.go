@@ -2,6 +2,7 @@ package store
 
 import (
 	"bytes"
+	"fmt"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -42,4 +43,30 @@ func (t *tx) Steps(paymentID string) ([]pay.Step, error) {
 		out = append(out, r.step())
 	}
 	return out, nil
+}
+
+// checkTimeline reports steps stored under another key and timelines that
+// do not number their steps 1, 2, 3...
+func (c *checker) checkTimeline() {
+	var prevPrefix string
+	var prevSeq uint64
+	_ = c.bucket(bucketTimeline).ForEach(func(k, v []byte) error {
+		var r stepRecord
+		if err := decode("step", v, &r); err != nil {
+			c.report(fmt.Errorf("step %x: %w", k, err))
+			return nil
+		}
+		prefix := string(paymentPrefix(r.PaymentID))
+		if string(k) != string(stepKey(r.PaymentID, r.Seq)) {
+			c.report(fmt.Errorf("step %s/%d: stored under key %x", r.PaymentID, r.Seq, k))
+		}
+		if prefix != prevPrefix {
+			prevSeq = 0
+		}
+		if r.Seq != prevSeq+1 {
+			c.report(fmt.Errorf("payment %s: step %d follows step %d", r.PaymentID, r.Seq, prevSeq))
+		}
+		prevPrefix, prevSeq = prefix, r.Seq
+		return nil
+	})
 }

@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/finalize"
-	"github.com/paystate/paystate/lease"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/payments"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/storetest"
@@ -143,7 +141,7 @@ func loadBenchEnv(b *testing.B, n int) *benchEnv {
 		if err := db.View(ctx, func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
 			b.Fatal(err)
 		}
-		if _, err := mk.Create(ctx, p, payments.ChargeKey(p.ID)); pay.ErrorCode(err) != pay.EPSP {
+		if _, err := mk.Create(ctx, p, finalize.ChargeKey(p.ID)); pay.ErrorCode(err) != pay.EPSP {
 			b.Fatalf("mock charge of a ...04 amount: err=%v, want the lost answer", err)
 		}
 	}
@@ -151,7 +149,7 @@ func loadBenchEnv(b *testing.B, n int) *benchEnv {
 	clock.Add(now.Sub(clock.Now()))
 	e.sw = &sweeper.Sweeper{
 		Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"mock": mk}, Now: clock.Now,
-		Leases: &lease.Runner{Store: db, Holder: "sweeper", TTL: 30 * time.Second},
+		Leases: &finalize.Leases{Store: db, Holder: "sweeper", TTL: 30 * time.Second},
 		MinAge: minAge, GiveUpAfter: giveUpAfter, ExpireAfter: 365 * 24 * time.Hour, ProcessedRetention: retention,
 		Batch: benchCandidates,
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -28,11 +29,7 @@ func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) 
 		return err
 	}
 	rep.PurgedDeliveries, err = s.purge(ctx, "deliveries", func(tx pay.Tx, limit int) (int, error) {
-		dp, ok := tx.(pay.DeliveryPurger)
-		if !ok {
-			return 0, nil
-		}
-		return dp.PurgeDoneDeliveries(now.Add(-outboxRetention), limit)
+		return tx.PurgeDoneDeliveries(now.Add(-outboxRetention), limit)
 	})
 	if err != nil {
 		return err
@@ -73,7 +70,9 @@ func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx pay.Tx, lim
 
 // tidyQueue takes unresolved review items off the queue whose payment has
 // become final since they were queued (a late webhook, a later pass), and
-// sets the queue gauges. It reads the whole queue: O(review items).
+// sets the queue gauges. It reads the whole queue: O(review items), and
+// opens a write transaction only for an item it drops (finalize.DropSettled
+// checks again there).
 func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 	var settled []pay.ReviewItem
 	var items []pay.ReviewItem
@@ -102,25 +101,13 @@ func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 		return fmt.Errorf("review queue: %w", err)
 	}
 	for _, it := range settled {
-		var status pay.Status
-		dropped := false
-		err := s.Store.Update(ctx, func(tx pay.Tx) error {
-			dropped = false
-			cur, err := tx.Review(it.ID)
-			if pay.ErrorCode(err) == pay.ENOTFOUND || (err == nil && cur.Reason != pay.ReasonUnresolved) {
-				return nil // resolved or replaced meanwhile
-			} else if err != nil {
-				return err
-			}
-			p, err := tx.Payment(it.PaymentID)
-			if err != nil {
-				return err
-			}
-			if !p.Status.Terminal() {
-				return nil
-			}
-			status, dropped = p.Status, true
-			return tx.DeleteReview(it.ID)
+		var (
+			status  pay.Status
+			dropped bool
+		)
+		err := s.Store.Update(ctx, func(tx pay.Tx) (err error) {
+			status, dropped, err = finalize.DropSettled(tx, it.ID)
+			return err
 		})
 		if err != nil {
 			return fmt.Errorf("review queue: %w", err)

@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/verify"
 )
 
 // TestSweeper_OutboxRetention: past ripple.retention the sweeper purges

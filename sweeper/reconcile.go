@@ -6,6 +6,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -300,7 +301,8 @@ func (s *Sweeper) recordAnswer(ctx context.Context, cur pay.Payment, res pay.PSP
 }
 
 // review puts a payment on the review queue as unresolved, with a
-// timeline step, unless it is already on the queue (for any reason).
+// timeline step, unless it is already on the queue (for any reason; see
+// finalize.QueueReview).
 func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Status, note string, rep *Report) error {
 	var (
 		added bool
@@ -319,34 +321,19 @@ func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Sta
 		return err
 	}
 	err := s.Store.Update(ctx, func(tx pay.Tx) error {
-		added = false
-		if _, err := tx.Review(paymentID); err == nil {
-			return nil
-		} else if pay.ErrorCode(err) != pay.ENOTFOUND {
-			return err
-		}
 		var err error
 		if p, err = tx.Payment(paymentID); err != nil {
 			return err
 		}
 		last := ""
 		if a, err := tx.PSPAnswer(paymentID); err == nil {
-			last = answerText(a)
+			last = finalize.AnswerText(a)
 		}
-		if err := tx.PutReview(pay.ReviewItem{
-			ID: p.ID, PaymentID: p.ID, Reason: pay.ReasonUnresolved, Provider: p.Provider, ProviderRef: p.ProviderRef,
-			Observed: observed, Note: note, LastPSP: last, CreatedAt: tx.Now(),
-		}); err != nil {
-			return err
-		}
-		if err := tx.AppendStep(pay.Step{
-			PaymentID: p.ID, At: tx.Now(), Source: pay.SourceSweeper, Kind: pay.StepReview,
-			From: p.Status, To: p.Status, Version: p.Version, Note: note,
-		}); err != nil {
-			return err
-		}
-		added = true
-		return nil
+		added, err = finalize.QueueReview(tx, pay.ReviewItem{
+			PaymentID: p.ID, Reason: pay.ReasonUnresolved, Provider: p.Provider, ProviderRef: p.ProviderRef,
+			Observed: observed, Note: note, LastPSP: last,
+		}, pay.SourceSweeper)
+		return err
 	})
 	if err != nil {
 		return fmt.Errorf("review queue: %w", err)
@@ -358,15 +345,4 @@ func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Sta
 			Str("reason", pay.ReasonUnresolved).Str("note", note).Msg("payment needs a human: on the review queue")
 	}
 	return nil
-}
-
-// answerText is the review item's text of a PSP answer.
-func answerText(a pay.PSPAnswer) string {
-	switch {
-	case a.Error != "":
-		return "error: " + a.Error
-	case !a.Found:
-		return "not found: " + a.Raw
-	}
-	return string(a.Status) + ": " + a.Raw
 }

@@ -28,20 +28,19 @@
 //  3. Housekeeping in bounded batches: expired idempotency keys, processed
 //     event ids and their archived webhooks past
 //     webhook_inbox.processed_retention, and past ripple.retention done
-//     ripple deliveries (when the store keeps delivery state,
-//     pay.DeliveryPurger) and delivered outbox records with their effects'
+//     ripple deliveries and delivered outbox records with their effects'
 //     dedupe keys (a record with a delivery pending is never purged; the
 //     store keeps the purge horizon, so paystate verify does not ask for
 //     a purged record).
 //  4. The review queue: unresolved items whose payment has become final
-//     since (a late webhook, a later pass) are taken off the queue; the
-//     queue gauges are set.
+//     since (a late webhook, a later pass) are taken off the queue
+//     (finalize.DropSettled); the queue gauges are set.
 //  5. Drift: a pass whose corrections exceed max(3, 3 × the average of the
 //     previous passes) logs a warning and raises paystate_sweeper_drift_alert
 //     to 1; a normal pass lowers it to 0.
 //
 // Candidates are found through the status+time index and paged with
-// pay.SweeperTx.CandidatesAfter, so a pass costs O(candidates), not
+// pay.Tx.CandidatesAfter, so a pass costs O(candidates), not
 // O(payments). A second pass over the same records changes nothing and
 // publishes nothing: open PSP answers that do not move the payment are not
 // written, a payment already on the review queue is not queued again, and a
@@ -60,7 +59,6 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/paystate/paystate/finalize"
-	"github.com/paystate/paystate/lease"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -121,7 +119,7 @@ type Sweeper struct {
 	Providers map[string]pay.Provider
 	// Leases takes each payment's lease before a PSP call (holder
 	// "sweeper/<process>").
-	Leases *lease.Runner
+	Leases *finalize.Leases
 	// Now is the clock of the age checks; default time.Now.
 	Now    func() time.Time
 	Logger zerolog.Logger
@@ -242,7 +240,10 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	start := time.Now()
-	now := s.now()
+	now := start.UTC()
+	if s.Now != nil {
+		now = s.Now().UTC() // the one reading of the injected clock: a pass sees one time
+	}
 	var rep Report
 
 	err := s.eachCandidate(ctx, expiring, now.Add(-or(s.ExpireAfter, DefaultExpireAfter)), &rep, func(p pay.Payment) error {
@@ -393,13 +394,6 @@ func (s *Sweeper) limiter(provider string) *rate.Limiter {
 		s.limiters[provider] = l
 	}
 	return l
-}
-
-func (s *Sweeper) now() time.Time {
-	if s.Now != nil {
-		return s.Now().UTC()
-	}
-	return time.Now().UTC()
 }
 
 // or returns v, or def if v is zero or less.

@@ -11,18 +11,17 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/paystate/paystate/finalize"
-	"github.com/paystate/paystate/inbox"
 	"github.com/paystate/paystate/internal/ids"
-	"github.com/paystate/paystate/lease"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/payments"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 	"github.com/paystate/paystate/sweeper"
-	"github.com/paystate/paystate/verify"
 )
 
 // TestMain runs the tests and benchmarks, removes the benchmark databases
@@ -60,8 +59,8 @@ type env struct {
 	db       *store.DB
 	fin      *finalize.Finalizer
 	mock     *mock.Provider
-	payments *payments.Service
-	inbox    *inbox.Inbox
+	payments *finalize.Payments
+	inbox    *finalize.Inbox
 	sw       *sweeper.Sweeper
 }
 
@@ -82,7 +81,7 @@ func newMock(t *testing.T, clock *storetest.Clock, delay time.Duration) *mock.Pr
 func newEnv(t *testing.T, delay time.Duration) *env {
 	t.Helper()
 	clock := storetest.NewClock(t0)
-	db := storetest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
 	fin := finalize.New(db)
 	mk := newMock(t, clock, delay)
 	std, err := standard.New(standard.Config{WebhookSecret: stdSecret})
@@ -92,12 +91,12 @@ func newEnv(t *testing.T, delay time.Duration) *env {
 	providers := map[string]pay.Provider{"mock": mk, "standard": std}
 	e := &env{
 		t: t, ctx: context.Background(), clock: clock, db: db, fin: fin, mock: mk,
-		payments: &payments.Service{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "mock"},
-		inbox:    &inbox.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
+		payments: &finalize.Payments{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "mock"},
+		inbox:    &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
 	}
 	e.sw = &sweeper.Sweeper{
 		Store: db, Finalizer: fin, Providers: providers, Now: clock.Now,
-		Leases: &lease.Runner{Store: db, Holder: "sweeper", TTL: 30 * time.Second},
+		Leases: &finalize.Leases{Store: db, Holder: "sweeper", TTL: 30 * time.Second},
 		MinAge: minAge, GiveUpAfter: giveUpAfter, ExpireAfter: expireAfter, ProcessedRetention: retention,
 		RatePerSecond: 1000, RetryBackoff: time.Millisecond,
 	}
@@ -107,10 +106,10 @@ func newEnv(t *testing.T, delay time.Duration) *env {
 // create makes a payment through the merchant operations.
 func (e *env) create(provider string, amount int64) pay.Payment {
 	e.t.Helper()
-	p, err := e.payments.Create(e.ctx, payments.CreateRequest{
+	p, err := e.payments.Create(e.ctx, finalize.CreateRequest{
 		OrderID: fmt.Sprintf("order-%d", amount), Amount: amount, Currency: "EUR", Provider: provider,
 		Customer: pay.Customer{ID: "cus_1", Email: "ada@example.com"},
-	}, nil)
+	}, "")
 	if err != nil {
 		e.t.Fatalf("create %d: %v", amount, err)
 	}
@@ -453,7 +452,7 @@ func TestSweeper_ExpiryThenPSP(t *testing.T) {
 		}
 		return tx.AppendStep(pay.Step{PaymentID: p.ID, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1})
 	})
-	if _, err := e.mock.Create(e.ctx, p, payments.ChargeKey(p.ID)); err != nil {
+	if _, err := e.mock.Create(e.ctx, p, finalize.ChargeKey(p.ID)); err != nil {
 		t.Fatal(err)
 	}
 	e.mock.Wait() // its webhook is lost
@@ -747,7 +746,7 @@ func TestSweeper_Run(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- e.sw.Run(ctx) }()
 	// Run makes a pass at once.
-	waitFor(t, 10*time.Second, func() error {
+	testkit.WaitFor(t, 10*time.Second, func() error {
 		if got := e.payment(p.ID).Status; got != pay.Captured {
 			return fmt.Errorf("status %s, want captured", got)
 		}
@@ -756,21 +755,5 @@ func TestSweeper_Run(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("Run=%v, want nil on cancel", err)
-	}
-}
-
-// waitFor polls fn until it returns nil or the timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, fn func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := fn()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up after %s: %v", timeout, err)
-		}
-		time.Sleep(10 * time.Millisecond)
 	}
 }

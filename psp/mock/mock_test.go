@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 	svix "github.com/svix/svix-webhooks/go"
 
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 )
@@ -200,22 +201,6 @@ func payment(id string, amount int64) pay.Payment {
 	return pay.Payment{ID: id, OrderID: "order-" + id, Amount: amount, Currency: "EUR", Provider: "mock", Status: pay.Created, Version: 1}
 }
 
-// waitFor polls f until it returns nil, failing the test after timeout.
-func waitFor(t *testing.T, timeout time.Duration, f func() error) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := f()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after %s: %v", timeout, err)
-		}
-		time.Sleep(2 * time.Millisecond)
-	}
-}
-
 // wantCode fails the test unless err carries code.
 func wantCode(t *testing.T, err error, code string) {
 	t.Helper()
@@ -285,7 +270,7 @@ func TestProvider_Create(t *testing.T) {
 			}
 
 			// The webhooks, in order, every one verified by the receiver.
-			waitFor(t, 5*time.Second, func() error {
+			testkit.WaitFor(t, 5*time.Second, func() error {
 				if got := types(rc.forPayment(pm.ID)); !slices.Equal(got, tc.wantTypes) {
 					return fmt.Errorf("webhooks %v, want %v", got, tc.wantTypes)
 				}
@@ -550,7 +535,7 @@ func TestProvider_Webhooks(t *testing.T) {
 		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
 			t.Fatal(err)
 		}
-		waitFor(t, 5*time.Second, func() error {
+		testkit.WaitFor(t, 5*time.Second, func() error {
 			if n := p.Stats().Attempts; n == 0 {
 				return fmt.Errorf("no attempt yet")
 			}

@@ -5,13 +5,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	svix "github.com/svix/svix-webhooks/go"
-
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/standard"
 )
@@ -33,25 +31,6 @@ func mustNew(t *testing.T, cfg standard.Config) *standard.Provider {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// bridgeHeader signs body as a Standard Webhooks bridge would, through the
-// svix library.
-func bridgeHeader(t *testing.T, secret, id string, ts time.Time, body []byte) http.Header {
-	t.Helper()
-	wh, err := svix.NewWebhook(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, err := wh.Sign(id, ts, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := http.Header{}
-	h.Set("webhook-id", id)
-	h.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
-	h.Set("webhook-signature", sig)
-	return h
 }
 
 func wantCode(t *testing.T, err error, code string) {
@@ -98,7 +77,7 @@ func TestProvider_ParseWebhook(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := bridgeHeader(t, secret, "evt_bridge_9f8e7d6c5b4a", now, body)
+		h := testkit.StandardHeader(t, secret, "evt_bridge_9f8e7d6c5b4a", now, body)
 		e, err := p.ParseWebhook(body, h, now)
 		if err != nil {
 			t.Fatal(err)
@@ -121,7 +100,7 @@ func TestProvider_ParseWebhook(t *testing.T) {
 
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()
-		e, err := p.ParseWebhook(body, bridgeHeader(t, secret, "evt_1", now, body), now)
+		e, err := p.ParseWebhook(body, testkit.StandardHeader(t, secret, "evt_1", now, body), now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -132,16 +111,16 @@ func TestProvider_ParseWebhook(t *testing.T) {
 
 	t.Run("ErrMockSecret", func(t *testing.T) {
 		t.Parallel()
-		_, err := p.ParseWebhook(body, bridgeHeader(t, otherSecret, "evt_1", now, body), now)
+		_, err := p.ParseWebhook(body, testkit.StandardHeader(t, otherSecret, "evt_1", now, body), now)
 		wantCode(t, err, pay.ESIGNATURE)
 	})
 
 	t.Run("ErrTimestamp", func(t *testing.T) {
 		t.Parallel()
-		_, err := p.ParseWebhook(body, bridgeHeader(t, secret, "evt_1", now.Add(-6*time.Minute), body), now)
+		_, err := p.ParseWebhook(body, testkit.StandardHeader(t, secret, "evt_1", now.Add(-6*time.Minute), body), now)
 		wantCode(t, err, pay.ESIGNATURE)
 		short := mustNew(t, standard.Config{Tolerance: time.Minute})
-		_, err = short.ParseWebhook(body, bridgeHeader(t, secret, "evt_1", now.Add(-2*time.Minute), body), now)
+		_, err = short.ParseWebhook(body, testkit.StandardHeader(t, secret, "evt_1", now.Add(-2*time.Minute), body), now)
 		wantCode(t, err, pay.ESIGNATURE)
 	})
 
@@ -154,7 +133,7 @@ func TestProvider_ParseWebhook(t *testing.T) {
 	t.Run("ErrUnknownType", func(t *testing.T) {
 		t.Parallel()
 		b := []byte(strings.Replace(string(body), "payment.captured", "payment.succeeded", 1))
-		_, err := p.ParseWebhook(b, bridgeHeader(t, secret, "evt_1", now, b), now)
+		_, err := p.ParseWebhook(b, testkit.StandardHeader(t, secret, "evt_1", now, b), now)
 		wantCode(t, err, pay.EINVALID)
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
 )
@@ -30,7 +31,7 @@ func FuzzParseWebhook(f *testing.F) {
 		h.Set(stdwebhook.HeaderSignature, sig)
 		if sign {
 			if n, err := strconv.ParseInt(ts, 10, 64); err == nil {
-				signed := svixHeader(t, secretA, id, unix(n), body)
+				signed := testkit.StandardHeader(t, secretA, id, unix(n), body)
 				h.Set(stdwebhook.HeaderSignature, signed.Get(stdwebhook.HeaderSignature)+" "+sig)
 			}
 		}

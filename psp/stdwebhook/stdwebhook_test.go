@@ -3,7 +3,6 @@ package stdwebhook_test
 import (
 	"encoding/json"
 	"flag"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +12,7 @@ import (
 
 	svix "github.com/svix/svix-webhooks/go"
 
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
 )
@@ -28,24 +28,6 @@ var now = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 
 // validBody is an event in the wire format whose id is "evt_1".
 var validBody = []byte(`{"id":"evt_1","type":"payment.captured","created":1767323045,"data":{"payment_id":"pay_1","provider_ref":"mock_pi_1","amount":1000,"currency":"EUR"}}`)
-
-// svixHeader signs body with secret through the svix library.
-func svixHeader(t testing.TB, secret, id string, ts time.Time, body []byte) http.Header {
-	t.Helper()
-	wh, err := svix.NewWebhook(secret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, err := wh.Sign(id, ts, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := http.Header{}
-	h.Set("webhook-id", id)
-	h.Set("webhook-timestamp", strconv.FormatInt(ts.Unix(), 10))
-	h.Set("webhook-signature", sig)
-	return h
-}
 
 func mustVerifier(t testing.TB, secret string) *stdwebhook.Verifier {
 	t.Helper()
@@ -82,7 +64,7 @@ func TestVerifier_Verify(t *testing.T) {
 
 	t.Run("SignedBySvix", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretA, "evt_1", now, validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 		if err := v.Verify(validBody, h, now); err != nil {
 			t.Fatal(err)
 		}
@@ -120,7 +102,7 @@ func TestVerifier_Verify(t *testing.T) {
 
 	t.Run("ErrOtherSecret", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretB, "evt_1", now, validBody)
+		h := testkit.StandardHeader(t, secretB, "evt_1", now, validBody)
 		msg := wantCode(t, v.Verify(validBody, h, now), pay.ESIGNATURE)
 		if !strings.Contains(msg, "no matching signature") {
 			t.Fatalf("message=%q", msg)
@@ -129,21 +111,21 @@ func TestVerifier_Verify(t *testing.T) {
 
 	t.Run("ErrTamperedBody", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretA, "evt_1", now, validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 		tampered := []byte(strings.Replace(string(validBody), `"amount":1000`, `"amount":1`, 1))
 		wantCode(t, v.Verify(tampered, h, now), pay.ESIGNATURE)
 	})
 
 	t.Run("ErrTamperedID", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretA, "evt_1", now, validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 		h.Set("webhook-id", "evt_2")
 		wantCode(t, v.Verify(validBody, h, now), pay.ESIGNATURE)
 	})
 
 	t.Run("ErrTamperedTimestamp", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretA, "evt_1", now, validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 		h.Set("webhook-timestamp", strconv.FormatInt(now.Unix()+1, 10))
 		wantCode(t, v.Verify(validBody, h, now), pay.ESIGNATURE)
 	})
@@ -157,7 +139,7 @@ func TestVerifier_Verify(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := svixHeader(t, secretA, "evt_1", tc.ts, validBody)
+			h := testkit.StandardHeader(t, secretA, "evt_1", tc.ts, validBody)
 			msg := wantCode(t, v.Verify(validBody, h, now), pay.ESIGNATURE)
 			if !strings.Contains(msg, "timestamp outside tolerance") {
 				t.Fatalf("message=%q", msg)
@@ -168,7 +150,7 @@ func TestVerifier_Verify(t *testing.T) {
 	t.Run("WithinTolerance", func(t *testing.T) {
 		t.Parallel()
 		for _, ts := range []time.Time{now.Add(-5 * time.Minute), now.Add(5 * time.Minute)} {
-			h := svixHeader(t, secretA, "evt_1", ts, validBody)
+			h := testkit.StandardHeader(t, secretA, "evt_1", ts, validBody)
 			if err := v.Verify(validBody, h, now); err != nil {
 				t.Fatalf("ts=%s: %v", ts, err)
 			}
@@ -181,7 +163,7 @@ func TestVerifier_Verify(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		h := svixHeader(t, secretA, "evt_1", now.Add(-time.Minute), validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now.Add(-time.Minute), validBody)
 		wantCode(t, short.Verify(validBody, h, now), pay.ESIGNATURE)
 		if err := v.Verify(validBody, h, now); err != nil {
 			t.Fatal(err)
@@ -190,10 +172,10 @@ func TestVerifier_Verify(t *testing.T) {
 
 	t.Run("Rotation", func(t *testing.T) {
 		t.Parallel()
-		good := svixHeader(t, secretA, "evt_1", now, validBody).Get("webhook-signature")
-		other := svixHeader(t, secretB, "evt_1", now, validBody).Get("webhook-signature")
+		good := testkit.StandardHeader(t, secretA, "evt_1", now, validBody).Get("webhook-signature")
+		other := testkit.StandardHeader(t, secretB, "evt_1", now, validBody).Get("webhook-signature")
 		for _, sigs := range []string{other + " " + good, good + " " + other, "v2,abc " + good} {
-			h := svixHeader(t, secretA, "evt_1", now, validBody)
+			h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 			h.Set("webhook-signature", sigs)
 			if err := v.Verify(validBody, h, now); err != nil {
 				t.Fatalf("signatures %q: %v", sigs, err)
@@ -204,7 +186,7 @@ func TestVerifier_Verify(t *testing.T) {
 	t.Run("ErrMissingHeader", func(t *testing.T) {
 		t.Parallel()
 		for _, name := range []string{"webhook-id", "webhook-timestamp", "webhook-signature"} {
-			h := svixHeader(t, secretA, "evt_1", now, validBody)
+			h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 			h.Del(name)
 			msg := wantCode(t, v.Verify(validBody, h, now), pay.ESIGNATURE)
 			if !strings.Contains(msg, "missing "+name) {
@@ -216,7 +198,7 @@ func TestVerifier_Verify(t *testing.T) {
 
 	t.Run("ErrSvixHeadersOnly", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretA, "evt_1", now, validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 		for _, name := range []string{"id", "timestamp", "signature"} {
 			h.Set("svix-"+name, h.Get("webhook-"+name))
 			h.Del("webhook-" + name)
@@ -227,7 +209,7 @@ func TestVerifier_Verify(t *testing.T) {
 	t.Run("ErrBadTimestamp", func(t *testing.T) {
 		t.Parallel()
 		for _, ts := range []string{"yesterday", "1767323045.5", "-", "99999999999999999999"} {
-			h := svixHeader(t, secretA, "evt_1", now, validBody)
+			h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 			h.Set("webhook-timestamp", ts)
 			wantCode(t, v.Verify(validBody, h, now), pay.ESIGNATURE)
 		}
@@ -235,7 +217,7 @@ func TestVerifier_Verify(t *testing.T) {
 
 	t.Run("ErrDuplicateHeader", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretA, "evt_1", now, validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 		h.Add("webhook-id", "evt_2")
 		wantCode(t, v.Verify(validBody, h, now), pay.ESIGNATURE)
 	})
@@ -243,7 +225,7 @@ func TestVerifier_Verify(t *testing.T) {
 	t.Run("ErrMalformedSignature", func(t *testing.T) {
 		t.Parallel()
 		for _, sig := range []string{"v1", "v1,", "garbage", "v1a,xyz", " "} {
-			h := svixHeader(t, secretA, "evt_1", now, validBody)
+			h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 			h.Set("webhook-signature", sig)
 			wantCode(t, v.Verify(validBody, h, now), pay.ESIGNATURE)
 		}
@@ -370,7 +352,7 @@ func TestVerifier_Parse(t *testing.T) {
 
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretA, "evt_1", now, validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, validBody)
 		e, err := v.Parse(validBody, h, now)
 		if err != nil {
 			t.Fatal(err)
@@ -392,7 +374,7 @@ func TestVerifier_Parse(t *testing.T) {
 
 	t.Run("ErrIDMismatch", func(t *testing.T) {
 		t.Parallel()
-		h := svixHeader(t, secretA, "evt_other", now, validBody)
+		h := testkit.StandardHeader(t, secretA, "evt_other", now, validBody)
 		msg := wantCode(t, nil2(v.Parse(validBody, h, now)), pay.EINVALID)
 		if !strings.Contains(msg, "webhook-id") {
 			t.Fatalf("message=%q", msg)
@@ -402,7 +384,7 @@ func TestVerifier_Parse(t *testing.T) {
 	t.Run("ErrMalformedJSON", func(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"id":"evt_1",`)
-		h := svixHeader(t, secretA, "evt_1", now, body)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, body)
 		msg := wantCode(t, nil2(v.Parse(body, h, now)), pay.EINVALID)
 		if !strings.Contains(msg, "JSON") {
 			t.Fatalf("message=%q", msg)
@@ -412,7 +394,7 @@ func TestVerifier_Parse(t *testing.T) {
 	t.Run("ErrUnknownType", func(t *testing.T) {
 		t.Parallel()
 		body := []byte(`{"id":"evt_1","type":"payment.teleported","created":1767323045,"data":{"payment_id":"pay_1"}}`)
-		h := svixHeader(t, secretA, "evt_1", now, body)
+		h := testkit.StandardHeader(t, secretA, "evt_1", now, body)
 		msg := wantCode(t, nil2(v.Parse(body, h, now)), pay.EINVALID)
 		if !strings.Contains(msg, "type") {
 			t.Fatalf("message=%q", msg)
@@ -423,7 +405,7 @@ func TestVerifier_Parse(t *testing.T) {
 		t.Parallel()
 		// A bad signature wins over a bad body: nothing unauthenticated is parsed.
 		body := []byte(`not json`)
-		h := svixHeader(t, secretB, "evt_1", now, body)
+		h := testkit.StandardHeader(t, secretB, "evt_1", now, body)
 		wantCode(t, nil2(v.Parse(body, h, now)), pay.ESIGNATURE)
 	})
 }
@@ -609,7 +591,7 @@ func TestParseEvent_Testdata(t *testing.T) {
 			}
 
 			// The payload verifies once signed by the library.
-			h := svixHeader(t, secretA, e.EventID, now, body)
+			h := testkit.StandardHeader(t, secretA, e.EventID, now, body)
 			if _, err := mustVerifier(t, secretA).Parse(body, h, now); err != nil {
 				t.Fatal(err)
 			}

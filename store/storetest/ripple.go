@@ -1,5 +1,9 @@
 package storetest
 
+// The tests of the ripple families: the fan-out cursor and the
+// deliveries of the outbox, and the effect state (customer accounts,
+// dedupe records, endpoints).
+
 import (
 	"fmt"
 	"slices"
@@ -8,18 +12,6 @@ import (
 
 	"github.com/paystate/paystate/pay"
 )
-
-// testRipple runs the conformance tests of pay.RippleTx.
-func testRipple(t *testing.T, open Opener) {
-	t.Run("Cursor", func(t *testing.T) { t.Parallel(); testRippleCursor(t, open) })
-	t.Run("Delivery", func(t *testing.T) { t.Parallel(); testDelivery(t, open) })
-	t.Run("DueDeliveries", func(t *testing.T) { t.Parallel(); testDueDeliveries(t, open) })
-	t.Run("DeliveriesInOrder", func(t *testing.T) { t.Parallel(); testDeliveriesInOrder(t, open) })
-	t.Run("ListDeliveries", func(t *testing.T) { t.Parallel(); testListDeliveries(t, open) })
-	t.Run("CustomerAccount", func(t *testing.T) { t.Parallel(); testCustomerAccount(t, open) })
-	t.Run("Effect", func(t *testing.T) { t.Parallel(); testEffect(t, open) })
-	t.Run("WebhookEndpoint", func(t *testing.T) { t.Parallel(); testWebhookEndpoint(t, open) })
-}
 
 // delivery returns pending delivery i of outbox record seq of payment p to
 // effect (and endpoint, for a webhook), due at t0.
@@ -493,4 +485,76 @@ func testWebhookEndpoint(t *testing.T, open Opener) {
 		}
 		return nil
 	})
+}
+
+func testPurgeDoneDeliveries(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	// Deliveries 1..3 are done at t0+1m, +2m and +3m, 4 dies at t0+4m and
+	// 5 stays pending.
+	e.update(func(tx pay.Tx) error {
+		for i := 1; i <= 5; i++ {
+			if err := tx.InsertDelivery(delivery(i, paymentID(i), uint64(i), pay.EffectRetention, "")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	for i, state := range []string{pay.DeliveryDone, pay.DeliveryDone, pay.DeliveryDone, pay.DeliveryDead} {
+		e.clock.Add(time.Minute)
+		e.update(func(tx pay.Tx) error {
+			d, err := tx.Delivery(delivery(i+1, "", 0, "", "").ID)
+			if err != nil {
+				return err
+			}
+			d.State, d.Attempts = state, 1
+			return tx.UpdateDelivery(d)
+		})
+	}
+	purge := func(before time.Time, limit int) int {
+		t.Helper()
+		var n int
+		e.update(func(tx pay.Tx) (err error) { n, err = tx.PurgeDoneDeliveries(before, limit); return err })
+		return n
+	}
+	list := func(state string) []pay.Delivery {
+		t.Helper()
+		var ds []pay.Delivery
+		e.view(func(tx pay.Tx) (err error) {
+			ds, _, err = tx.ListDeliveries(pay.DeliveryFilter{State: state, Limit: 10})
+			return err
+		})
+		return ds
+	}
+
+	if got, want := purge(t0.Add(time.Hour), 1), 1; got != want {
+		t.Fatalf("PurgeDoneDeliveries(limit 1)=%d, want %d", got, want)
+	}
+	wantDeliveries(t, "done after a purge of one", list(pay.DeliveryDone), 2, 3)
+	// Strictly before: delivery 3, done at t0+3m, is kept.
+	if got, want := purge(t0.Add(3*time.Minute), 10), 1; got != want {
+		t.Fatalf("PurgeDoneDeliveries(t0+3m)=%d, want %d", got, want)
+	}
+	wantDeliveries(t, "done after a purge before t0+3m", list(pay.DeliveryDone), 3)
+	if got, want := purge(t0.Add(time.Hour), 10), 1; got != want {
+		t.Fatalf("PurgeDoneDeliveries(t0+1h)=%d, want %d", got, want)
+	}
+	// Dead letters and pending deliveries are kept.
+	wantDeliveries(t, "done after every purge", list(pay.DeliveryDone))
+	wantDeliveries(t, "dead", list(pay.DeliveryDead), 4)
+	wantDeliveries(t, "pending", list(pay.DeliveryPending), 5)
+	e.view(func(tx pay.Tx) error {
+		_, err := tx.Delivery(delivery(1, "", 0, "", "").ID)
+		wantCode(t, err, pay.ENOTFOUND)
+		n, err := tx.CountDeliveries(pay.DeliveryDone)
+		if err != nil {
+			return err
+		}
+		if n != 0 {
+			t.Fatalf("CountDeliveries(done)=%d after the purge, want 0", n)
+		}
+		return nil
+	})
+	if err := e.tryUpdate(func(tx pay.Tx) error { _, err := tx.PurgeDoneDeliveries(t0.Add(time.Hour), 0); return err }); pay.ErrorCode(err) != pay.EINVALID {
+		t.Fatalf("PurgeDoneDeliveries(limit 0): error %v, want code %s", err, pay.EINVALID)
+	}
 }

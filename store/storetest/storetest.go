@@ -1,52 +1,27 @@
-// Package storetest holds MustOpen, which opens a bbolt store for a test,
-// and Run, the conformance suite that every pay.Store backend passes. The
-// suite is written against pay.Store alone, so a PostgreSQL backend runs
-// the same tests:
+// Package storetest holds Run, the conformance suite that every pay.Store
+// backend passes, and Clock, a settable clock for tests. The suite is
+// written against package pay alone, so a second backend (PostgreSQL) runs
+// the same tests without pulling in bbolt; the backend passes in a
+// constructor, and does its own checks when a test ends. The bbolt store
+// runs it with the opener of package store/bolttest:
 //
 //	func TestDB(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
-//			return storetest.MustOpen(t, &store.Options{Now: now})
+//			return bolttest.MustOpen(t, &store.Options{Now: now})
 //		})
 //	}
 package storetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
-	berrors "go.etcd.io/bbolt/errors"
-
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
 )
-
-// MustOpen opens a store.DB in tb.TempDir() and fails the test if it
-// cannot. When the test ends it runs DB.Check (bbolt's tx.Check and the
-// index checks) and fails the test on any problem, then closes the
-// database; a test that closed the database itself skips the check.
-// opts may be nil.
-func MustOpen(tb testing.TB, opts *store.Options) *store.DB {
-	tb.Helper()
-	db, err := store.Open(filepath.Join(tb.TempDir(), "paystate.db"), opts)
-	if err != nil {
-		tb.Fatalf("open store: %v", err)
-	}
-	tb.Cleanup(func() {
-		if err := db.Check(); err != nil && !errors.Is(err, berrors.ErrDatabaseNotOpen) {
-			tb.Errorf("check store: %v", err)
-		}
-		if err := db.Close(); err != nil {
-			tb.Errorf("close store: %v", err)
-		}
-	})
-	return db
-}
 
 // Opener opens an empty store for one test. Every transaction of the store
 // reads the time from now. The store is closed when the test ends
@@ -54,31 +29,61 @@ func MustOpen(tb testing.TB, opts *store.Options) *store.DB {
 type Opener func(t *testing.T, now func() time.Time) pay.Store
 
 // Run runs the conformance suite: every method of pay.Tx, the indexes kept
-// in step with the payments, OnCommit and rollback semantics, leases under
-// an injected clock. Subtests run in parallel, each on its own store.
+// in step with the records, OnCommit and rollback semantics, leases under
+// an injected clock. Subtests run in parallel, each on its own store. They
+// are listed by record family, in the order of pay.Tx, so a new backend
+// can pass them family by family (go test -run 'TestDB/Inbox|TestDB/PurgeProcessed').
 func Run(t *testing.T, open Opener) {
 	for _, tt := range []struct {
 		name string
 		fn   func(*testing.T, Opener)
 	}{
 		{"Tx", testTx},
+		// Payments and their indexes.
 		{"InsertPayment", testInsertPayment},
 		{"UpdatePayment", testUpdatePayment},
 		{"PaymentByRef", testPaymentByRef},
 		{"ListPayments", testListPayments},
 		{"Candidates", testCandidates},
+		{"CandidatesAfter", testCandidatesAfter},
+		// Timeline.
 		{"Timeline", testTimeline},
+		// Inbox and processed event ids.
 		{"Inbox", testInbox},
+		{"PurgeProcessed", testPurgeProcessed},
+		// Leases.
 		{"Lease", testLease},
+		// Outbox and deliveries.
 		{"Outbox", testOutbox},
+		{"RippleCursor", parallel(testRippleCursor)},
+		{"PurgeOutbox", testPurgeOutbox},
+		{"Delivery", parallel(testDelivery)},
+		{"DueDeliveries", parallel(testDueDeliveries)},
+		{"DeliveriesInOrder", parallel(testDeliveriesInOrder)},
+		{"ListDeliveries", parallel(testListDeliveries)},
+		{"PurgeDoneDeliveries", parallel(testPurgeDoneDeliveries)},
+		// Ledger.
 		{"Ledger", testLedger},
+		// Review queue.
 		{"Review", testReview},
+		// Idempotency keys.
 		{"IdemKey", testIdemKey},
-		{"Ripple", testRipple},
-		{"Sweeper", testSweeper},
+		{"PurgeIdemKeys", testPurgeIdemKeys},
+		// Effect state.
+		{"CustomerAccount", parallel(testCustomerAccount)},
+		{"Effect", parallel(testEffect)},
+		{"WebhookEndpoint", parallel(testWebhookEndpoint)},
+		// PSP answers.
+		{"PSPAnswer", testPSPAnswer},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
 	}
+}
+
+// parallel makes a test that is one case, not a set of subtests, run in
+// parallel with the others.
+func parallel(fn func(*testing.T, Opener)) func(*testing.T, Opener) {
+	return func(t *testing.T, open Opener) { t.Parallel(); fn(t, open) }
 }
 
 // Clock is a settable clock for tests, safe for concurrent use.

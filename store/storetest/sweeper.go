@@ -1,5 +1,9 @@
 package storetest
 
+// The tests of what the sweeper relies on: candidates in pages, the
+// purges of idempotency keys, processed ids and delivered outbox records
+// through their time indexes, and the last PSP answer per payment.
+
 import (
 	"fmt"
 	"slices"
@@ -8,25 +12,6 @@ import (
 
 	"github.com/paystate/paystate/pay"
 )
-
-// testSweeper covers pay.SweeperTx: candidates in pages, the purges of
-// idempotency keys and processed ids through their time indexes, the purge
-// of delivered outbox records and its horizon, and the last PSP answer per
-// payment.
-func testSweeper(t *testing.T, open Opener) {
-	for _, tt := range []struct {
-		name string
-		fn   func(*testing.T, Opener)
-	}{
-		{"CandidatesAfter", testCandidatesAfter},
-		{"PurgeIdemKeys", testPurgeIdemKeys},
-		{"PurgeProcessed", testPurgeProcessed},
-		{"PurgeOutbox", testPurgeOutbox},
-		{"PSPAnswer", testPSPAnswer},
-	} {
-		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
-	}
-}
 
 func testCandidatesAfter(t *testing.T, open Opener) {
 	sweep := []pay.Status{pay.FinalizePending, pay.Expired, pay.Processing, pay.RequiresAction}

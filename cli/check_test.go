@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runCmd runs a command as main does, with stdout and stderr together.
+func runCmd(args ...string) (string, error) {
+	var out bytes.Buffer
+	err := Run(context.Background(), args, &out, &out)
+	return out.String(), err
+}
+
+func TestCheck(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.toml")
+	os.WriteFile(good, []byte("[auth]\napi_keys = [\"a-very-secret-key-123456\"]\n[providers.mock]\n"), 0o600)
+	out, err := runCmd("check", "-config", good)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if strings.Contains(out, "a-very-secret-key-123456") || !strings.Contains(out, "***") {
+		t.Fatalf("check printed a secret or no mask:\n%s", out)
+	}
+	bad := filepath.Join(dir, "bad.toml")
+	os.WriteFile(bad, []byte("[server]\nlisten = \"nowhere\"\nmax_bdy = 3\n"), 0o600)
+	out, err = runCmd("check", "-config", bad)
+	if err == nil || !strings.Contains(err.Error(), "server.max_bdy") {
+		t.Fatalf("bad config: err=%v\n%s", err, out)
+	}
+	if out, err := runCmd("version"); err != nil || !strings.HasPrefix(out, "paystate ") {
+		t.Fatalf("version: %v %s", err, out)
+	}
+	if _, err := runCmd("frobnicate"); err == nil {
+		t.Fatal("unknown command accepted")
+	}
+}
+
+// TestCheck_PublicRefusesDevelopmentParts: off loopback, serve and check
+// refuse the public development secret and a mock without allow_public,
+// with exit status 2 and one line naming the key.
+func TestCheck_PublicRefusesDevelopmentParts(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	const head = "[server]\nlisten = \"0.0.0.0:0\"\n[auth]\napi_keys = [\"a-very-secret-key-123456\"]\n"
+	for _, tt := range []struct {
+		name, toml, key string
+	}{
+		{"StandardDevSecret", "[providers.standard]\n", "providers.standard.webhook_secret"},
+		{"MockWithoutAllowPublic", "[providers.mock]\nwebhook_secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n", "providers.mock.allow_public"},
+		{"NoProviders", "", "providers"},
+		{"LeaseTTLTiny", "[providers.standard]\nwebhook_secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n[lease]\nttl = \"1ns\"\n", "lease.ttl"},
+	} {
+		path := filepath.Join(dir, tt.name+".toml")
+		if err := os.WriteFile(path, []byte(head+tt.toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"check", "serve"} {
+			out, err := runCmd(cmd, "-config", path)
+			if err == nil {
+				t.Fatalf("%s %s: accepted\n%s", cmd, tt.name, out)
+			}
+			if got, want := ExitCode(err), 2; got != want {
+				t.Errorf("%s %s: exit code %d, want %d (%v)", cmd, tt.name, got, want, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "config: "+tt.key+": ") || strings.Contains(msg, "\n") {
+				t.Errorf("%s %s: err=%q, want one line naming %s", cmd, tt.name, msg, tt.key)
+			}
+		}
+	}
+}

@@ -1,0 +1,205 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode"
+
+	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/httpd"
+)
+
+var reviewUsage = `usage:
+  paystate review list    [-url URL] [-config FILE] [-api-key KEY] [-json]
+  paystate review resolve -id ID -status STATUS -note TEXT [-url URL] [-config FILE] [-api-key KEY] [-json]
+
+The review queue of a running paystate, over its HTTP API (GET /v1/review,
+POST /v1/review/{id}/resolve). The server is -url (http://host:port or
+host:port), else the server.listen of -config (default: the embedded
+defaults, 127.0.0.1:8080). The API key is -api-key, else PAYSTATE_API_KEY,
+else the first auth.api_keys of -config.
+
+resolve -id is the review item's id: the payment id, or orphan_<provider>_<event>
+for a PSP event paystate could not place. A payment is resolved with the
+status a human has established (captured, failed, refunded, ...), which goes
+through finalize like any other observation; an orphan can only be resolved
+with -status ` + finalize.StatusDismissed + `. -note is required: it is kept in the timeline.
+`
+
+// runReview is `paystate review list|resolve`.
+func runReview(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "resolve") {
+		fmt.Fprint(stderr, reviewUsage)
+		if len(args) == 0 {
+			return errors.New("review: list or resolve?")
+		}
+		return fmt.Errorf("review: unknown subcommand %q", args[0])
+	}
+	sub := args[0]
+	fs := flag.NewFlagSet("review "+sub, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, reviewUsage) }
+	base := fs.String("url", "", "address of the running paystate, http://host:port or host:port (default: server.listen of -config)")
+	cfgPath := fs.String("config", "", "config of the running paystate (for its address and API key)")
+	key := fs.String("api-key", "", "API key (default: PAYSTATE_API_KEY or the config's first key)")
+	asJSON := fs.Bool("json", false, "print the server's answer as JSON")
+	var id, status, note *string
+	if sub == "resolve" {
+		id = fs.String("id", "", "review item id: the payment id, or orphan_<provider>_<event> (required)")
+		status = fs.String("status", "", `the established status (captured, failed, refunded, ...), or "`+finalize.StatusDismissed+`" for an orphan (required)`)
+		note = fs.String("note", "", "why: kept in the payment's timeline (required)")
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("review %s: unexpected argument %q", sub, fs.Arg(0))
+	}
+	c, err := newClient(*base, *cfgPath, *key)
+	if err != nil {
+		return fmt.Errorf("review %s: %w", sub, err)
+	}
+	c.HTTP = &http.Client{Timeout: 60 * time.Second}
+
+	if sub == "list" {
+		list, err := c.ListReview(ctx)
+		if err != nil {
+			return fmt.Errorf("review list: %w", printable(err))
+		}
+		if *asJSON {
+			return writeIndented(stdout, list)
+		}
+		return printReviewList(stdout, list.Data)
+	}
+
+	switch {
+	case *id == "":
+		return errors.New("review resolve: -id is required")
+	case *status == "":
+		return errors.New("review resolve: -status is required")
+	case *note == "":
+		return errors.New("review resolve: -note is required: say why")
+	}
+	p, err := c.Resolve(ctx, *id, *status, *note)
+	if err != nil {
+		return fmt.Errorf("review resolve %s: %w", *id, printable(err))
+	}
+	if *asJSON {
+		return writeIndented(stdout, p)
+	}
+	if p.Version == 0 { // an orphan, dismissed
+		fmt.Fprintf(stdout, "%s %s\n", clean(p.ID), clean(p.Status))
+	} else {
+		fmt.Fprintf(stdout, "%s resolved: %s (version %d)\n", clean(p.ID), clean(p.Status), p.Version)
+	}
+	return nil
+}
+
+// newClient is the client of a running paystate: its address and API key
+// from the flags first, then the environment, then the config.
+func newClient(base, cfgPath, key string) (*httpd.Client, error) {
+	if base == "" || key == "" {
+		cfg, err := config.Load(cfgPath)
+		if err != nil {
+			return nil, err
+		}
+		if base == "" {
+			base = cfg.Server.Listen
+		}
+		key = apiKey(key, cfg)
+	}
+	return &httpd.Client{BaseURL: base, APIKey: key}, nil
+}
+
+// apiKey returns the API key: the flag's, else PAYSTATE_API_KEY, else the
+// config's first one ("" if none: a loopback-only server).
+func apiKey(flagKey string, cfg config.Config) string {
+	if flagKey != "" {
+		return flagKey
+	}
+	if k := os.Getenv("PAYSTATE_API_KEY"); k != "" {
+		return k
+	}
+	if len(cfg.Auth.APIKeys) > 0 {
+		return cfg.Auth.APIKeys[0]
+	}
+	return ""
+}
+
+// printReviewList prints the queue as a table, oldest first.
+func printReviewList(w io.Writer, items []httpd.ReviewItem) error {
+	if len(items) == 0 {
+		_, err := fmt.Fprintln(w, "the review queue is empty")
+		return err
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tREASON\tSTATUS\tPROVIDER\tSINCE\tSTEPS\tWEBHOOKS\tLAST PSP ANSWER\tNOTE")
+	for _, it := range items {
+		status := "-"
+		if p := it.Evidence.Payment; p != nil {
+			status = fmt.Sprintf("%s v%d", p.Status, p.Version)
+		}
+		psp := "-"
+		if a := it.Evidence.LastPSPStatus; a != nil {
+			psp = a.Raw
+			if a.Error != "" {
+				psp = "error: " + a.Error
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t%s\t%s\n",
+			clean(it.ID), clean(it.Reason), clean(status), clean(it.Provider), clean(it.CreatedAt),
+			len(it.Evidence.Timeline), len(it.Evidence.Webhooks), clean(psp), clean(it.Note))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	_, err := fmt.Fprintf(w, "%d item(s); `paystate review list -json` shows the evidence\n", len(items))
+	return err
+}
+
+// writeIndented writes v as indented JSON, with a final newline.
+func writeIndented(w io.Writer, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(append(b, '\n'))
+	return err
+}
+
+// printable is err with the server's code and message cleaned (see
+// clean): an error is printed on the operator's terminal.
+func printable(err error) error {
+	var e *httpd.APIError
+	if !errors.As(err, &e) {
+		return err
+	}
+	c := *e
+	c.Code, c.Message = clean(e.Code), clean(e.Message)
+	return &c
+}
+
+// clean makes text from the server (which may come from a PSP's webhook)
+// safe to print on a terminal: control and format characters (escape
+// sequences, bidirectional overrides) become '?', and tabs a space.
+func clean(s string) string {
+	return strings.Map(func(r rune) rune {
+		switch {
+		case r == '\t':
+			return ' '
+		case unicode.IsControl(r) || unicode.Is(unicode.Cf, r):
+			return '?'
+		}
+		return r
+	}, s)
+}

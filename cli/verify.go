@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/paystate/paystate/internal/verify"
+	"github.com/paystate/paystate/store"
+)
+
+// ErrMismatch is Run's error when verify found a problem: the process
+// exits ExitVerify (3) for it (SPEC §4), and 1 for a database it could not
+// read at all.
+var ErrMismatch = errors.New("verify: the database does not match its own history")
+
+// runVerify is `paystate verify -db FILE`: it checks the file's pages and
+// indexes (store.DB.Check), replays every payment's timeline against the
+// stored record and sums the journal, prints every mismatch and returns
+// ErrMismatch if there is one. A damaged file is refused at open, as serve
+// refuses it: one line, and not ErrMismatch. The database must not be open
+// in a running paystate (bbolt allows one process); verify a backup of a
+// running one.
+func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("db", "./paystate.db", "database file")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	db, err := store.Open(*path, &store.Options{ReadOnly: true})
+	if errors.Is(err, store.ErrLocked) {
+		return fmt.Errorf("%w (a running paystate holds the file: verify a backup)", err)
+	} else if err != nil {
+		return err
+	}
+	defer db.Close()
+
+	// Pages and indexes first: a damaged index is a finding, and the
+	// replay below may stop on it.
+	var mismatches []verify.Mismatch
+	if err := db.Check(); err != nil {
+		joined, ok := err.(interface{ Unwrap() []error })
+		if !ok {
+			return err // the check could not run
+		}
+		for _, e := range joined.Unwrap() {
+			mismatches = append(mismatches, verify.Mismatch{Problem: e.Error()})
+		}
+	}
+	rep, err := verify.Run(ctx, db)
+	if err != nil && len(mismatches) == 0 {
+		return err
+	} else if err != nil {
+		rep.Mismatches = append(rep.Mismatches, verify.Mismatch{Problem: "the replay stopped: " + err.Error()})
+	}
+	rep.Mismatches = append(mismatches, rep.Mismatches...)
+	// The journal itself, line by line (verify.Run checks the running
+	// balances that the API reports).
+	imbalances, err := db.CheckLedger(ctx)
+	if err != nil {
+		return err
+	}
+	for _, im := range imbalances {
+		rep.Mismatches = append(rep.Mismatches, verify.Mismatch{Problem: im.String()})
+	}
+	for _, m := range rep.Mismatches {
+		fmt.Fprintln(stdout, "MISMATCH", m)
+	}
+	fmt.Fprintf(stdout, "%d payments, %d timeline steps, %d transitions, %d mismatches\n", rep.Payments, rep.Steps, rep.Transitions, len(rep.Mismatches))
+	if !rep.OK() {
+		return &exitError{code: ExitVerify, err: ErrMismatch}
+	}
+	return nil
+}

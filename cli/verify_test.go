@@ -1,0 +1,92 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
+)
+
+func TestVerify_CleanAndCorrupt(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	clean := filepath.Join(dir, "clean.db")
+	daemontest.History(t, clean)
+	if out, err := runCmd("verify", "-db", clean); err != nil {
+		t.Fatalf("clean database: %v\n%s", err, out)
+	} else if !strings.Contains(out, "20 payments") || !strings.Contains(out, " 0 mismatches") {
+		t.Fatalf("clean database: %s", out)
+	}
+
+	for _, tc := range []struct {
+		name    string
+		corrupt func(tx *bolt.Tx) error
+		want    string
+	}{
+		{"version gap", func(tx *bolt.Tx) error {
+			// Drop the last transition step in the timeline bucket.
+			c := tx.Bucket([]byte("timeline")).Cursor()
+			for k, v := c.Last(); k != nil; k, v = c.Prev() {
+				if bytes.Contains(v, []byte(`"transition"`)) {
+					return c.Bucket().Delete(k)
+				}
+			}
+			return fmt.Errorf("no transition step")
+		}, "timeline ends at version"},
+		{"unbalanced ledger", func(tx *bolt.Tx) error {
+			b := tx.Bucket([]byte("balances"))
+			k, v := b.Cursor().First()
+			if k == nil {
+				return fmt.Errorf("no balances")
+			}
+			n := int64(binary.BigEndian.Uint64(v)) + 1
+			return b.Put(k, binary.BigEndian.AppendUint64(nil, uint64(n)))
+		}, "ledger does not balance in EUR"},
+		{"journal line changed", func(tx *bolt.Tx) error {
+			// Double one journal line's amount, balances untouched.
+			b := tx.Bucket([]byte("ledger"))
+			k, v := b.Cursor().First()
+			if k == nil {
+				return fmt.Errorf("no ledger lines")
+			}
+			var line map[string]any
+			if err := json.Unmarshal(v, &line); err != nil {
+				return err
+			}
+			line["amount"] = line["amount"].(float64) * 2
+			nv, err := json.Marshal(line)
+			if err != nil {
+				return err
+			}
+			return b.Put(k, nv)
+		}, "ledger in EUR"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "bad.db")
+			testkit.CopyFile(t, clean, path)
+			db, err := bolt.Open(path, 0o600, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Update(tc.corrupt); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			out, err := runCmd("verify", "-db", path)
+			if err == nil {
+				t.Fatalf("verify passed a corrupt database:\n%s", out)
+			}
+			if !strings.Contains(out, tc.want) || !strings.Contains(out, "MISMATCH") {
+				t.Fatalf("output does not report %q:\n%s", tc.want, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,447 @@
+package finalize
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/paystate/paystate/internal/backoff"
+	"github.com/paystate/paystate/pay"
+)
+
+// Defaults of the Inbox.
+const (
+	DefaultInboxBatch       = 64
+	DefaultInboxParallel    = 8
+	DefaultInboxBackoffBase = 200 * time.Millisecond
+	// DefaultInboxBackoffCap bounds a deferral: a lease is held for
+	// seconds, so an event waits at most this long behind one.
+	DefaultInboxBackoffCap = 5 * time.Second
+	// DefaultInboxMaxAttempts is how often an event is tried before it
+	// goes on the review queue (webhook_inbox.max_attempts).
+	DefaultInboxMaxAttempts = 20
+)
+
+// Reasons of paystate_webhooks_ignored_total.
+const (
+	IgnoredNotOurs      = "not_ours"       // an object paystate did not create at the PSP
+	IgnoredUnmappedType = "unhandled_type" // an event type paystate does not act on
+)
+
+var inboxDeferrals = metrics.NewCounter(`paystate_inbox_deferrals_total`)
+
+// Inbox takes PSP webhooks in and applies them.
+//
+// Accept verifies a webhook with its provider, stores it in the inbox (which
+// is also the archived webhook history) and returns; the HTTP handler
+// answers 2xx only then, once the event is durable. A redelivered event is
+// accepted and stores nothing. RunOnce applies stored events: in one
+// transaction it checks that no one (the sweeper, a human's resolution)
+// holds the payment's lease and finalizes the observation, recording the
+// processed event id. If the lease is held the event is deferred with
+// backoff, never dropped.
+//
+// No event is tried more than MaxAttempts times (webhook_inbox.max_attempts,
+// default 20). Every try that does not apply the event counts, whatever
+// stopped it: a storage error, a payment whose lease is held, a payment
+// not found. Lease-held deferrals count too: a lease lasts seconds (30 s by
+// default) and the backoff grows to BackoffCap (5 s, with jitter in its
+// upper half), so 20 tries span 40 to 80 seconds, longer than a lease left
+// by a crashed holder lives; a lease that keeps the event out that long is
+// a problem a human should see, not a reason to loop forever. (A lease.ttl
+// raised far above the default wants a larger max_attempts or BackoffCap.)
+// After the last try an event whose payment is known goes to the review
+// queue (inbox_exhausted, its last error in the note) and one whose
+// payment is unknown as an orphan; either way it is marked processed and
+// leaves the pending list.
+//
+// An event for a payment paystate does not know (yet) is retried within
+// that window: an event of the standard provider may name the payment only
+// by provider_ref, which a later /sync report can record, and the event
+// then applies. Stripe events about objects paystate did not create
+// (pay.WebhookEvent.Untagged with an unknown provider_ref) are answered
+// 2xx, counted in paystate_webhooks_ignored_total{provider,reason} and not
+// stored.
+//
+// Metric labels never carry a provider name from the request: names that
+// are not configured count as "unknown" (pay.ProviderLabel).
+type Inbox struct {
+	Store     pay.Store
+	Finalizer *Finalizer
+	Providers map[string]pay.Provider
+	// Now is the clock a webhook's signature timestamp is checked
+	// against; default time.Now.
+	Now func() time.Time
+
+	Batch       int // events per RunOnce; default DefaultInboxBatch
+	Parallel    int // events applied at once; default DefaultInboxParallel
+	BackoffBase time.Duration
+	BackoffCap  time.Duration
+	Interval    time.Duration // Run's ticker; default 1s
+	// MaxAttempts is how often an event is tried before it goes on the
+	// review queue; default DefaultInboxMaxAttempts.
+	MaxAttempts int
+
+	Logger zerolog.Logger
+
+	wakeOnce sync.Once
+	wake     chan struct{}
+}
+
+func (in *Inbox) wakeCh() chan struct{} {
+	in.wakeOnce.Do(func() { in.wake = make(chan struct{}, 1) })
+	return in.wake
+}
+
+// Wake asks the worker to look at the inbox now. It never blocks.
+func (in *Inbox) Wake() {
+	select {
+	case in.wakeCh() <- struct{}{}:
+	default:
+	}
+}
+
+// Accept verifies and stores one webhook of the named provider. It returns
+// the parsed event and whether it was a redelivery. An event type paystate
+// does not act on, and an event about an object paystate did not create
+// (Untagged, its provider_ref unknown), come back with Ignore set: nothing
+// is stored, the caller answers 2xx, and paystate_webhooks_ignored_total
+// counts them. Errors: ENOTFOUND for an
+// unknown provider, ESIGNATURE for a bad signature or timestamp, EINVALID
+// for a malformed body; nothing is stored then.
+func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h http.Header) (pay.WebhookEvent, bool, error) {
+	prov, ok := in.Providers[provider]
+	if !ok {
+		in.webhookOutcome(provider, "unknown_provider")
+		return pay.WebhookEvent{}, false, pay.Errorf(pay.ENOTFOUND, "provider %q is not configured", provider)
+	}
+	ev, err := prov.ParseWebhook(body, h, clock(in.Now))
+	if err != nil {
+		in.webhookOutcome(provider, "rejected")
+		return pay.WebhookEvent{}, false, err
+	}
+	if ev.Ignore {
+		in.ignored(provider, IgnoredUnmappedType)
+		return ev, false, nil
+	}
+	var inserted, notOurs bool
+	err = in.Store.Update(ctx, func(tx pay.Tx) error {
+		inserted, notOurs = false, false
+		paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
+		if paymentID == "" && ev.Untagged {
+			// Not created by paystate: nothing to keep.
+			notOurs = true
+			return nil
+		}
+		e := pay.InboxEvent{
+			Provider: provider, EventID: ev.EventID, Type: ev.Type,
+			PaymentID: paymentID, ProviderRef: ev.ProviderRef,
+			Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
+			OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
+			Body: append([]byte(nil), Redact(body)...), NextAttemptAt: tx.Now(),
+		}
+		var err error
+		inserted, err = tx.PutInbox(e)
+		if err == nil && inserted {
+			tx.OnCommit(in.Wake)
+		}
+		return err
+	})
+	if err != nil {
+		return ev, false, fmt.Errorf("store webhook: %w", err)
+	}
+	switch {
+	case notOurs:
+		in.ignored(provider, IgnoredNotOurs)
+		in.Logger.Debug().Str("provider", provider).Str("event_id", ev.EventID).Str("type", ev.Type).
+			Str("provider_ref", ev.ProviderRef).Msg("webhook about an object paystate did not create: ignored")
+		ev.Ignore = true
+		return ev, false, nil
+	case inserted:
+		in.webhookOutcome(provider, "accepted")
+	default:
+		in.webhookOutcome(provider, "duplicate")
+	}
+	return ev, !inserted, nil
+}
+
+// webhookOutcome counts one webhook in paystate_webhooks_total.
+func (in *Inbox) webhookOutcome(provider, outcome string) {
+	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_total{provider=%q,outcome=%q}`, pay.ProviderLabel(provider, in.Providers), outcome)).Inc()
+}
+
+// ignored counts a webhook that was answered 2xx and not stored, in
+// paystate_webhooks_total (outcome ignored) and
+// paystate_webhooks_ignored_total.
+func (in *Inbox) ignored(provider, reason string) {
+	in.webhookOutcome(provider, "ignored")
+	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_ignored_total{provider=%q,reason=%q}`, pay.ProviderLabel(provider, in.Providers), reason)).Inc()
+}
+
+// resolve finds the payment an event is about: by paystate's id (echoed by
+// the PSP as metadata), else by the PSP's reference; "" if unknown.
+func resolve(tx pay.Tx, provider, paymentID, ref string) string {
+	if paymentID != "" {
+		if p, err := tx.Payment(paymentID); err == nil && p.Provider == provider {
+			return p.ID
+		}
+	}
+	if ref != "" {
+		if p, err := tx.PaymentByRef(provider, ref); err == nil {
+			return p.ID
+		}
+	}
+	return ""
+}
+
+// Run applies events until ctx is cancelled, on every Wake and every
+// Interval. It returns nil on cancel.
+func (in *Inbox) Run(ctx context.Context) error {
+	t := time.NewTicker(or(in.Interval, time.Second))
+	defer t.Stop()
+	for {
+		n, err := in.RunOnce(ctx)
+		if err != nil && ctx.Err() == nil {
+			in.Logger.Error().Err(err).Msg("inbox pass")
+		}
+		if n > 0 && err == nil {
+			continue // there may be more
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-in.wakeCh():
+		}
+	}
+}
+
+// RunOnce applies the events that are due and returns how many it applied
+// (deferrals do not count).
+func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
+	var due []pay.InboxEvent
+	err := in.Store.View(ctx, func(tx pay.Tx) error {
+		var err error
+		due, err = tx.PendingInbox(tx.Now(), or(in.Batch, DefaultInboxBatch))
+		return err
+	})
+	if err != nil || len(due) == 0 {
+		return 0, err
+	}
+
+	// Events of one payment are applied one after the other, in the order
+	// they became due, so they never race each other's compare-and-set;
+	// distinct payments run in parallel, at most Parallel at once.
+	var groups [][]pay.InboxEvent
+	byPayment := map[string]int{}
+	for _, ev := range due {
+		if i, ok := byPayment[ev.PaymentID]; ok && ev.PaymentID != "" {
+			groups[i] = append(groups[i], ev)
+			continue
+		}
+		byPayment[ev.PaymentID] = len(groups)
+		groups = append(groups, []pay.InboxEvent{ev})
+	}
+
+	var (
+		g       errgroup.Group
+		applied atomic.Int64
+	)
+	g.SetLimit(or(in.Parallel, DefaultInboxParallel))
+	for _, group := range groups {
+		if ctx.Err() != nil {
+			break
+		}
+		g.Go(func() error {
+			var first error
+			for _, ev := range group {
+				ok, err := in.apply(ctx, ev)
+				if ok {
+					applied.Add(1)
+				}
+				if first == nil {
+					first = err
+				}
+			}
+			return first
+		})
+	}
+	err = g.Wait()
+	return int(applied.Load()), err
+}
+
+// apply applies one event, or defers it, or, after its last try, puts it
+// on the review queue. It reports whether the event is now processed.
+func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
+	log := in.Logger.With().Str("event_id", ev.EventID).Str("provider", ev.Provider).Logger()
+	last := ev.Attempts+1 >= or(in.MaxAttempts, DefaultInboxMaxAttempts)
+
+	// An event found by the PSP's reference may have arrived before that
+	// reference was recorded: resolve it again.
+	if ev.PaymentID == "" {
+		err := in.Store.Update(ctx, func(tx pay.Tx) error {
+			ev.PaymentID = resolve(tx, ev.Provider, "", ev.ProviderRef)
+			if ev.PaymentID != "" || !last {
+				return nil
+			}
+			// Charged at the PSP, unknown here: a human must look.
+			if _, err := QueueReview(tx, pay.ReviewItem{
+				ID: "orphan_" + ev.Provider + "_" + ev.EventID, Reason: pay.ReasonOrphan,
+				Provider: ev.Provider, ProviderRef: ev.ProviderRef, EventID: ev.EventID,
+				Observed: ev.Status, Note: fmt.Sprintf("webhook %s for a payment paystate does not know (%d tries)", ev.Type, ev.Attempts+1),
+			}, pay.SourceWebhook); err != nil {
+				return err
+			}
+			return tx.MarkProcessed(ev.Provider, ev.EventID)
+		})
+		if err != nil {
+			return false, err
+		}
+		if ev.PaymentID == "" {
+			if last {
+				log.Warn().Str("provider_ref", ev.ProviderRef).Msg("webhook for an unknown payment: on the review queue as orphan")
+				return true, nil
+			}
+			return false, in.deferEvent(ctx, ev, "payment not found")
+		}
+	}
+	log = log.With().Str("payment_id", ev.PaymentID).Logger()
+
+	// Applying a webhook calls no PSP: it is one transaction that checks
+	// the payment's lease is free and finalizes, which excludes the sweeper
+	// and a human's resolution exactly as taking and releasing the lease
+	// around it would, with one commit instead of three. If the lease is
+	// held, come back later.
+	free := func(tx pay.Tx) error { return LeaseFree(tx, ev.PaymentID) }
+	var err error
+	if ev.Status == "" {
+		err = in.Store.Update(ctx, func(tx pay.Tx) error {
+			if err := free(tx); err != nil {
+				return err
+			}
+			return Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
+		})
+	} else {
+		_, err = in.Finalizer.FinalizeIf(ctx, pay.Observation{
+			PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
+			ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
+			Amount: ev.Amount, Currency: ev.Currency,
+		}, free)
+	}
+	if err == nil {
+		return true, nil
+	}
+	reason := err.Error()
+	switch code := pay.ErrorCode(err); code {
+	case pay.ELEASEHELD, pay.ELEASELOST:
+		inboxDeferrals.Inc()
+		reason = code
+		log.Debug().Str("reason", code).Int("attempt", ev.Attempts+1).Msg("webhook deferred")
+	default:
+		// Keep the event; it is retried with backoff.
+		log.Error().Err(err).Int("attempt", ev.Attempts+1).Msg("apply webhook")
+	}
+	if last {
+		return in.exhausted(ctx, ev, reason)
+	}
+	return false, in.deferEvent(ctx, ev, reason)
+}
+
+// exhausted puts an event that failed its last try on the review queue
+// (inbox_exhausted, with its last error) and marks it processed, in one
+// transaction. It reports whether that committed.
+func (in *Inbox) exhausted(ctx context.Context, ev pay.InboxEvent, lastErr string) (bool, error) {
+	note := fmt.Sprintf("webhook %s (%s) not applied after %d tries; last error: %s", ev.EventID, ev.Type, ev.Attempts+1, lastErr)
+	err := in.Store.Update(ctx, func(tx pay.Tx) error {
+		if _, err := QueueReview(tx, pay.ReviewItem{
+			PaymentID: ev.PaymentID, Reason: pay.ReasonInboxExhausted, Provider: ev.Provider,
+			ProviderRef: ev.ProviderRef, EventID: ev.EventID, Observed: ev.Status, Note: note,
+		}, pay.SourceWebhook); err != nil {
+			return err
+		}
+		return tx.MarkProcessed(ev.Provider, ev.EventID)
+	})
+	if err != nil {
+		return false, fmt.Errorf("review exhausted webhook %s: %w", ev.EventID, err)
+	}
+	in.Logger.Warn().Str("payment_id", ev.PaymentID).Str("provider", ev.Provider).Str("event_id", ev.EventID).
+		Int("attempts", ev.Attempts+1).Str("last_error", lastErr).Msg("webhook not applied after its last try: on the review queue")
+	return true, nil
+}
+
+// stepKind is the timeline step of an event that carries no status.
+func stepKind(ev pay.InboxEvent) string {
+	if ev.StepKind != "" {
+		return ev.StepKind
+	}
+	return pay.StepIgnoredEvent
+}
+
+// deferEvent schedules ev again with exponential backoff and jitter.
+func (in *Inbox) deferEvent(ctx context.Context, ev pay.InboxEvent, reason string) error {
+	delay := backoff.Delay(or(in.BackoffBase, DefaultInboxBackoffBase), or(in.BackoffCap, DefaultInboxBackoffCap), ev.Attempts+1)
+	return in.Store.Update(ctx, func(tx pay.Tx) error {
+		return tx.DeferInbox(ev.Provider, ev.EventID, tx.Now().Add(delay), reason)
+	})
+}
+
+// secretFields are JSON keys whose values are never archived: a PSP event
+// may carry the customer's client secret or where to redirect them
+// (Stripe's PaymentIntent has client_secret and next_action), and the
+// archived history is shown as review evidence and copied into backups.
+var secretFields = []string{"client_secret", "redirect_url", "next_action"}
+
+// Redact returns body with the values of secret fields, at any depth,
+// replaced by "[redacted]". A body without such a field, or one that is not
+// JSON, is returned unchanged; one with it is re-encoded (key order and
+// spacing change, content does not).
+func Redact(body []byte) []byte {
+	found := false
+	for _, f := range secretFields {
+		found = found || bytes.Contains(body, []byte(`"`+f+`"`))
+	}
+	if !found {
+		return body
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return body // the provider accepted it; keep it as it came
+	}
+	var walk func(any)
+	walk = func(x any) {
+		switch t := x.(type) {
+		case map[string]any:
+			for k, val := range t {
+				if slices.Contains(secretFields, k) {
+					if val != nil {
+						t[k] = "[redacted]"
+					}
+					continue
+				}
+				walk(val)
+			}
+		case []any:
+			for _, val := range t {
+				walk(val)
+			}
+		}
+	}
+	walk(v)
+	out, err := json.Marshal(v)
+	if err != nil {
+		return body
+	}
+	return out
+}

@@ -1,0 +1,167 @@
+package httpd
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// Client talks to a running paystate over the API this package serves,
+// in its wire format: the CLI's commands that reach a server (review,
+// backup) use it, so the wire structs are declared once, here.
+type Client struct {
+	// BaseURL is the server: http://host:port, https://host:port or
+	// host:port (http).
+	BaseURL string
+	// APIKey is sent as a bearer token; "" sends none (a loopback-only
+	// server without keys).
+	APIKey string
+	// HTTP sends the requests; nil is http.DefaultClient, which has no
+	// timeout (a backup may take long): bound a call with its context.
+	HTTP *http.Client
+}
+
+// ReviewItem is a review item with its evidence, as GET /v1/review
+// answers it.
+type ReviewItem = reviewItemJSON
+
+// ReviewList is the answer of GET /v1/review: the queue, oldest first.
+type ReviewList struct {
+	Data []ReviewItem `json:"data"`
+}
+
+// Payment is a payment's client view, as the API answers it.
+type Payment = paymentJSON
+
+// APIError is an answer other than 2xx. The server's error body gives
+// Code (one of pay's codes) and Message; an answer without that shape
+// (a proxy's) has no Code and the start of its body as Message.
+type APIError struct {
+	Status    int // HTTP status
+	Code      string
+	Message   string
+	RequestID string
+}
+
+// Error is the message with its code and HTTP status.
+func (e *APIError) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("HTTP %d: %s", e.Status, e.Message)
+	}
+	return fmt.Sprintf("%s (%s, HTTP %d)", e.Message, e.Code, e.Status)
+}
+
+// Unwrap is the answer as a *pay.Error, so that pay.ErrorCode(err) is the
+// server's code; nil if the answer had none.
+func (e *APIError) Unwrap() error {
+	if e.Code == "" {
+		return nil
+	}
+	return &pay.Error{Code: e.Code, Message: e.Message}
+}
+
+// ListReview returns the review queue with each item's evidence.
+func (c *Client) ListReview(ctx context.Context) (ReviewList, error) {
+	var out ReviewList
+	err := c.call(ctx, "GET", "/v1/review", nil, &out)
+	return out, err
+}
+
+// Resolve resolves review item id (a payment id, or an orphan's
+// orphan_<provider>_<event>) with status and the human's note. It returns
+// the payment as resolved; for an orphan, which can only be dismissed
+// (finalize.StatusDismissed), only ID and Status are set.
+func (c *Client) Resolve(ctx context.Context, id, status, note string) (Payment, error) {
+	var out Payment
+	err := c.call(ctx, "POST", "/v1/review/"+url.PathEscape(id)+"/resolve", resolveRequest{Status: status, Note: note}, &out)
+	return out, err
+}
+
+// Backup writes a consistent copy of the server's database (GET
+// /admin/backup) to w and returns its size.
+func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
+	res, err := c.send(ctx, "GET", "/admin/backup", nil)
+	if err != nil {
+		return 0, err
+	}
+	defer res.Body.Close()
+	return io.Copy(w, res.Body)
+}
+
+// call sends in (if not nil) as JSON and decodes the answer into out.
+func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
+	var body []byte
+	if in != nil {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return err
+		}
+	}
+	res, err := c.send(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(res.Body, 64<<20)).Decode(out); err != nil {
+		return fmt.Errorf("%s %s: malformed answer: %w", method, path, err)
+	}
+	return nil
+}
+
+// send sends one request and returns a 2xx answer; any other answer is an
+// *APIError.
+func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	base, err := c.base()
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.APIKey != "" {
+		req.Header.Set("Authorization", "Bearer "+c.APIKey)
+	}
+	hc := c.HTTP
+	if hc == nil {
+		hc = http.DefaultClient
+	}
+	res, err := hc.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	if res.StatusCode/100 == 2 {
+		return res, nil
+	}
+	defer res.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
+	var e errorBody
+	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
+		return nil, &APIError{Status: res.StatusCode, Code: e.Error.Code, Message: e.Error.Message, RequestID: e.Error.RequestID}
+	}
+	return nil, &APIError{Status: res.StatusCode, Message: truncate(strings.TrimSpace(string(b)), 200)}
+}
+
+// base is BaseURL with its scheme (http if it has none) and without a
+// trailing slash.
+func (c *Client) base() (string, error) {
+	s := strings.TrimRight(c.BaseURL, "/")
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return "", fmt.Errorf("server address %q: want http://host:port, https://host:port or host:port", c.BaseURL)
+	}
+	return s, nil
+}

@@ -1,0 +1,695 @@
+// Package simulate runs a complete paystate on a temporary database against
+// the mock PSP in chaos mode — webhooks racing the sync answer in both
+// orders, duplicated and reordered webhooks, lost sync answers, duplicate
+// client requests, refunds, the sweeper on a short clock — drives it over
+// HTTP only, and checks the invariants paystate promises: no secret for a
+// final payment, no effect applied twice, no lost update, and a history
+// that verifies. It is the engine of `paystate simulate` (cli/simulate.go);
+// its merchant endpoint (Merchant) serves the crash loop too.
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	mrand "math/rand/v2"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+	"github.com/rs/zerolog"
+
+	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/internal/verify"
+	"github.com/paystate/paystate/pay"
+)
+
+// Options of a simulation.
+type Options struct {
+	N           int   // payments; default 1000
+	Concurrency int   // client goroutines; default 32
+	Seed        int64 // 0: random
+	// Settle bounds the wait for webhooks, the sweeper and the ripple
+	// workers after the load; default 2 minutes.
+	Settle time.Duration
+	Logger zerolog.Logger
+}
+
+// Report is what a simulation measured. The invariant fields must be zero.
+type Report struct {
+	Payments           int
+	Creates            int // create requests sent, duplicates included
+	Races              int // payments whose webhook was applied before their sync answer
+	VersionConflicts   int // version conflicts resolved by a re-read
+	DuplicatesAbsorbed int // duplicate webhooks, replayed requests and duplicate observations absorbed
+	DriftCorrected     int // payments the sweeper corrected against the PSP
+	Refunds            int
+	ReviewQueue        int // payments left for a human
+
+	SecretsForFinal int // invariant: client secrets or redirect URLs returned for final payments
+	EffectsTwice    int // invariant: effects applied more than once
+	LostUpdates     int // invariant: final states that disagree with the PSP, versions that went back, verify mismatches
+	Unsettled       int // invariant: payments still open after the settle time
+	Problems        []string
+
+	Duration   time.Duration
+	Throughput float64 // payments per second during the load
+	P50        time.Duration
+	P95        time.Duration
+	P99        time.Duration
+}
+
+// OK reports whether every invariant held.
+func (r Report) OK() bool {
+	return r.SecretsForFinal == 0 && r.EffectsTwice == 0 && r.LostUpdates == 0 && r.Unsettled == 0
+}
+
+// Print writes the report as a table.
+func (r Report) Print(w io.Writer) {
+	row := func(name string, v any, must string) {
+		fmt.Fprintf(w, "  %-42s %12v  %s\n", name, v, must)
+	}
+	fmt.Fprintln(w, "paystate simulate")
+	row("payments", r.Payments, "")
+	row("create requests (with duplicates)", r.Creates, "")
+	row("refunds", r.Refunds, "")
+	row("races (webhook before sync answer)", r.Races, "")
+	row("version conflicts resolved", r.VersionConflicts, "")
+	row("duplicates absorbed", r.DuplicatesAbsorbed, "")
+	row("drift corrected by the sweeper", r.DriftCorrected, "")
+	row("left on the review queue", r.ReviewQueue, "")
+	row("secrets returned for final payments", r.SecretsForFinal, "(must be 0)")
+	row("effects applied twice", r.EffectsTwice, "(must be 0)")
+	row("lost updates", r.LostUpdates, "(must be 0)")
+	row("payments not settled", r.Unsettled, "(must be 0)")
+	row("throughput (payments/s)", fmt.Sprintf("%.0f", r.Throughput), "")
+	row("create latency p50", r.P50.Round(time.Microsecond), "")
+	row("create latency p95", r.P95.Round(time.Microsecond), "")
+	row("create latency p99", r.P99.Round(time.Microsecond), "")
+	row("wall time", r.Duration.Round(time.Millisecond), "")
+	for _, p := range r.Problems {
+		fmt.Fprintln(w, "  problem:", p)
+	}
+	if r.OK() {
+		fmt.Fprintln(w, "every invariant held")
+	} else {
+		fmt.Fprintln(w, "INVARIANT BROKEN")
+	}
+}
+
+// sim is one run.
+type sim struct {
+	opts   Options
+	m      *daemon.Main
+	base   string
+	key    string
+	hc     *http.Client
+	rnd    *mrand.Rand
+	rndMu  sync.Mutex
+	report Report
+	mu     sync.Mutex
+
+	// What the clients saw, per payment: every version answered, in order.
+	seen map[string][]seenState
+	// The merchant's endpoint for paystate's webhooks.
+	merchant *Merchant
+	// Expected loyalty points per customer.
+	refunded map[string]bool
+	// dupBase is the inbox's duplicate counter before the run (metrics are
+	// process-wide).
+	dupBase uint64
+}
+
+type seenState struct {
+	version uint64
+	status  pay.Status
+}
+
+// Run runs one simulation.
+func Run(ctx context.Context, opts Options) (Report, error) {
+	if opts.N <= 0 {
+		opts.N = 1000
+	}
+	if opts.Concurrency <= 0 {
+		opts.Concurrency = 32
+	}
+	if opts.Settle <= 0 {
+		opts.Settle = 2 * time.Minute
+	}
+	seed := uint64(opts.Seed)
+	if seed == 0 {
+		seed = mrand.Uint64()
+	}
+	s := &sim{
+		opts: opts, rnd: mrand.New(mrand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+		seen:     map[string][]seenState{},
+		refunded: map[string]bool{},
+		hc:       &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: opts.Concurrency * 2}},
+	}
+	defer s.hc.CloseIdleConnections()
+	s.dupBase = metrics.GetOrCreateCounter(`paystate_webhooks_total{provider="mock",outcome="duplicate"}`).Get()
+	start := time.Now()
+
+	dir, err := os.MkdirTemp("", "paystate-simulate-")
+	if err != nil {
+		return Report{}, err
+	}
+	defer os.RemoveAll(dir)
+
+	// The merchant's webhook endpoint.
+	whSecret := "whsec_" + base64.StdEncoding.EncodeToString(randBytes(32))
+	if s.merchant, err = NewMerchant(whSecret); err != nil {
+		return Report{}, err
+	}
+	merchant := httptest.NewServer(s.merchant)
+	defer merchant.Close()
+
+	// A complete paystate in chaos mode.
+	s.key = "sim_" + base64.RawURLEncoding.EncodeToString(randBytes(24))
+	cfg := config.DefaultConfig()
+	cfg.Server.Listen = "127.0.0.1:0"
+	cfg.Storage.Path = filepath.Join(dir, "paystate.db")
+	cfg.Auth.APIKeys = []string{s.key}
+	cfg.Providers.Mock.WebhookDelay = config.Duration{}
+	cfg.Providers.Mock.DuplicateRate = 0.3
+	cfg.Providers.Mock.Reorder = true
+	cfg.Providers.Mock.WebhookFirstRate = 0.3
+	cfg.Sweeper.Interval = config.Duration{Duration: 200 * time.Millisecond}
+	cfg.Sweeper.MinAge = config.Duration{Duration: 500 * time.Millisecond}
+	cfg.Sweeper.RatePerSecond = 500
+	cfg.Ripple.BackoffBase = config.Duration{Duration: 20 * time.Millisecond}
+	cfg.Ripple.BackoffCap = config.Duration{Duration: 500 * time.Millisecond}
+	cfg.Webhooks = []config.Webhook{{URL: merchant.URL + "/paystate", Secret: whSecret,
+		Events: []string{"payment.captured", "payment.failed", "payment.refunded", "payment.requires_action", "payment.processing", "payment.finalize_pending", "payment.expired"}}}
+	if err := cfg.Validate(); err != nil {
+		return Report{}, err
+	}
+	s.m = daemon.New(cfg, opts.Logger)
+	if err := s.m.Open(); err != nil {
+		return Report{}, err
+	}
+	s.base = s.m.Server.URL()
+	closed := false
+	closeDaemon := func() error {
+		if closed {
+			return nil
+		}
+		closed = true
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return s.m.Close(cctx)
+	}
+	defer closeDaemon()
+
+	// The load.
+	ids, latencies := s.load(ctx)
+	loadTime := time.Since(start)
+	s.report.Payments = len(ids)
+	if loadTime > 0 {
+		s.report.Throughput = float64(len(ids)) / loadTime.Seconds()
+	}
+	s.report.P50, s.report.P95, s.report.P99 = percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
+
+	// Settle, then check everything.
+	if err := s.settle(ctx, ids); err != nil {
+		return s.report, err
+	}
+	if err := s.check(ctx, ids); err != nil {
+		return s.report, err
+	}
+	if err := closeDaemon(); err != nil {
+		return s.report, err
+	}
+	s.report.Duration = time.Since(start)
+	return s.report, nil
+}
+
+func randBytes(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return b
+}
+
+func (s *sim) intn(n int) int {
+	s.rndMu.Lock()
+	defer s.rndMu.Unlock()
+	return s.rnd.IntN(n)
+}
+
+func (s *sim) absorbed() {
+	s.mu.Lock()
+	s.report.DuplicatesAbsorbed++
+	s.mu.Unlock()
+}
+
+func (s *sim) problem(format string, args ...any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.report.Problems) < 20 {
+		s.report.Problems = append(s.report.Problems, fmt.Sprintf(format, args...))
+	}
+}
+
+// answer is a decoded API response.
+type answer struct {
+	status int
+	header http.Header
+	body   map[string]any
+	raw    []byte
+}
+
+func (a answer) str(k string) string { v, _ := a.body[k].(string); return v }
+
+func (s *sim) do(ctx context.Context, method, path string, body []byte, idemKey string) (answer, error) {
+	req, err := http.NewRequestWithContext(ctx, method, s.base+path, bytes.NewReader(body))
+	if err != nil {
+		return answer{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if idemKey != "" {
+		req.Header.Set("Idempotency-Key", idemKey)
+	}
+	res, err := s.hc.Do(req)
+	if err != nil {
+		return answer{}, err
+	}
+	defer res.Body.Close()
+	raw, err := io.ReadAll(res.Body)
+	if err != nil {
+		return answer{}, err
+	}
+	a := answer{status: res.StatusCode, header: res.Header, raw: raw}
+	_ = json.Unmarshal(raw, &a.body)
+	return a, nil
+}
+
+// observe checks one payment answer: no secret for a final payment; it
+// records the version seen and returns it.
+func (s *sim) observe(a answer) uint64 {
+	id := a.str("id")
+	if id == "" {
+		return 0
+	}
+	st := pay.Status(a.str("status"))
+	if !st.ShowsSecrets() {
+		for _, k := range []string{"client_secret", "redirect_url"} {
+			if _, ok := a.body[k]; ok {
+				s.mu.Lock()
+				s.report.SecretsForFinal++
+				s.mu.Unlock()
+				s.problem("%s returned for %s payment %s", k, st, id)
+			}
+		}
+	}
+	v, _ := a.body["version"].(float64)
+	s.mu.Lock()
+	s.seen[id] = append(s.seen[id], seenState{version: uint64(v), status: st})
+	s.mu.Unlock()
+	return uint64(v)
+}
+
+// monotonic checks that one client's successive answers about a payment
+// never go back in version.
+func (s *sim) monotonic(id string, prev, next uint64) uint64 {
+	if next < prev {
+		s.mu.Lock()
+		s.report.LostUpdates++
+		s.mu.Unlock()
+		s.problem("%s: version went back from %d to %d", id, prev, next)
+		return prev
+	}
+	return next
+}
+
+// suffixes are the mock's outcomes by the amount's last two digits, with
+// their share of the load.
+var suffixes = []struct {
+	suffix int
+	weight int
+}{{0, 30}, {1, 10}, {2, 15}, {3, 15}, {4, 10}, {57, 20}}
+
+func (s *sim) amount() int64 {
+	n := s.intn(100)
+	for _, sf := range suffixes {
+		if n < sf.weight {
+			return int64(100*(10+s.intn(90)) + sf.suffix)
+		}
+		n -= sf.weight
+	}
+	return 1057
+}
+
+// load creates opts.N payments from opts.Concurrency clients: some
+// requests sent twice at once with one key, some refunds, and reads racing
+// the writes. It returns the payment ids and the create latencies.
+func (s *sim) load(ctx context.Context) ([]string, []time.Duration) {
+	var (
+		next      atomic.Int64
+		mu        sync.Mutex
+		ids       []string
+		latencies []time.Duration
+		wg        sync.WaitGroup
+	)
+	for range s.opts.Concurrency {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for ctx.Err() == nil {
+				i := int(next.Add(1)) - 1
+				if i >= s.opts.N {
+					return
+				}
+				id, lat := s.onePayment(ctx, i)
+				if id == "" {
+					continue
+				}
+				mu.Lock()
+				ids = append(ids, id)
+				latencies = append(latencies, lat)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return ids, latencies
+}
+
+func (s *sim) onePayment(ctx context.Context, i int) (string, time.Duration) {
+	body := []byte(fmt.Sprintf(`{"order_id":"sim-%d","amount":%d,"currency":"EUR","customer":{"id":"cus_%d"}}`, i, s.amount(), i%40))
+	key := fmt.Sprintf("sim-%d", i)
+	dup := s.intn(10) == 0
+
+	var dupAnswer answer
+	var dupErr error
+	var dupWG sync.WaitGroup
+	if dup {
+		dupWG.Add(1)
+		go func() {
+			defer dupWG.Done()
+			dupAnswer, dupErr = s.do(ctx, "POST", "/v1/payments", body, key)
+		}()
+	}
+	start := time.Now()
+	a, err := s.do(ctx, "POST", "/v1/payments", body, key)
+	lat := time.Since(start)
+	dupWG.Wait()
+	s.mu.Lock()
+	s.report.Creates++
+	if dup {
+		s.report.Creates++
+	}
+	s.mu.Unlock()
+	if err != nil {
+		s.problem("create: %v", err)
+		return "", 0
+	}
+	if a.status == 409 { // the duplicate holds the key: retry, as a client would
+		a, err = s.do(ctx, "POST", "/v1/payments", body, key)
+		if err != nil || a.status != 201 {
+			s.problem("create retry: %v %d", err, a.status)
+			return "", lat
+		}
+	} else if a.status != 201 {
+		s.problem("create answered %d %s", a.status, a.raw)
+		return "", lat
+	}
+	if dup && dupErr == nil {
+		switch {
+		case dupAnswer.status == 409:
+			s.absorbed()
+		case dupAnswer.status == 201 && dupAnswer.str("id") == a.str("id"):
+			s.observe(dupAnswer)
+			if dupAnswer.header.Get("Idempotent-Replayed") == "true" || a.header.Get("Idempotent-Replayed") == "true" {
+				s.absorbed()
+			}
+		default:
+			s.problem("one idempotency key made two answers: %d %s and %d %s", a.status, a.raw, dupAnswer.status, dupAnswer.raw)
+			s.mu.Lock()
+			s.report.LostUpdates++
+			s.mu.Unlock()
+		}
+	}
+	id := a.str("id")
+	version := s.observe(a)
+
+	// A read racing the webhooks.
+	if r, err := s.do(ctx, "GET", "/v1/payments/"+id, nil, ""); err == nil && r.status == 200 {
+		version = s.monotonic(id, version, s.observe(r))
+	}
+	// Some captured payments are refunded.
+	if a.str("status") == "captured" && s.intn(10) == 0 {
+		r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", nil, "refund-"+key)
+		if err != nil || r.status != 200 {
+			s.problem("refund %s: %v %d %s", id, err, r.status, r.raw)
+		} else {
+			s.monotonic(id, version, s.observe(r))
+			s.mu.Lock()
+			s.report.Refunds++
+			s.refunded[id] = true
+			s.mu.Unlock()
+		}
+	}
+	return id, lat
+}
+
+// settle waits until every payment is final or on the review queue and
+// the inbox and the ripple workers have nothing left.
+func (s *sim) settle(ctx context.Context, ids []string) error {
+	deadline := time.Now().Add(s.opts.Settle)
+	for {
+		open, err := s.openPayments(ctx, ids)
+		if err != nil {
+			return err
+		}
+		pending, err := s.pendingWork(ctx)
+		if err != nil {
+			return err
+		}
+		if len(open) == 0 && pending == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			s.report.Unsettled = len(open)
+			for _, id := range open[:min(len(open), 5)] {
+				s.problem("payment %s still open after %s", id, s.opts.Settle)
+			}
+			if pending > 0 {
+				s.problem("%d webhooks or deliveries still pending after %s", pending, s.opts.Settle)
+			}
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+// openPayments lists payments neither final nor on the review queue.
+func (s *sim) openPayments(ctx context.Context, ids []string) ([]string, error) {
+	var open []string
+	review := map[string]bool{}
+	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+		items, err := tx.ListReview()
+		if err != nil {
+			return err
+		}
+		for _, it := range items {
+			review[it.PaymentID] = true
+		}
+		for _, id := range ids {
+			p, err := tx.Payment(id)
+			if err != nil {
+				return err
+			}
+			if !p.Status.Terminal() && !review[id] {
+				open = append(open, id)
+			}
+		}
+		return nil
+	})
+	return open, err
+}
+
+// pendingWork counts webhooks not yet applied, outbox records not yet
+// fanned out and deliveries not yet done.
+func (s *sim) pendingWork(ctx context.Context) (int, error) {
+	n := 0
+	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+		in, err := tx.PendingInbox(time.Now().Add(24*time.Hour), 1000)
+		if err != nil {
+			return err
+		}
+		ds, _, err := tx.ListDeliveries(pay.DeliveryFilter{State: pay.DeliveryPending, Limit: 1000})
+		if err != nil {
+			return err
+		}
+		cur, err := tx.RippleCursor()
+		if err != nil {
+			return err
+		}
+		recs, err := tx.OutboxAfter(cur, 1000)
+		if err != nil {
+			return err
+		}
+		n = len(in) + len(ds) + len(recs)
+		return nil
+	})
+	return n, err
+}
+
+// check computes the report's counts and invariants from what the clients
+// saw, the PSP's truth, the merchant's endpoint and the database.
+func (s *sim) check(ctx context.Context, ids []string) error {
+	r := &s.report
+	points := map[string]int64{}
+	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+		items, err := tx.ListReview()
+		if err != nil {
+			return err
+		}
+		inReview := map[string]bool{}
+		for _, it := range items {
+			inReview[it.PaymentID] = true
+		}
+		r.ReviewQueue = len(inReview)
+		for _, id := range ids {
+			p, err := tx.Payment(id)
+			if err != nil {
+				return err
+			}
+			steps, err := tx.Steps(id)
+			if err != nil {
+				return err
+			}
+			s.checkPayment(p, steps, inReview[id])
+			if p.Customer.ID != "" {
+				points[p.Customer.ID] += 0
+				if p.Status == pay.Captured {
+					points[p.Customer.ID] += p.Amount / 100
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+
+	// One version is one state: two answers with the same version and
+	// different statuses would be a lost update.
+	for id, seen := range s.seen {
+		last := map[uint64]pay.Status{}
+		for _, st := range seen {
+			if prev, ok := last[st.version]; ok && prev != st.status {
+				r.LostUpdates++
+				s.problem("%s: version %d answered as %s and as %s", id, st.version, prev, st.status)
+			}
+			last[st.version] = st.status
+		}
+	}
+
+	// Effects: every merchant webhook event arrived at most once, and one
+	// event per (payment, type); loyalty points match the captures.
+	for _, p := range s.merchant.Twice() {
+		r.EffectsTwice++
+		s.problem("%s", p)
+	}
+	for _, why := range s.merchant.Rejected() {
+		s.problem("merchant webhook failed verification: %s", why)
+	}
+	for cus, want := range points {
+		a, err := s.do(ctx, "GET", "/v1/customers/"+cus, nil, "")
+		if err != nil {
+			return err
+		}
+		got, _ := a.body["points"].(float64)
+		if int64(got) != want {
+			r.EffectsTwice++
+			s.problem("customer %s has %v loyalty points, captures say %d", cus, got, want)
+		}
+	}
+
+	r.DuplicatesAbsorbed += int(metrics.GetOrCreateCounter(`paystate_webhooks_total{provider="mock",outcome="duplicate"}`).Get() - s.dupBase)
+
+	// The database agrees with its own history.
+	rep, err := verify.Run(ctx, s.m.DB)
+	if err != nil {
+		return err
+	}
+	for _, m := range rep.Mismatches {
+		r.LostUpdates++
+		s.problem("verify: %s", m)
+	}
+	return nil
+}
+
+// checkPayment compares a payment with the PSP's truth and counts what its
+// timeline shows.
+func (s *sim) checkPayment(p pay.Payment, steps []pay.Step, inReview bool) {
+	r := &s.report
+	syncSeen := false
+	for _, st := range steps {
+		switch {
+		case st.Kind == pay.StepConflict:
+			r.VersionConflicts++
+		case st.Kind == pay.StepDuplicate:
+			r.DuplicatesAbsorbed++
+		case st.Kind == pay.StepTransition && st.Source == pay.SourceSweeper && st.To.Terminal():
+			r.DriftCorrected++
+		}
+		if st.Source == pay.SourceSync {
+			syncSeen = true
+		}
+		if st.Source == pay.SourceWebhook && st.Kind == pay.StepTransition && !syncSeen {
+			r.Races++
+		}
+	}
+	if inReview {
+		return
+	}
+	c, ok := s.m.Mock.Charge("charge-" + p.ID)
+	if !ok {
+		r.LostUpdates++
+		s.problem("%s: the PSP has no charge for it", p.ID)
+		return
+	}
+	if c.Status != p.Status {
+		r.LostUpdates++
+		s.problem("%s: paystate says %s, the PSP says %s", p.ID, p.Status, c.Status)
+	}
+	if c.Charges != 1 {
+		r.LostUpdates++
+		s.problem("%s: charged %d times at the PSP", p.ID, c.Charges)
+	}
+}
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	i := int(math.Ceil(p/100*float64(len(s)))) - 1
+	return s[max(0, min(i, len(s)-1))]
+}
+
+// ErrInvariant is returned when a report is not OK.
+var ErrInvariant = errors.New("simulate: an invariant broke")

@@ -1,0 +1,43 @@
+package simulate_test
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/paystate/paystate/internal/simulate"
+)
+
+// TestRun runs a small chaos simulation and checks its invariants and that
+// the chaos actually happened.
+func TestRun(t *testing.T) {
+	n := 120
+	if testing.Short() {
+		n = 60
+	}
+	rep, err := simulate.Run(context.Background(), simulate.Options{N: n, Concurrency: 4, Seed: 42})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Log("\n" + out.String())
+	if !rep.OK() {
+		t.Fatalf("an invariant broke:\n%s", out.String())
+	}
+	if got, want := rep.Payments, n; got != want {
+		t.Fatalf("Payments=%d, want %d", got, want)
+	}
+	// The mock's lost answers (amounts ending in 04) must have been
+	// corrected by the sweeper, and duplicates absorbed.
+	if rep.DriftCorrected == 0 {
+		t.Errorf("no drift corrected: the sweeper did not run against the lost answers")
+	}
+	if rep.DuplicatesAbsorbed == 0 {
+		t.Errorf("no duplicates absorbed")
+	}
+	if !strings.Contains(out.String(), "every invariant held") {
+		t.Errorf("table does not say the invariants held")
+	}
+}

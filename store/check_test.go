@@ -1,0 +1,70 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolttest"
+)
+
+// TestDB_CheckDeliveries: Check finds a pending delivery whose due entry
+// is gone, as it finds a payment without its index entries.
+func TestDB_CheckDeliveries(t *testing.T) {
+	t.Parallel()
+	db, err := store.Open(filepath.Join(t.TempDir(), "paystate.db"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	d := pay.Delivery{
+		ID: "dlv_1", Effect: pay.EffectRetention, EventID: "evt_1", EventType: "payment.captured", EventSeq: 1,
+		PaymentID: "pay_1", State: pay.DeliveryPending,
+	}
+	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertDelivery(d) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Check(); err != nil {
+		t.Fatalf("Check of a sound database: %v", err)
+	}
+
+	err = store.BoltDB(db).Update(func(btx *bolt.Tx) error {
+		b := btx.Bucket(store.BucketDeliveriesDue)
+		k, _ := b.Cursor().First()
+		if k == nil {
+			return errors.New("empty due index")
+		}
+		return b.Delete(k)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Check()
+	if err == nil {
+		t.Fatal("Check of a damaged delivery index found nothing")
+	}
+	if !strings.Contains(err.Error(), d.ID) || !strings.Contains(err.Error(), "deliveries_due") {
+		t.Fatalf("Check error %q does not name delivery %s and deliveries_due", err, d.ID)
+	}
+}
+
+// TestDB_CheckClosed: Check of a closed database is EUNAVAILABLE, as View
+// and Update are, which is how bolttest.MustOpen tells a database that a
+// test closed itself.
+func TestDB_CheckClosed(t *testing.T) {
+	t.Parallel()
+	db := bolttest.MustOpen(t, nil)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	err := db.Check()
+	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
+		t.Fatalf("Check after Close: error %v: code=%q, want %q", err, got, want)
+	}
+}

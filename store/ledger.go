@@ -1,0 +1,211 @@
+package store
+
+// The ledger: the journal (ledger) and the running balance of each
+// account and currency (balances), written together by AppendLedger.
+
+import (
+	"cmp"
+	"context"
+	"encoding/binary"
+	"fmt"
+	"math"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// AppendLedger appends the journal lines of one posting, each with the
+// next Seq of the ledger, and writes the assigned Seq (and At, Tx.Now when
+// zero) back into entries. The lines must sum to zero per currency, else
+// EINVALID and nothing is written. Account and Currency are required.
+func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
+	// Check the posting first: it balances, and no balance overflows.
+	sums := map[string]int64{}
+	for _, e := range entries {
+		if err := checkPart("ledger account", e.Account, true); err != nil {
+			return err
+		}
+		if err := checkPart("ledger currency", e.Currency, true); err != nil {
+			return err
+		}
+		s, ok := add(sums[e.Currency], e.Amount)
+		if !ok {
+			return pay.Errorf(pay.EINVALID, "ledger posting overflows in %s", e.Currency)
+		}
+		sums[e.Currency] = s
+	}
+	for cur, s := range sums {
+		if s != 0 {
+			return pay.Errorf(pay.EINVALID, "ledger posting does not balance in %s: off by %d", cur, s)
+		}
+	}
+	balances := map[string]int64{} // balanceKey → balance after the posting
+	for _, e := range entries {
+		k := string(balanceKey(e.Account, e.Currency))
+		b, ok := balances[k]
+		if !ok {
+			b = t.balance(e.Account, e.Currency)
+		}
+		if b, ok = add(b, e.Amount); !ok {
+			return pay.Errorf(pay.EINVALID, "ledger balance of %s in %s overflows", e.Account, e.Currency)
+		}
+		balances[k] = b
+	}
+
+	// Write the lines and move the running balances.
+	for i := range entries {
+		e := &entries[i]
+		seq, err := t.nextSeq(bucketLedger)
+		if err != nil {
+			return err
+		}
+		e.Seq = seq
+		if e.At.IsZero() {
+			e.At = t.now
+		}
+		e.At = e.At.UTC()
+		if err := t.putJSON(bucketLedger, seqKey(seq), fromLedger(*e)); err != nil {
+			return err
+		}
+	}
+	for k, b := range balances {
+		if err := t.put(bucketBalances, []byte(k), be64(uint64(b))); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// balance returns the running balance of an account in a currency.
+func (t *tx) balance(account, currency string) int64 {
+	v := t.bucket(bucketBalances).Get(balanceKey(account, currency))
+	if len(v) != 8 {
+		return 0
+	}
+	return int64(binary.BigEndian.Uint64(v))
+}
+
+// add returns a+b and whether it did not overflow.
+func add(a, b int64) (int64, bool) {
+	s := a + b
+	if (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b) {
+		return 0, false
+	}
+	return s, true
+}
+
+// LedgerBalances returns the running balance of every account and currency
+// that has a journal line, sorted by account, then currency.
+func (t *tx) LedgerBalances() ([]pay.Balance, error) {
+	var out []pay.Balance
+	err := t.bucket(bucketBalances).ForEach(func(k, v []byte) error {
+		account, currency, ok := splitBalanceKey(k)
+		if !ok || len(v) != 8 {
+			return corrupt(bucketBalances, "entry %x", k)
+		}
+		out = append(out, pay.Balance{Account: account, Currency: currency, Amount: int64(binary.BigEndian.Uint64(v))})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b pay.Balance) int {
+		return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.Currency, b.Currency))
+	})
+	return out, nil
+}
+
+// LedgerImbalance is a currency whose journal lines do not sum to zero.
+type LedgerImbalance struct {
+	Currency string
+	Sum      int64 // what the lines sum to; meaningless when Overflow
+	Overflow bool  // the sum left the int64 range on the way
+	Lines    int   // journal lines in this currency
+}
+
+// String describes the imbalance for a report.
+func (i LedgerImbalance) String() string {
+	if i.Overflow {
+		return fmt.Sprintf("ledger in %s: the sum of %d lines overflows", i.Currency, i.Lines)
+	}
+	return fmt.Sprintf("ledger in %s: %d lines sum to %d, want 0", i.Currency, i.Lines, i.Sum)
+}
+
+// CheckLedger sums every journal line per currency, across all accounts,
+// and returns the currencies whose lines do not sum to zero, sorted by
+// currency; none when the ledger balances. It reads the journal itself,
+// not the running balances (Check compares those with the journal), in
+// one read transaction: O(journal lines). It is the ledger check of
+// `paystate verify`.
+func (db *DB) CheckLedger(ctx context.Context) ([]LedgerImbalance, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	sums := map[string]*LedgerImbalance{}
+	err := db.bolt.View(func(btx *bolt.Tx) error {
+		return btx.Bucket(bucketLedger).ForEach(func(k, v []byte) error {
+			var r ledgerRecord
+			if err := decode("ledger entry", v, &r); err != nil {
+				return fmt.Errorf("ledger entry %x: %w", k, err)
+			}
+			s, ok := sums[r.Currency]
+			if !ok {
+				s = &LedgerImbalance{Currency: r.Currency}
+				sums[r.Currency] = s
+			}
+			s.Lines++
+			if sum, ok := add(s.Sum, r.Amount); ok && !s.Overflow {
+				s.Sum = sum
+			} else {
+				s.Overflow = true
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, fmt.Errorf("check ledger: %w", err)
+	}
+	var out []LedgerImbalance
+	for _, s := range sums {
+		if s.Sum != 0 || s.Overflow {
+			out = append(out, *s)
+		}
+	}
+	slices.SortFunc(out, func(a, b LedgerImbalance) int { return cmp.Compare(a.Currency, b.Currency) })
+	return out, nil
+}
+
+// checkLedger reports running balances that do not equal the sum of
+// their journal lines, and journal lines without a balance.
+func (c *checker) checkLedger() {
+	sums := map[string]int64{}
+	_ = c.bucket(bucketLedger).ForEach(func(k, v []byte) error {
+		var r ledgerRecord
+		if err := decode("ledger entry", v, &r); err != nil {
+			c.report(fmt.Errorf("ledger entry %x: %w", k, err))
+			return nil
+		}
+		sums[string(balanceKey(r.Account, r.Currency))] += r.Amount
+		return nil
+	})
+	_ = c.bucket(bucketBalances).ForEach(func(k, v []byte) error {
+		account, currency, _ := splitBalanceKey(k)
+		sum, ok := sums[string(k)]
+		switch {
+		case len(v) != 8:
+			c.report(fmt.Errorf("balance %s %s: %d bytes", account, currency, len(v)))
+		case !ok:
+			c.report(fmt.Errorf("balance %s %s has no ledger entry", account, currency))
+		case int64(binary.BigEndian.Uint64(v)) != sum:
+			c.report(fmt.Errorf("balance %s %s is %d, ledger sums to %d", account, currency, int64(binary.BigEndian.Uint64(v)), sum))
+		}
+		delete(sums, string(k))
+		return nil
+	})
+	for k := range sums {
+		account, currency, _ := splitBalanceKey([]byte(k))
+		c.report(fmt.Errorf("ledger has entries for %s %s but no balance", account, currency))
+	}
+}
