@@ -1,7 +1,6 @@
 package httpd_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"net/url"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,28 +18,15 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 )
 
-// syncBuffer is a log sink the server's goroutines can write to.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// lines returns the log lines that contain s.
-func (b *syncBuffer) lines(s string) []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
+// logLines returns the lines of the log b that contain s.
+func logLines(b *testkit.SyncBuffer, s string) []string {
 	var out []string
-	for _, l := range strings.Split(b.buf.String(), "\n") {
+	for _, l := range strings.Split(b.String(), "\n") {
 		if strings.Contains(l, s) {
 			out = append(out, l)
 		}
@@ -52,7 +37,7 @@ func (b *syncBuffer) lines(s string) []string {
 func TestServer_PanicRecovered(t *testing.T) {
 	t.Parallel()
 	const boom = "boom-4f1c2a: handler bug"
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	d := newDashServerWith(t, func(s *httpd.Server) {
 		s.Logger = zerolog.New(&logs)
 		httpd.AddPanicRoute(s, "/test/panic", boom)
@@ -77,7 +62,7 @@ func TestServer_PanicRecovered(t *testing.T) {
 	for i := range 2 {
 		rid := fmt.Sprintf(`"request_id":"panic-%d"`, i)
 		var withPanic []string
-		for _, l := range logs.lines(rid) {
+		for _, l := range logLines(&logs, rid) {
 			if strings.Contains(l, "boom-4f1c2a") {
 				withPanic = append(withPanic, l)
 			}

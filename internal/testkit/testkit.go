@@ -7,9 +7,11 @@
 package testkit
 
 import (
+	"bytes"
 	"net/http"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,4 +80,25 @@ func CopyFile(tb testing.TB, from, to string) {
 	if err := os.WriteFile(to, b, 0o600); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// SyncBuffer is a bytes.Buffer that goroutines may write at once: the log
+// sink of a server under test, read by the test with String.
+type SyncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+// Write appends p.
+func (b *SyncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (b *SyncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

@@ -1,7 +1,6 @@
 package mock_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -173,7 +172,7 @@ func newProvider(t *testing.T, cfg mock.Config, rc *receiver, opts ...mock.Optio
 	if cfg.WebhookSecret == "" {
 		cfg.WebhookSecret = secret
 	}
-	buf := new(syncBuffer)
+	buf := new(testkit.SyncBuffer)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(buf.String())
@@ -829,7 +828,7 @@ func TestNew(t *testing.T) {
 func TestProvider_Logger(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	var buf syncBuffer
+	var buf testkit.SyncBuffer
 	rc := newReceiver(t, 1)
 	p := newProvider(t, mock.Config{}, rc, mock.WithLogger(zerolog.New(&buf).Level(zerolog.DebugLevel)))
 	for _, amount := range []int64{1000, 1001, 1002, 1003} {
@@ -848,22 +847,4 @@ func TestProvider_Logger(t *testing.T) {
 			t.Fatalf("log holds %q:\n%s", leak, out)
 		}
 	}
-}
-
-// syncBuffer is a bytes.Buffer for a logger written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

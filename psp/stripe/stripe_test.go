@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	stripego "github.com/stripe/stripe-go/v85"
 
 	"github.com/paystate/paystate/internal/ids"
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
@@ -37,7 +37,7 @@ const (
 // when the test fails.
 func newProvider(t *testing.T, apiBase string, opts ...stripe.Option) *stripe.Provider {
 	t.Helper()
-	buf := new(syncBuffer)
+	buf := new(testkit.SyncBuffer)
 	t.Cleanup(func() {
 		if t.Failed() {
 			t.Log(buf.String())
@@ -879,7 +879,7 @@ func TestParseWebhook_Errors(t *testing.T) {
 // counted, and the first of each version is logged.
 func TestParseWebhook_APIVersion(t *testing.T) {
 	t.Parallel()
-	buf := new(syncBuffer)
+	buf := new(testkit.SyncBuffer)
 	p := newProvider(t, "", stripe.WithLogger(zerolog.New(buf)))
 	now := time.Now()
 	counter := metrics.GetOrCreateCounter(`paystate_stripe_webhook_version_mismatch_total`)
@@ -959,22 +959,4 @@ func TestNew(t *testing.T) {
 			t.Fatalf("Name=%s Tolerance=%s", p.Name(), p.Tolerance())
 		}
 	})
-}
-
-// syncBuffer is a bytes.Buffer for a logger written from several goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
