@@ -26,6 +26,22 @@ func TestConfig_Validate(t *testing.T) {
 		}
 		return Duration{v}
 	}
+	// hook sets webhooks to one valid endpoint edited by edit; hook1 puts a
+	// valid endpoint before it, so the edited one is webhooks[1].
+	hook := func(edit func(*Webhook)) func(*Config) {
+		return func(c *Config) { w := validWebhook(); edit(&w); c.Webhooks = []Webhook{w} }
+	}
+	hook1 := func(edit func(*Webhook)) func(*Config) {
+		return func(c *Config) { w := validWebhook(); edit(&w); c.Webhooks = []Webhook{validWebhook(), w} }
+	}
+	// public listens off loopback with an API key, then applies edit.
+	public := func(edit func(*Config)) func(*Config) {
+		return func(c *Config) {
+			c.Server.Listen = "0.0.0.0:8080"
+			c.Auth.APIKeys = []string{"0123456789abcdef"}
+			edit(c)
+		}
+	}
 	for _, tt := range []struct {
 		name   string
 		mutate func(*Config)
@@ -35,13 +51,11 @@ func TestConfig_Validate(t *testing.T) {
 		{"ListenPortZero", func(c *Config) { c.Server.Listen = "127.0.0.1:0" }, ""},
 		{"ListenLocalhost", func(c *Config) { c.Server.Listen = "localhost:8080" }, ""},
 		{"ListenIPv6Loopback", func(c *Config) { c.Server.Listen = "[::1]:8080" }, ""},
-		{"ListenPublicWithKey", func(c *Config) {
-			c.Server.Listen = "0.0.0.0:8080"
-			c.Auth.APIKeys = []string{"0123456789abcdef"}
+		{"ListenPublicWithKey", public(func(c *Config) {
 			c.Providers.Mock = nil
 			c.Payment.Provider = "standard"
 			c.Providers.Standard.WebhookSecret = testSecret("standard")
-		}, ""},
+		}), ""},
 		{"ListenNoPort", func(c *Config) { c.Server.Listen = "127.0.0.1" }, "server.listen"},
 		{"ListenBadPort", func(c *Config) { c.Server.Listen = "127.0.0.1:http" }, "server.listen"},
 		{"ListenPortRange", func(c *Config) { c.Server.Listen = "127.0.0.1:70000" }, "server.listen"},
@@ -91,41 +105,19 @@ func TestConfig_Validate(t *testing.T) {
 		{"AllowedHosts", func(c *Config) { c.Server.AllowedHosts = []string{"pay.example.com", "10.0.0.1"} }, ""},
 		{"AllowedHostsPort", func(c *Config) { c.Server.AllowedHosts = []string{"pay.example.com:443"} }, "server.allowed_hosts[0]"},
 		{"ListenBadHost", func(c *Config) { c.Server.Listen = "no such host:8080" }, "server.listen"},
-		{"WebhookMaxInFlightHuge", func(c *Config) {
-			w := validWebhook()
-			w.MaxInFlight = 1000
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].max_in_flight"},
-		{"WebhookTimeoutLong", func(c *Config) {
-			w := validWebhook()
-			w.Timeout = d("1m")
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].timeout"},
-		{"MockPublic", func(c *Config) {
-			c.Server.Listen = "0.0.0.0:8080"
-			c.Auth.APIKeys = []string{"0123456789abcdef"}
-			c.Providers.Standard = nil
-			c.Providers.Mock.WebhookSecret = testSecret("mock")
-		}, "providers.mock.allow_public"},
-		{"MockPublicAllowed", func(c *Config) {
-			c.Server.Listen = "0.0.0.0:8080"
-			c.Auth.APIKeys = []string{"0123456789abcdef"}
+		{"WebhookMaxInFlightHuge", hook(func(w *Webhook) { w.MaxInFlight = 1000 }), "webhooks[0].max_in_flight"},
+		{"WebhookTimeoutLong", hook(func(w *Webhook) { w.Timeout = d("1m") }), "webhooks[0].timeout"},
+		{"MockPublic", public(func(c *Config) { c.Providers.Standard = nil; c.Providers.Mock.WebhookSecret = testSecret("mock") }), "providers.mock.allow_public"},
+		{"MockPublicAllowed", public(func(c *Config) {
 			c.Providers.Standard = nil
 			c.Providers.Mock.WebhookSecret = testSecret("mock")
 			c.Providers.Mock.AllowPublic = true
-		}, ""},
-		{"MockDevSecretPublic", func(c *Config) {
-			c.Server.Listen = "0.0.0.0:8080"
-			c.Auth.APIKeys = []string{"0123456789abcdef"}
-			c.Providers.Standard = nil
-			c.Providers.Mock.AllowPublic = true
-		}, "providers.mock.webhook_secret"},
-		{"StripeDevSecretPublic", func(c *Config) {
-			c.Server.Listen = "0.0.0.0:8080"
-			c.Auth.APIKeys = []string{"0123456789abcdef"}
+		}), ""},
+		{"MockDevSecretPublic", public(func(c *Config) { c.Providers.Standard = nil; c.Providers.Mock.AllowPublic = true }), "providers.mock.webhook_secret"},
+		{"StripeDevSecretPublic", public(func(c *Config) {
 			c.Providers = Providers{Stripe: &Stripe{SecretKey: "sk_test_123", WebhookSecret: DevelopmentWebhookSecret}}
 			c.Payment.Provider = "stripe"
-		}, "providers.stripe.webhook_secret"},
+		}), "providers.stripe.webhook_secret"},
 		{"StripeNoKey", func(c *Config) { c.Providers.Stripe = &Stripe{WebhookSecret: "whsec_123"} }, "providers.stripe.secret_key"},
 		{"IdempotencyTTLZero", func(c *Config) { c.Idempotency.TTL = Duration{} }, "idempotency.ttl"},
 		{"ProcessedRetentionZero", func(c *Config) { c.WebhookInbox.ProcessedRetention = Duration{} }, "webhook_inbox.processed_retention"},
@@ -153,61 +145,17 @@ func TestConfig_Validate(t *testing.T) {
 		{"ReceiptFromEmpty", func(c *Config) { c.Receipt.SMTPAddr = "localhost:25"; c.Receipt.From = "" }, "receipt.from"},
 		{"ReceiptFromBad", func(c *Config) { c.Receipt.From = "receipts" }, "receipt.from"},
 		{"Webhook", func(c *Config) { c.Webhooks = []Webhook{validWebhook()} }, ""},
-		{"WebhookURLRelative", func(c *Config) {
-			w := validWebhook()
-			w.URL = "/hooks"
-			c.Webhooks = []Webhook{validWebhook(), w}
-		}, "webhooks[1].url"},
-		{"WebhookURLScheme", func(c *Config) {
-			w := validWebhook()
-			w.URL = "ftp://shop.example.com/hooks"
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].url"},
-		{"WebhookNoSecret", func(c *Config) {
-			w := validWebhook()
-			w.Secret = ""
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].secret"},
-		{"WebhookOnlySecrets", func(c *Config) {
-			w := validWebhook()
-			w.Secret, w.Secrets = "", []string{testSecret("next")}
-			c.Webhooks = []Webhook{w}
-		}, ""},
-		{"WebhookSecretNoPrefix", func(c *Config) {
-			w := validWebhook()
-			w.Secret = strings.TrimPrefix(w.Secret, "whsec_")
-			c.Webhooks = []Webhook{validWebhook(), w}
-		}, "webhooks[1].secret"},
-		{"WebhookSecretBadBase64", func(c *Config) {
-			w := validWebhook()
-			w.Secret = "whsec_not base64!"
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].secret"},
-		{"WebhookSecretShort", func(c *Config) {
-			w := validWebhook()
-			w.Secret = "whsec_c2hvcnQ="
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].secret"},
-		{"WebhookSecretsBad", func(c *Config) {
-			w := validWebhook()
-			w.Secrets = []string{testSecret("next"), "whsec_"}
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].secrets[1]"},
-		{"WebhookNoEvents", func(c *Config) {
-			w := validWebhook()
-			w.Events = nil
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].events"},
-		{"WebhookBadEvent", func(c *Config) {
-			w := validWebhook()
-			w.Events = []string{"payment.captured", "captured"}
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].events[1]"},
-		{"WebhookBareEvent", func(c *Config) {
-			w := validWebhook()
-			w.Events = []string{"payment."}
-			c.Webhooks = []Webhook{w}
-		}, "webhooks[0].events[0]"},
+		{"WebhookURLRelative", hook1(func(w *Webhook) { w.URL = "/hooks" }), "webhooks[1].url"},
+		{"WebhookURLScheme", hook(func(w *Webhook) { w.URL = "ftp://shop.example.com/hooks" }), "webhooks[0].url"},
+		{"WebhookNoSecret", hook(func(w *Webhook) { w.Secret = "" }), "webhooks[0].secret"},
+		{"WebhookOnlySecrets", hook(func(w *Webhook) { w.Secret, w.Secrets = "", []string{testSecret("next")} }), ""},
+		{"WebhookSecretNoPrefix", hook1(func(w *Webhook) { w.Secret = strings.TrimPrefix(w.Secret, "whsec_") }), "webhooks[1].secret"},
+		{"WebhookSecretBadBase64", hook(func(w *Webhook) { w.Secret = "whsec_not base64!" }), "webhooks[0].secret"},
+		{"WebhookSecretShort", hook(func(w *Webhook) { w.Secret = "whsec_c2hvcnQ=" }), "webhooks[0].secret"},
+		{"WebhookSecretsBad", hook(func(w *Webhook) { w.Secrets = []string{testSecret("next"), "whsec_"} }), "webhooks[0].secrets[1]"},
+		{"WebhookNoEvents", hook(func(w *Webhook) { w.Events = nil }), "webhooks[0].events"},
+		{"WebhookBadEvent", hook(func(w *Webhook) { w.Events = []string{"payment.captured", "captured"} }), "webhooks[0].events[1]"},
+		{"WebhookBareEvent", hook(func(w *Webhook) { w.Events = []string{"payment."} }), "webhooks[0].events[0]"},
 		{"MockSecretBad", func(c *Config) { c.Providers.Mock.WebhookSecret = "secret" }, "providers.mock.webhook_secret"},
 		{"MockURL", func(c *Config) { c.Providers.Mock.WebhookURL = "http://127.0.0.1:9/webhooks/mock" }, ""},
 		{"MockURLBad", func(c *Config) { c.Providers.Mock.WebhookURL = "127.0.0.1:9/webhooks/mock" }, "providers.mock.webhook_url"},
@@ -219,19 +167,12 @@ func TestConfig_Validate(t *testing.T) {
 		{"DuplicateRateOne", func(c *Config) { c.Providers.Mock.DuplicateRate = 1 }, ""},
 		{"WebhookFirstRateHigh", func(c *Config) { c.Providers.Mock.WebhookFirstRate = 2 }, "providers.mock.webhook_first_rate"},
 		{"StandardSecretBad", func(c *Config) { c.Providers.Standard.WebhookSecret = "whsec_%%%" }, "providers.standard.webhook_secret"},
-		{"StandardDevSecretPublic", func(c *Config) {
-			c.Server.Listen = "0.0.0.0:8080"
-			c.Auth.APIKeys = []string{"0123456789abcdef"}
-			c.Providers.Mock = nil
-			c.Payment.Provider = "standard"
-		}, "providers.standard.webhook_secret"},
-		{"StandardAbsentPublic", func(c *Config) {
-			c.Server.Listen = "0.0.0.0:8080"
-			c.Auth.APIKeys = []string{"0123456789abcdef"}
+		{"StandardDevSecretPublic", public(func(c *Config) { c.Providers.Mock = nil; c.Payment.Provider = "standard" }), "providers.standard.webhook_secret"},
+		{"StandardAbsentPublic", public(func(c *Config) {
 			c.Providers.Standard = nil
 			c.Providers.Mock.WebhookSecret = testSecret("mock")
 			c.Providers.Mock.AllowPublic = true
-		}, ""},
+		}), ""},
 		{"StripeKeyPublishable", func(c *Config) {
 			c.Providers.Stripe = &Stripe{SecretKey: "pk_test_123", WebhookSecret: "whsec_123"}
 		}, "providers.stripe.secret_key"},

@@ -42,56 +42,6 @@ import (
 // The tests mount a small tmpfs, so they need root (CI runs as root); they
 // skip elsewhere.
 
-// mountTmpfs mounts a tmpfs of the given size on a new directory and
-// unmounts it when the test ends (after the daemon's cleanup, registered
-// later, has closed the database).
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("disk-fault tests mount a tmpfs and need root")
-	}
-	dir := filepath.Join(t.TempDir(), "fs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v): disk-fault tests need root with CAP_SYS_ADMIN", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
-}
-
-// fill writes a file in dir until the file system is full.
-func fill(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for {
-		_, err := f.Write(chunk)
-		if errors.Is(err, syscall.ENOSPC) {
-			break
-		} else if err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Fill what a whole chunk no longer fits in, down to the last page.
-	for _, n := range []int{16 << 10, 4 << 10, 1 << 10, 1} {
-		for {
-			if _, err := f.Write(chunk[:n]); err != nil {
-				break
-			}
-		}
-	}
-}
-
 // verifyClean checks the database the daemon has open: bbolt's own
 // consistency check and paystate verify (timelines against records,
 // outbox, ledger).
@@ -116,7 +66,7 @@ func verifyClean(t *testing.T, in *daemontest.Instance) verify.Report {
 // without a restart.
 func TestE2E_DiskFull(t *testing.T) {
 	t.Parallel()
-	dir := mountTmpfs(t, "4m")
+	dir := testkit.MountTmpfs(t, "4m")
 	in := daemontest.BootMain(t, func(c *config.Config) {
 		c.Payment.Provider = "standard"
 		c.Storage.Path = filepath.Join(dir, "paystate.db")
@@ -141,7 +91,7 @@ func TestE2E_DiskFull(t *testing.T) {
 	// Fill the file system, then write until the database needs a page it
 	// cannot have.
 	filler := filepath.Join(dir, "filler")
-	fill(t, filler)
+	testkit.FillUp(t, filler)
 	var failed []int
 	created := 5
 	for i := 5; i < 2000 && len(failed) < 3; i++ {
@@ -229,7 +179,7 @@ func TestE2E_DiskFull(t *testing.T) {
 // writable again; a read-only open (verify) works meanwhile.
 func TestE2E_ReadOnlyFileSystem(t *testing.T) {
 	t.Parallel()
-	dir := mountTmpfs(t, "8m")
+	dir := testkit.MountTmpfs(t, "8m")
 	cfg := config.DefaultConfig()
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Storage.Path = filepath.Join(dir, "paystate.db")

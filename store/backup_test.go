@@ -25,16 +25,10 @@ func TestDB_WriteTo_SlowReader(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	path := filepath.Join(dir, "paystate.db")
-	db, err := store.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := open(t, path, nil)
 	ctx := context.Background()
 	before := payment(1, pay.Captured, t0)
-	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(before) }); err != nil {
-		t.Fatal(err)
-	}
+	insertPayments(t, db, before)
 
 	// The reader takes 16 bytes, then stops.
 	pr, pw := io.Pipe()
@@ -93,11 +87,7 @@ func TestDB_WriteTo_SlowReader(t *testing.T) {
 	if err := os.WriteFile(copyPath, append(head, rest...), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	backup, err := store.Open(copyPath, &store.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backup.Close()
+	backup := open(t, copyPath, &store.Options{ReadOnly: true})
 	if err := backup.Check(); err != nil {
 		t.Fatalf("Check of the copy: %v", err)
 	}
@@ -131,14 +121,8 @@ func TestDB_WriteTo_SlowReader(t *testing.T) {
 func TestDB_Snapshot(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	db, err := store.Open(filepath.Join(dir, "paystate.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(payment(1, pay.Captured, t0)) }); err != nil {
-		t.Fatal(err)
-	}
+	db := open(t, filepath.Join(dir, "paystate.db"), nil)
+	insertPayments(t, db, payment(1, pay.Captured, t0))
 	r, size, err := db.Snapshot()
 	if err != nil {
 		t.Fatal(err)

@@ -18,11 +18,7 @@ import (
 // is gone, as it finds a payment without its index entries.
 func TestDB_CheckDeliveries(t *testing.T) {
 	t.Parallel()
-	db, err := store.Open(filepath.Join(t.TempDir(), "paystate.db"), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := open(t, filepath.Join(t.TempDir(), "paystate.db"), nil)
 	d := pay.Delivery{
 		ID: "dlv_1", Effect: pay.EffectRetention, EventID: "evt_1", EventType: "payment.captured", EventSeq: 1,
 		PaymentID: "pay_1", State: pay.DeliveryPending,
@@ -34,7 +30,7 @@ func TestDB_CheckDeliveries(t *testing.T) {
 		t.Fatalf("Check of a sound database: %v", err)
 	}
 
-	err = store.BoltDB(db).Update(func(btx *bolt.Tx) error {
+	err := store.BoltDB(db).Update(func(btx *bolt.Tx) error {
 		b := btx.Bucket(store.BucketDeliveriesDue)
 		k, _ := b.Cursor().First()
 		if k == nil {

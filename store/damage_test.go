@@ -1,11 +1,9 @@
 package store_test
 
 import (
-	"context"
 	"encoding/binary"
 	"errors"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,25 +17,11 @@ import (
 // It returns the file's path and its bbolt page size.
 func damagedDB(t *testing.T, n int) (string, int) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "paystate.db")
-	db, err := store.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
+	ps := make([]pay.Payment, n)
+	for i := range ps {
+		ps[i] = payment(i, pay.Captured, t0)
 	}
-	err = db.Update(context.Background(), func(tx pay.Tx) error {
-		for i := range n {
-			if err := tx.InsertPayment(payment(i, pay.Captured, t0)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	path := newFile(t, ps...)
 	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
@@ -228,11 +212,7 @@ func TestOpen_SoundFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := db.Update(context.Background(), func(tx pay.Tx) error {
-			return tx.InsertPayment(payment(5000+i, pay.Created, t0))
-		}); err != nil {
-			t.Fatal(err)
-		}
+		insertPayments(t, db, payment(5000+i, pay.Created, t0))
 		if err := db.Check(); err != nil {
 			t.Fatal(err)
 		}

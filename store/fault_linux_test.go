@@ -15,6 +15,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -32,25 +33,6 @@ func needRoot(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("disk-fault tests mount file systems and need root")
 	}
-}
-
-// mountTmpfs mounts a tmpfs of the given size on a new directory.
-func mountTmpfs(t *testing.T, size string) string {
-	t.Helper()
-	needRoot(t)
-	dir := filepath.Join(t.TempDir(), "tmpfs")
-	if err := os.Mkdir(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
-		t.Skipf("cannot mount a tmpfs here (%v)", err)
-	}
-	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			t.Errorf("unmount %s: %v", dir, err)
-		}
-	})
-	return dir
 }
 
 // mountExt4 makes an ext4 file system without a journal in a sparse
@@ -100,27 +82,6 @@ func mountExt4(t *testing.T, imageDir string) string {
 	return dir
 }
 
-// fillUp writes a file at path until its file system is full, down to the
-// last byte.
-func fillUp(t *testing.T, path string) {
-	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := make([]byte, 64<<10)
-	for _, n := range []int{64 << 10, 4 << 10, 512, 1} {
-		for {
-			if _, err := f.Write(chunk[:n]); errors.Is(err, syscall.ENOSPC) {
-				break
-			} else if err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-}
-
 // fatalRecorder is an Options.OnFatal that records its calls.
 type fatalRecorder struct {
 	mu   sync.Mutex
@@ -167,22 +128,16 @@ func writeUntilError(t *testing.T, db *store.DB, from int) (error, int) {
 // succeed again once space is freed.
 func TestDB_DiskFull(t *testing.T) {
 	t.Parallel()
-	dir := mountTmpfs(t, "8m")
+	dir := testkit.MountTmpfs(t, "8m")
 	var rec fatalRecorder
-	db, err := store.Open(filepath.Join(dir, "paystate.db"), &store.Options{OnFatal: rec.onFatal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := open(t, filepath.Join(dir, "paystate.db"), &store.Options{OnFatal: rec.onFatal})
 	ctx := context.Background()
 	p := payment(1, pay.Processing, t0)
-	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
-		t.Fatal(err)
-	}
+	insertPayments(t, db, p)
 
 	filler := filepath.Join(dir, "filler")
-	fillUp(t, filler)
-	err, _ = writeUntilError(t, db, 0)
+	testkit.FillUp(t, filler)
+	err, _ := writeUntilError(t, db, 0)
 	if got, want := pay.ErrorCode(err), pay.EDISKFULL; got != want {
 		t.Fatalf("commit on a full disk: %v: code=%q, want %q", err, got, want)
 	}
@@ -266,11 +221,7 @@ func TestDB_FatalIOError(t *testing.T) {
 	t.Parallel()
 	dir := mountExt4(t, t.TempDir())
 	var rec fatalRecorder
-	db, err := store.Open(filepath.Join(dir, "paystate.db"), &store.Options{OnFatal: rec.onFatal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := open(t, filepath.Join(dir, "paystate.db"), &store.Options{OnFatal: rec.onFatal})
 	// Room in the file, so that the next commit only writes pages.
 	ctx := context.Background()
 	for i := range 8 {
@@ -280,7 +231,7 @@ func TestDB_FatalIOError(t *testing.T) {
 	}
 
 	shutdown(t, dir)
-	err = db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(payment(1, pay.Processing, t0)) })
+	err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(payment(1, pay.Processing, t0)) })
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("commit after the shutdown: %v, want an error wrapping EIO", err)
 	}
@@ -293,14 +244,10 @@ func TestDB_FatalIOError(t *testing.T) {
 // full disk.
 func TestDB_FatalFsync(t *testing.T) {
 	t.Parallel()
-	backing := mountTmpfs(t, "6m")
+	backing := testkit.MountTmpfs(t, "6m")
 	dir := mountExt4(t, backing)
 	var rec fatalRecorder
-	db, err := store.Open(filepath.Join(dir, "paystate.db"), &store.Options{OnFatal: rec.onFatal})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := open(t, filepath.Join(dir, "paystate.db"), &store.Options{OnFatal: rec.onFatal})
 
 	// ext4 sees 64 MiB; the tmpfs under it has room for a few.
 	err, n := writeUntilError(t, db, 0)

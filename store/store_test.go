@@ -37,35 +37,67 @@ func payment(i int, s pay.Status, updated time.Time) pay.Payment {
 	}
 }
 
-func TestOpen_Reopen(t *testing.T) {
-	t.Parallel()
+// open opens the database at path, closed at cleanup.
+func open(t *testing.T, path string, opts *store.Options) *store.DB {
+	t.Helper()
+	db, err := store.Open(path, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+// insertPayments stores payments in one transaction.
+func insertPayments(t *testing.T, db *store.DB, ps ...pay.Payment) {
+	t.Helper()
+	err := db.Update(context.Background(), func(tx pay.Tx) error {
+		for _, p := range ps {
+			if err := tx.InsertPayment(p); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// newFile creates a database file holding ps, closes it and returns its
+// path.
+func newFile(t *testing.T, ps ...pay.Payment) string {
+	t.Helper()
 	path := filepath.Join(t.TempDir(), "paystate.db")
 	db, err := store.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := context.Background()
-	want := payment(1, pay.Processing, t0)
-	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(want) }); err != nil {
-		t.Fatal(err)
-	}
+	insertPayments(t, db, ps...)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	return path
+}
 
-	db, err = store.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+// wantStatus fails the test unless db holds payment id in status want.
+func wantStatus(t *testing.T, db *store.DB, id string, want pay.Status) {
+	t.Helper()
 	var got pay.Payment
-	if err := db.View(ctx, func(tx pay.Tx) (err error) { got, err = tx.Payment(want.ID); return err }); err != nil {
+	if err := db.View(context.Background(), func(tx pay.Tx) (err error) { got, err = tx.Payment(id); return err }); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := got.Status, want.Status; got != want {
-		t.Fatalf("Status=%s, want %s", got, want)
+	if got.Status != want {
+		t.Fatalf("Status=%s, want %s", got.Status, want)
 	}
-	err = store.BoltDB(db).View(func(btx *bolt.Tx) error {
+}
+
+func TestOpen_Reopen(t *testing.T) {
+	t.Parallel()
+	want := payment(1, pay.Processing, t0)
+	db := open(t, newFile(t, want), nil)
+	wantStatus(t, db, want.ID, want.Status)
+	err := store.BoltDB(db).View(func(btx *bolt.Tx) error {
 		v := btx.Bucket(store.BucketMeta).Get(store.KeySchemaVersion)
 		if got, want := fmt.Sprintf("%x", v), fmt.Sprintf("%016x", store.SchemaVersion); got != want {
 			t.Fatalf("schema version=%s, want %s", got, want)
@@ -159,29 +191,10 @@ func TestOpen_ErrLocked(t *testing.T) {
 
 func TestDB_ReadOnly(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "paystate.db")
-	db, err := store.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(payment(1, pay.Created, t0)) }); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-
-	db, err = store.Open(path, &store.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if err := db.View(ctx, func(tx pay.Tx) error { _, err := tx.Payment(payment(1, "", t0).ID); return err }); err != nil {
-		t.Fatalf("View: %v", err)
-	}
+	db := open(t, newFile(t, payment(1, pay.Created, t0)), &store.Options{ReadOnly: true})
+	wantStatus(t, db, payment(1, "", t0).ID, pay.Created)
 	ran := false
-	err = db.Update(ctx, func(tx pay.Tx) error { ran = true; return nil })
+	err := db.Update(context.Background(), func(tx pay.Tx) error { ran = true; return nil })
 	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
 		t.Fatalf("Update on a read-only database: error %v: code=%q, want %q", err, got, want)
 	}
@@ -287,10 +300,7 @@ func TestDB_WriteTo(t *testing.T) {
 	t.Parallel()
 	db := bolttest.MustOpen(t, nil)
 	want := payment(1, pay.Captured, t0)
-	ctx := context.Background()
-	if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(want) }); err != nil {
-		t.Fatal(err)
-	}
+	insertPayments(t, db, want)
 
 	path := filepath.Join(t.TempDir(), "backup.db")
 	f, err := os.Create(path)
@@ -308,18 +318,8 @@ func TestDB_WriteTo(t *testing.T) {
 		t.Fatalf("backup is %v bytes (%v), WriteTo said %d", fi.Size(), err, n)
 	}
 
-	backup, err := store.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer backup.Close()
-	var got pay.Payment
-	if err := backup.View(ctx, func(tx pay.Tx) (err error) { got, err = tx.Payment(want.ID); return err }); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := got.Status, want.Status; got != want {
-		t.Fatalf("Status=%s, want %s", got, want)
-	}
+	backup := open(t, path, nil)
+	wantStatus(t, backup, want.ID, want.Status)
 	if err := backup.Check(); err != nil {
 		t.Fatal(err)
 	}
@@ -327,22 +327,14 @@ func TestDB_WriteTo(t *testing.T) {
 
 func TestDB_Check(t *testing.T) {
 	t.Parallel()
-	path := filepath.Join(t.TempDir(), "paystate.db")
-	db, err := store.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	p := payment(1, pay.Processing, t0)
-	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
-		t.Fatal(err)
-	}
+	db := open(t, newFile(t, p), nil)
 	if err := db.Check(); err != nil {
 		t.Fatalf("Check of a sound database: %v", err)
 	}
 
 	// A status index entry without its payment, and a payment without one.
-	err = store.BoltDB(db).Update(func(btx *bolt.Tx) error {
+	err := store.BoltDB(db).Update(func(btx *bolt.Tx) error {
 		b := btx.Bucket(store.BucketPaymentsByStatus)
 		k, _ := b.Cursor().First()
 		if k == nil {

@@ -1,7 +1,8 @@
 // Package testkit holds the small helpers that tests across paystate
-// share: polling for an asynchronous outcome (nats' checkFor) and signing
+// share: polling for an asynchronous outcome (nats' checkFor), signing
 // a webhook as a Standard Webhooks sender does, through the svix library
-// (the reference implementation, not paystate's own code). It imports no
+// (the reference implementation, not paystate's own code), and, on Linux,
+// a small tmpfs to fill for the disk-fault tests. It imports no
 // paystate package, so any package's tests may use it, internal tests
 // included; booting a whole daemon is in testkit/daemontest.
 package testkit

@@ -156,6 +156,26 @@ func (rc *receiver) attemptCount() int {
 	return rc.attempts
 }
 
+// wantTypes fails the test unless the webhooks of payment id arrived with
+// these event types, in this order.
+func (rc *receiver) wantTypes(t *testing.T, id string, want ...string) {
+	t.Helper()
+	if got := types(rc.forPayment(id)); !slices.Equal(got, want) {
+		t.Fatalf("webhooks %v, want %v", got, want)
+	}
+}
+
+// create charges pm under the key charge-<id>, failing the test on an
+// error.
+func create(t *testing.T, p *mock.Provider, pm pay.Payment) pay.PSPResult {
+	t.Helper()
+	res, err := p.Create(context.Background(), pm, "charge-"+pm.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // types lists the event types of deliveries.
 func types(ds []delivery) []string {
 	out := make([]string, 0, len(ds))
@@ -317,14 +337,8 @@ func TestProvider_Create_Idempotent(t *testing.T) {
 		rc := newReceiver(t, 0)
 		p := newProvider(t, mock.Config{}, rc)
 		pm := payment("pay_same", 2500)
-		first, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		second, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := create(t, p, pm)
+		second := create(t, p, pm)
 		if first != second {
 			t.Fatalf("second answer %+v, want %+v", second, first)
 		}
@@ -337,9 +351,7 @@ func TestProvider_Create_Idempotent(t *testing.T) {
 		}
 		p.Wait()
 		rc.check(t)
-		if got, want := types(rc.forPayment(pm.ID)), []string{"payment.captured"}; !slices.Equal(got, want) {
-			t.Fatalf("webhooks %v, want %v", got, want)
-		}
+		rc.wantTypes(t, pm.ID, "payment.captured")
 		if s := p.Stats(); s.Charges != 1 || s.Replays != 1 {
 			t.Fatalf("Stats=%+v", s)
 		}
@@ -354,10 +366,7 @@ func TestProvider_Create_Idempotent(t *testing.T) {
 		wantCode(t, err, pay.EPSP)
 
 		// The retry after a crash finishes the payment: captured, charged once.
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := create(t, p, pm)
 		c, _ := p.Charge("charge-" + pm.ID)
 		if res.Status != pay.Captured || res.ProviderRef != c.ProviderRef || c.Charges != 1 {
 			t.Fatalf("retry=%+v, charge=%+v", res, c)
@@ -445,9 +454,7 @@ func TestProvider_Webhooks(t *testing.T) {
 		rc := newReceiver(t, 0)
 		p := newProvider(t, mock.Config{DuplicateRate: 1}, rc)
 		pm := payment("pay_dup", 1002)
-		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
+		create(t, p, pm)
 		p.Wait()
 		rc.check(t)
 		ds := rc.forPayment(pm.ID)
@@ -468,15 +475,10 @@ func TestProvider_Webhooks(t *testing.T) {
 		rc := newReceiver(t, 0)
 		p := newProvider(t, mock.Config{Reorder: true}, rc)
 		pm := payment("pay_reorder", 1003)
-		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
+		create(t, p, pm)
 		p.Wait()
 		rc.check(t)
-		want := []string{"payment.captured", "payment.processing"}
-		if got := types(rc.forPayment(pm.ID)); !slices.Equal(got, want) {
-			t.Fatalf("webhooks %v, want %v", got, want)
-		}
+		rc.wantTypes(t, pm.ID, "payment.captured", "payment.processing")
 	})
 
 	t.Run("Retry", func(t *testing.T) {
@@ -484,14 +486,10 @@ func TestProvider_Webhooks(t *testing.T) {
 		rc := newReceiver(t, 2)
 		p := newProvider(t, mock.Config{}, rc)
 		pm := payment("pay_retry", 1000)
-		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
+		create(t, p, pm)
 		p.Wait()
 		rc.check(t)
-		if got, want := types(rc.forPayment(pm.ID)), []string{"payment.captured"}; !slices.Equal(got, want) {
-			t.Fatalf("webhooks %v, want %v", got, want)
-		}
+		rc.wantTypes(t, pm.ID, "payment.captured")
 		if got, want := rc.attemptCount(), 3; got != want {
 			t.Fatalf("attempts=%d, want %d", got, want)
 		}
@@ -505,9 +503,7 @@ func TestProvider_Webhooks(t *testing.T) {
 		rc := newReceiver(t, 1000)
 		p := newProvider(t, mock.Config{}, rc)
 		pm := payment("pay_giveup", 1000)
-		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
+		create(t, p, pm)
 		p.Wait()
 		rc.check(t)
 		if got, want := rc.attemptCount(), 3; got != want {
@@ -531,9 +527,7 @@ func TestProvider_Webhooks(t *testing.T) {
 		}
 		t.Cleanup(func() { _ = p.Close() })
 		pm := payment("pay_later", 1000)
-		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
+		create(t, p, pm)
 		testkit.WaitFor(t, 5*time.Second, func() error {
 			if n := p.Stats().Attempts; n == 0 {
 				return fmt.Errorf("no attempt yet")
@@ -543,9 +537,7 @@ func TestProvider_Webhooks(t *testing.T) {
 		p.SetWebhookURL(rc.srv.URL)
 		p.Wait()
 		rc.check(t)
-		if got, want := types(rc.forPayment(pm.ID)), []string{"payment.captured"}; !slices.Equal(got, want) {
-			t.Fatalf("webhooks %v, want %v", got, want)
-		}
+		rc.wantTypes(t, pm.ID, "payment.captured")
 	})
 
 	t.Run("CloseStopsPending", func(t *testing.T) {
@@ -553,9 +545,7 @@ func TestProvider_Webhooks(t *testing.T) {
 		rc := newReceiver(t, 0)
 		p := newProvider(t, mock.Config{WebhookDelay: time.Hour}, rc)
 		pm := payment("pay_close", 1002)
-		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
+		create(t, p, pm)
 		if err := p.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -606,10 +596,7 @@ func TestProvider_Refund(t *testing.T) {
 		rc := newReceiver(t, 0)
 		p := newProvider(t, mock.Config{}, rc)
 		pm := payment("pay_refund", 1000)
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := create(t, p, pm)
 		pm.ProviderRef, pm.Status = res.ProviderRef, res.Status
 		p.Wait()
 
@@ -627,9 +614,7 @@ func TestProvider_Refund(t *testing.T) {
 		}
 		p.Wait()
 		rc.check(t)
-		if got, want := types(rc.forPayment(pm.ID)), []string{"payment.captured", "payment.refunded"}; !slices.Equal(got, want) {
-			t.Fatalf("webhooks %v, want %v", got, want)
-		}
+		rc.wantTypes(t, pm.ID, "payment.captured", "payment.refunded")
 		if st, err := p.Status(ctx, pm); err != nil || st.Status != pay.Refunded {
 			t.Fatalf("Status=%+v, %v", st, err)
 		}
@@ -639,9 +624,7 @@ func TestProvider_Refund(t *testing.T) {
 		t.Parallel()
 		p := newProvider(t, mock.Config{}, nil)
 		pm := payment("pay_refund2", 1000)
-		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
+		create(t, p, pm)
 		if _, err := p.Refund(ctx, pm, "refund-"+pm.ID); err != nil {
 			t.Fatal(err)
 		}
@@ -653,9 +636,7 @@ func TestProvider_Refund(t *testing.T) {
 		t.Parallel()
 		p := newProvider(t, mock.Config{WebhookDelay: time.Hour}, nil)
 		for _, pm := range []pay.Payment{payment("pay_failed", 1001), payment("pay_pending", 1002)} {
-			if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-				t.Fatal(err)
-			}
+			create(t, p, pm)
 			_, err := p.Refund(ctx, pm, "refund-"+pm.ID)
 			wantCode(t, err, pay.EINVALID)
 		}
@@ -693,10 +674,7 @@ func TestProvider_Status(t *testing.T) {
 		t.Parallel()
 		p := newProvider(t, mock.Config{WebhookDelay: time.Hour}, nil)
 		pm := payment("pay_wait", 1002)
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := create(t, p, pm)
 		st, err := p.Status(ctx, pm)
 		if err != nil {
 			t.Fatal(err)
@@ -713,14 +691,10 @@ func TestProvider_Status(t *testing.T) {
 
 func TestProvider_ParseWebhook(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	rc := newReceiver(t, 0)
 	p := newProvider(t, mock.Config{}, rc)
 	pm := payment("pay_parse", 1000)
-	res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := create(t, p, pm)
 	p.Wait()
 	ds := rc.forPayment(pm.ID)
 	if len(ds) != 1 {
@@ -827,15 +801,11 @@ func TestNew(t *testing.T) {
 
 func TestProvider_Logger(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	var buf testkit.SyncBuffer
 	rc := newReceiver(t, 1)
 	p := newProvider(t, mock.Config{}, rc, mock.WithLogger(zerolog.New(&buf).Level(zerolog.DebugLevel)))
 	for _, amount := range []int64{1000, 1001, 1002, 1003} {
-		pm := payment(fmt.Sprintf("pay_log_%d", amount), amount)
-		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
+		create(t, p, payment(fmt.Sprintf("pay_log_%d", amount), amount))
 	}
 	p.Wait()
 	out := buf.String()

@@ -54,6 +54,23 @@ func newProvider(t *testing.T, apiBase string, opts ...stripe.Option) *stripe.Pr
 	return p
 }
 
+// fakeProvider returns a Fake and a provider pointed at it.
+func fakeProvider(t *testing.T) (*stripetest.Fake, *stripe.Provider) {
+	fake := stripetest.NewFake(t)
+	return fake, newProvider(t, fake.URL())
+}
+
+// create creates pm's PaymentIntent under the key charge-<id>, failing
+// the test on an error.
+func create(t *testing.T, p *stripe.Provider, pm pay.Payment) pay.PSPResult {
+	t.Helper()
+	res, err := p.Create(context.Background(), pm, "charge-"+pm.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
 // payment returns a payment as paystate stores it before the PSP call.
 func payment() pay.Payment {
 	id := ids.Payment(time.Now())
@@ -85,10 +102,7 @@ func TestProvider_Create_StripeMock(t *testing.T) {
 	p := newProvider(t, rec.URL())
 	pm := payment()
 
-	res, err := p.Create(context.Background(), pm, "charge-"+pm.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
+	res := create(t, p, pm)
 	req := one(t, rec.Find("POST", "/v1/payment_intents"), "create")
 	for _, c := range []struct{ name, got, want string }{
 		{"Idempotency-Key", req.IdempotencyKey, "charge-" + pm.ID},
@@ -175,17 +189,10 @@ func TestProvider_Create_Idempotent(t *testing.T) {
 
 	t.Run("SameKey", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := payment()
-		first, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		second, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := create(t, p, pm)
+		second := create(t, p, pm)
 		if first != second {
 			t.Fatalf("second answer %+v, want %+v", second, first)
 		}
@@ -201,8 +208,7 @@ func TestProvider_Create_Idempotent(t *testing.T) {
 
 	t.Run("ErrKeyReused", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := payment()
 		if _, err := p.Create(ctx, pm, "charge-"+pm.ID); err != nil {
 			t.Fatal(err)
@@ -219,19 +225,12 @@ func TestProvider_Create_Idempotent(t *testing.T) {
 		t.Parallel()
 		// A resumed create of a payment whose PaymentIntent is known reads
 		// it instead of creating one (the key may have expired at Stripe).
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := payment()
-		first, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		first := create(t, p, pm)
 		fake.SetStatus(first.ProviderRef, "succeeded")
 		pm.ProviderRef = first.ProviderRef
-		again, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		again := create(t, p, pm)
 		if again.Status != pay.Captured || again.ProviderRef != first.ProviderRef || again.ClientSecret != "" {
 			t.Fatalf("resumed create=%+v, want captured %s without secret", again, first.ProviderRef)
 		}
@@ -250,10 +249,7 @@ func TestProvider_Create_Idempotent(t *testing.T) {
 		fake.DropAnswers(1)
 		p := newProvider(t, fake.URL(), stripe.WithMaxNetworkRetries(1))
 		pm := payment()
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := create(t, p, pm)
 		reqs := fake.Find("POST", "/v1/payment_intents")
 		if len(reqs) != 2 {
 			t.Fatalf("%d create requests, want 2 (one lost, one retried)", len(reqs))
@@ -312,8 +308,7 @@ func TestProvider_Create_Errors(t *testing.T) {
 
 	t.Run("ErrCanceled", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		cctx, cancel := context.WithCancel(ctx)
 		cancel()
 		pm := payment()
@@ -326,8 +321,7 @@ func TestProvider_Create_Errors(t *testing.T) {
 
 	t.Run("ErrInvalid", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := payment()
 		_, err := p.Create(ctx, pm, "")
 		wantCode(t, err, pay.EINVALID)
@@ -353,13 +347,9 @@ func TestProvider_Status(t *testing.T) {
 
 	t.Run("ByReference", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := payment()
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := create(t, p, pm)
 		pm.ProviderRef = res.ProviderRef
 		for _, step := range []struct {
 			set    func()
@@ -394,8 +384,7 @@ func TestProvider_Status(t *testing.T) {
 
 	t.Run("NotFound", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		_, p := fakeProvider(t)
 		st, err := p.Status(ctx, pay.Payment{ID: "pay_x", ProviderRef: "pi_nobody"})
 		if err != nil {
 			t.Fatal(err)
@@ -409,13 +398,9 @@ func TestProvider_Status(t *testing.T) {
 		t.Parallel()
 		// The create answer was lost: no provider_ref, the PaymentIntent
 		// is found by metadata.paystate_payment_id.
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := payment()
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := create(t, p, pm)
 		fake.SetStatus(res.ProviderRef, "succeeded")
 		st, err := p.Status(ctx, pm)
 		if err != nil {
@@ -458,8 +443,7 @@ func TestProvider_Status(t *testing.T) {
 
 	t.Run("ErrUnsearchableID", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		_, err := p.Status(ctx, pay.Payment{ID: "pay_x' OR status:'succeeded"})
 		wantCode(t, err, pay.EINVALID)
 		if len(fake.Requests()) != 0 {
@@ -476,10 +460,7 @@ func TestProvider_Refund(t *testing.T) {
 	captured := func(t *testing.T, fake *stripetest.Fake, p *stripe.Provider) pay.Payment {
 		t.Helper()
 		pm := payment()
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := create(t, p, pm)
 		fake.SetStatus(res.ProviderRef, "succeeded")
 		pm.ProviderRef, pm.Status = res.ProviderRef, pay.Captured
 		return pm
@@ -508,8 +489,7 @@ func TestProvider_Refund(t *testing.T) {
 
 	t.Run("SameKeyTwice", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := captured(t, fake, p)
 		for range 2 {
 			if r, err := p.Refund(ctx, pm, "refund-"+pm.ID); err != nil || r.Status != pay.Refunded {
@@ -524,8 +504,7 @@ func TestProvider_Refund(t *testing.T) {
 	t.Run("AlreadyRefundedAtStripe", func(t *testing.T) {
 		t.Parallel()
 		// Refunded from the dashboard first: charge_already_refunded.
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := captured(t, fake, p)
 		if _, err := p.Refund(ctx, pm, "dashboard-refund"); err != nil {
 			t.Fatal(err)
@@ -548,22 +527,16 @@ func TestProvider_Refund(t *testing.T) {
 
 	t.Run("ErrNotCaptured", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		_, p := fakeProvider(t)
 		pm := payment()
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pm.ProviderRef = res.ProviderRef
-		_, err = p.Refund(ctx, pm, "refund-"+pm.ID)
+		pm.ProviderRef = create(t, p, pm).ProviderRef
+		_, err := p.Refund(ctx, pm, "refund-"+pm.ID)
 		wantCode(t, err, pay.EINVALID)
 	})
 
 	t.Run("ErrNoReference", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		fake, p := fakeProvider(t)
 		pm := payment()
 		_, err := p.Refund(ctx, pm, "refund-"+pm.ID)
 		wantCode(t, err, pay.EINVALID)
@@ -610,13 +583,9 @@ func TestProvider_Cancel(t *testing.T) {
 	} {
 		t.Run(tc.before, func(t *testing.T) {
 			t.Parallel()
-			fake := stripetest.NewFake(t)
-			p := newProvider(t, fake.URL())
+			fake, p := fakeProvider(t)
 			pm := payment()
-			res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
+			res := create(t, p, pm)
 			fake.SetStatus(res.ProviderRef, tc.before)
 			pm.ProviderRef = res.ProviderRef
 			r, err := p.Cancel(ctx, pm, "cancel-"+pm.ID)
@@ -635,13 +604,9 @@ func TestProvider_Cancel(t *testing.T) {
 
 	t.Run("NoReference", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		_, p := fakeProvider(t)
 		pm := payment()
-		res, err := p.Create(ctx, pm, "charge-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
+		res := create(t, p, pm)
 		r, err := p.Cancel(ctx, pm, "cancel-"+pm.ID)
 		if err != nil || r.Status != pay.Failed || r.ProviderRef != res.ProviderRef {
 			t.Fatalf("Cancel=%+v, %v; want failed %s", r, err, res.ProviderRef)
@@ -654,8 +619,7 @@ func TestProvider_Cancel(t *testing.T) {
 
 	t.Run("UnknownReference", func(t *testing.T) {
 		t.Parallel()
-		fake := stripetest.NewFake(t)
-		p := newProvider(t, fake.URL())
+		_, p := fakeProvider(t)
 		r, err := p.Cancel(ctx, pay.Payment{ID: "pay_x", ProviderRef: "pi_nobody"}, "cancel-pay_x")
 		if err != nil || r.Found {
 			t.Fatalf("Cancel=%+v, %v; want not found", r, err)

@@ -450,13 +450,8 @@ func testListPayments(t *testing.T, open Opener) {
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
-			for i := range 501 {
-				if err := tx.InsertPayment(newPayment(i, t0.Add(time.Duration(i)*time.Second))); err != nil {
-					return err
-				}
-			}
-			return nil
+		e.updateN(501, func(tx pay.Tx, i int) error {
+			return tx.InsertPayment(newPayment(i, t0.Add(time.Duration(i)*time.Second)))
 		})
 		for _, tt := range []struct {
 			limit, want int

@@ -17,18 +17,11 @@ func testTimeline(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		a, b := paymentID(1), paymentID(2)
-		e.update(func(tx pay.Tx) error {
-			for _, s := range []pay.Step{
-				{PaymentID: a, Seq: 99, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1},
-				{PaymentID: b, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1},
-				{PaymentID: a, Source: pay.SourceWebhook, Kind: pay.StepTransition, From: pay.Created, To: pay.Captured, Version: 2, EventID: "evt_1", At: t0.Add(time.Second)},
-			} {
-				if err := tx.AppendStep(s); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		updateEach(e, []pay.Step{
+			{PaymentID: a, Seq: 99, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1},
+			{PaymentID: b, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1},
+			{PaymentID: a, Source: pay.SourceWebhook, Kind: pay.StepTransition, From: pay.Created, To: pay.Captured, Version: 2, EventID: "evt_1", At: t0.Add(time.Second)},
+		}, pay.Tx.AppendStep)
 		e.clock.Add(time.Minute)
 		e.update(func(tx pay.Tx) error {
 			return tx.AppendStep(pay.Step{PaymentID: a, Source: pay.SourceWebhook, Kind: pay.StepDuplicate, Version: 2, EventID: "evt_2", Note: "again"})
@@ -93,13 +86,8 @@ func testTimeline(t *testing.T, open Opener) {
 		// One id that is a prefix of another keeps its own timeline.
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
-			for _, id := range []string{"pay_a", "pay_ab", "pay_a", "pay_abc"} {
-				if err := tx.AppendStep(pay.Step{PaymentID: id, Kind: pay.StepUpdate}); err != nil {
-					return err
-				}
-			}
-			return nil
+		updateEach(e, []string{"pay_a", "pay_ab", "pay_a", "pay_abc"}, func(tx pay.Tx, id string) error {
+			return tx.AppendStep(pay.Step{PaymentID: id, Kind: pay.StepUpdate})
 		})
 		e.view(func(tx pay.Tx) error {
 			for id, want := range map[string]int{"pay_a": 2, "pay_ab": 1, "pay_abc": 1} {
@@ -221,19 +209,14 @@ func testInbox(t *testing.T, open Opener) {
 	t.Run("InboxForPayment", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
-			for _, x := range []pay.InboxEvent{
-				ev("evt_3", paymentID(1), t0.Add(3*time.Second)),
-				ev("evt_1", paymentID(1), t0.Add(1*time.Second)),
-				ev("evt_2", paymentID(2), t0.Add(2*time.Second)),
-				ev("evt_4", "", t0), // orphan: no payment yet
-				ev("evt_0", paymentID(1), t0.Add(2*time.Second)),
-			} {
-				if err := putInbox(tx, x); err != nil {
-					return err
-				}
-			}
-			return nil
+		updateEach(e, []pay.InboxEvent{
+			ev("evt_3", paymentID(1), t0.Add(3*time.Second)),
+			ev("evt_1", paymentID(1), t0.Add(1*time.Second)),
+			ev("evt_2", paymentID(2), t0.Add(2*time.Second)),
+			ev("evt_4", "", t0), // orphan: no payment yet
+			ev("evt_0", paymentID(1), t0.Add(2*time.Second)),
+		}, func(tx pay.Tx, x pay.InboxEvent) error {
+			return putInbox(tx, x)
 		})
 		e.view(func(tx pay.Tx) error {
 			for id, want := range map[string][]string{
@@ -555,17 +538,10 @@ func testOutbox(t *testing.T, open Opener) {
 				Customer: pay.Customer{ID: "cus_1", Email: "ada@example.com"}, Provider: "mock",
 			}
 		}
-		e.update(func(tx pay.Tx) error {
-			for _, r := range []pay.OutboxRecord{
-				rec(a, "evt_a1", pay.RequiresAction, 2),
-				rec(b, "evt_b1", pay.Failed, 2),
-			} {
-				if err := tx.AppendOutbox(r); err != nil {
-					return err
-				}
-			}
-			return nil
-		})
+		updateEach(e, []pay.OutboxRecord{
+			rec(a, "evt_a1", pay.RequiresAction, 2),
+			rec(b, "evt_b1", pay.Failed, 2),
+		}, pay.Tx.AppendOutbox)
 		e.clock.Add(time.Minute)
 		e.update(func(tx pay.Tx) error { return tx.AppendOutbox(rec(a, "evt_a2", pay.Captured, 3)) })
 

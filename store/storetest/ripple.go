@@ -263,19 +263,12 @@ func testDeliveriesInOrder(t *testing.T, open Opener) {
 	a, b := paymentID(1), paymentID(2)
 	// Payment a: records 1 and 3 for loyalty, record 3 also for a webhook;
 	// payment b: record 2 for loyalty. All due at t0.
-	e.update(func(tx pay.Tx) error {
-		for _, d := range []pay.Delivery{
-			delivery(3, a, 3, pay.EffectLoyalty, ""),
-			delivery(1, a, 1, pay.EffectLoyalty, ""),
-			delivery(2, b, 2, pay.EffectLoyalty, ""),
-			delivery(4, a, 3, pay.EffectWebhook, "we_1"),
-		} {
-			if err := tx.InsertDelivery(d); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	updateEach(e, []pay.Delivery{
+		delivery(3, a, 3, pay.EffectLoyalty, ""),
+		delivery(1, a, 1, pay.EffectLoyalty, ""),
+		delivery(2, b, 2, pay.EffectLoyalty, ""),
+		delivery(4, a, 3, pay.EffectWebhook, "we_1"),
+	}, pay.Tx.InsertDelivery)
 	due := func() []pay.Delivery {
 		t.Helper()
 		var ds []pay.Delivery

@@ -136,6 +136,34 @@ func (e *env) update(fn func(tx pay.Tx) error) {
 	}
 }
 
+// updateEach runs fn on every x of xs in one write transaction and fails
+// the test on error.
+func updateEach[T any](e *env, xs []T, fn func(tx pay.Tx, x T) error) {
+	e.t.Helper()
+	e.update(func(tx pay.Tx) error {
+		for _, x := range xs {
+			if err := fn(tx, x); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// updateN runs fn for i from 0 to n-1 in one write transaction and fails
+// the test on error.
+func (e *env) updateN(n int, fn func(tx pay.Tx, i int) error) {
+	e.t.Helper()
+	e.update(func(tx pay.Tx) error {
+		for i := range n {
+			if err := fn(tx, i); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
 // view runs fn in a read transaction and fails the test on error.
 func (e *env) view(fn func(tx pay.Tx) error) {
 	e.t.Helper()
@@ -160,14 +188,7 @@ func (e *env) payment(id string) pay.Payment {
 // insert stores payments in one transaction.
 func (e *env) insert(ps ...pay.Payment) {
 	e.t.Helper()
-	e.update(func(tx pay.Tx) error {
-		for _, p := range ps {
-			if err := tx.InsertPayment(p); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	updateEach(e, ps, pay.Tx.InsertPayment)
 }
 
 // move writes a new version of the stored payment id with status s at

@@ -172,13 +172,8 @@ func testPurgeIdemKeys(t *testing.T, open Opener) {
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
-			for i := range 5 {
-				if err := tx.PutIdemKey(rec(i, t0.Add(time.Duration(i)*time.Minute))); err != nil {
-					return err
-				}
-			}
-			return nil
+		e.updateN(5, func(tx pay.Tx, i int) error {
+			return tx.PutIdemKey(rec(i, t0.Add(time.Duration(i)*time.Minute)))
 		})
 		by := t0.Add(time.Hour)
 		for _, want := range []int{2, 2, 1, 0} {
@@ -327,13 +322,8 @@ func testPurgeProcessed(t *testing.T, open Opener) {
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
-			for _, id := range []string{"evt_1", "evt_2", "evt_3"} {
-				if err := tx.MarkProcessed("mock", id); err != nil {
-					return err
-				}
-			}
-			return nil
+		updateEach(e, []string{"evt_1", "evt_2", "evt_3"}, func(tx pay.Tx, id string) error {
+			return tx.MarkProcessed("mock", id)
 		})
 		for _, want := range []int{2, 1, 0} {
 			if got := purge(t, e, t0.Add(time.Second), 2); got != want {

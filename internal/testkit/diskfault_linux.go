@@ -1,0 +1,54 @@
+package testkit
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+)
+
+// MountTmpfs mounts a tmpfs of the given size on a new directory and
+// unmounts it when the test ends: cleanups run in reverse order, so one
+// registered later (a database's Close) runs first. It skips the test
+// unless it runs as root with the right to mount (CI does).
+func MountTmpfs(tb testing.TB, size string) string {
+	tb.Helper()
+	if os.Geteuid() != 0 {
+		tb.Skip("disk-fault tests mount file systems and need root")
+	}
+	dir := filepath.Join(tb.TempDir(), "tmpfs")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		tb.Fatal(err)
+	}
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		tb.Skipf("cannot mount a tmpfs here (%v): disk-fault tests need root with CAP_SYS_ADMIN", err)
+	}
+	tb.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			tb.Errorf("unmount %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// FillUp writes a file at path until its file system is full, down to the
+// last byte.
+func FillUp(tb testing.TB, path string) {
+	tb.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer f.Close()
+	chunk := make([]byte, 64<<10)
+	for _, n := range []int{64 << 10, 4 << 10, 512, 1} {
+		for {
+			if _, err := f.Write(chunk[:n]); errors.Is(err, syscall.ENOSPC) {
+				break
+			} else if err != nil {
+				tb.Fatal(err)
+			}
+		}
+	}
+}
