@@ -72,11 +72,13 @@ type Options struct {
 // DB is the bbolt store: one file, safe for concurrent use. It implements
 // pay.Store.
 type DB struct {
-	bolt *bolt.DB
-	path string
-	now  func() time.Time
+	bolt    *bolt.DB
+	commits committer
+	path    string
+	now     func() time.Time
 
 	snapshotTimeout time.Duration
+	checkedPages    int // pages checkFile read at open
 	onFatal         func(error)
 	fatalOnce       sync.Once
 	fatal           atomic.Pointer[error] // the commit failure that stopped the store
@@ -89,10 +91,11 @@ var _ pay.Store = (*DB)(nil)
 // fail after Options.Timeout with an error that wraps ErrLocked. A damaged
 // file (truncated, a bad meta page, a page that does not hold what points
 // to it) is refused with an error that wraps ErrDamaged and says to
-// restore from a backup; the file is read once before bbolt maps it
-// (checkFile), so that such a file never crashes the process. Every error
-// names the file once, in its prefix "open database <path>: ". opts may be
-// nil.
+// restore from a backup; the file is read before bbolt maps it
+// (checkFile), so that such a file never crashes the process. After a
+// clean Close that read is a few pages, whatever the file's size; after a
+// crash it is every page in use. Every error names the file once, in its
+// prefix "open database <path>: ". opts may be nil.
 func Open(path string, opts *Options) (*DB, error) {
 	var o Options
 	if opts != nil {
@@ -107,11 +110,13 @@ func Open(path string, opts *Options) (*DB, error) {
 	if o.SnapshotTimeout <= 0 {
 		o.SnapshotTimeout = DefaultSnapshotTimeout
 	}
-	bdb, err := openBolt(path, o)
+	bdb, checked, err := openBolt(path, o)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	return &DB{bolt: bdb, path: path, now: o.Now, snapshotTimeout: o.SnapshotTimeout, onFatal: o.OnFatal}, nil
+	db := &DB{bolt: bdb, path: path, now: o.Now, snapshotTimeout: o.SnapshotTimeout, checkedPages: checked, onFatal: o.OnFatal}
+	db.commits.bolt = bdb
+	return db, nil
 }
 
 // openBolt checks the file, opens it with bbolt and checks or creates the
@@ -119,9 +124,9 @@ func Open(path string, opts *Options) (*DB, error) {
 // check), the fault becomes a panic (debug.SetPanicOnFault), and a panic
 // of bbolt's here becomes ErrDamaged: a bad file is one line, never a
 // stack dump.
-func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
-	if err := checkFile(path); err != nil {
-		return nil, err
+func openBolt(path string, o Options) (bdb *bolt.DB, checked int, err error) {
+	if checked, err = checkFile(path); err != nil {
+		return nil, checked, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -135,21 +140,21 @@ func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
 
 	bdb, err = bolt.Open(path, 0o600, &bolt.Options{
 		Timeout: o.Timeout, ReadOnly: o.ReadOnly,
-		// As etcd does: the freelist is rebuilt at open instead of being
-		// written on every commit, and kept as a hashmap.
+		// As etcd does: the freelist is not written on every commit, and
+		// kept as a hashmap. Close writes it (markClean), so that the next
+		// open reads it; after a crash bbolt rebuilds it from every page.
 		NoFreelistSync: true, FreelistType: bolt.FreelistMapType,
 	})
 	var pe *fs.PathError
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, fmt.Errorf("%w (waited %s): %w", ErrLocked, o.Timeout, err)
+		return nil, checked, fmt.Errorf("%w (waited %s): %w", ErrLocked, o.Timeout, err)
 	case errors.As(err, &pe) && pe.Path == path:
-		return nil, pe.Err // the prefix names the file already
+		return nil, checked, pe.Err // the prefix names the file already
 	case err != nil:
-		return nil, err
+		return nil, checked, err
 	}
 
-	bdb.MaxBatchDelay = 2 * time.Millisecond
 	if o.ReadOnly {
 		err = bdb.View(checkSchema)
 	} else {
@@ -157,13 +162,15 @@ func openBolt(path string, o Options) (bdb *bolt.DB, err error) {
 	}
 	if err != nil {
 		_ = bdb.Close()
-		return nil, err
+		return nil, checked, err
 	}
-	return bdb, nil
+	return bdb, checked, nil
 }
 
 // initSchema checks the schema version of an existing database, then
-// creates every bucket that is missing and records the version.
+// creates every bucket that is missing and records the version. It
+// removes the record of a clean shutdown: from now on only the next clean
+// Close may skip the check at open.
 func initSchema(btx *bolt.Tx) error {
 	if meta := btx.Bucket(bucketMeta); meta != nil {
 		if err := checkVersion(meta.Get(keySchemaVersion)); err != nil {
@@ -182,6 +189,9 @@ func initSchema(btx *bolt.Tx) error {
 		if err := meta.Put(keySchemaVersion, be64(SchemaVersion)); err != nil {
 			return fmt.Errorf("put schema version: %w", err)
 		}
+	}
+	if err := meta.Delete(keyCleanShutdown); err != nil {
+		return fmt.Errorf("delete clean shutdown: %w", err)
 	}
 	return nil
 }
@@ -224,12 +234,56 @@ func checkVersion(v []byte) error {
 // Path returns the database file's path.
 func (db *DB) Path() string { return db.path }
 
-// Close closes the database file. Transactions still running finish first.
+// Close closes the database file. Transactions still running finish
+// first. A writable store that has not stopped ends with one more write
+// transaction that records a clean shutdown (markClean), so that the next
+// Open checks a few pages instead of all of them. Should that write be
+// refused (a full disk, a read-only file system), the next Open checks
+// every page, as after a crash; should its commit fail in a way that
+// stops the store (Options.OnFatal), Close still closes the file and
+// returns that error. Closing a closed DB does nothing.
 func (db *DB) Close() error {
+	var (
+		mtime   time.Time
+		markErr error
+	)
+	if !db.bolt.IsReadOnly() && db.stopped() == nil {
+		if mtime, markErr = db.markClean(); db.stopped() == nil {
+			markErr = nil // refused, nothing written, or closed already
+		}
+	}
 	if err := db.bolt.Close(); err != nil {
-		return fmt.Errorf("close db: %w", err)
+		return fmt.Errorf("close db: %w", errors.Join(markErr, err))
+	}
+	if markErr != nil {
+		return fmt.Errorf("close db: record a clean shutdown: %w", markErr)
+	}
+	if !mtime.IsZero() {
+		// Should this fail, the next Open finds another time and checks
+		// every page, as after a crash.
+		_ = os.Chtimes(db.path, mtime, mtime)
 	}
 	return nil
+}
+
+// markClean is Close's last transaction: it writes bbolt's freelist (so
+// that the next open reads it instead of walking every page) and records
+// meta "clean_shutdown" (see checkFile): its own transaction id and the
+// modification time Close gives the file once closed, which it returns.
+func (db *DB) markClean() (time.Time, error) {
+	mtime := time.Now().Round(0)
+	err := db.Update(context.Background(), func(t pay.Tx) error {
+		btx := t.(*tx).btx
+		// Read by bbolt only while committing, under the write lock that
+		// this transaction holds.
+		db.bolt.NoFreelistSync = false
+		v := append(be64(uint64(btx.ID())), be64(uint64(mtime.UnixNano()))...)
+		return btx.Bucket(bucketMeta).Put(keyCleanShutdown, v)
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return mtime, nil
 }
 
 // View runs fn in a read-only transaction. Callbacks fn registers with
@@ -267,8 +321,8 @@ func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
 
 // Update runs fn in a read-write transaction and commits it if fn returns
 // nil; fn's error is returned as it is. ctx is checked before the
-// transaction begins (a bbolt transaction cannot be interrupted). OnCommit callbacks run after the
-// commit, in the order registered; if fn fails or the commit fails they
+// transaction begins (a bbolt transaction cannot be interrupted).
+// OnCommit callbacks run after the commit, in the order registered; if fn fails or the commit fails they
 // never run. A failure to begin or commit is an error that wraps the
 // cause: EDISKFULL when a write was refused for want of space (nothing of
 // the transaction is in force, and a retry succeeds once space is freed),
@@ -277,9 +331,14 @@ func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
 // Options.OnFatal is called and every later transaction fails with
 // EUNAVAILABLE.
 //
-// fn has no effect outside the transaction except through OnCommit, so
-// Update may later group commits with bbolt's DB.Batch, which can run fn
-// more than once.
+// Concurrent Updates share commits (see committer): one that finds no
+// commit running commits at once; those that arrive during a commit are
+// committed together in the next one. Update returns once the commit
+// holding fn's writes is durable. fn has no effect outside the
+// transaction except through OnCommit, for it may run more than once:
+// when another function of its group fails, the group's transaction rolls
+// back and runs again without that one, whose error goes to its caller
+// only.
 func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -292,7 +351,7 @@ func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
 		began     bool
 		fnErr     error
 	)
-	err := db.bolt.Batch(func(btx *bolt.Tx) error {
+	err := db.commits.do(func(btx *bolt.Tx) error {
 		began = true
 		t := db.begin(btx)
 		if fnErr = fn(t); fnErr != nil {

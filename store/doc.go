@@ -31,6 +31,7 @@
 //
 //	db.go: the schema
 //	meta                        "schema_version"                                 be64(SchemaVersion)
+//	meta                        "clean_shutdown"                                 be64(txid) ‖ be64(file mtime, unix ns); only while closed cleanly
 //
 //	payments.go: payments and their indexes
 //	payments                    payment id                                       payment (JSON)
@@ -128,6 +129,9 @@
 //   - Ledger: one AppendLedger call is one posting; it must balance per
 //     currency (EINVALID otherwise). Seq and At are written back into the
 //     caller's slice.
+//   - Writes: concurrent Updates share commits (commit.go): a lone one
+//     commits at once, those that arrive during a commit are committed
+//     together next, and a failing function fails only its own Update.
 //   - Errors: missing records are ENOTFOUND naming what is missing; bad
 //     input is EINVALID. A write refused for want of space is EDISKFULL;
 //     a failure to begin or commit a write on a read-only file or file
@@ -141,7 +145,10 @@
 //     is damaged (truncated, a bad meta page, a page that does not hold
 //     what points to it) with an error wrapping ErrDamaged, one line that
 //     says to restore from a backup (fsck.go), and a file that another
-//     process holds with one wrapping ErrLocked. Snapshot takes a backup to
+//     process holds with one wrapping ErrLocked. After a clean Close that
+//     read is a few pages (Close records the shutdown and writes bbolt's
+//     freelist), unless the file changed since; after a crash it is every
+//     page. Snapshot takes a backup to
 //     a local file from a read transaction as short as the copy, so a
 //     slow reader of the backup never holds one.
 //

@@ -24,3 +24,10 @@ var (
 // RefusedWrite classifies a failed commit: refused before anything reached
 // the disk, and whether for want of space.
 var RefusedWrite = refusedWrite
+
+// CommitStats returns what the committer of db has done so far.
+func CommitStats(db *DB) commitStats { return db.commits.snapshot() }
+
+// CheckedPages returns how many pages the check of the file read when db
+// was opened (the meta pages aside).
+func CheckedPages(db *DB) int { return db.checkedPages }

@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"time"
 )
 
 // ErrDamaged is wrapped by the error Open returns for a database file that
@@ -85,35 +86,47 @@ type bbMetaPage struct {
 // a crash does not tear), the file as long as the high water mark says,
 // and from the root bucket down every page in range, of the right type,
 // used once, its elements inside it, its keys in order and inside the
-// range its parent gives. It reads every page in use, as bbolt's own
-// rebuild of the freelist at open does. A missing or empty file is fine:
-// bbolt creates it.
-func checkFile(path string) error {
+// range its parent gives. After a crash it reads every page in use once,
+// as bbolt's own rebuild of the freelist at open does: O(file), no more.
+//
+// After a clean shutdown it skips that walk, and bbolt reads the freelist
+// Close wrote instead of walking the pages too, so the open costs the
+// same for any size of file: Close's last transaction (DB.Close) writes
+// the freelist and records in meta "clean_shutdown" its transaction id
+// and the modification time it then gives the file. The walk is skipped
+// only if the newer meta page is that transaction's, with a freelist, and
+// the file's modification time is still the recorded one to the
+// nanosecond: a file written since by anything (a crash after an open, a
+// tool, a damaged copy) gets the full walk. What it cannot see is damage
+// that leaves the time alone (a failing disk); DB.Check (paystate verify)
+// reads everything. It returns the pages it read besides the meta pages.
+// A missing or empty file is fine: bbolt creates it.
+func checkFile(path string) (pagesRead int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return nil // missing (bbolt creates it), or bbolt says why it cannot open it
+		return 0, nil // missing (bbolt creates it), or bbolt says why it cannot open it
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("stat: %w", pathless(err))
+		return 0, fmt.Errorf("stat: %w", pathless(err))
 	}
 	size := fi.Size()
 	if size == 0 {
-		return nil
+		return 0, nil
 	}
 
 	// The meta pages: page 0 gives the page size, which places page 1.
 	m0, err := readMeta(f, size, 0, 0)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	m1, err := readMeta(f, size, 1, int64(m0.pageSize))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if m1.pageSize != m0.pageSize {
-		return damaged("the meta pages disagree on the page size: %d and %d", m0.pageSize, m1.pageSize)
+		return 0, damaged("the meta pages disagree on the page size: %d and %d", m0.pageSize, m1.pageSize)
 	}
 	m := m0
 	if m1.txid > m0.txid {
@@ -122,20 +135,83 @@ func checkFile(path string) error {
 
 	ps := int64(m.pageSize)
 	if m.hwm < 2 {
-		return damaged("its meta page says it has %d pages", m.hwm)
+		return 0, damaged("its meta page says it has %d pages", m.hwm)
 	}
 	if m.hwm > uint64(size/ps) {
-		return damaged("truncated: %d bytes, but its %d pages of %d bytes need %d", size, m.hwm, ps, int64(m.hwm)*ps)
+		return 0, damaged("truncated: %d bytes, but its %d pages of %d bytes need %d", size, m.hwm, ps, int64(m.hwm)*ps)
 	}
-	c := &fileCheck{f: f, pageSize: ps, hwm: m.hwm, seen: make([]uint64, (m.hwm+63)/64)}
+	c := &fileCheck{f: f, pageSize: ps, hwm: m.hwm}
+	if m.freelist != bbNoFreelist && c.closedCleanly(m, fi.ModTime()) {
+		return c.reads, c.freelist(m.freelist)
+	}
+	c.seen = make([]uint64, (m.hwm+63)/64)
 	c.mark(0, 1)
 	if m.freelist != bbNoFreelist {
 		if err := c.freelist(m.freelist); err != nil {
-			return err
+			return c.reads, err
 		}
 	}
 	_, err = c.page(m.root, 0, nil, nil, 0)
-	return err
+	return c.reads, err
+}
+
+// closedCleanly reports whether meta "clean_shutdown" names the
+// transaction of meta page m and the file's modification time mtime (see
+// checkFile). Any problem on the way there means no: the full walk then
+// says what is wrong.
+func (c *fileCheck) closedCleanly(m bbMetaPage, mtime time.Time) bool {
+	v, bucket, err := c.find(m.root, nil, bucketMeta)
+	if err != nil || !bucket || len(v) < bbBucketHeader {
+		return false
+	}
+	if root := order.Uint64(v); root != 0 {
+		v, bucket, err = c.find(root, nil, keyCleanShutdown)
+	} else {
+		v, bucket, err = c.find(0, v[bbBucketHeader:], keyCleanShutdown)
+	}
+	return err == nil && !bucket && len(v) == 16 &&
+		binary.BigEndian.Uint64(v) == m.txid && int64(binary.BigEndian.Uint64(v[8:])) == mtime.UnixNano()
+}
+
+// find looks key up in the tree whose root is page id, or the inline leaf
+// page p if it is not nil, as a bbolt cursor would, and returns its value
+// (nil if absent) and whether it is a bucket.
+func (c *fileCheck) find(id uint64, p, key []byte) (value []byte, bucket bool, err error) {
+	for from, depth := uint64(0), 0; p == nil; depth++ {
+		if depth > bbMaxTreeHeight {
+			return nil, false, damaged("page %d is %d levels deep", id, depth)
+		}
+		page, err := c.read(id, from, "branch or leaf", bbBranch, bbLeaf)
+		if err != nil {
+			return nil, false, err
+		}
+		if order.Uint16(page[8:]) == bbLeaf {
+			p = page
+			break
+		}
+		// The child of the last element whose key is at most key.
+		from, id = id, 0
+		for i := range int(order.Uint16(page[10:])) {
+			k, child, err := branchElem(from, page, i)
+			if err != nil {
+				return nil, false, err
+			}
+			if i > 0 && bytes.Compare(k, key) > 0 {
+				break
+			}
+			id = child
+		}
+	}
+	for i := range int(order.Uint16(p[10:])) {
+		flags, k, v, err := leafElem(id, p, i)
+		if err != nil {
+			return nil, false, err
+		}
+		if bytes.Equal(k, key) {
+			return v, flags&bbBucketLeaf != 0, nil
+		}
+	}
+	return nil, false, nil
 }
 
 // readMeta reads and validates meta page id at off.
@@ -177,13 +253,14 @@ type fileCheck struct {
 	f        *os.File
 	pageSize int64
 	hwm      uint64
-	seen     []uint64 // bit per page id: reached once already
+	seen     []uint64 // bit per page id: reached once already; nil: not kept
+	reads    int      // pages read
 }
 
 // mark records pages first..last as reached and reports whether one of
 // them already was.
 func (c *fileCheck) mark(first, last uint64) (twice bool) {
-	for id := first; id <= last; id++ {
+	for id := first; id <= last && c.seen != nil; id++ {
 		w, bit := id/64, uint64(1)<<(id%64)
 		twice = twice || c.seen[w]&bit != 0
 		c.seen[w] |= bit
@@ -202,6 +279,7 @@ func (c *fileCheck) read(id, from uint64, want string, types ...uint16) ([]byte,
 	if _, err := c.f.ReadAt(head, int64(id)*c.pageSize); err != nil {
 		return nil, fmt.Errorf("read page %d: %w", id, pathless(err))
 	}
+	c.reads++
 	if got := order.Uint64(head); got != id {
 		return nil, damaged("page %d says it is page %d", id, got)
 	}
@@ -231,8 +309,8 @@ func (c *fileCheck) read(id, from uint64, want string, types ...uint16) ([]byte,
 	return buf, nil
 }
 
-// freelist checks a freelist page (files written with the freelist synced;
-// paystate's own are not).
+// freelist checks a freelist page (Close writes one; other commits do
+// not).
 func (c *fileCheck) freelist(id uint64) error {
 	p, err := c.read(id, 0, "freelist", bbFreelist)
 	if err != nil {
@@ -310,15 +388,10 @@ func (c *fileCheck) leaf(id uint64, p []byte, lo, hi []byte, depth int) ([]byte,
 	}
 	prev := lo
 	for i := range n {
-		e := bbPageHeader + i*bbElement
-		flags := order.Uint32(p[e:])
-		start := e + int(order.Uint32(p[e+4:]))
-		kend := start + int(order.Uint32(p[e+8:]))
-		vend := kend + int(order.Uint32(p[e+12:]))
-		if start < e || kend < start || vend < kend || vend > len(p) {
-			return nil, damaged("page %d: element %d lies outside the page", id, i)
+		flags, key, value, err := leafElem(id, p, i)
+		if err != nil {
+			return nil, err
 		}
-		key, value := p[start:kend], p[kend:vend]
 		if err := keyOrder(id, i, key, prev, hi); err != nil {
 			return nil, err
 		}
@@ -359,6 +432,22 @@ func branchElem(id uint64, p []byte, i int) ([]byte, uint64, error) {
 		return nil, 0, damaged("page %d: element %d lies outside the page", id, i)
 	}
 	return p[start:end], order.Uint64(p[e+8:]), nil
+}
+
+// leafElem returns the flags, key and value of element i of leaf page id
+// (p).
+func leafElem(id uint64, p []byte, i int) (flags uint32, key, value []byte, err error) {
+	e := bbPageHeader + i*bbElement
+	if e+bbElement > len(p) {
+		return 0, nil, nil, damaged("page %d has %d elements, more than it holds", id, order.Uint16(p[10:]))
+	}
+	start := e + int(order.Uint32(p[e+4:]))
+	kend := start + int(order.Uint32(p[e+8:]))
+	vend := kend + int(order.Uint32(p[e+12:]))
+	if start < e || kend < start || vend < kend || vend > len(p) {
+		return 0, nil, nil, damaged("page %d: element %d lies outside the page", id, i)
+	}
+	return order.Uint32(p[e:]), p[start:kend], p[kend:vend], nil
 }
 
 // pathless returns the cause of an error about the file (Open's prefix

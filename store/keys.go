@@ -92,6 +92,12 @@ var (
 	// be64(SchemaVersion).
 	keySchemaVersion = []byte("schema_version")
 
+	// keyCleanShutdown is present only while the database is closed after
+	// a clean shutdown; its value is be64(id of Close's last transaction)
+	// ‖ be64(unix ns of the file's modification time Close set). See
+	// checkFile.
+	keyCleanShutdown = []byte("clean_shutdown")
+
 	// keyRippleCursor is the key of the ripple fan-out cursor; its value is
 	// be64(seq of the last outbox record fanned out).
 	keyRippleCursor = []byte("ripple_cursor")
