@@ -85,6 +85,8 @@ type Server struct {
 	// accepted when API keys are set; empty accepts any. In no-key mode only
 	// localhost, 127.0.0.1 and [::1] are accepted, whatever this says.
 	AllowedHosts []string `toml:"allowed_hosts"`
+	// Pprof serves Go's profiles at /debug/pprof, behind the API key.
+	Pprof bool `toml:"pprof"`
 }
 
 // Storage is the [storage] section: where the payments live.
@@ -161,6 +163,8 @@ type Sweeper struct {
 	GiveUpAfter Duration `toml:"give_up_after"`
 	// RatePerSecond limits PSP status calls, per provider.
 	RatePerSecond float64 `toml:"rate_per_second"`
+	// Parallel is how many candidates a pass handles at once.
+	Parallel int `toml:"parallel"`
 }
 
 // Ripple is the [ripple] section: the outbox workers and their retries.
@@ -208,7 +212,7 @@ type Webhook struct {
 	// nothing else. Absent or 0: DefaultWebhookTimeout.
 	Timeout Duration `toml:"timeout"`
 	// MaxInFlight caps the deliveries to this endpoint running at once (and
-	// its open connections); 0 means the ripple default, 8.
+	// its open connections); 0 means the ripple default, 32.
 	MaxInFlight int `toml:"max_in_flight"`
 }
 
@@ -339,6 +343,7 @@ func DefaultConfig() Config {
 			MinAge:        Duration{10 * time.Minute},
 			GiveUpAfter:   Duration{24 * time.Hour},
 			RatePerSecond: 5,
+			Parallel:      8,
 		},
 		Ripple: Ripple{
 			Workers:     4,

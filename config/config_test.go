@@ -83,6 +83,8 @@ func TestDefaultConfig(t *testing.T) {
 		{"providers.standard.webhook_secret", c.Providers.Standard.WebhookSecret, DevelopmentWebhookSecret},
 		{"providers.stripe", c.Providers.Stripe == nil, true},
 		{"server.allowed_hosts", len(c.Server.AllowedHosts), 0},
+		{"server.pprof", c.Server.Pprof, false},
+		{"sweeper.parallel", c.Sweeper.Parallel, 8},
 		{"auth.session_ttl", c.Auth.SessionTTL.Duration, 12 * time.Hour},
 		{"webhook_inbox.max_attempts", c.WebhookInbox.MaxAttempts, 20},
 		{"ripple.retention", c.Ripple.Retention.Duration, 720 * time.Hour},

@@ -177,6 +177,7 @@ func (c Config) Validate() error {
 	if c.Sweeper.GiveUpAfter.Duration > 0 && c.Sweeper.GiveUpAfter.Duration < c.Sweeper.MinAge.Duration {
 		p.addf("sweeper.give_up_after", "%q is shorter than sweeper.min_age %q", c.Sweeper.GiveUpAfter.String(), c.Sweeper.MinAge.String())
 	}
+	p.count("sweeper.parallel", c.Sweeper.Parallel, 1, MaxWorkers)
 	if r := c.Sweeper.RatePerSecond; !(r > 0) || r > MaxRatePerSecond {
 		p.addf("sweeper.rate_per_second", "must be greater than 0 and at most %d, got %v", MaxRatePerSecond, r)
 	}

@@ -99,6 +99,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"InboxMaxAttemptsHuge", func(c *Config) { c.WebhookInbox.MaxAttempts = MaxInboxAttempts + 1 }, "webhook_inbox.max_attempts"},
 		{"RippleMaxAttemptsHuge", func(c *Config) { c.Ripple.MaxAttempts = 1 << 40 }, "ripple.max_attempts"},
 		{"RateHuge", func(c *Config) { c.Sweeper.RatePerSecond = 1e12 }, "sweeper.rate_per_second"},
+		{"SweeperParallelZero", func(c *Config) { c.Sweeper.Parallel = 0 }, "sweeper.parallel"},
 		{"PointsHuge", func(c *Config) { c.Loyalty.PointsPerUnit = 1 << 50 }, "loyalty.points_per_unit"},
 		{"RippleRetentionShort", func(c *Config) { c.Ripple.Retention = d("1m") }, "ripple.retention"},
 		{"SessionTTLZero", func(c *Config) { c.Auth.SessionTTL = Duration{} }, "auth.session_ttl"},

@@ -146,8 +146,9 @@ func (m *Main) Open() (err error) {
 	leases := func(holder string) *finalize.Leases {
 		return &finalize.Leases{Store: m.DB, Holder: holder + "/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")}
 	}
+	idem := &finalize.Idempotency{Store: m.DB, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true}
 	m.Payments = &finalize.Payments{
-		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers,
+		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Idempotency: idem,
 		DefaultProvider: cfg.Payment.Provider, Logger: m.component("payments"),
 	}
 	m.Inbox = &finalize.Inbox{
@@ -161,7 +162,7 @@ func (m *Main) Open() (err error) {
 		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
 		Leases:   leases("sweeper"),
 		Interval: cfg.Sweeper.Interval.Duration, MinAge: cfg.Sweeper.MinAge.Duration,
-		GiveUpAfter: cfg.Sweeper.GiveUpAfter.Duration, RatePerSecond: cfg.Sweeper.RatePerSecond,
+		GiveUpAfter: cfg.Sweeper.GiveUpAfter.Duration, RatePerSecond: cfg.Sweeper.RatePerSecond, Parallel: cfg.Sweeper.Parallel,
 		ExpireAfter: cfg.Payment.ExpireAfter.Duration, ProcessedRetention: cfg.WebhookInbox.ProcessedRetention.Duration,
 		OutboxRetention: cfg.Ripple.Retention.Duration,
 		Logger:          m.component("sweeper"),
@@ -175,9 +176,9 @@ func (m *Main) Open() (err error) {
 	// HTTP: bind now, so a port in use fails the start.
 	m.Server = &httpd.Server{
 		Addr: cfg.Server.Listen, APIKeys: cfg.Auth.APIKeys, MaxBody: cfg.Server.MaxBody,
-		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration,
+		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration, Pprof: cfg.Server.Pprof,
 		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
-		Idempotency: &finalize.Idempotency{Store: m.DB, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true},
+		Idempotency: idem,
 		Deliveries:  m.Ripple, Customers: m.Ripple,
 		Backup: m.DB, Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,

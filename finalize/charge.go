@@ -44,7 +44,10 @@ type Payments struct {
 	Providers       map[string]pay.Provider
 	DefaultProvider string
 	PSPTimeout      time.Duration // bound on one PSP call; default 20s
-	Logger          zerolog.Logger
+	// Idempotency is the key store of CreateOnce; nil means one over
+	// Store with the defaults.
+	Idempotency *Idempotency
+	Logger      zerolog.Logger
 }
 
 // CreateRequest is a request to create a payment.
@@ -121,9 +124,11 @@ func (s *Payments) provider(name string) (pay.Provider, error) {
 
 // Create stores a new payment, calls its provider and finalizes the answer.
 // A request that did not come from Check is checked first. idemKey, if not
-// empty, is the scoped idempotency key claimed for this request
+// empty, is a scoped idempotency key claimed for this request
 // (Idempotency.Begin): the transaction that stores the payment records the
-// payment's id on it, so a retry after a crash finds and resumes it.
+// payment's id on it, so a retry after a crash finds and resumes it. The
+// HTTP API uses CreateOnce, which claims and finishes the key in the
+// payment's own transactions.
 func (s *Payments) Create(ctx context.Context, req CreateRequest, idemKey string) (pay.Payment, error) {
 	if req.prov == nil {
 		var err error
@@ -131,21 +136,9 @@ func (s *Payments) Create(ctx context.Context, req CreateRequest, idemKey string
 			return pay.Payment{}, err
 		}
 	}
-	prov := req.prov
-
-	// Store the payment before anything leaves the process.
 	var p pay.Payment
-	err := s.Store.Update(ctx, func(tx pay.Tx) error {
-		now := tx.Now()
-		p = pay.Payment{
-			ID: ids.Payment(now), OrderID: req.OrderID, Amount: req.Amount, Currency: req.Currency,
-			Customer: req.Customer, Provider: prov.Name(), ReturnURL: req.ReturnURL,
-			Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now,
-		}
-		if err := tx.InsertPayment(p); err != nil {
-			return err
-		}
-		if err := tx.AppendStep(pay.Step{PaymentID: p.ID, At: now, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1}); err != nil {
+	err := s.Store.Update(ctx, func(tx pay.Tx) (err error) {
+		if p, err = insertPayment(tx, req); err != nil {
 			return err
 		}
 		if idemKey != "" {
@@ -156,8 +149,137 @@ func (s *Payments) Create(ctx context.Context, req CreateRequest, idemKey string
 	if err != nil {
 		return pay.Payment{}, err
 	}
+	s.logCreated(p)
+	return s.charge(ctx, req.prov, p, nil)
+}
+
+// Created is what CreateOnce did under its idempotency key.
+type Created struct {
+	// Payment is the payment created or resumed (not set for a replay).
+	Payment pay.Payment
+	// Claim says whether the request ran (new), resumed a request that
+	// died midway (resume) or was finished before (replay: answer Record).
+	Claim Claim
+	// Record is the key's record as the claim found or made it.
+	Record pay.IdemRecord
+	// Held says the key is claimed by this request and holds no answer:
+	// after an error the caller stores the answer (Idempotency.Finish) or
+	// gives the key up (Idempotency.Release).
+	Held bool
+}
+
+// CreateOnce is Create under an idempotency key, in two commits. The
+// first claims the key and stores the payment together (the key's record,
+// naming the payment, is written once); the second finalizes the PSP's
+// answer and stores the key's answer (status code and payment id, no body:
+// a replay shows the payment's current view) with the payment's new
+// version. A crash between the two leaves the key in flight with the
+// payment on it, and the retry that takes the key over resumes the payment
+// with the same PSP key (Resume). A replay, a reused key or a key in flight
+// is answered from a read transaction and writes nothing. Only when no
+// finalize commits (a report-mode provider that did nothing; a payment a
+// resume finds finished) is the answer stored on its own.
+func (s *Payments) CreateOnce(ctx context.Context, req CreateRequest, key IdemKey) (Created, error) {
+	if req.prov == nil {
+		var err error
+		if req, err = s.Check(req); err != nil {
+			return Created{}, err
+		}
+	}
+	k := s.keys()
+	var out Created
+	var err error
+	if out.Record, out.Claim, err = k.peek(ctx, key.Key, key.Fingerprint); err != nil || out.Claim == ClaimReplay {
+		return out, err
+	}
+
+	// Claim the key and store the payment before anything leaves the
+	// process, in one transaction.
+	var p pay.Payment
+	err = s.Store.Update(ctx, func(tx pay.Tx) error {
+		p = pay.Payment{}
+		rec, claim, err := k.claim(tx, key.Key, key.Fingerprint)
+		out.Record, out.Claim = rec, claim
+		switch {
+		case err != nil || claim == ClaimReplay:
+			return err
+		case claim == ClaimResume && rec.PaymentID != "":
+			return tx.PutIdemKey(rec) // taken over: resume its payment
+		}
+		if p, err = insertPayment(tx, req); err != nil {
+			return err
+		}
+		rec.PaymentID = p.ID
+		out.Record = rec
+		return tx.PutIdemKey(rec)
+	})
+	if err != nil || out.Claim == ClaimReplay {
+		return out, err
+	}
+	out.Held = true
+
+	// The key's answer goes into the transaction that finalizes the PSP's
+	// answer; an answer that is not applied (review) is not the request's.
+	finished := false
+	finish := func(tx pay.Tx, res pay.Result) error {
+		if res.Rejected != "" {
+			return nil
+		}
+		tx.OnCommit(func() { finished = true })
+		err := finishIdemKey(tx, key.Key, res.Payment.ID, key.Status, nil)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			// The key is gone (purged): the PSP's answer is what must
+			// be recorded.
+			return nil
+		}
+		return err
+	}
+	if p.ID != "" {
+		s.logCreated(p)
+		p, err = s.charge(ctx, req.prov, p, finish)
+	} else {
+		p, err = s.resume(ctx, out.Record.PaymentID, finish)
+	}
+	if err != nil {
+		return out, err
+	}
+	if !finished {
+		if err := k.Finish(ctx, key.Key, p.ID, key.Status, nil); err != nil {
+			return out, err
+		}
+	}
+	out.Payment, out.Held = p, false
+	return out, nil
+}
+
+// keys is the idempotency key store of CreateOnce.
+func (s *Payments) keys() *Idempotency {
+	if s.Idempotency != nil {
+		return s.Idempotency
+	}
+	return &Idempotency{Store: s.Store}
+}
+
+// insertPayment stores a new payment from a checked request: status
+// created, version 1, and its first timeline step.
+func insertPayment(tx pay.Tx, req CreateRequest) (pay.Payment, error) {
+	now := tx.Now()
+	p := pay.Payment{
+		ID: ids.Payment(now), OrderID: req.OrderID, Amount: req.Amount, Currency: req.Currency,
+		Customer: req.Customer, Provider: req.prov.Name(), ReturnURL: req.ReturnURL,
+		Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now,
+	}
+	if err := tx.InsertPayment(p); err != nil {
+		return pay.Payment{}, err
+	}
+	if err := tx.AppendStep(pay.Step{PaymentID: p.ID, At: now, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1}); err != nil {
+		return pay.Payment{}, err
+	}
+	return p, nil
+}
+
+func (s *Payments) logCreated(p pay.Payment) {
 	s.Logger.Info().Str("payment_id", p.ID).Str("order_id", p.OrderID).Str("provider", p.Provider).Int64("amount", p.Amount).Str("currency", p.Currency).Msg("payment created")
-	return s.charge(ctx, prov, p)
 }
 
 // Resume finishes a create whose request stopped midway: a payment still
@@ -165,6 +287,12 @@ func (s *Payments) Create(ctx context.Context, req CreateRequest, idemKey string
 // answers the first charge instead of making a second); any other payment
 // is returned as it is.
 func (s *Payments) Resume(ctx context.Context, paymentID string) (pay.Payment, error) {
+	return s.resume(ctx, paymentID, nil)
+}
+
+// resume is Resume with then run in the transaction that finalizes the
+// PSP's answer (see charge).
+func (s *Payments) resume(ctx context.Context, paymentID string, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
 	p, err := s.Get(ctx, paymentID)
 	if err != nil {
 		return pay.Payment{}, err
@@ -177,11 +305,14 @@ func (s *Payments) Resume(ctx context.Context, paymentID string) (pay.Payment, e
 		return pay.Payment{}, err
 	}
 	s.Logger.Info().Str("payment_id", p.ID).Uint64("version", p.Version).Msg("resuming create")
-	return s.charge(ctx, prov, p)
+	return s.charge(ctx, prov, p, then)
 }
 
 // charge calls the PSP for p (read at p.Version) and finalizes its answer.
-func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment) (pay.Payment, error) {
+// then, if not nil, runs in the transaction that finalizes it (or, if the
+// answer could not be applied, the one that makes the payment
+// finalize_pending), after Apply; its error rolls that transaction back.
+func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
 	cctx, cancel := s.pspContext(ctx)
 	ans, err := prov.Create(cctx, p, ChargeKey(p.ID))
 	cancel()
@@ -206,17 +337,17 @@ func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment)
 			return p, nil // report mode: nothing happened at a PSP
 		}
 	}
-	res, err := s.Finalizer.Finalize(ctx, obs)
+	res, err := s.Finalizer.finalize(ctx, obs, nil, then)
 	switch {
 	case err != nil:
 		// The PSP was called; what it did is not recorded. The payment
 		// must not stay created: finalize_pending makes it the sweeper's.
 		s.Logger.Error().Err(err).Str("payment_id", p.ID).Str("observed", string(obs.Status)).Msg("finalize charge answer")
-		return s.pending(ctx, p, "the PSP's answer could not be recorded: "+pay.ErrorMessage(err))
+		return s.pending(ctx, p, "the PSP's answer could not be recorded: "+pay.ErrorMessage(err), then)
 	case res.Rejected != "":
 		// The answer contradicts the payment (on the review queue now):
 		// the PSP may have charged, so the payment waits for evidence.
-		return s.pending(ctx, res.Payment, "the PSP's answer was not applied: "+res.Rejected)
+		return s.pending(ctx, res.Payment, "the PSP's answer was not applied: "+res.Rejected, then)
 	}
 	return res.Payment, nil
 }
@@ -224,10 +355,10 @@ func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment)
 // pending finalizes p as finalize_pending after a PSP call whose answer was
 // not applied. A payment that has moved on meanwhile (a webhook finished
 // it) is left as it is: finalize_pending is stale then.
-func (s *Payments) pending(ctx context.Context, p pay.Payment, note string) (pay.Payment, error) {
-	res, err := s.Finalizer.Finalize(ctx, pay.Observation{
+func (s *Payments) pending(ctx context.Context, p pay.Payment, note string, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
+	res, err := s.Finalizer.finalize(ctx, pay.Observation{
 		PaymentID: p.ID, Source: pay.SourceSync, Status: pay.FinalizePending, ExpectedVersion: p.Version, Note: note,
-	})
+	}, nil, then)
 	if err != nil {
 		return pay.Payment{}, fmt.Errorf("finalize charge: %w", err)
 	}

@@ -55,52 +55,81 @@ type Idempotency struct {
 
 // Begin claims key for a request with the given fingerprint, or says why
 // not. It returns the key's record and the claim: new (run the request),
-// resume (run it from rec.PaymentID) or replay (answer rec).
+// resume (run it from rec.PaymentID) or replay (answer rec). A replay, a
+// reused key and a key in flight are answered from a read transaction:
+// only a claim writes.
 func (k *Idempotency) Begin(ctx context.Context, key, fingerprint string) (rec pay.IdemRecord, claim Claim, err error) {
-	lock := or(k.Lock, DefaultIdemLock)
+	if rec, claim, err = k.peek(ctx, key, fingerprint); err != nil || claim == ClaimReplay {
+		return rec, claim, err
+	}
 	err = k.Store.Update(ctx, func(tx pay.Tx) error {
-		now := tx.Now()
-		r, err := tx.IdemKey(key)
-		switch {
-		case pay.ErrorCode(err) == pay.ENOTFOUND || (err == nil && !now.Before(r.ExpiresAt)):
-			rec = pay.IdemRecord{Key: key, Fingerprint: fingerprint, State: pay.IdemInFlight, Owner: k.Owner,
-				LockedUntil: now.Add(lock), CreatedAt: now, ExpiresAt: now.Add(or(k.TTL, DefaultIdemTTL))}
-			claim = ClaimNew
-			return tx.PutIdemKey(rec)
-		case err != nil:
+		rec, claim, err = k.claim(tx, key, fingerprint)
+		if err != nil || claim == ClaimReplay {
 			return err
-		case r.Fingerprint != fingerprint:
-			return pay.Errorf(pay.EKEYREUSED, "this Idempotency-Key was used with another request body or path")
-		case r.State == pay.IdemDone:
-			rec, claim = r, ClaimReplay
-			return nil
-		case now.Before(r.LockedUntil) && (r.Owner == k.Owner || !k.Exclusive):
-			rec = r
-			return &InUseError{RetryAfter: r.LockedUntil.Sub(now)}
-		default:
-			// The request that held the key died midway: take it over.
-			r.Owner, r.LockedUntil = k.Owner, now.Add(lock)
-			rec, claim = r, ClaimResume
-			return tx.PutIdemKey(r)
 		}
+		return tx.PutIdemKey(rec)
 	})
 	return rec, claim, err
 }
 
+// peek is the claim of key as a read transaction sees it, written nowhere:
+// a replay, a reused key or a key in flight is the answer as it is; a new
+// or resumed claim is made again, in the transaction that writes it.
+func (k *Idempotency) peek(ctx context.Context, key, fingerprint string) (rec pay.IdemRecord, claim Claim, err error) {
+	err = k.Store.View(ctx, func(tx pay.Tx) error {
+		rec, claim, err = k.claim(tx, key, fingerprint)
+		return err
+	})
+	return rec, claim, err
+}
+
+// claim decides, inside tx, what a request with key and fingerprint may
+// do, and returns the record to store for a new or resumed claim (the
+// caller writes it, so a create writes it once, with its payment). It
+// writes nothing.
+func (k *Idempotency) claim(tx pay.Tx, key, fingerprint string) (pay.IdemRecord, Claim, error) {
+	lock := or(k.Lock, DefaultIdemLock)
+	now := tx.Now()
+	r, err := tx.IdemKey(key)
+	switch {
+	case pay.ErrorCode(err) == pay.ENOTFOUND || (err == nil && !now.Before(r.ExpiresAt)):
+		return pay.IdemRecord{Key: key, Fingerprint: fingerprint, State: pay.IdemInFlight, Owner: k.Owner,
+			LockedUntil: now.Add(lock), CreatedAt: now, ExpiresAt: now.Add(or(k.TTL, DefaultIdemTTL))}, ClaimNew, nil
+	case err != nil:
+		return pay.IdemRecord{}, 0, err
+	case r.Fingerprint != fingerprint:
+		return pay.IdemRecord{}, 0, pay.Errorf(pay.EKEYREUSED, "this Idempotency-Key was used with another request body or path")
+	case r.State == pay.IdemDone:
+		return r, ClaimReplay, nil
+	case now.Before(r.LockedUntil) && (r.Owner == k.Owner || !k.Exclusive):
+		return r, 0, &InUseError{RetryAfter: r.LockedUntil.Sub(now)}
+	default:
+		// The request that held the key died midway: take it over.
+		r.Owner, r.LockedUntil = k.Owner, now.Add(lock)
+		return r, ClaimResume, nil
+	}
+}
+
 // Finish stores the answer of a finished request on its key: the status
-// code, the body and, if not empty, the payment it is about.
+// code, the body and, if not empty, the payment it is about. An answer
+// about a payment needs no body: its replay is the payment's current view.
 func (k *Idempotency) Finish(ctx context.Context, key, paymentID string, status int, body []byte) error {
 	return k.Store.Update(ctx, func(tx pay.Tx) error {
-		r, err := tx.IdemKey(key)
-		if err != nil {
-			return err
-		}
-		r.State, r.StatusCode, r.Body, r.LockedUntil = pay.IdemDone, status, body, time.Time{}
-		if paymentID != "" {
-			r.PaymentID = paymentID
-		}
-		return tx.PutIdemKey(r)
+		return finishIdemKey(tx, key, paymentID, status, body)
 	})
+}
+
+// finishIdemKey is Finish inside a transaction the caller owns.
+func finishIdemKey(tx pay.Tx, key, paymentID string, status int, body []byte) error {
+	r, err := tx.IdemKey(key)
+	if err != nil {
+		return err
+	}
+	r.State, r.StatusCode, r.Body, r.LockedUntil = pay.IdemDone, status, body, time.Time{}
+	if paymentID != "" {
+		r.PaymentID = paymentID
+	}
+	return tx.PutIdemKey(r)
 }
 
 // Release gives a key up after a failure that stored no answer, so a retry
@@ -114,6 +143,15 @@ func (k *Idempotency) Release(ctx context.Context, key string) error {
 		r.LockedUntil = tx.Now()
 		return tx.PutIdemKey(r)
 	})
+}
+
+// IdemKey is the idempotency key a create runs under (CreateOnce): the
+// scoped key, the request's fingerprint and the status code stored as the
+// answer of a success.
+type IdemKey struct {
+	Key         string
+	Fingerprint string
+	Status      int
 }
 
 // linkIdemKey records paymentID on a claimed key inside the transaction

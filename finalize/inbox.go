@@ -134,29 +134,50 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 		in.ignored(provider, IgnoredUnmappedType)
 		return ev, false, nil
 	}
-	var inserted, notOurs bool
-	err = in.Store.Update(ctx, func(tx pay.Tx) error {
-		inserted, notOurs = false, false
-		paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
-		if paymentID == "" && ev.Untagged {
-			// Not created by paystate: nothing to keep.
+	// A redelivery (the event is in the inbox) and an event about an
+	// object paystate did not create are answered from a read
+	// transaction: no write commit. Only a new event is inserted, by a
+	// transaction that checks uniqueness again (PutInbox).
+	var inserted, notOurs, dup bool
+	err = in.Store.View(ctx, func(tx pay.Tx) error {
+		notOurs, dup = false, false
+		if resolve(tx, provider, ev.PaymentID, ev.ProviderRef) == "" && ev.Untagged {
 			notOurs = true
 			return nil
 		}
-		e := pay.InboxEvent{
-			Provider: provider, EventID: ev.EventID, Type: ev.Type,
-			PaymentID: paymentID, ProviderRef: ev.ProviderRef,
-			Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
-			OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
-			Body: append([]byte(nil), Redact(body)...), NextAttemptAt: tx.Now(),
-		}
-		var err error
-		inserted, err = tx.PutInbox(e)
-		if err == nil && inserted {
-			tx.OnCommit(in.Wake)
+		_, err := tx.InboxEvent(provider, ev.EventID)
+		switch {
+		case err == nil:
+			dup = true
+		case pay.ErrorCode(err) == pay.ENOTFOUND:
+			err = nil
 		}
 		return err
 	})
+	if err == nil && !notOurs && !dup {
+		err = in.Store.Update(ctx, func(tx pay.Tx) error {
+			inserted, notOurs = false, false
+			paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
+			if paymentID == "" && ev.Untagged {
+				// Not created by paystate: nothing to keep.
+				notOurs = true
+				return nil
+			}
+			e := pay.InboxEvent{
+				Provider: provider, EventID: ev.EventID, Type: ev.Type,
+				PaymentID: paymentID, ProviderRef: ev.ProviderRef,
+				Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
+				OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
+				Body: append([]byte(nil), Redact(body)...), NextAttemptAt: tx.Now(),
+			}
+			var err error
+			inserted, err = tx.PutInbox(e)
+			if err == nil && inserted {
+				tx.OnCommit(in.Wake)
+			}
+			return err
+		})
+	}
 	if err != nil {
 		return ev, false, fmt.Errorf("store webhook: %w", err)
 	}

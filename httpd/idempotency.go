@@ -121,68 +121,87 @@ func transient(code string) bool {
 }
 
 // idempotent runs op under the request's Idempotency-Key. run gets the
-// claim (new or resume), the key's record and the scoped key (for
-// Payments.Create to record the payment on), and returns the payment it
-// produced. A replay answers from the stored record.
+// claim (new or resume) and the key's record, and returns the payment it
+// produced. A replay answers from the stored record. (A create claims and
+// finishes its key in the payment's own transactions: handleCreatePayment
+// and finalize.Payments.CreateOnce.)
 func (s *Server) idempotent(rc *fasthttp.RequestCtx, op string, status int,
 	run func(ctx context.Context, claim finalize.Claim, rec pay.IdemRecord) (pay.Payment, error)) error {
 	key, err := idemKey(rc)
 	if err != nil {
 		return err
 	}
-	apiKey, _ := bearer(rc)
-	scoped := ScopedKey(op, apiKey, key)
+	scoped, fingerprint := s.scopedKey(rc, op, key)
 	ctx, cancel := s.requestContext()
 	defer cancel()
 
-	rec, claim, err := s.Idempotency.Begin(ctx, scoped, Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody()))
+	rec, claim, err := s.Idempotency.Begin(ctx, scoped, fingerprint)
 	if err != nil {
-		var iu *finalize.InUseError
-		if errors.As(err, &iu) {
-			rc.Response.Header.Set("Retry-After", retryAfterSeconds(iu.RetryAfter))
-		}
-		return err
+		return keyRefused(rc, err)
 	}
 	if claim == finalize.ClaimReplay {
-		rc.Response.Header.Set("Idempotent-Replayed", "true")
-		if rec.PaymentID == "" {
-			writeRaw(rc, rec.StatusCode, rec.Body)
-			return nil
-		}
-		p, err := s.Payments.Get(ctx, rec.PaymentID)
-		if err != nil {
-			return err
-		}
-		writeJSON(rc, rec.StatusCode, viewJSON(p))
-		return nil
+		return s.replay(ctx, rc, rec)
 	}
-
 	p, err := run(ctx, claim, rec)
 	if err != nil {
-		code := pay.ErrorCode(err)
-		if transient(code) {
-			// Nothing final was said: let a retry run or resume.
-			if rerr := s.Idempotency.Release(context.WithoutCancel(ctx), scoped); rerr != nil {
-				s.Logger.Warn().Err(rerr).Msg("release idempotency key")
-			}
-			return err
-		}
-		// A definite answer (invalid, not found, unsupported) is stored.
-		body := errorBody{Error: errorDetail{Code: code, Message: pay.ErrorMessage(err)}}
-		b, _ := json.Marshal(body)
-		if ferr := s.Idempotency.Finish(ctx, scoped, "", HTTPStatus(code), b); ferr != nil {
-			s.Logger.Warn().Err(ferr).Msg("store idempotent answer")
-		}
+		return s.failed(ctx, scoped, err)
+	}
+	// A replay renders the payment's current view: no body is stored.
+	if err := s.Idempotency.Finish(ctx, scoped, p.ID, status, nil); err != nil {
 		return err
 	}
-	// The stored body never carries secrets; replays render the view anew.
-	out := viewJSON(p)
-	stored := out
-	stored.ClientSecret, stored.RedirectURL = nil, nil
-	b, _ := json.Marshal(stored)
-	if err := s.Idempotency.Finish(ctx, scoped, p.ID, status, b); err != nil {
-		return err
-	}
-	writeJSON(rc, status, out)
+	writeJSON(rc, status, viewJSON(p))
 	return nil
+}
+
+// scopedKey is the stored name and the fingerprint of the request's key.
+func (s *Server) scopedKey(rc *fasthttp.RequestCtx, op, key string) (scoped, fingerprint string) {
+	apiKey, _ := bearer(rc)
+	return ScopedKey(op, apiKey, key), Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody())
+}
+
+// keyRefused passes on why a key could not be claimed, with Retry-After
+// for a key in flight.
+func keyRefused(rc *fasthttp.RequestCtx, err error) error {
+	var iu *finalize.InUseError
+	if errors.As(err, &iu) {
+		rc.Response.Header.Set("Retry-After", retryAfterSeconds(iu.RetryAfter))
+	}
+	return err
+}
+
+// replay answers a finished request from its key's record: a payment's
+// current client view, or the stored body of an answer about no payment.
+func (s *Server) replay(ctx context.Context, rc *fasthttp.RequestCtx, rec pay.IdemRecord) error {
+	rc.Response.Header.Set("Idempotent-Replayed", "true")
+	if rec.PaymentID == "" {
+		writeRaw(rc, rec.StatusCode, rec.Body)
+		return nil
+	}
+	p, err := s.Payments.Get(ctx, rec.PaymentID)
+	if err != nil {
+		return err
+	}
+	writeJSON(rc, rec.StatusCode, viewJSON(p))
+	return nil
+}
+
+// failed settles a claimed key after the request failed, and returns err:
+// a transient error releases the key so a retry runs (or resumes); a
+// definite answer (invalid, not found, unsupported) is stored.
+func (s *Server) failed(ctx context.Context, scoped string, err error) error {
+	code := pay.ErrorCode(err)
+	if transient(code) {
+		// Nothing final was said: let a retry run or resume.
+		if rerr := s.Idempotency.Release(context.WithoutCancel(ctx), scoped); rerr != nil {
+			s.Logger.Warn().Err(rerr).Msg("release idempotency key")
+		}
+		return err
+	}
+	body := errorBody{Error: errorDetail{Code: code, Message: pay.ErrorMessage(err)}}
+	b, _ := json.Marshal(body)
+	if ferr := s.Idempotency.Finish(ctx, scoped, "", HTTPStatus(code), b); ferr != nil {
+		s.Logger.Warn().Err(ferr).Msg("store idempotent answer")
+	}
+	return err
 }

@@ -17,11 +17,11 @@ import (
 type Payments interface {
 	// Check validates a create request and returns it ready for Create.
 	Check(req finalize.CreateRequest) (finalize.CreateRequest, error)
-	// Create stores, charges and finalizes a payment; the payment's id
-	// is recorded on the claimed idempotency key idemKey.
-	Create(ctx context.Context, req finalize.CreateRequest, idemKey string) (pay.Payment, error)
-	// Resume finishes a create that stopped midway.
-	Resume(ctx context.Context, paymentID string) (pay.Payment, error)
+	// CreateOnce stores, charges and finalizes a payment under an
+	// idempotency key, claimed with the payment's insert and finished
+	// with the PSP answer's finalize; it resumes a create that stopped
+	// midway and answers a replay with the key's record.
+	CreateOnce(ctx context.Context, req finalize.CreateRequest, key finalize.IdemKey) (finalize.Created, error)
 	Report(ctx context.Context, paymentID string, r finalize.ReportRequest) (pay.Result, error)
 	Refund(ctx context.Context, paymentID string) (pay.Payment, error)
 	Get(ctx context.Context, id string) (pay.Payment, error)
@@ -62,12 +62,24 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	if err != nil {
 		return err
 	}
-	return s.idempotent(rc, "create", fasthttp.StatusCreated, func(ctx context.Context, claim finalize.Claim, rec pay.IdemRecord) (pay.Payment, error) {
-		if claim == finalize.ClaimResume && rec.PaymentID != "" {
-			return s.Payments.Resume(ctx, rec.PaymentID)
-		}
-		return s.Payments.Create(ctx, req, rec.Key)
-	})
+	key, err := idemKey(rc)
+	if err != nil {
+		return err
+	}
+	scoped, fingerprint := s.scopedKey(rc, "create", key)
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	c, err := s.Payments.CreateOnce(ctx, req, finalize.IdemKey{Key: scoped, Fingerprint: fingerprint, Status: fasthttp.StatusCreated})
+	switch {
+	case err != nil && c.Held:
+		return s.failed(ctx, scoped, err)
+	case err != nil:
+		return keyRefused(rc, err)
+	case c.Claim == finalize.ClaimReplay:
+		return s.replay(ctx, rc, c.Record)
+	}
+	writeJSON(rc, fasthttp.StatusCreated, viewJSON(c.Payment))
+	return nil
 }
 
 // paymentID checks a payment id from the path.

@@ -54,6 +54,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: "/dashboard/logout", handle: s.handleDashboardLogout},
 		{method: "GET", pattern: "/dashboard/static/{file}", handle: s.handleDashboardStatic},
 	}
+	rs = append(rs, s.pprofRoutes()...) // /debug/pprof, only with Pprof (pprof.go)
 	rs = append(rs, s.extraRoutes...)
 	for i := range rs {
 		rs[i].name = rs[i].pattern

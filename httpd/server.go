@@ -74,6 +74,10 @@ type Server struct {
 	// 0 means DashboardSessionTTL.
 	SessionTTL time.Duration
 
+	// Pprof serves net/http/pprof's profiles under /debug/pprof, behind the
+	// API key (pprof.go); off, those paths answer 404.
+	Pprof bool
+
 	// RequestTimeout bounds the work of one request.
 	RequestTimeout time.Duration
 	// ReadTimeout bounds reading one request (slow clients); default 10s.

@@ -149,6 +149,10 @@ type Tx interface {
 	// due, soonest first, leaving out those behind an earlier pending
 	// record of the same payment for the same target.
 	DueDeliveries(due time.Time, limit int) ([]Delivery, error)
+	// DueDeliveriesSkipping is DueDeliveries passing over, without reading
+	// them, the deliveries whose id skip reports (nil skips none); they do
+	// not count against limit.
+	DueDeliveriesSkipping(due time.Time, limit int, skip func(id string) bool) ([]Delivery, error)
 	// ListDeliveries returns a page of deliveries in one state and the
 	// cursor of the next page ("" at the end).
 	ListDeliveries(f DeliveryFilter) ([]Delivery, string, error)

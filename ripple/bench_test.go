@@ -1,13 +1,22 @@
 package ripple_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
+	"net/http"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
+	"github.com/paystate/paystate/ripple/rippletest"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolttest"
 	"github.com/paystate/paystate/store/storetest"
@@ -58,4 +67,160 @@ func BenchmarkDeliver(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(delivered)/b.Elapsed().Seconds(), "deliveries/s")
+}
+
+// benchEnv is a store on a real bbolt file and a ripple service over it
+// with loyalty, retention and, if url is set, one merchant endpoint for
+// payment.captured.
+func benchEnv(b *testing.B, url string) (*store.DB, *ripple.Service, *finalize.Finalizer) {
+	b.Helper()
+	db := bolttest.MustOpen(b, nil)
+	cfg := ripple.Config{PointsPerUnit: 1}
+	if url != "" {
+		cfg.Webhooks = []ripple.EndpointConfig{{URL: url, Secrets: []string{"whsec_" + base64.StdEncoding.EncodeToString([]byte("0123456789abcdef0123456789abcdef"))}, Events: []string{"payment.captured"}}}
+	}
+	svc, err := ripple.New(db, cfg)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(svc.Close)
+	return db, svc, finalize.New(db)
+}
+
+// capture stores payment i as processing and captures it through finalize.
+func capture(ctx context.Context, db *store.DB, f *finalize.Finalizer, i int) error {
+	p := pay.Payment{
+		ID: fmt.Sprintf("pay_%026d", i), OrderID: fmt.Sprintf("order-%d", i), Amount: 1000, Currency: "EUR",
+		Customer: pay.Customer{ID: fmt.Sprintf("cus_%d", i%10)}, Provider: "mock", Status: pay.Processing, Version: 1,
+	}
+	if err := db.Update(ctx, func(tx pay.Tx) error {
+		p.CreatedAt, p.UpdatedAt = tx.Now(), tx.Now()
+		return tx.InsertPayment(p)
+	}); err != nil {
+		return err
+	}
+	_, err := f.Finalize(ctx, pay.Observation{PaymentID: p.ID, Source: pay.SourceSweeper, Status: pay.Captured})
+	return err
+}
+
+// BenchmarkDeliverEndpoint is BenchmarkDeliver with one merchant endpoint
+// (a real HTTP server on 127.0.0.1) as a third target: each iteration
+// captures 100 payments and runs passes until their 300 deliveries are
+// done. It reports deliveries per second.
+func BenchmarkDeliverEndpoint(b *testing.B) {
+	ctx := context.Background()
+	ep := rippletest.NewEndpoint(b)
+	db, svc, f := benchEnv(b, ep.URL)
+	const perIter = 100
+	i, delivered := 0, 0
+	for b.Loop() {
+		b.StopTimer()
+		for range perIter {
+			i++
+			if err := capture(ctx, db, f, i); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StartTimer()
+		for {
+			n, err := svc.RunOnce(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if n == 0 {
+				break
+			}
+			delivered += n
+		}
+	}
+	b.ReportMetric(float64(delivered)/b.Elapsed().Seconds(), "deliveries/s")
+}
+
+// BenchmarkEndpointAlone posts signed-size bodies to the same kind of
+// endpoint as BenchmarkDeliverEndpoint from DefaultMaxInFlight goroutines
+// over keep-alive connections: the ceiling of one endpoint's lane.
+func BenchmarkEndpointAlone(b *testing.B) {
+	ep := rippletest.NewEndpoint(b)
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxConnsPerHost, tr.MaxIdleConnsPerHost = ripple.DefaultMaxInFlight, ripple.DefaultMaxInFlight
+	client := &http.Client{Transport: tr}
+	defer tr.CloseIdleConnections()
+	body := bytes.Repeat([]byte("x"), 300)
+	b.SetParallelism((ripple.DefaultMaxInFlight + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			res, err := client.Post(ep.URL, "application/json", bytes.NewReader(body))
+			if err != nil {
+				b.Error(err)
+				return
+			}
+			_, _ = io.Copy(io.Discard, res.Body)
+			_ = res.Body.Close()
+		}
+	})
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "requests/s")
+}
+
+// BenchmarkKeepPace creates 2,000 captured payments from 64 goroutines as
+// fast as the store takes them while Run delivers to loyalty, retention
+// and one merchant endpoint, and reports the time from the first create
+// to the last delivery divided by the time the creates took (the issue's
+// target: at most 1.5).
+func BenchmarkKeepPace(b *testing.B) {
+	const n, clients = 2000, 64
+	ep := rippletest.NewEndpoint(b)
+	var ratios []float64
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		db, svc, f := benchEnv(b, ep.URL)
+		svc.Interval = 50 * time.Millisecond
+		f.Notify = svc.Notify
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		start := time.Now()
+		var next atomic.Int64
+		var wg sync.WaitGroup
+		for range clients {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					i := int(next.Add(1))
+					if i > n {
+						return
+					}
+					if err := capture(ctx, db, f, i); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		created := time.Since(start)
+		tick := time.NewTicker(5 * time.Millisecond)
+		for range tick.C {
+			var doneN int
+			if err := db.View(ctx, func(tx pay.Tx) (err error) { doneN, err = tx.CountDeliveries(pay.DeliveryDone); return err }); err != nil {
+				b.Fatal(err)
+			}
+			if doneN == 3*n {
+				break
+			}
+		}
+		tick.Stop()
+		delivered := time.Since(start)
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		ratios = append(ratios, delivered.Seconds()/created.Seconds())
+		b.ReportMetric(float64(n)/created.Seconds(), "creates/s")
+		b.ReportMetric(float64(3*n)/delivered.Seconds(), "deliveries/s")
+	}
+	sum := 0.0
+	for _, r := range ratios {
+		sum += r
+	}
+	b.ReportMetric(sum/float64(len(ratios)), "deliver/create")
 }

@@ -20,13 +20,20 @@ func (*loyalty) wants(rec pay.OutboxRecord) bool {
 // loyaltyPaymentKey holds the points a payment's capture credited.
 func loyaltyPaymentKey(paymentID string) string { return "loyalty_payment:" + paymentID }
 
+// deliver applies rec in a transaction of its own; a pass applies many
+// records in one transaction with applyTx instead.
 func (l *loyalty) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
+	return deliverInTx(ctx, l.s.Store, l, d, rec)
+}
+
+// applyTx credits or claws back the points of rec in tx. Its error is the
+// attempt's failure and comes before any write.
+func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
 	if rec.Customer.ID == "" {
 		return outcome{note: "no customer id: no points", skipped: true}, nil
 	}
 	var out outcome
-	err := l.s.Store.Update(ctx, func(tx pay.Tx) error {
-		out = outcome{} // the function may run more than once (group commit)
+	err := func() error {
 		key := pay.EffectLoyalty + ":" + rec.ID
 		if _, done, err := tx.Effect(key); err != nil {
 			return err
@@ -66,7 +73,7 @@ func (l *loyalty) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRec
 			return err
 		}
 		return tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: points})
-	})
+	}()
 	if err != nil {
 		return outcome{}, fmt.Errorf("loyalty: %w", err)
 	}
@@ -84,13 +91,19 @@ func (*retention) wants(rec pay.OutboxRecord) bool {
 	return rec.Customer.ID != "" && rec.Status == pay.Captured
 }
 
+// deliver applies rec in a transaction of its own; a pass applies many
+// records in one transaction with applyTx instead.
 func (r *retention) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
+	return deliverInTx(ctx, r.s.Store, r, d, rec)
+}
+
+// applyTx moves the customer's last visit in tx.
+func (r *retention) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
 	if rec.Customer.ID == "" {
 		return outcome{note: "no customer id", skipped: true}, nil
 	}
 	var out outcome
-	err := r.s.Store.Update(ctx, func(tx pay.Tx) error {
-		out = outcome{} // the function may run more than once (group commit)
+	err := func() error {
 		key := pay.EffectRetention + ":" + rec.ID
 		if _, done, err := tx.Effect(key); err != nil {
 			return err
@@ -114,9 +127,38 @@ func (r *retention) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxR
 			return err
 		}
 		return tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID})
-	})
+	}()
 	if err != nil {
 		return outcome{}, fmt.Errorf("retention: %w", err)
+	}
+	return out, nil
+}
+
+// storeEffect is an effect applied inside the store (loyalty, retention):
+// a pass applies many of its deliveries, and records them, in one
+// transaction.
+type storeEffect interface {
+	effect
+	// applyTx applies rec in tx. An error is the attempt's failure; a
+	// failure of the store itself aborts tx.
+	applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (outcome, error)
+}
+
+// deliverInTx applies rec with e in a transaction of its own.
+func deliverInTx(ctx context.Context, st pay.Store, e storeEffect, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
+	var (
+		out  outcome
+		ferr error
+	)
+	err := st.Update(ctx, func(tx pay.Tx) error {
+		out, ferr = e.applyTx(tx, d, rec) // the function may run more than once (group commit)
+		if ferr != nil {
+			return ferr // roll back whatever was written before it
+		}
+		return nil
+	})
+	if err != nil {
+		return outcome{}, err
 	}
 	return out, nil
 }

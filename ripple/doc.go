@@ -10,7 +10,11 @@
 // Each pass (RunOnce) first fans out: in one transaction it reads the
 // outbox records after a stored cursor, creates one delivery per record
 // and target, and moves the cursor. A crash before the commit leaves
-// nothing; after it, every delivery exists. The targets are the effects
+// nothing; after it, every delivery exists. Records that no target wants
+// cost no write: the pass moves past them in memory and the cursor
+// reaches the store with ripple's next write transaction, whatever it is
+// (a restart before it reads them again, and they still want nothing).
+// The targets are the effects
 // that want the record's type, read from the configuration at fan-out
 // time:
 //
@@ -43,14 +47,27 @@
 //
 // # One slow target delays nothing else
 //
+// Loyalty and retention are applied inside the store: a pass applies all
+// their due deliveries it claims (up to ripple's Batch, one batch per
+// target at a time) and records them in one transaction, effects and
+// delivery updates together, so N deliveries cost one commit; if that
+// transaction fails, each is attempted on its own and fails alone.
+// Attempts of the other targets that end while a record is being written
+// are recorded together in the next transaction, with what they say
+// about their endpoint's health; a healthy endpoint's state is written
+// when it changes (and its last success at most once a minute), not on
+// every success.
+//
 // Each target has its own lane: at most ripple.workers attempts at once
-// for loyalty, retention and receipt each, at most webhooks[].max_in_flight
-// (default 8) for each merchant endpoint, which also gets its own HTTP
+// for the receipt, at most webhooks[].max_in_flight
+// (default 32) for each merchant endpoint, which also gets its own HTTP
 // transport capped at that many connections. A pass (fan-out and
 // dispatch) starts an attempt of every due delivery whose lane has room
-// and that is not running already, and leaves the others due; a pass of
-// Run does not wait for what it started, and every recorded attempt
-// wakes Run for the next pass. So a merchant endpoint that takes
+// and that is not running already, queues up to Batch more per lane (an
+// attempt that ends takes the next from its lane's queue), and leaves the
+// others due; a pass of Run does not wait for what it started, and a
+// recorded attempt wakes Run for the next pass once its lane's queue is
+// short. So a merchant endpoint that takes
 // connections and never answers holds its own max_in_flight goroutines
 // and connections until its timeout (webhooks[].timeout, default 10 s),
 // and nothing that the other targets need. The deliveries waiting for a

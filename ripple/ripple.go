@@ -2,8 +2,10 @@ package ripple
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -36,8 +38,11 @@ const (
 	// refuses a longer timeout rather than shorten it without a word.
 	MaxWebhookTimeout = 15 * time.Second
 	// DefaultMaxInFlight is how many deliveries to one merchant endpoint
-	// run at once when its EndpointConfig leaves MaxInFlight at 0.
-	DefaultMaxInFlight = 8
+	// run at once when its EndpointConfig leaves MaxInFlight at 0. At 8
+	// the endpoint's lane could not keep up with creates at full speed
+	// (BENCHMARKS.md, "Ripple in batches"); its keep-alive connections
+	// are as many.
+	DefaultMaxInFlight = 32
 	// MaxInFlightLimit is the largest EndpointConfig.MaxInFlight accepted.
 	MaxInFlightLimit = 256
 	// DisableAfter is how long an endpoint may fail every delivery before
@@ -119,14 +124,35 @@ type Service struct {
 	mu       sync.Mutex
 	lanes    map[string]*lane // by target
 	inflight map[string]*job  // by delivery id: attempts running
-	held     int              // due deliveries the last pass left to busy targets
+	// heldIDs are the due deliveries, by id, that the last pass left to
+	// their target (the value) because its lane was full; only passes
+	// touch it (under pass).
+	heldIDs map[string]string
+
+	// skip is the Seq of the last outbox record that fan-out found no
+	// target for and has not stored as the cursor yet: the next write
+	// transaction of ripple moves the cursor there (advanceCursor), so a
+	// record that wants no delivery costs no commit of its own.
+	skip atomic.Uint64
+
+	recMu    sync.Mutex
+	recBusy  bool         // a record batch is being written
+	recQueue []*recording // attempts that wait for the next one
 }
 
 // lane is one target's share of the workers: at most max of its
 // deliveries are attempted at once, and they hold no other target's.
+//
+// A lane of an effect attempted outside the store (receipt, webhook) also
+// keeps a queue of up to Batch deliveries claimed for it: an attempt that
+// ends takes the next one from the queue on the same goroutine, so a lane
+// runs at its cap without a pass per attempt, and a pass, which reads the
+// due index past every delivery it cannot start, runs only when the queue
+// runs short.
 type lane struct {
 	max     int
-	running int
+	running int    // goroutines attempting its deliveries
+	queue   []*job // claimed, waiting for one of them
 }
 
 // job is one running attempt of a delivery. attempted and err are set
@@ -157,6 +183,11 @@ type outcome struct {
 	skipped   bool      // on success: nothing to do (applied before, no customer, no e-mail)
 	retryAt   time.Time // on failure: the time the target asked to be retried at
 	permanent bool      // on failure: retrying cannot help; dead-letter now
+
+	// health, if set, writes what the attempt says about a merchant
+	// endpoint, in the transaction that records the delivery, and reports
+	// whether it disabled the endpoint (the delivery is then dead).
+	health func(tx rippleTx) (disabled bool, err error)
 }
 
 // New returns a Service over store for cfg, with its effects built:
@@ -186,8 +217,10 @@ func New(store pay.Store, cfg Config) (*Service, error) {
 		Store: store, Config: cfg, Logger: zerolog.Nop(), effects: map[string]effect{},
 		freed: make(chan struct{}, 1), lanes: map[string]*lane{}, inflight: map[string]*job{},
 	}
-	s.add(&loyalty{s: s}, cfg.Workers)
-	s.add(&retention{s: s}, cfg.Workers)
+	// Loyalty and retention cost no connection: a pass applies up to Batch
+	// of their deliveries in one transaction.
+	s.add(&loyalty{s: s}, max(cfg.Workers, DefaultBatch))
+	s.add(&retention{s: s}, max(cfg.Workers, DefaultBatch))
 	if cfg.Receipt.Addr != "" {
 		r, err := newReceipt(s, cfg.Receipt)
 		if err != nil {
@@ -311,6 +344,7 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	attempts.Wait()
 	n := 0
 	for _, j := range started {
+		<-j.done // a queued job may be run by a goroutine of another pass
 		if j.attempted {
 			n++
 		}
@@ -340,13 +374,16 @@ func (s *Service) RunOnce(ctx context.Context) (int, error) {
 // were running before. logErrors says that no caller collects the
 // attempts' errors: the attempts log them.
 //
-// A delivery whose target is at its cap stays due for a later pass (the
-// attempt that frees a place wakes Run). Those deliveries and the running
-// ones are still due in the store, at the head of the due index when a
-// target has fallen behind, so the pass reads past them: until it has
-// seen every due delivery or passed over none, a backlog of one target
-// never hides the others' due deliveries. That costs a read of each due
-// delivery of a target that has fallen behind, per pass.
+// A delivery whose target is at its cap (running and queue full) stays due
+// for a later pass (the attempt that frees a place wakes Run). Those
+// deliveries and the claimed ones are still due in the store, at the head
+// of the due index when a target has fallen behind, so the pass reads past
+// them: until it has seen every due delivery or passed over none, a
+// backlog of one target never hides the others' due deliveries. The pass
+// skips, by id and without reading them, the deliveries claimed already
+// and those the last pass left to a lane that is still full, so a backlog
+// costs a walk of the due index's keys per pass, not a read of each
+// delivery in it.
 func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErrors bool) (started, running []*job, err error) {
 	s.pass.Lock()
 	defer s.pass.Unlock()
@@ -354,53 +391,106 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 	if err := s.fanOut(ctx); err != nil {
 		return nil, nil, err
 	}
+	// What the pass need not read: the deliveries claimed already, and
+	// those that waited for a lane that is still full.
 	s.mu.Lock()
-	for _, j := range s.inflight {
+	claimed := make(map[string]bool, len(s.inflight))
+	for id, j := range s.inflight {
 		running = append(running, j)
+		claimed[id] = true
 	}
-	limit := s.batch() + len(s.inflight) + s.held
+	// A lane counts as full while it can take nothing this pass would
+	// not give it anyway: an in-store lane while its batch runs (one at a
+	// time, so they grow), another while its queue is not short (its
+	// attempts wake a pass when it is).
+	full := map[string]bool{}
+	for tgt, l := range s.lanes {
+		if s.inStore(tgt) && l.running > 0 || !s.inStore(tgt) && l.running >= l.max && len(l.queue) > l.max {
+			full[tgt] = true
+		}
+	}
+	batching := map[string]bool{} // in-store lanes whose batch this pass makes
 	s.mu.Unlock()
+	held := map[string]string{}
+	skip := func(id string) bool {
+		if claimed[id] {
+			return true
+		}
+		if _, ok := held[id]; ok {
+			return true // read by an earlier read of this pass
+		}
+		if tgt, ok := s.heldIDs[id]; ok && full[tgt] {
+			held[id] = tgt
+			return true
+		}
+		return false
+	}
+	defer func() { s.heldIDs = held }()
+	var launch []*job // the started jobs that got a place; the others wait in a queue
 	defer func() {
-		for _, j := range started {
+		var inStore []*job
+		for _, j := range launch {
+			if s.inStore(j.d.Target()) {
+				inStore = append(inStore, j)
+				continue
+			}
 			attempts.Add(1)
 			go func() {
 				defer attempts.Done()
 				s.run(ctx, j, logErrors)
 			}()
 		}
+		if len(inStore) > 0 {
+			attempts.Add(1)
+			go func() {
+				defer attempts.Done()
+				s.runInStore(ctx, inStore, logErrors)
+			}()
+		}
 	}()
+	limit := s.batch()
 	for {
 		var due []pay.Delivery
 		err = s.Store.View(ctx, func(tx pay.Tx) error {
 			var err error
-			due, err = tx.DueDeliveries(tx.Now(), limit)
+			due, err = tx.DueDeliveriesSkipping(tx.Now(), limit, skip)
 			return err
 		})
 		if err != nil {
 			return started, running, fmt.Errorf("due deliveries: %w", err)
 		}
-		held := 0
+		passed := 0
 		s.mu.Lock()
 		for _, d := range due {
 			if _, ok := s.inflight[d.ID]; ok {
 				continue // running, or claimed by an earlier read of this pass
 			}
 			l := s.laneOf(d.Target())
-			if l.running >= l.max {
-				held++
+			j := &job{d: d, done: make(chan struct{})}
+			switch {
+			case s.inStore(d.Target()) && l.running > 0 && !batching[d.Target()]:
+				passed++ // the lane's batch runs: wait for the next one
+				held[d.ID] = d.Target()
+				continue
+			case l.running < l.max:
+				l.running++
+				batching[d.Target()] = true
+				launch = append(launch, j)
+			case len(l.queue) < s.batch() && !s.inStore(d.Target()):
+				l.queue = append(l.queue, j)
+			default:
+				passed++
+				held[d.ID] = d.Target()
 				continue
 			}
-			l.running++
-			j := &job{d: d, done: make(chan struct{})}
 			s.inflight[d.ID] = j
+			claimed[d.ID] = true
 			started = append(started, j)
 		}
-		s.held = held
 		s.mu.Unlock()
-		if len(due) < limit || held == 0 || ctx.Err() != nil {
+		if len(due) < limit || passed == 0 || ctx.Err() != nil {
 			return started, running, nil
 		}
-		limit *= 2
 	}
 }
 
@@ -415,13 +505,41 @@ func (s *Service) laneOf(target string) *lane {
 	return l
 }
 
-// run makes the attempt of j, frees its place and, if the attempt was
-// recorded, wakes Run.
+// inStore reports whether a pass applies the deliveries of target in one
+// transaction (runInStore) rather than one goroutine each.
+func (s *Service) inStore(target string) bool {
+	_, ok := s.effects[target].(storeEffect)
+	return ok && s.afterEffect == nil
+}
+
+// run makes the attempt of j and of the jobs it then takes from its
+// lane's queue. Once ctx is done, queued jobs end unattempted.
 func (s *Service) run(ctx context.Context, j *job, logErrors bool) {
-	attempted, err := s.attempt(ctx, j.d)
+	for j != nil {
+		var (
+			attempted bool
+			err       = ctx.Err()
+		)
+		if err == nil {
+			attempted, err = s.attempt(ctx, j.d)
+		}
+		j = s.finish(ctx, j, attempted, err, logErrors)
+	}
+}
+
+// finish publishes j's outcome and frees its place, or hands the place to
+// the next job of the lane's queue and returns it. If the attempt was
+// recorded and the queue is short, it wakes Run.
+func (s *Service) finish(ctx context.Context, j *job, attempted bool, err error, logErrors bool) (next *job) {
 	s.mu.Lock()
 	delete(s.inflight, j.d.ID)
-	s.lanes[j.d.Target()].running--
+	l := s.lanes[j.d.Target()]
+	if len(l.queue) > 0 {
+		next, l.queue = l.queue[0], l.queue[1:]
+	} else {
+		l.running--
+	}
+	short := len(l.queue) <= l.max
 	s.mu.Unlock()
 	j.attempted, j.err = attempted, err
 	close(j.done)
@@ -431,38 +549,108 @@ func (s *Service) run(ctx context.Context, j *job, logErrors bool) {
 			s.Logger.Error().Err(err).Str("payment_id", j.d.PaymentID).Str("event_id", j.d.EventID).
 				Str("effect", j.d.Effect).Str("delivery_id", j.d.ID).Msg("ripple attempt")
 		}
-		return
+		return next
 	}
-	if attempted {
+	if attempted && short {
 		select {
 		case s.freed <- struct{}{}:
 		default:
 		}
 	}
+	return next
+}
+
+// runInStore attempts jobs of store effects (loyalty, retention) in one
+// transaction that applies each effect and records each delivery, so N
+// deliveries cost one commit. If that transaction fails (the store, or an
+// effect that cannot be applied), each job is attempted on its own, as a
+// delivery of any other effect is, and fails alone.
+func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
+	recs := make([]*recording, len(jobs))
+	err := s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
+		if err := s.advanceCursor(tx); err != nil {
+			return err
+		}
+		for i, j := range jobs {
+			recs[i] = nil // the function may run more than once (group commit)
+			cur, err := tx.Delivery(j.d.ID)
+			if pay.ErrorCode(err) == pay.ENOTFOUND {
+				continue // purged meanwhile: done long ago
+			} else if err != nil {
+				return err
+			}
+			if cur.State != pay.DeliveryPending || cur.Attempts != j.d.Attempts ||
+				!cur.UpdatedAt.Equal(j.d.UpdatedAt) || cur.NextAttemptAt.After(tx.Now()) {
+				continue // moved on since the pass read it
+			}
+			r := &recording{d: cur}
+			rec, err := tx.OutboxRecord(cur.EventSeq)
+			switch {
+			case pay.ErrorCode(err) == pay.ENOTFOUND:
+				r.out.permanent, r.failure = true, fmt.Errorf("outbox record %d (%s) is gone", cur.EventSeq, cur.EventID)
+				r.logErr = r.failure
+			case err != nil:
+				return err
+			default:
+				if r.out, err = s.effects[cur.Target()].(storeEffect).applyTx(tx, cur, rec); err != nil {
+					return err // perhaps half applied: roll back, and try it alone
+				}
+			}
+			if r.after, r.result, err = s.updateDelivery(tx, cur, r.out, r.failure); err != nil {
+				return err
+			}
+			recs[i] = r
+		}
+		return nil
+	})
+	if err != nil {
+		for _, j := range jobs {
+			s.run(ctx, j, logErrors)
+		}
+		return
+	}
+	for i, j := range jobs {
+		if recs[i] != nil {
+			s.logRecord(recs[i])
+		}
+		s.finish(ctx, j, recs[i] != nil, nil, logErrors) // an in-store lane has no queue
+	}
 }
 
 // fanOut creates the deliveries of the outbox records after the cursor and
 // moves the cursor, one transaction per batch of records.
+//
+// Records that no target wants cost no write: the cursor moves past them
+// in memory (skip) and reaches the store with the next write of ripple.
+// After a restart before that write they are read again, and still want
+// nothing unless the configuration changed.
 func (s *Service) fanOut(ctx context.Context) error {
-	// Most passes find nothing new: look first, without a write.
-	var fresh bool
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
-		cur, err := tx.RippleCursor()
-		if err != nil {
+	for {
+		// Look first, without a write: most passes find nothing new, or
+		// nothing any target wants.
+		var recs []pay.OutboxRecord
+		err := s.Store.View(ctx, func(tx pay.Tx) error {
+			cur, err := s.cursor(tx)
+			if err != nil {
+				return err
+			}
+			recs, err = tx.OutboxAfter(cur, s.batch())
+			return err
+		})
+		if err != nil || len(recs) == 0 {
 			return err
 		}
-		recs, err := tx.OutboxAfter(cur, 1)
-		fresh = len(recs) > 0
-		return err
-	})
-	if err != nil || !fresh {
-		return err
-	}
-	for {
+		if !s.wanted(recs) {
+			s.skipTo(recs[len(recs)-1].Seq)
+			if len(recs) < s.batch() {
+				return nil
+			}
+			continue
+		}
 		var n int
-		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+		err = s.Store.Update(ctx, func(tx pay.Tx) error {
 			n = 0 // the function may run more than once (group commit)
-			cur, err := tx.RippleCursor()
+			cur, err := s.cursor(tx)
 			if err != nil {
 				return err
 			}
@@ -498,6 +686,49 @@ func (s *Service) fanOut(ctx context.Context) error {
 			return nil
 		}
 	}
+}
+
+// wanted reports whether a target wants one of recs.
+func (s *Service) wanted(recs []pay.OutboxRecord) bool {
+	for _, rec := range recs {
+		for _, e := range s.order {
+			if e.wants(rec) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// skipTo moves the unstored cursor forward to seq.
+func (s *Service) skipTo(seq uint64) {
+	for {
+		old := s.skip.Load()
+		if seq <= old || s.skip.CompareAndSwap(old, seq) {
+			return
+		}
+	}
+}
+
+// cursor returns the fan-out cursor: the stored one or, if further, the
+// one not stored yet.
+func (s *Service) cursor(tx rippleTx) (uint64, error) {
+	cur, err := tx.RippleCursor()
+	return max(cur, s.skip.Load()), err
+}
+
+// advanceCursor stores the cursor that skip holds, if it is further than
+// the stored one, in a write transaction that ripple makes anyway.
+func (s *Service) advanceCursor(tx rippleTx) error {
+	skip := s.skip.Load()
+	if skip == 0 {
+		return nil
+	}
+	cur, err := tx.RippleCursor()
+	if err != nil || skip <= cur {
+		return err
+	}
+	return tx.SetRippleCursor(skip)
 }
 
 // attempt runs one attempt of d and records its outcome. It reports
@@ -564,23 +795,124 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 	return true, s.record(context.WithoutCancel(ctx), d, out, err)
 }
 
+// recording is one attempt's outcome waiting to be written by record.
+type recording struct {
+	d       pay.Delivery
+	out     outcome
+	failure error
+
+	// Set before done is closed.
+	after  pay.Delivery
+	result string // "" if stale: moved on meanwhile
+	logErr error  // the failure as recorded
+	err    error
+	done   chan struct{}
+}
+
 // record writes the outcome of an attempt of d, then counts and logs it.
+// The attempts that end while a record is written wait and are written
+// together, in one transaction, by the first of them (a group commit of
+// ripple's own, so that N webhook deliveries cost far fewer than N
+// transactions).
 func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failure error) error {
-	var (
-		after  pay.Delivery
-		result string
-		stale  bool
-	)
+	r := &recording{d: d, out: out, failure: failure, done: make(chan struct{})}
+	s.recMu.Lock()
+	s.recQueue = append(s.recQueue, r)
+	if s.recBusy {
+		s.recMu.Unlock()
+		<-r.done
+		return r.err
+	}
+	s.recBusy = true
+	s.recMu.Unlock()
+	for {
+		s.recMu.Lock()
+		group := s.recQueue
+		s.recQueue = nil
+		if len(group) == 0 {
+			s.recBusy = false
+			s.recMu.Unlock()
+			break
+		}
+		s.recMu.Unlock()
+		s.writeRecords(ctx, group)
+	}
+	<-r.done
+	return r.err
+}
+
+// writeRecords writes a group of outcomes in one transaction, or, if that
+// fails, each in its own, so that one that cannot be written does not hold
+// up the others; then it logs them and closes their done.
+func (s *Service) writeRecords(ctx context.Context, group []*recording) {
 	err := s.Store.Update(ctx, func(tx pay.Tx) error {
-		after, result = pay.Delivery{}, "" // the function may run more than once (group commit)
-		cur, err := tx.Delivery(d.ID)
-		if err != nil {
+		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
-		stale = cur.State != pay.DeliveryPending
-		if stale {
-			return nil // moved on meanwhile (an operator); leave it
+		for _, r := range group {
+			if err := s.recordTx(tx, r); err != nil {
+				return err
+			}
 		}
+		return nil
+	})
+	if err != nil && len(group) > 1 {
+		for _, r := range group {
+			r.err = s.Store.Update(ctx, func(tx pay.Tx) error { return s.recordTx(tx, r) })
+		}
+	} else {
+		for _, r := range group {
+			r.err = err
+		}
+	}
+	for _, r := range group {
+		if r.err != nil {
+			r.err = fmt.Errorf("record delivery %s: %w", r.d.ID, r.err)
+		} else {
+			s.logRecord(r)
+		}
+		close(r.done)
+	}
+}
+
+// recordTx writes r's outcome in tx: the endpoint's health first, if the
+// attempt changed it, then the delivery. It sets r.after and r.result
+// ("" if the delivery moved on meanwhile).
+func (s *Service) recordTx(tx rippleTx, r *recording) error {
+	r.after, r.result, r.logErr = pay.Delivery{}, "", nil // the function may run more than once (group commit)
+	cur, err := tx.Delivery(r.d.ID)
+	if err != nil {
+		return err
+	}
+	if cur.State != pay.DeliveryPending {
+		return nil // moved on meanwhile (an operator); leave it
+	}
+	out, failure := r.out, r.failure
+	if out.health != nil {
+		disabled, err := out.health(tx)
+		switch {
+		case err != nil && failure == nil:
+			// Delivered; the endpoint's health is only bookkeeping.
+			s.Logger.Error().Err(err).Str("endpoint", r.d.Endpoint).Msg("record webhook endpoint success")
+		case err != nil:
+			failure = errors.Join(failure, fmt.Errorf("record webhook endpoint failure: %w", err))
+		}
+		if disabled {
+			out.permanent = true
+			failure = fmt.Errorf("%w; endpoint disabled after failing for %s", failure, DisableAfter)
+		}
+	}
+	r.after, r.result, err = s.updateDelivery(tx, cur, out, failure)
+	r.logErr = failure
+	return err
+}
+
+// updateDelivery writes the outcome of an attempt over cur, the stored
+// pending delivery, and returns it as written and the result for the
+// metrics (done, skipped, dead, retry).
+func (s *Service) updateDelivery(tx rippleTx, cur pay.Delivery, out outcome, failure error) (pay.Delivery, string, error) {
+	var result string
+	{
 		cur.Attempts++
 		switch {
 		case failure == nil:
@@ -601,16 +933,17 @@ func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failu
 			result = "retry"
 		}
 		if err := tx.UpdateDelivery(cur); err != nil {
-			return err
+			return pay.Delivery{}, "", err
 		}
-		after = cur
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("record delivery %s: %w", d.ID, err)
 	}
-	if stale {
-		return nil
+	return cur, result, nil
+}
+
+// logRecord counts and logs a recorded attempt.
+func (s *Service) logRecord(r *recording) {
+	d, after, result, failure := r.d, r.after, r.result, r.logErr
+	if result == "" {
+		return
 	}
 	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_ripple_deliveries_total{effect=%q,outcome=%q}`, d.Effect, result)).Inc()
 	var ev *zerolog.Event
@@ -631,7 +964,6 @@ func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failu
 		ev = ev.Err(failure)
 	}
 	ev.Msg("ripple delivery")
-	return nil
 }
 
 // refreshGauges sets the outbox lag and dead-letter gauges.
@@ -648,7 +980,7 @@ func (s *Service) refreshGauges(ctx context.Context) error {
 		} else if ok {
 			oldest = d.EventAt
 		}
-		cur, err := tx.RippleCursor()
+		cur, err := s.cursor(tx)
 		if err != nil {
 			return err
 		}

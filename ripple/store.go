@@ -11,7 +11,7 @@ import (
 // effect state (customer accounts, effect dedupe records, merchant
 // endpoints). The store hands every function a pay.Tx, which has all of
 // these; a backend that is to run ripple implements them first
-// (store/storetest: RippleCursor, Delivery, DueDeliveries,
+// (store/storetest: RippleCursor, Delivery, DueDeliveries (and Skipping),
 // DeliveriesInOrder, ListDeliveries, CustomerAccount, Effect,
 // WebhookEndpoint).
 type rippleTx interface {
@@ -29,6 +29,7 @@ type rippleTx interface {
 	Delivery(id string) (pay.Delivery, error)
 	UpdateDelivery(d pay.Delivery) error
 	DueDeliveries(due time.Time, limit int) ([]pay.Delivery, error)
+	DueDeliveriesSkipping(due time.Time, limit int, skip func(id string) bool) ([]pay.Delivery, error)
 	ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error)
 	OldestPendingDelivery() (pay.Delivery, bool, error)
 	CountDeliveries(state string) (int, error)

@@ -184,56 +184,57 @@ func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRec
 		if ctx.Err() != nil && errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("no answer within %s", w.timeout)
 		}
-		return w.failed(ctx, now, outcome{}, fmt.Errorf("POST to %s (%s): %w", w.id, w.host, err))
+		return w.failed(now, outcome{}, fmt.Errorf("POST to %s (%s): %w", w.id, w.host, err))
 	}
 	_, _ = io.Copy(io.Discard, io.LimitReader(res.Body, maxResponseBody))
 	_ = res.Body.Close()
 
 	switch code := res.StatusCode; {
 	case code >= 200 && code < 300:
-		return outcome{note: fmt.Sprintf("endpoint %s answered %d", w.id, code)}, w.succeeded(ctx, now)
+		return outcome{note: fmt.Sprintf("endpoint %s answered %d", w.id, code), health: w.succeeded(now)}, nil
 	case code == http.StatusGone:
 		reason := "answered 410 Gone"
-		if err := w.disable(ctx, now, reason); err != nil {
-			return outcome{}, err
-		}
-		return outcome{permanent: true}, fmt.Errorf("endpoint %s (%s) %s: disabled", w.id, w.host, reason)
+		return outcome{permanent: true, health: w.disable(now, reason)}, fmt.Errorf("endpoint %s (%s) %s: disabled", w.id, w.host, reason)
 	case code == http.StatusTooManyRequests || code == http.StatusServiceUnavailable:
 		out := outcome{retryAt: retryAfter(res.Header.Get("Retry-After"), now)}
-		return w.failed(ctx, now, out, fmt.Errorf("endpoint %s (%s) answered %d", w.id, w.host, code))
+		return w.failed(now, out, fmt.Errorf("endpoint %s (%s) answered %d", w.id, w.host, code))
 	default:
-		return w.failed(ctx, now, outcome{}, fmt.Errorf("endpoint %s (%s) answered %d", w.id, w.host, code))
+		return w.failed(now, outcome{}, fmt.Errorf("endpoint %s (%s) answered %d", w.id, w.host, code))
 	}
 }
 
-// succeeded records a delivery the endpoint took: it is healthy again.
-func (w *webhook) succeeded(ctx context.Context, now time.Time) error {
-	err := w.s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
+// healthRefresh is how stale a healthy endpoint's stored LastSuccessAt
+// may grow: a success writes the endpoint only if it changes its health
+// (it was failing, or never stored) or LastSuccessAt is older than this.
+const healthRefresh = time.Minute
+
+// succeeded returns the health write of a delivery the endpoint took: it
+// is healthy again. It writes only on a change (see healthRefresh); a
+// failure to write it is logged and the delivery recorded as done.
+func (w *webhook) succeeded(now time.Time) func(rippleTx) (bool, error) {
+	return func(tx rippleTx) (bool, error) {
 		ep, err := tx.WebhookEndpoint(w.id)
 		if err != nil {
-			return err
+			return false, err
+		}
+		if ep.URL == w.url && ep.FailingSince.IsZero() && !ep.LastSuccessAt.IsZero() && now.Sub(ep.LastSuccessAt) < healthRefresh {
+			return false, nil // healthy and recently said so: nothing changes
 		}
 		ep.URL, ep.FailingSince, ep.LastSuccessAt = w.url, time.Time{}, now
-		return tx.PutWebhookEndpoint(ep)
-	})
-	if err != nil {
-		// Delivered; the endpoint's health is only bookkeeping.
-		w.s.Logger.Error().Err(err).Str("endpoint", w.id).Msg("record webhook endpoint success")
+		return false, tx.PutWebhookEndpoint(ep)
 	}
-	return nil
 }
 
-// failed records a failed delivery and returns cause. An endpoint that has
-// failed every delivery for DisableAfter is disabled, and the delivery
-// becomes a dead letter.
-func (w *webhook) failed(ctx context.Context, now time.Time, out outcome, cause error) (outcome, error) {
-	var disabled bool
-	err := w.s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
-		disabled = false // the function may run more than once (group commit)
+// failed returns cause with the health write of a failed delivery. An
+// endpoint that has failed every delivery for DisableAfter is disabled,
+// and the delivery becomes a dead letter.
+func (w *webhook) failed(now time.Time, out outcome, cause error) (outcome, error) {
+	out.health = func(tx rippleTx) (bool, error) {
 		ep, err := tx.WebhookEndpoint(w.id)
 		if err != nil {
-			return err
+			return false, err
 		}
+		disabled := false
 		ep.URL = w.url
 		switch {
 		case ep.Disabled:
@@ -247,33 +248,25 @@ func (w *webhook) failed(ctx context.Context, now time.Time, out outcome, cause 
 			reason := ep.DisabledReason
 			tx.OnCommit(func() { w.logDisabled(reason) })
 		}
-		return tx.PutWebhookEndpoint(ep)
-	})
-	if err != nil {
-		return outcome{}, errors.Join(cause, fmt.Errorf("record webhook endpoint failure: %w", err))
-	}
-	if disabled {
-		out.permanent = true
-		cause = fmt.Errorf("%w; endpoint disabled after failing for %s", cause, DisableAfter)
+		if err := tx.PutWebhookEndpoint(ep); err != nil {
+			return false, err
+		}
+		return disabled, nil
 	}
 	return out, cause
 }
 
-// disable stores the endpoint as disabled.
-func (w *webhook) disable(ctx context.Context, now time.Time, reason string) error {
-	err := w.s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
+// disable returns the health write that stores the endpoint as disabled.
+func (w *webhook) disable(now time.Time, reason string) func(rippleTx) (bool, error) {
+	return func(tx rippleTx) (bool, error) {
 		ep, err := tx.WebhookEndpoint(w.id)
 		if err != nil {
-			return err
+			return false, err
 		}
 		ep.URL, ep.Disabled, ep.DisabledAt, ep.DisabledReason = w.url, true, now, reason
 		tx.OnCommit(func() { w.logDisabled(reason) })
-		return tx.PutWebhookEndpoint(ep)
-	})
-	if err != nil {
-		return fmt.Errorf("disable webhook endpoint %s: %w", w.id, err)
+		return false, tx.PutWebhookEndpoint(ep)
 	}
-	return nil
 }
 
 func (w *webhook) logDisabled(reason string) {

@@ -188,67 +188,83 @@ func (e *benchEnv) reset(b *testing.B) {
 	}
 }
 
+// benchParallel are the values of Sweeper.Parallel the benchmarks compare:
+// 1 (one candidate after the other, as before the pipelined pass) and the
+// default.
+var benchParallel = []int{1, sweeper.DefaultParallel}
+
+// pass resets the candidates and runs one pass with the given parallelism,
+// timed (the reset is not), and checks that it corrected every candidate.
+func (e *benchEnv) pass(b *testing.B, parallel int) time.Duration {
+	b.StopTimer()
+	e.reset(b)
+	e.sw.Parallel = parallel
+	b.StartTimer()
+	start := time.Now()
+	if _, err := e.sw.RunOnce(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	d := time.Since(start)
+	if rep := e.sw.LastReport(); rep.Corrected != benchCandidates || rep.Candidates != benchCandidates {
+		b.Fatalf("report=%+v, want %d candidates corrected", rep, benchCandidates)
+	}
+	return d
+}
+
 // BenchmarkSweeperPass measures one pass that corrects 100 lost answers
 // (lease, PSP status, finalize with outbox and ledger, release) in a
-// database of 10k and of 1M payments. Candidates come from the status+time
-// index, so the two should cost about the same.
+// database of 10k and of 1M payments, one candidate at a time and
+// Parallel at a time. Candidates come from the status+time index, so the
+// two sizes should cost about the same.
 func BenchmarkSweeperPass(b *testing.B) {
 	for _, n := range []int{10_000, 1_000_000} {
-		b.Run(fmt.Sprintf("payments=%d", n), func(b *testing.B) {
-			if n > 100_000 && testing.Short() {
-				b.Skip("1M payments: skipped under -short")
-			}
-			e := loadBenchEnv(b, n)
-			ctx := context.Background()
-			b.ResetTimer()
-			for range b.N {
-				b.StopTimer()
-				e.reset(b)
-				b.StartTimer()
-				if _, err := e.sw.RunOnce(ctx); err != nil {
-					b.Fatal(err)
+		for _, par := range benchParallel {
+			b.Run(fmt.Sprintf("payments=%d/parallel=%d", n, par), func(b *testing.B) {
+				if n > 100_000 && testing.Short() {
+					b.Skip("1M payments: skipped under -short")
 				}
-				if rep := e.sw.LastReport(); rep.Corrected != benchCandidates || rep.Candidates != benchCandidates {
-					b.Fatalf("report=%+v, want %d candidates corrected", rep, benchCandidates)
+				e := loadBenchEnv(b, n)
+				b.ResetTimer()
+				for range b.N {
+					e.pass(b, par)
 				}
-			}
-			b.ReportMetric(benchCandidates, "candidates/op")
-			b.ReportMetric(e.loadTime.Seconds(), "setup-s")
-		})
+				b.ReportMetric(benchCandidates, "candidates/op")
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/1000/float64(b.N*benchCandidates), "ms/correction")
+				b.ReportMetric(e.loadTime.Seconds(), "setup-s")
+			})
+		}
 	}
 }
 
-// BenchmarkSweeperPassRatio runs the passes of both sizes in turns, so
-// that both see the same machine (other processes, the disk's fsync
-// latency), and reports the ratio of their total times: the figure the
-// O(candidates) claim is about. Its ns/op is one pass of each size.
+// BenchmarkSweeperPassRatio runs the passes of both sizes, one candidate
+// at a time and Parallel at a time, in turns, so that all four see the
+// same machine (other processes, the disk's fsync latency), and reports
+// per-correction times and the ratios of their totals: 1M against 10k
+// (the O(candidates) claim) and sequential against pipelined. Its ns/op
+// is one pass of each kind.
 func BenchmarkSweeperPassRatio(b *testing.B) {
 	if testing.Short() {
 		b.Skip("1M payments: skipped under -short")
 	}
 	small, large := loadBenchEnv(b, 10_000), loadBenchEnv(b, 1_000_000)
-	ctx := context.Background()
-	pass := func(e *benchEnv) time.Duration {
-		b.StopTimer()
-		e.reset(b)
-		b.StartTimer()
-		start := time.Now()
-		if _, err := e.sw.RunOnce(ctx); err != nil {
-			b.Fatal(err)
-		}
-		d := time.Since(start)
-		if rep := e.sw.LastReport(); rep.Corrected != benchCandidates || rep.Candidates != benchCandidates {
-			b.Fatalf("report=%+v, want %d candidates corrected", rep, benchCandidates)
-		}
-		return d
-	}
-	var ts, tl time.Duration
+	par := sweeper.DefaultParallel
+	var ss, sl, ps, pl time.Duration // sequential and parallel, small and large
 	b.ResetTimer()
 	for range b.N {
-		ts += pass(small)
-		tl += pass(large)
+		ss += small.pass(b, 1)
+		ps += small.pass(b, par)
+		sl += large.pass(b, 1)
+		pl += large.pass(b, par)
 	}
-	b.ReportMetric(float64(ts.Milliseconds())/float64(b.N), "ms-10k/pass")
-	b.ReportMetric(float64(tl.Milliseconds())/float64(b.N), "ms-1M/pass")
-	b.ReportMetric(float64(tl)/float64(ts), "ratio-1M/10k")
+	perCorrection := func(d time.Duration) float64 {
+		return float64(d.Microseconds()) / 1000 / float64(b.N*benchCandidates)
+	}
+	b.ReportMetric(perCorrection(ss), "ms/corr-10k-seq")
+	b.ReportMetric(perCorrection(ps), "ms/corr-10k-par")
+	b.ReportMetric(perCorrection(sl), "ms/corr-1M-seq")
+	b.ReportMetric(perCorrection(pl), "ms/corr-1M-par")
+	b.ReportMetric(float64(pl)/float64(ps), "ratio-1M/10k-par")
+	b.ReportMetric(float64(sl)/float64(ss), "ratio-1M/10k-seq")
+	b.ReportMetric(float64(ss)/float64(ps), "speedup-10k")
+	b.ReportMetric(float64(sl)/float64(pl), "speedup-1M")
 }

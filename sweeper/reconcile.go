@@ -123,6 +123,12 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 			s.noStatus(cur.Provider)
 			return s.fromHistory(ctx, cur, token, pastGiveUp, rep)
 		}
+		if err == nil && res.Found && res.Status.Terminal() {
+			// The common correction: the answer is stored in the finalize
+			// transaction, one commit fewer.
+			_, err := s.correct(ctx, cur, token, res, rep)
+			return err
+		}
 		if rerr := s.recordAnswer(ctx, cur, res, err); rerr != nil {
 			return rerr
 		}
@@ -138,10 +144,6 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 		switch {
 		case !res.Found:
 			return s.review(ctx, cur.ID, "", "the PSP does not know the payment: "+res.Raw, rep)
-
-		case res.Status.Terminal():
-			_, err := s.correct(ctx, cur, token, res, rep)
-			return err
 
 		case res.Status == pay.Processing || res.Status == pay.RequiresAction || res.Status == pay.Created:
 			// Still open at the PSP: correct the status only if that moves
@@ -216,10 +218,18 @@ func (s *Sweeper) fromHistory(ctx context.Context, cur pay.Payment, token uint64
 	return nil
 }
 
-// correct finalizes a PSP answer with source sweeper under the lease token.
+// correct finalizes a PSP answer with source sweeper under the lease token,
+// and stores the answer as the payment's last PSP answer in the same
+// transaction. If the finalize fails, the answer is stored on its own, as
+// any other answer.
 func (s *Sweeper) correct(ctx context.Context, cur pay.Payment, token uint64, res pay.PSPResult, rep *Report) (pay.Result, error) {
-	r, err := s.finalize(ctx, cur, token, res.Status, res, "reconciled with the PSP: "+res.Raw)
+	a := answer(cur, res, nil)
+	r, err := s.finalizeIf(ctx, cur, token, res.Status, res, "reconciled with the PSP: "+res.Raw,
+		func(tx pay.Tx) error { return putAnswer(tx, a) })
 	if err != nil {
+		if rerr := s.recordAnswer(ctx, cur, res, nil); rerr != nil {
+			s.Logger.Warn().Err(rerr).Str("payment_id", cur.ID).Msg("sweeper: store the PSP answer")
+		}
 		return r, err
 	}
 	s.corrected(cur, r, rep)
@@ -239,12 +249,19 @@ func (s *Sweeper) corrected(cur pay.Payment, r pay.Result, rep *Report) {
 
 // finalize applies an observation of status st with source sweeper.
 func (s *Sweeper) finalize(ctx context.Context, cur pay.Payment, token uint64, st pay.Status, res pay.PSPResult, note string) (pay.Result, error) {
-	r, err := s.Finalizer.Finalize(ctx, pay.Observation{
+	return s.finalizeIf(ctx, cur, token, st, res, note, nil)
+}
+
+// finalizeIf is finalize with before, if not nil, run in the finalize
+// transaction before Apply (finalize.Finalizer.FinalizeIf); its error rolls
+// the transaction back and is returned.
+func (s *Sweeper) finalizeIf(ctx context.Context, cur pay.Payment, token uint64, st pay.Status, res pay.PSPResult, note string, before func(pay.Tx) error) (pay.Result, error) {
+	r, err := s.Finalizer.FinalizeIf(ctx, pay.Observation{
 		PaymentID: cur.ID, Source: pay.SourceSweeper, Status: st,
 		ProviderRef: res.ProviderRef, ClientSecret: res.ClientSecret, RedirectURL: res.RedirectURL,
 		Amount: res.Amount, Currency: res.Currency,
 		ExpectedVersion: cur.Version, LeaseToken: token, Note: note,
-	})
+	}, before)
 	if err != nil {
 		return r, fmt.Errorf("finalize %s: %w", st, err)
 	}
@@ -280,10 +297,7 @@ func (s *Sweeper) call(ctx context.Context, provider string, fn func(context.Con
 // recordAnswer stores the PSP's answer (or the failure of the call) as the
 // payment's last PSP answer, unless it says the same as the stored one.
 func (s *Sweeper) recordAnswer(ctx context.Context, cur pay.Payment, res pay.PSPResult, callErr error) error {
-	a := pay.PSPAnswer{PaymentID: cur.ID, Provider: cur.Provider, Status: res.Status, Found: res.Found, Raw: res.Raw}
-	if callErr != nil {
-		a = pay.PSPAnswer{PaymentID: cur.ID, Provider: cur.Provider, Error: pay.ErrorMessage(callErr)}
-	}
+	a := answer(cur, res, callErr)
 	// Read first: an unchanged answer costs no write transaction.
 	same := false
 	err := s.Store.View(ctx, func(tx pay.Tx) error {
@@ -298,6 +312,27 @@ func (s *Sweeper) recordAnswer(ctx context.Context, cur pay.Payment, res pay.PSP
 		return err
 	}
 	return s.Store.Update(ctx, func(tx pay.Tx) error { return tx.PutPSPAnswer(a) })
+}
+
+// answer is the PSP answer stored for a PSP call's result or failure.
+func answer(cur pay.Payment, res pay.PSPResult, callErr error) pay.PSPAnswer {
+	if callErr != nil {
+		return pay.PSPAnswer{PaymentID: cur.ID, Provider: cur.Provider, Error: pay.ErrorMessage(callErr)}
+	}
+	return pay.PSPAnswer{PaymentID: cur.ID, Provider: cur.Provider, Status: res.Status, Found: res.Found, Raw: res.Raw}
+}
+
+// putAnswer stores a as the payment's last PSP answer in tx, unless it
+// says the same as the stored one.
+func putAnswer(tx pay.Tx, a pay.PSPAnswer) error {
+	old, err := tx.PSPAnswer(a.PaymentID)
+	switch {
+	case err == nil && old.Same(a):
+		return nil
+	case err != nil && pay.ErrorCode(err) != pay.ENOTFOUND:
+		return err
+	}
+	return tx.PutPSPAnswer(a)
 }
 
 // review puts a payment on the review queue as unresolved, with a

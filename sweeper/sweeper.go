@@ -41,7 +41,11 @@
 //
 // Candidates are found through the status+time index and paged with
 // pay.Tx.CandidatesAfter, so a pass costs O(candidates), not
-// O(payments). A second pass over the same records changes nothing and
+// O(payments). Up to Parallel candidates are handled at once, each under
+// its own lease: their PSP calls overlap (still within the provider's
+// rate_per_second) and their writes share the store's group commits. A
+// correction writes three transactions: the lease, the finalize (with the
+// PSP's answer) and the release. A second pass over the same records changes nothing and
 // publishes nothing: open PSP answers that do not move the payment are not
 // written, a payment already on the review queue is not queued again, and a
 // PSP answer equal to the stored one is not stored again.
@@ -56,6 +60,7 @@ import (
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
+	"golang.org/x/sync/errgroup"
 	"golang.org/x/time/rate"
 
 	"github.com/paystate/paystate/finalize"
@@ -73,6 +78,7 @@ const (
 	DefaultBatch              = 500                 // candidates per page, records per purge transaction
 	DefaultRetries            = 3                   // tries of a PSP call per pass
 	DefaultRetryBackoff       = 500 * time.Millisecond
+	DefaultParallel           = 8 // payments handled at once (PSP calls in flight)
 	// driftWindow is how many previous passes the drift average covers.
 	driftWindow = 10
 )
@@ -158,6 +164,11 @@ type Sweeper struct {
 	// RetryBackoff is the first wait between two tries of a PSP call; it
 	// doubles with each try. Default DefaultRetryBackoff.
 	RetryBackoff time.Duration
+	// Parallel is how many candidates a pass handles at once, each under
+	// its own lease: the PSP calls overlap, within RatePerSecond per
+	// provider, and their commits share group commits. Default
+	// DefaultParallel; 1 handles them one after the other.
+	Parallel int
 
 	mu      sync.Mutex // one pass at a time; guards history
 	history []int      // corrections of the previous passes, oldest first
@@ -246,12 +257,14 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 	}
 	var rep Report
 
-	err := s.eachCandidate(ctx, expiring, now.Add(-or(s.ExpireAfter, DefaultExpireAfter)), &rep, func(p pay.Payment) error {
-		return s.expire(ctx, p, now, &rep)
+	// Expiry before reconciliation: a payment expired now is not a
+	// reconciliation candidate of the same pass.
+	err := s.eachCandidate(ctx, expiring, now.Add(-or(s.ExpireAfter, DefaultExpireAfter)), &rep, func(p pay.Payment, r *Report) error {
+		return s.expire(ctx, p, now, r)
 	})
 	if err == nil {
-		err = s.eachCandidate(ctx, reconciling, now.Add(-s.MinAge), &rep, func(p pay.Payment) error {
-			return s.reconcile(ctx, p, now, &rep)
+		err = s.eachCandidate(ctx, reconciling, now.Add(-s.MinAge), &rep, func(p pay.Payment, r *Report) error {
+			return s.reconcile(ctx, p, now, r)
 		})
 	}
 	if err == nil {
@@ -282,56 +295,92 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 }
 
 // eachCandidate calls fn for every payment in statuses updated before
-// bound, page by page, oldest first. fn's error is about one payment: it is
-// logged and counted, and the scan goes on. A payment fn moves gets a new
-// updated_at past bound, so it is not seen twice.
-func (s *Sweeper) eachCandidate(ctx context.Context, statuses []pay.Status, bound time.Time, rep *Report, fn func(pay.Payment) error) error {
+// bound, page by page, oldest first, up to Parallel calls at a time: the
+// PSP calls of a pass overlap (each still waits for its provider's rate
+// limiter), and their commits share the store's group commits. The next
+// page is read while the calls of the previous one run; it starts after
+// the last payment scanned, so no payment is seen twice (a payment fn
+// moves also gets a new updated_at past bound). fn's error is about one
+// payment: it is logged and counted, and the scan goes on. fn counts what
+// it did in the Report it is handed, one per call, added to rep under a
+// lock; eachCandidate returns once every call has returned.
+func (s *Sweeper) eachCandidate(ctx context.Context, statuses []pay.Status, bound time.Time, rep *Report, fn func(pay.Payment, *Report) error) error {
 	batch := or(s.Batch, DefaultBatch)
 	var (
 		afterT  time.Time
 		afterID string
+		mu      sync.Mutex // guards rep while calls run
+		g       errgroup.Group
 	)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
+	g.SetLimit(or(s.Parallel, DefaultParallel))
+	// one handles one payment; its error is ctx's, which ends the scan.
+	one := func(p pay.Payment) error {
+		var r Report
+		r.Candidates++
+		candidatesTotal.Inc()
+		switch err := fn(p, &r); pay.ErrorCode(err) {
+		case "":
+		case pay.ELEASEHELD:
+			// Someone else works on it; it stays a candidate.
+			r.Skipped++
+			leaseHeldTotal.Inc()
+		default:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			r.Errors++
+			errorsTotal.Inc()
+			s.Logger.Warn().Err(err).Str("payment_id", p.ID).Str("provider", p.Provider).
+				Str("status", string(p.Status)).Msg("sweeper: payment not settled this pass")
 		}
-		var page []pay.Payment
-		err := s.Store.View(ctx, func(tx pay.Tx) error {
-			var err error
-			page, err = tx.CandidatesAfter(statuses, bound, afterT, afterID, batch)
-			return err
-		})
-		if err != nil {
-			return fmt.Errorf("candidates: %w", err)
-		}
-		for _, p := range page {
+		mu.Lock()
+		rep.add(r)
+		mu.Unlock()
+		return nil
+	}
+	scan := func() error {
+		for {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			rep.Candidates++
-			candidatesTotal.Inc()
-			switch err := fn(p); pay.ErrorCode(err) {
-			case "":
-			case pay.ELEASEHELD:
-				// Someone else works on it; it stays a candidate.
-				rep.Skipped++
-				leaseHeldTotal.Inc()
-			default:
-				if ctx.Err() != nil {
-					return ctx.Err()
-				}
-				rep.Errors++
-				errorsTotal.Inc()
-				s.Logger.Warn().Err(err).Str("payment_id", p.ID).Str("provider", p.Provider).
-					Str("status", string(p.Status)).Msg("sweeper: payment not settled this pass")
+			var page []pay.Payment
+			err := s.Store.View(ctx, func(tx pay.Tx) error {
+				var err error
+				page, err = tx.CandidatesAfter(statuses, bound, afterT, afterID, batch)
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("candidates: %w", err)
 			}
+			for _, p := range page {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				g.Go(func() error { return one(p) }) // blocks while Parallel calls run
+			}
+			if len(page) < batch {
+				return nil
+			}
+			last := page[len(page)-1]
+			afterT, afterID = last.UpdatedAt, last.ID
 		}
-		if len(page) < batch {
-			return nil
-		}
-		last := page[len(page)-1]
-		afterT, afterID = last.UpdatedAt, last.ID
 	}
+	err := scan()
+	if werr := g.Wait(); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// add adds the per-payment counts of r to rep.
+func (rep *Report) add(r Report) {
+	rep.Candidates += r.Candidates
+	rep.Corrected += r.Corrected
+	rep.Expired += r.Expired
+	rep.Reviewed += r.Reviewed
+	rep.Dropped += r.Dropped
+	rep.Skipped += r.Skipped
+	rep.Errors += r.Errors
 }
 
 // drift compares this pass's corrections with the previous passes and sets

@@ -216,6 +216,21 @@ func testDueDeliveries(t *testing.T, open Opener) {
 	wantDeliveries(t, "DueDeliveries(t0)", due(t0, 10))
 	wantDeliveries(t, "DueDeliveries(t0+3m)", due(t0.Add(3*time.Minute), 10), 1, 2, 3)
 	wantDeliveries(t, "DueDeliveries(t0+1h, 2)", due(t0.Add(time.Hour), 2), 1, 2)
+	skipping := func(limit int, skip ...int) []pay.Delivery {
+		t.Helper()
+		ids := map[string]bool{}
+		for _, i := range skip {
+			ids[delivery(i, "", 0, "", "").ID] = true
+		}
+		var ds []pay.Delivery
+		e.view(func(tx pay.Tx) (err error) {
+			ds, err = tx.DueDeliveriesSkipping(t0.Add(time.Hour), limit, func(id string) bool { return ids[id] })
+			return err
+		})
+		return ds
+	}
+	wantDeliveries(t, "DueDeliveriesSkipping(t0+1h, 2, skip 1 and 3)", skipping(2, 1, 3), 2, 4)
+	wantDeliveries(t, "DueDeliveriesSkipping(t0+1h, 10, skip none)", skipping(10), 1, 2, 3, 4, 5)
 
 	// Done and dead deliveries are never due; a reschedule moves one.
 	e.update(func(tx pay.Tx) error {

@@ -1,0 +1,148 @@
+package httpd_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+
+	svix "github.com/svix/svix-webhooks/go"
+
+	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/httpd"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/psp/mock"
+)
+
+// commitCounter is a real store that counts the write transactions
+// (Update calls) that committed.
+type commitCounter struct {
+	pay.Store
+	n atomic.Int64
+}
+
+func (c *commitCounter) Update(ctx context.Context, fn func(pay.Tx) error) error {
+	return c.Store.Update(ctx, func(tx pay.Tx) error {
+		if err := fn(tx); err != nil {
+			return err
+		}
+		tx.OnCommit(func() { c.n.Add(1) })
+		return nil
+	})
+}
+
+// newCountingServer is newDashServerWith whose services all write through
+// a commitCounter over the server's real bbolt file, with the mock PSP
+// (no webhooks) as "mock".
+func newCountingServer(t *testing.T) (*dashServer, *commitCounter) {
+	t.Helper()
+	psp, err := mock.New(mock.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = psp.Close() })
+	var cs *commitCounter
+	d := newDashServerWith(t, func(s *httpd.Server) {
+		old := s.Payments.(*finalize.Payments)
+		inbox := s.Webhooks.(*finalize.Inbox)
+		cs = &commitCounter{Store: old.Store}
+		fin := finalize.New(cs)
+		providers := map[string]pay.Provider{"standard": old.Providers["standard"], "mock": psp}
+		payments := &finalize.Payments{Store: cs, Finalizer: fin, Providers: providers, DefaultProvider: "standard"}
+		s.Payments, s.Events, s.Ledger = payments, payments, payments
+		s.Idempotency = &finalize.Idempotency{Store: cs}
+		s.Webhooks = &finalize.Inbox{Store: cs, Finalizer: fin, Providers: providers, Now: inbox.Now}
+	})
+	return d, cs
+}
+
+// TestServer_CreateCommits: a create with the mock PSP, captured in its
+// answer (amount ending 00), is two write transactions: the key claimed
+// with the payment's insert, the key's answer stored with the PSP answer's
+// finalize. Its record keeps the status code and the payment id, no body.
+// A replay writes nothing.
+func TestServer_CreateCommits(t *testing.T) {
+	t.Parallel()
+	d, cs := newCountingServer(t)
+	create := func() answer {
+		return d.do("POST", "/v1/payments", "application/json", `{"order_id":"o-commits","amount":1000,"currency":"EUR","provider":"mock"}`, map[string]string{"Idempotency-Key": "commits-1"})
+	}
+
+	a := create()
+	if got, want := a.status, http.StatusCreated; got != want {
+		t.Fatalf("create: status=%d, want %d: %s", got, want, a.body)
+	}
+	var p struct{ ID, Status string }
+	if err := json.Unmarshal([]byte(a.body), &p); err != nil || p.Status != "captured" {
+		t.Fatalf("create: %s (%v), want captured", a.body, err)
+	}
+	if got, want := cs.n.Load(), int64(2); got != want {
+		t.Fatalf("write transactions of a create=%d, want %d", got, want)
+	}
+
+	var rec pay.IdemRecord
+	if err := cs.View(context.Background(), func(tx pay.Tx) (err error) {
+		rec, err = tx.IdemKey(httpd.ScopedKey("create", "", "commits-1"))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if rec.State != pay.IdemDone || rec.StatusCode != http.StatusCreated || rec.PaymentID != p.ID || len(rec.Body) != 0 {
+		t.Fatalf("key record: state=%s status=%d payment=%s body=%d bytes, want done 201 %s and no body", rec.State, rec.StatusCode, rec.PaymentID, len(rec.Body), p.ID)
+	}
+
+	before := cs.n.Load()
+	r := create()
+	if got, want := r.status, http.StatusCreated; got != want {
+		t.Fatalf("replay: status=%d, want %d: %s", got, want, r.body)
+	}
+	if got, want := r.header.Get("Idempotent-Replayed"), "true"; got != want {
+		t.Fatalf("Idempotent-Replayed=%q, want %q", got, want)
+	}
+	if got := cs.n.Load() - before; got != 0 {
+		t.Fatalf("write transactions of a replay=%d, want 0", got)
+	}
+}
+
+// TestServer_DuplicateWebhookCommits: a webhook is stored in one write
+// transaction; its redelivery is answered duplicate from a read
+// transaction, with no write.
+func TestServer_DuplicateWebhookCommits(t *testing.T) {
+	t.Parallel()
+	d, cs := newCountingServer(t)
+	id := d.createPayment("")
+
+	body := fmt.Sprintf(`{"id":"evt_dup","type":"payment.processing","created":%d,"data":{"payment_id":%q,"amount":1500,"currency":"EUR"}}`, d.clock.Now().Unix(), id)
+	wh, err := svix.NewWebhook(standardSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := wh.Sign("evt_dup", d.clock.Now(), []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	send := func() answer {
+		return d.do("POST", "/webhooks/standard", "application/json", body, map[string]string{
+			"webhook-id": "evt_dup", "webhook-timestamp": fmt.Sprint(d.clock.Now().Unix()), "webhook-signature": sig,
+		})
+	}
+	var out struct{ Duplicate bool }
+	for i, want := range []struct {
+		dup     bool
+		commits int64
+	}{{false, 1}, {true, 0}} {
+		before := cs.n.Load()
+		a := send()
+		if a.status != http.StatusOK {
+			t.Fatalf("webhook %d: status=%d: %s", i, a.status, a.body)
+		}
+		if err := json.Unmarshal([]byte(a.body), &out); err != nil || out.Duplicate != want.dup {
+			t.Fatalf("webhook %d: %s (%v), want duplicate=%v", i, a.body, err, want.dup)
+		}
+		if got := cs.n.Load() - before; got != want.commits {
+			t.Fatalf("webhook %d (duplicate=%v): write transactions=%d, want %d", i, want.dup, got, want.commits)
+		}
+	}
+}
