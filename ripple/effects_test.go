@@ -23,9 +23,11 @@ import (
 )
 
 // TestLoyalty_CrashAfterEffect closes the database between the loyalty
-// effect's transaction and the delivery's own update, as a crash would,
-// then opens the file again with a new service: the delivery runs again
-// and the points are counted once.
+// effect's transaction and the delivery's own update, as a crash would, on
+// the one-delivery-at-a-time path (the fallback of a batch whose
+// transaction failed; SetAfterEffect selects it), then opens the file
+// again with a new service: the delivery runs again and the points are
+// counted once, by the effect's dedupe key.
 func TestLoyalty_CrashAfterEffect(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()

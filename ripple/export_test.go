@@ -4,7 +4,11 @@ import "github.com/paystate/paystate/pay"
 
 // SetAfterEffect installs fn to run after each attempt of an effect and
 // before the delivery records it; an error from fn ends the attempt there,
-// as a crash would.
+// as a crash would. With it set, loyalty and retention take the path of one
+// delivery at a time (effect, then record, as webhooks and receipts always
+// do, and as a batch falls back to when its transaction fails), since a
+// batch applies and records in one transaction where no crash can fall
+// between the two.
 func SetAfterEffect(s *Service, fn func(pay.Delivery) error) { s.afterEffect = fn }
 
 // InFlight returns how many deliveries to target are being attempted.
