@@ -19,38 +19,27 @@ import (
 	"github.com/paystate/paystate/ripple/rippletest"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolttest"
-	"github.com/paystate/paystate/store/storetest"
 )
 
 // BenchmarkDeliver measures fan-out and delivery of captured payments to
 // loyalty and retention on a real bbolt file: each iteration captures 100
 // payments and runs passes until all 200 deliveries are done. It reports
 // deliveries per second.
-func BenchmarkDeliver(b *testing.B) {
+func BenchmarkDeliver(b *testing.B) { benchDeliver(b, "") }
+
+// benchDeliver captures 100 payments per iteration (timer stopped) and runs
+// passes until every delivery is done, to loyalty, retention and, if url is
+// set, one merchant endpoint; it reports deliveries per second.
+func benchDeliver(b *testing.B, url string) {
 	ctx := context.Background()
-	clock := storetest.NewClock(t0)
-	db := bolttest.MustOpen(b, &store.Options{Now: clock.Now})
-	svc, err := ripple.New(db, ripple.Config{PointsPerUnit: 1})
-	if err != nil {
-		b.Fatal(err)
-	}
-	svc.Now = clock.Now
-	f := finalize.New(db)
+	db, svc, f := benchEnv(b, url)
 	const perIter = 100
 	i, delivered := 0, 0
 	for b.Loop() {
 		b.StopTimer()
 		for range perIter {
 			i++
-			p := pay.Payment{
-				ID: fmt.Sprintf("pay_%026d", i), OrderID: fmt.Sprintf("order-%d", i), Amount: 1000, Currency: "EUR",
-				Customer: pay.Customer{ID: fmt.Sprintf("cus_%d", i%10)}, Provider: "mock", Status: pay.Processing, Version: 1,
-				CreatedAt: t0, UpdatedAt: t0,
-			}
-			if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
-				b.Fatal(err)
-			}
-			if _, err := f.Finalize(ctx, pay.Observation{PaymentID: p.ID, Source: pay.SourceSweeper, Status: pay.Captured}); err != nil {
+			if err := capture(ctx, db, f, i); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -108,32 +97,7 @@ func capture(ctx context.Context, db *store.DB, f *finalize.Finalizer, i int) er
 // captures 100 payments and runs passes until their 300 deliveries are
 // done. It reports deliveries per second.
 func BenchmarkDeliverEndpoint(b *testing.B) {
-	ctx := context.Background()
-	ep := rippletest.NewEndpoint(b)
-	db, svc, f := benchEnv(b, ep.URL)
-	const perIter = 100
-	i, delivered := 0, 0
-	for b.Loop() {
-		b.StopTimer()
-		for range perIter {
-			i++
-			if err := capture(ctx, db, f, i); err != nil {
-				b.Fatal(err)
-			}
-		}
-		b.StartTimer()
-		for {
-			n, err := svc.RunOnce(ctx)
-			if err != nil {
-				b.Fatal(err)
-			}
-			if n == 0 {
-				break
-			}
-			delivered += n
-		}
-	}
-	b.ReportMetric(float64(delivered)/b.Elapsed().Seconds(), "deliveries/s")
+	benchDeliver(b, rippletest.NewEndpoint(b).URL)
 }
 
 // BenchmarkEndpointAlone posts signed-size bodies to the same kind of
