@@ -71,9 +71,17 @@ func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check f
 	return f.finalize(ctx, obs, check, nil)
 }
 
+// FinalizeThen is Finalize with then, if not nil, run after Apply in the
+// same transaction, for writes that belong with the observation (the
+// sweeper stores the PSP answer it finalizes there); its error rolls
+// everything back and is returned.
+func (f *Finalizer) FinalizeThen(ctx context.Context, obs pay.Observation, then func(tx pay.Tx, res pay.Result) error) (pay.Result, error) {
+	return f.finalize(ctx, obs, nil, then)
+}
+
 // finalize is FinalizeIf with then, if not nil, run after Apply in the same
-// transaction (a review resolution removes its item there); its error
-// rolls everything back.
+// transaction (a review resolution removes its item there, a create stores
+// its idempotency answer); its error rolls everything back.
 func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error, then func(tx pay.Tx, res pay.Result) error) (pay.Result, error) {
 	if !obs.Status.Valid() {
 		return pay.Result{}, pay.Errorf(pay.EINVALID, "status %q is not a payment status", obs.Status)

@@ -224,8 +224,8 @@ func (s *Sweeper) fromHistory(ctx context.Context, cur pay.Payment, token uint64
 // any other answer.
 func (s *Sweeper) correct(ctx context.Context, cur pay.Payment, token uint64, res pay.PSPResult, rep *Report) (pay.Result, error) {
 	a := answer(cur, res, nil)
-	r, err := s.finalizeIf(ctx, cur, token, res.Status, res, "reconciled with the PSP: "+res.Raw,
-		func(tx pay.Tx) error { return putAnswer(tx, a) })
+	r, err := s.finalizeThen(ctx, cur, token, res.Status, res, "reconciled with the PSP: "+res.Raw,
+		func(tx pay.Tx, _ pay.Result) error { return putAnswer(tx, a) })
 	if err != nil {
 		if rerr := s.recordAnswer(ctx, cur, res, nil); rerr != nil {
 			s.Logger.Warn().Err(rerr).Str("payment_id", cur.ID).Msg("sweeper: store the PSP answer")
@@ -249,19 +249,19 @@ func (s *Sweeper) corrected(cur pay.Payment, r pay.Result, rep *Report) {
 
 // finalize applies an observation of status st with source sweeper.
 func (s *Sweeper) finalize(ctx context.Context, cur pay.Payment, token uint64, st pay.Status, res pay.PSPResult, note string) (pay.Result, error) {
-	return s.finalizeIf(ctx, cur, token, st, res, note, nil)
+	return s.finalizeThen(ctx, cur, token, st, res, note, nil)
 }
 
-// finalizeIf is finalize with before, if not nil, run in the finalize
-// transaction before Apply (finalize.Finalizer.FinalizeIf); its error rolls
+// finalizeThen is finalize with then, if not nil, run after Apply in the
+// finalize transaction (finalize.Finalizer.FinalizeThen); its error rolls
 // the transaction back and is returned.
-func (s *Sweeper) finalizeIf(ctx context.Context, cur pay.Payment, token uint64, st pay.Status, res pay.PSPResult, note string, before func(pay.Tx) error) (pay.Result, error) {
-	r, err := s.Finalizer.FinalizeIf(ctx, pay.Observation{
+func (s *Sweeper) finalizeThen(ctx context.Context, cur pay.Payment, token uint64, st pay.Status, res pay.PSPResult, note string, then func(pay.Tx, pay.Result) error) (pay.Result, error) {
+	r, err := s.Finalizer.FinalizeThen(ctx, pay.Observation{
 		PaymentID: cur.ID, Source: pay.SourceSweeper, Status: st,
 		ProviderRef: res.ProviderRef, ClientSecret: res.ClientSecret, RedirectURL: res.RedirectURL,
 		Amount: res.Amount, Currency: res.Currency,
 		ExpectedVersion: cur.Version, LeaseToken: token, Note: note,
-	}, before)
+	}, then)
 	if err != nil {
 		return r, fmt.Errorf("finalize %s: %w", st, err)
 	}
