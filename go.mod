@@ -5,6 +5,7 @@ go 1.26.0
 require (
 	github.com/BurntSushi/toml v1.6.0
 	github.com/VictoriaMetrics/metrics v1.45.0
+	github.com/fxamacker/cbor/v2 v2.10.0
 	github.com/mattn/go-isatty v0.0.20
 	github.com/oklog/ulid/v2 v2.1.2
 	github.com/rs/zerolog v1.35.1
@@ -13,6 +14,8 @@ require (
 	go.etcd.io/bbolt v1.4.3
 	golang.org/x/sync v0.25.0
 )
+
+require github.com/x448/float16 v0.8.4 // indirect
 
 require (
 	github.com/anishathalye/porcupine v1.3.1

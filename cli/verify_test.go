@@ -3,12 +3,12 @@ package cli
 import (
 	"bytes"
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/fxamacker/cbor/v2"
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/internal/testkit"
@@ -35,7 +35,7 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 			// Drop the last transition step in the timeline bucket.
 			c := tx.Bucket([]byte("timeline")).Cursor()
 			for k, v := c.Last(); k != nil; k, v = c.Prev() {
-				if bytes.Contains(v, []byte(`"transition"`)) {
+				if bytes.Contains(v, []byte("transition")) {
 					return c.Bucket().Delete(k)
 				}
 			}
@@ -57,12 +57,21 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 			if k == nil {
 				return fmt.Errorf("no ledger lines")
 			}
-			var line map[string]any
-			if err := json.Unmarshal(v, &line); err != nil {
+			// A ledger value is a CBOR map; field 6 is the amount
+			// (store/codec.go, ledgerRecord).
+			var line map[uint64]any
+			if err := cbor.Unmarshal(v, &line); err != nil {
 				return err
 			}
-			line["amount"] = line["amount"].(float64) * 2
-			nv, err := json.Marshal(line)
+			switch a := line[6].(type) {
+			case uint64:
+				line[6] = 2 * a
+			case int64:
+				line[6] = 2 * a
+			default:
+				return fmt.Errorf("ledger line %x: amount is %T", k, line[6])
+			}
+			nv, err := cbor.Marshal(line)
 			if err != nil {
 				return err
 			}

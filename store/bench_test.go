@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -170,5 +171,65 @@ func BenchmarkOpen(b *testing.B) {
 				b.StartTimer()
 			}
 		})
+	}
+}
+
+// BenchmarkCodec encodes and decodes typical records, once as the CBOR of
+// the store (schema 2) and once as the JSON of schema 1, through the same
+// record types; it reports the encoded size (bytes/value) next to the
+// time and allocations of a decode.
+func BenchmarkCodec(b *testing.B) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 123456789, time.UTC)
+	p := benchPayment(7)
+	p.ProviderRef, p.Status, p.Version = "pi_3Qx7b2LkdIwHu7ix0s9aE4Tz", pay.Captured, 3
+	records := []struct {
+		name string
+		rec  any
+		new  func() any
+	}{
+		{"payment", fromPayment(p), func() any { return new(paymentRecord) }},
+		{"delivery", fromDelivery(pay.Delivery{
+			ID: "dlv_01KBA7Y3M2C8Q5W0R9T6V4X1ZE", Effect: pay.EffectWebhook, Endpoint: "ep_4c1f0a9d", EventID: "evt_01KBA7Y3M1J2K3L4M5N6P7Q8R9",
+			EventType: "payment.captured", EventSeq: 91234, EventAt: now, PaymentID: p.ID, State: pay.DeliveryDone,
+			Attempts: 1, NextAttemptAt: now, Note: "HTTP 200", CreatedAt: now, UpdatedAt: now,
+		}), func() any { return new(deliveryRecord) }},
+		{"inbox", fromInbox(pay.InboxEvent{
+			Provider: "mock", EventID: "evt_01KBA7Y3M1J2K3L4M5N6P7Q8R9", Type: "payment.captured", PaymentID: p.ID,
+			ProviderRef: p.ProviderRef, Status: pay.Captured, Amount: 1500, Currency: "EUR", OccurredAt: now, ReceivedAt: now,
+			Body:      []byte(`{"id":"evt_01KBA7Y3M1J2K3L4M5N6P7Q8R9","type":"payment.captured","created":1764590400,"data":{"object":{"id":"pi_3Qx7b2LkdIwHu7ix0s9aE4Tz","amount":1500,"currency":"eur","metadata":{"payment_id":"pay_01KBA7Y3M0000000000000007"}}}}`),
+			Processed: true, NextAttemptAt: now,
+		}), func() any { return new(inboxRecord) }},
+	}
+	for _, r := range records {
+		for _, c := range []struct {
+			name   string
+			encode func(any) ([]byte, error)
+			decode func([]byte, any) error
+		}{
+			{"cbor", func(v any) ([]byte, error) { return encode(r.name, v) }, func(d []byte, v any) error { return decode(r.name, d, v) }},
+			{"json", json.Marshal, json.Unmarshal},
+		} {
+			data, err := c.encode(r.rec)
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.Run(r.name+"/"+c.name+"/decode", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if err := c.decode(data, r.new()); err != nil {
+						b.Fatal(err)
+					}
+				}
+				b.ReportMetric(float64(len(data)), "bytes/value")
+			})
+			b.Run(r.name+"/"+c.name+"/encode", func(b *testing.B) {
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := c.encode(r.rec); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 	}
 }

@@ -3,35 +3,42 @@ package store
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
+
+	"github.com/fxamacker/cbor/v2"
 
 	"github.com/paystate/paystate/pay"
 )
 
-// Values are JSON objects of the record types below, in the order of the
-// families of doc.go's table. The domain types carry no tags; these do, so
-// the field names on disk are fixed here and a field renamed in package pay
-// does not change the file format. Times are RFC 3339 with nanoseconds in
-// UTC. Fields are only ever added (decoding ignores unknown ones); anything
-// else is a new SchemaVersion.
+// Values are CBOR maps (RFC 8949) of the record types below, in the order
+// of the families of doc.go's table, keyed by small integers: the cbor tag
+// of each field fixes its number on disk, so a field renamed in package pay
+// or here does not change the file format, and a record carries no field
+// names. Empty fields are left out. Times are stamps (integer nanoseconds,
+// UTC); byte slices are CBOR byte strings, not base64. Fields are only ever
+// added, under new numbers (decoding ignores unknown ones); anything else
+// is a new SchemaVersion. The json names are those of schema 1, whose
+// values were JSON objects: the migration (migrate.go) reads old records
+// through these same types.
 
 // paymentRecord is the value of payments.
 type paymentRecord struct {
-	ID            string    `json:"id"`
-	OrderID       string    `json:"order_id"`
-	Amount        int64     `json:"amount"`
-	Currency      string    `json:"currency"`
-	CustomerID    string    `json:"customer_id,omitempty"`
-	CustomerEmail string    `json:"customer_email,omitempty"`
-	Provider      string    `json:"provider"`
-	ProviderRef   string    `json:"provider_ref,omitempty"`
-	Status        string    `json:"status"`
-	Version       uint64    `json:"version"`
-	ClientSecret  string    `json:"client_secret,omitempty"`
-	RedirectURL   string    `json:"redirect_url,omitempty"`
-	ReturnURL     string    `json:"return_url,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	ID            string `json:"id" cbor:"1,keyasint,omitempty"`
+	OrderID       string `json:"order_id" cbor:"2,keyasint,omitempty"`
+	Amount        int64  `json:"amount" cbor:"3,keyasint,omitempty"`
+	Currency      string `json:"currency" cbor:"4,keyasint,omitempty"`
+	CustomerID    string `json:"customer_id" cbor:"5,keyasint,omitempty"`
+	CustomerEmail string `json:"customer_email" cbor:"6,keyasint,omitempty"`
+	Provider      string `json:"provider" cbor:"7,keyasint,omitempty"`
+	ProviderRef   string `json:"provider_ref" cbor:"8,keyasint,omitempty"`
+	Status        string `json:"status" cbor:"9,keyasint,omitempty"`
+	Version       uint64 `json:"version" cbor:"10,keyasint,omitempty"`
+	ClientSecret  string `json:"client_secret" cbor:"11,keyasint,omitempty"`
+	RedirectURL   string `json:"redirect_url" cbor:"12,keyasint,omitempty"`
+	ReturnURL     string `json:"return_url" cbor:"13,keyasint,omitempty"`
+	CreatedAt     stamp  `json:"created_at" cbor:"14,keyasint,omitzero"`
+	UpdatedAt     stamp  `json:"updated_at" cbor:"15,keyasint,omitzero"`
 }
 
 func fromPayment(p pay.Payment) paymentRecord {
@@ -40,7 +47,7 @@ func fromPayment(p pay.Payment) paymentRecord {
 		CustomerID: p.Customer.ID, CustomerEmail: p.Customer.Email,
 		Provider: p.Provider, ProviderRef: p.ProviderRef, Status: string(p.Status), Version: p.Version,
 		ClientSecret: p.ClientSecret, RedirectURL: p.RedirectURL, ReturnURL: p.ReturnURL,
-		CreatedAt: p.CreatedAt.UTC(), UpdatedAt: p.UpdatedAt.UTC(),
+		CreatedAt: at(p.CreatedAt), UpdatedAt: at(p.UpdatedAt),
 	}
 }
 
@@ -56,21 +63,21 @@ func (r paymentRecord) payment() pay.Payment {
 
 // stepRecord is the value of timeline.
 type stepRecord struct {
-	PaymentID string    `json:"payment_id"`
-	Seq       uint64    `json:"seq"`
-	At        time.Time `json:"at"`
-	Source    string    `json:"source"`
-	Kind      string    `json:"kind"`
-	From      string    `json:"from,omitempty"`
-	To        string    `json:"to,omitempty"`
-	Version   uint64    `json:"version"`
-	EventID   string    `json:"event_id,omitempty"`
-	Note      string    `json:"note,omitempty"`
+	PaymentID string `json:"payment_id" cbor:"1,keyasint,omitempty"`
+	Seq       uint64 `json:"seq" cbor:"2,keyasint,omitempty"`
+	At        stamp  `json:"at" cbor:"3,keyasint,omitzero"`
+	Source    string `json:"source" cbor:"4,keyasint,omitempty"`
+	Kind      string `json:"kind" cbor:"5,keyasint,omitempty"`
+	From      string `json:"from" cbor:"6,keyasint,omitempty"`
+	To        string `json:"to" cbor:"7,keyasint,omitempty"`
+	Version   uint64 `json:"version" cbor:"8,keyasint,omitempty"`
+	EventID   string `json:"event_id" cbor:"9,keyasint,omitempty"`
+	Note      string `json:"note" cbor:"10,keyasint,omitempty"`
 }
 
 func fromStep(s pay.Step) stepRecord {
 	return stepRecord{
-		PaymentID: s.PaymentID, Seq: s.Seq, At: s.At.UTC(), Source: string(s.Source), Kind: s.Kind,
+		PaymentID: s.PaymentID, Seq: s.Seq, At: at(s.At), Source: string(s.Source), Kind: s.Kind,
 		From: string(s.From), To: string(s.To), Version: s.Version, EventID: s.EventID, Note: s.Note,
 	}
 }
@@ -82,32 +89,33 @@ func (r stepRecord) step() pay.Step {
 	}
 }
 
-// inboxRecord is the value of inbox. Body is base64 in JSON.
+// inboxRecord is the value of inbox. Body is the raw body, a CBOR byte
+// string (base64 only in schema 1's JSON).
 type inboxRecord struct {
-	Provider      string    `json:"provider"`
-	EventID       string    `json:"event_id"`
-	Type          string    `json:"type,omitempty"`
-	PaymentID     string    `json:"payment_id,omitempty"`
-	ProviderRef   string    `json:"provider_ref,omitempty"`
-	Status        string    `json:"status,omitempty"`
-	StepKind      string    `json:"step_kind,omitempty"`
-	Amount        int64     `json:"amount,omitempty"`
-	Currency      string    `json:"currency,omitempty"`
-	OccurredAt    time.Time `json:"occurred_at"`
-	ReceivedAt    time.Time `json:"received_at"`
-	Body          []byte    `json:"body,omitempty"`
-	Attempts      int       `json:"attempts"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
-	LastError     string    `json:"last_error,omitempty"`
-	Processed     bool      `json:"processed"`
+	Provider      string `json:"provider" cbor:"1,keyasint,omitempty"`
+	EventID       string `json:"event_id" cbor:"2,keyasint,omitempty"`
+	Type          string `json:"type" cbor:"3,keyasint,omitempty"`
+	PaymentID     string `json:"payment_id" cbor:"4,keyasint,omitempty"`
+	ProviderRef   string `json:"provider_ref" cbor:"5,keyasint,omitempty"`
+	Status        string `json:"status" cbor:"6,keyasint,omitempty"`
+	StepKind      string `json:"step_kind" cbor:"7,keyasint,omitempty"`
+	Amount        int64  `json:"amount" cbor:"8,keyasint,omitempty"`
+	Currency      string `json:"currency" cbor:"9,keyasint,omitempty"`
+	OccurredAt    stamp  `json:"occurred_at" cbor:"10,keyasint,omitzero"`
+	ReceivedAt    stamp  `json:"received_at" cbor:"11,keyasint,omitzero"`
+	Body          []byte `json:"body" cbor:"12,keyasint,omitempty"`
+	Attempts      int    `json:"attempts" cbor:"13,keyasint,omitempty"`
+	NextAttemptAt stamp  `json:"next_attempt_at" cbor:"14,keyasint,omitzero"`
+	LastError     string `json:"last_error" cbor:"15,keyasint,omitempty"`
+	Processed     bool   `json:"processed" cbor:"16,keyasint,omitempty"`
 }
 
 func fromInbox(e pay.InboxEvent) inboxRecord {
 	return inboxRecord{
 		Provider: e.Provider, EventID: e.EventID, Type: e.Type, PaymentID: e.PaymentID,
 		ProviderRef: e.ProviderRef, Status: string(e.Status), StepKind: e.StepKind, Amount: e.Amount, Currency: e.Currency,
-		OccurredAt: e.OccurredAt.UTC(), ReceivedAt: e.ReceivedAt.UTC(), Body: e.Body,
-		Attempts: e.Attempts, NextAttemptAt: e.NextAttemptAt.UTC(), LastError: e.LastError, Processed: e.Processed,
+		OccurredAt: at(e.OccurredAt), ReceivedAt: at(e.ReceivedAt), Body: e.Body,
+		Attempts: e.Attempts, NextAttemptAt: at(e.NextAttemptAt), LastError: e.LastError, Processed: e.Processed,
 	}
 }
 
@@ -122,39 +130,39 @@ func (r inboxRecord) event() pay.InboxEvent {
 
 // processedRecord is the value of processed.
 type processedRecord struct {
-	At time.Time `json:"at"`
+	At stamp `json:"at" cbor:"1,keyasint,omitzero"`
 }
 
 // leaseRecord is the value of leases. The payment id is the key.
 type leaseRecord struct {
-	Holder    string    `json:"holder"`
-	Token     uint64    `json:"token"`
-	ExpiresAt time.Time `json:"expires_at"`
+	Holder    string `json:"holder" cbor:"1,keyasint,omitempty"`
+	Token     uint64 `json:"token" cbor:"2,keyasint,omitempty"`
+	ExpiresAt stamp  `json:"expires_at" cbor:"3,keyasint,omitzero"`
 }
 
 // outboxRecord is the value of outbox.
 type outboxRecord struct {
-	Seq           uint64    `json:"seq"`
-	ID            string    `json:"id"`
-	Type          string    `json:"type"`
-	PaymentID     string    `json:"payment_id"`
-	Status        string    `json:"status"`
-	From          string    `json:"from,omitempty"`
-	Version       uint64    `json:"version"`
-	OrderID       string    `json:"order_id,omitempty"`
-	Amount        int64     `json:"amount"`
-	Currency      string    `json:"currency,omitempty"`
-	CustomerID    string    `json:"customer_id,omitempty"`
-	CustomerEmail string    `json:"customer_email,omitempty"`
-	Provider      string    `json:"provider,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
+	Seq           uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
+	ID            string `json:"id" cbor:"2,keyasint,omitempty"`
+	Type          string `json:"type" cbor:"3,keyasint,omitempty"`
+	PaymentID     string `json:"payment_id" cbor:"4,keyasint,omitempty"`
+	Status        string `json:"status" cbor:"5,keyasint,omitempty"`
+	From          string `json:"from" cbor:"6,keyasint,omitempty"`
+	Version       uint64 `json:"version" cbor:"7,keyasint,omitempty"`
+	OrderID       string `json:"order_id" cbor:"8,keyasint,omitempty"`
+	Amount        int64  `json:"amount" cbor:"9,keyasint,omitempty"`
+	Currency      string `json:"currency" cbor:"10,keyasint,omitempty"`
+	CustomerID    string `json:"customer_id" cbor:"11,keyasint,omitempty"`
+	CustomerEmail string `json:"customer_email" cbor:"12,keyasint,omitempty"`
+	Provider      string `json:"provider" cbor:"13,keyasint,omitempty"`
+	CreatedAt     stamp  `json:"created_at" cbor:"14,keyasint,omitzero"`
 }
 
 func fromOutbox(r pay.OutboxRecord) outboxRecord {
 	return outboxRecord{
 		Seq: r.Seq, ID: r.ID, Type: r.Type, PaymentID: r.PaymentID, Status: string(r.Status), From: string(r.From),
 		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
-		CustomerID: r.Customer.ID, CustomerEmail: r.Customer.Email, Provider: r.Provider, CreatedAt: r.CreatedAt.UTC(),
+		CustomerID: r.Customer.ID, CustomerEmail: r.Customer.Email, Provider: r.Provider, CreatedAt: at(r.CreatedAt),
 	}
 }
 
@@ -168,29 +176,29 @@ func (r outboxRecord) record() pay.OutboxRecord {
 
 // deliveryRecord is the value of deliveries.
 type deliveryRecord struct {
-	ID            string    `json:"id"`
-	Effect        string    `json:"effect"`
-	Endpoint      string    `json:"endpoint,omitempty"`
-	EventID       string    `json:"event_id"`
-	EventType     string    `json:"event_type"`
-	EventSeq      uint64    `json:"event_seq"`
-	EventAt       time.Time `json:"event_at"`
-	PaymentID     string    `json:"payment_id"`
-	State         string    `json:"state"`
-	Attempts      int       `json:"attempts"`
-	NextAttemptAt time.Time `json:"next_attempt_at"`
-	LastError     string    `json:"last_error,omitempty"`
-	Note          string    `json:"note,omitempty"`
-	CreatedAt     time.Time `json:"created_at"`
-	UpdatedAt     time.Time `json:"updated_at"`
+	ID            string `json:"id" cbor:"1,keyasint,omitempty"`
+	Effect        string `json:"effect" cbor:"2,keyasint,omitempty"`
+	Endpoint      string `json:"endpoint" cbor:"3,keyasint,omitempty"`
+	EventID       string `json:"event_id" cbor:"4,keyasint,omitempty"`
+	EventType     string `json:"event_type" cbor:"5,keyasint,omitempty"`
+	EventSeq      uint64 `json:"event_seq" cbor:"6,keyasint,omitempty"`
+	EventAt       stamp  `json:"event_at" cbor:"7,keyasint,omitzero"`
+	PaymentID     string `json:"payment_id" cbor:"8,keyasint,omitempty"`
+	State         string `json:"state" cbor:"9,keyasint,omitempty"`
+	Attempts      int    `json:"attempts" cbor:"10,keyasint,omitempty"`
+	NextAttemptAt stamp  `json:"next_attempt_at" cbor:"11,keyasint,omitzero"`
+	LastError     string `json:"last_error" cbor:"12,keyasint,omitempty"`
+	Note          string `json:"note" cbor:"13,keyasint,omitempty"`
+	CreatedAt     stamp  `json:"created_at" cbor:"14,keyasint,omitzero"`
+	UpdatedAt     stamp  `json:"updated_at" cbor:"15,keyasint,omitzero"`
 }
 
 func fromDelivery(d pay.Delivery) deliveryRecord {
 	return deliveryRecord{
 		ID: d.ID, Effect: d.Effect, Endpoint: d.Endpoint, EventID: d.EventID, EventType: d.EventType,
-		EventSeq: d.EventSeq, EventAt: d.EventAt.UTC(), PaymentID: d.PaymentID, State: d.State,
-		Attempts: d.Attempts, NextAttemptAt: d.NextAttemptAt.UTC(), LastError: d.LastError, Note: d.Note,
-		CreatedAt: d.CreatedAt.UTC(), UpdatedAt: d.UpdatedAt.UTC(),
+		EventSeq: d.EventSeq, EventAt: at(d.EventAt), PaymentID: d.PaymentID, State: d.State,
+		Attempts: d.Attempts, NextAttemptAt: at(d.NextAttemptAt), LastError: d.LastError, Note: d.Note,
+		CreatedAt: at(d.CreatedAt), UpdatedAt: at(d.UpdatedAt),
 	}
 }
 
@@ -205,40 +213,40 @@ func (r deliveryRecord) delivery() pay.Delivery {
 
 // ledgerRecord is the value of ledger.
 type ledgerRecord struct {
-	Seq       uint64    `json:"seq"`
-	PaymentID string    `json:"payment_id,omitempty"`
-	EventID   string    `json:"event_id,omitempty"`
-	Account   string    `json:"account"`
-	Currency  string    `json:"currency"`
-	Amount    int64     `json:"amount"`
-	At        time.Time `json:"at"`
+	Seq       uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
+	PaymentID string `json:"payment_id" cbor:"2,keyasint,omitempty"`
+	EventID   string `json:"event_id" cbor:"3,keyasint,omitempty"`
+	Account   string `json:"account" cbor:"4,keyasint,omitempty"`
+	Currency  string `json:"currency" cbor:"5,keyasint,omitempty"`
+	Amount    int64  `json:"amount" cbor:"6,keyasint,omitempty"`
+	At        stamp  `json:"at" cbor:"7,keyasint,omitzero"`
 }
 
 func fromLedger(e pay.LedgerEntry) ledgerRecord {
 	return ledgerRecord{
 		Seq: e.Seq, PaymentID: e.PaymentID, EventID: e.EventID, Account: e.Account,
-		Currency: e.Currency, Amount: e.Amount, At: e.At.UTC(),
+		Currency: e.Currency, Amount: e.Amount, At: at(e.At),
 	}
 }
 
 // reviewRecord is the value of review.
 type reviewRecord struct {
-	ID          string    `json:"id"`
-	PaymentID   string    `json:"payment_id,omitempty"`
-	Reason      string    `json:"reason"`
-	Provider    string    `json:"provider,omitempty"`
-	ProviderRef string    `json:"provider_ref,omitempty"`
-	EventID     string    `json:"event_id,omitempty"`
-	Observed    string    `json:"observed,omitempty"`
-	Note        string    `json:"note,omitempty"`
-	LastPSP     string    `json:"last_psp,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
+	ID          string `json:"id" cbor:"1,keyasint,omitempty"`
+	PaymentID   string `json:"payment_id" cbor:"2,keyasint,omitempty"`
+	Reason      string `json:"reason" cbor:"3,keyasint,omitempty"`
+	Provider    string `json:"provider" cbor:"4,keyasint,omitempty"`
+	ProviderRef string `json:"provider_ref" cbor:"5,keyasint,omitempty"`
+	EventID     string `json:"event_id" cbor:"6,keyasint,omitempty"`
+	Observed    string `json:"observed" cbor:"7,keyasint,omitempty"`
+	Note        string `json:"note" cbor:"8,keyasint,omitempty"`
+	LastPSP     string `json:"last_psp" cbor:"9,keyasint,omitempty"`
+	CreatedAt   stamp  `json:"created_at" cbor:"10,keyasint,omitzero"`
 }
 
 func fromReview(i pay.ReviewItem) reviewRecord {
 	return reviewRecord{
 		ID: i.ID, PaymentID: i.PaymentID, Reason: i.Reason, Provider: i.Provider, ProviderRef: i.ProviderRef,
-		EventID: i.EventID, Observed: string(i.Observed), Note: i.Note, LastPSP: i.LastPSP, CreatedAt: i.CreatedAt.UTC(),
+		EventID: i.EventID, Observed: string(i.Observed), Note: i.Note, LastPSP: i.LastPSP, CreatedAt: at(i.CreatedAt),
 	}
 }
 
@@ -249,24 +257,24 @@ func (r reviewRecord) item() pay.ReviewItem {
 	}
 }
 
-// idemRecord is the value of idempotency_keys. Body is base64 in JSON.
+// idemRecord is the value of idempotency_keys.
 type idemRecord struct {
-	Key         string    `json:"key"`
-	Fingerprint string    `json:"fingerprint"`
-	State       string    `json:"state"`
-	Owner       string    `json:"owner,omitempty"`
-	LockedUntil time.Time `json:"locked_until"`
-	PaymentID   string    `json:"payment_id,omitempty"`
-	StatusCode  int       `json:"status_code,omitempty"`
-	Body        []byte    `json:"body,omitempty"`
-	CreatedAt   time.Time `json:"created_at"`
-	ExpiresAt   time.Time `json:"expires_at"`
+	Key         string `json:"key" cbor:"1,keyasint,omitempty"`
+	Fingerprint string `json:"fingerprint" cbor:"2,keyasint,omitempty"`
+	State       string `json:"state" cbor:"3,keyasint,omitempty"`
+	Owner       string `json:"owner" cbor:"4,keyasint,omitempty"`
+	LockedUntil stamp  `json:"locked_until" cbor:"5,keyasint,omitzero"`
+	PaymentID   string `json:"payment_id" cbor:"6,keyasint,omitempty"`
+	StatusCode  int    `json:"status_code" cbor:"7,keyasint,omitempty"`
+	Body        []byte `json:"body" cbor:"8,keyasint,omitempty"`
+	CreatedAt   stamp  `json:"created_at" cbor:"9,keyasint,omitzero"`
+	ExpiresAt   stamp  `json:"expires_at" cbor:"10,keyasint,omitzero"`
 }
 
 func fromIdem(r pay.IdemRecord) idemRecord {
 	return idemRecord{
-		Key: r.Key, Fingerprint: r.Fingerprint, State: r.State, Owner: r.Owner, LockedUntil: r.LockedUntil.UTC(),
-		PaymentID: r.PaymentID, StatusCode: r.StatusCode, Body: r.Body, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
+		Key: r.Key, Fingerprint: r.Fingerprint, State: r.State, Owner: r.Owner, LockedUntil: at(r.LockedUntil),
+		PaymentID: r.PaymentID, StatusCode: r.StatusCode, Body: r.Body, CreatedAt: at(r.CreatedAt), ExpiresAt: at(r.ExpiresAt),
 	}
 }
 
@@ -279,56 +287,129 @@ func (r idemRecord) record() pay.IdemRecord {
 
 // customerRecord is the value of customers. The customer id is the key.
 type customerRecord struct {
-	Points      int64     `json:"points"`
-	LastVisitAt time.Time `json:"last_visit_at,omitzero"`
-	UpdatedAt   time.Time `json:"updated_at"`
+	Points      int64 `json:"points" cbor:"1,keyasint,omitempty"`
+	LastVisitAt stamp `json:"last_visit_at" cbor:"2,keyasint,omitzero"`
+	UpdatedAt   stamp `json:"updated_at" cbor:"3,keyasint,omitzero"`
 }
 
 // effectRecord is the value of effects. The dedupe key is the key.
 type effectRecord struct {
-	DeliveryID string    `json:"delivery_id,omitempty"`
-	Points     int64     `json:"points,omitempty"`
-	At         time.Time `json:"at"`
+	DeliveryID string `json:"delivery_id" cbor:"1,keyasint,omitempty"`
+	Points     int64  `json:"points" cbor:"2,keyasint,omitempty"`
+	At         stamp  `json:"at" cbor:"3,keyasint,omitzero"`
 }
 
 // endpointRecord is the value of webhook_endpoints. The endpoint id is the
 // key.
 type endpointRecord struct {
-	URL            string    `json:"url"`
-	Disabled       bool      `json:"disabled"`
-	DisabledAt     time.Time `json:"disabled_at,omitzero"`
-	DisabledReason string    `json:"disabled_reason,omitempty"`
-	FailingSince   time.Time `json:"failing_since,omitzero"`
-	LastSuccessAt  time.Time `json:"last_success_at,omitzero"`
-	UpdatedAt      time.Time `json:"updated_at"`
+	URL            string `json:"url" cbor:"1,keyasint,omitempty"`
+	Disabled       bool   `json:"disabled" cbor:"2,keyasint,omitempty"`
+	DisabledAt     stamp  `json:"disabled_at" cbor:"3,keyasint,omitzero"`
+	DisabledReason string `json:"disabled_reason" cbor:"4,keyasint,omitempty"`
+	FailingSince   stamp  `json:"failing_since" cbor:"5,keyasint,omitzero"`
+	LastSuccessAt  stamp  `json:"last_success_at" cbor:"6,keyasint,omitzero"`
+	UpdatedAt      stamp  `json:"updated_at" cbor:"7,keyasint,omitzero"`
 }
 
 // pspAnswerRecord is the value of psp_answers; the payment id is the key.
 type pspAnswerRecord struct {
-	Provider string    `json:"provider,omitempty"`
-	Status   string    `json:"status,omitempty"`
-	Found    bool      `json:"found"`
-	Raw      string    `json:"raw,omitempty"`
-	Error    string    `json:"error,omitempty"`
-	At       time.Time `json:"at"`
+	Provider string `json:"provider" cbor:"1,keyasint,omitempty"`
+	Status   string `json:"status" cbor:"2,keyasint,omitempty"`
+	Found    bool   `json:"found" cbor:"3,keyasint,omitempty"`
+	Raw      string `json:"raw" cbor:"4,keyasint,omitempty"`
+	Error    string `json:"error" cbor:"5,keyasint,omitempty"`
+	At       stamp  `json:"at" cbor:"6,keyasint,omitzero"`
+}
+
+// stamp is a time in a record: on disk the CBOR integer of nanoseconds
+// since the Unix epoch, in JSON (schema 1, read by the migration only) RFC
+// 3339. The zero time is left out of the record (omitzero) and reads back
+// as the zero time; so does the instant of the epoch itself, which no
+// record holds. Times outside what an int64 of nanoseconds can hold (before
+// 1678, after 2262) cannot be stored.
+type stamp struct{ time.Time }
+
+// at returns t, in UTC, as a stamp.
+func at(t time.Time) stamp { return stamp{t.UTC()} }
+
+// MarshalCBOR encodes the stamp as an integer of nanoseconds.
+func (s stamp) MarshalCBOR() ([]byte, error) {
+	if s.IsZero() {
+		return cborMode.Marshal(0)
+	}
+	if s.Before(minStamp) || s.After(maxStamp) {
+		return nil, fmt.Errorf("time %s is outside the years 1678 to 2262", s.Format(time.RFC3339))
+	}
+	return cborMode.Marshal(s.UnixNano())
+}
+
+// UnmarshalCBOR decodes a stamp written by MarshalCBOR.
+func (s *stamp) UnmarshalCBOR(data []byte) error {
+	var ns int64
+	if err := decMode.Unmarshal(data, &ns); err != nil {
+		return err
+	}
+	s.Time = time.Time{}
+	if ns != 0 {
+		s.Time = time.Unix(0, ns).UTC()
+	}
+	return nil
+}
+
+var (
+	minStamp = time.Unix(0, math.MinInt64)
+	maxStamp = time.Unix(0, math.MaxInt64)
+)
+
+// cborMode and decMode are the CBOR options of every value: the core
+// deterministic encoding (RFC 8949 §4.2.1: shortest integers, sorted map
+// keys), so that the same record is always the same bytes; decoding
+// refuses duplicate map keys and bounds nesting and lengths.
+var (
+	cborMode = mustEncMode(cbor.CoreDetEncOptions())
+	decMode  = mustDecMode(cbor.DecOptions{DupMapKey: cbor.DupMapKeyEnforcedAPF, MaxNestedLevels: 4, MaxArrayElements: 1 << 16, MaxMapPairs: 64})
+)
+
+func mustEncMode(o cbor.EncOptions) cbor.EncMode {
+	m, err := o.EncMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
+}
+
+func mustDecMode(o cbor.DecOptions) cbor.DecMode {
+	m, err := o.DecMode()
+	if err != nil {
+		panic(err)
+	}
+	return m
 }
 
 // encode marshals a record. The record types hold only strings, numbers,
-// byte slices and times within year 0..9999, so an error means a time out of
-// that range.
+// byte slices and stamps, so an error means a time out of a stamp's range.
 func encode(what string, v any) ([]byte, error) {
-	b, err := json.Marshal(v)
+	b, err := cborMode.Marshal(v)
 	if err != nil {
 		return nil, pay.Errorf(pay.EINVALID, "%s cannot be stored: %v", what, err)
 	}
 	return b, nil
 }
 
-// decode unmarshals a stored value into v. json.Unmarshal copies everything
-// it keeps, so v stays valid after the transaction.
+// decode unmarshals a stored value into v. The decoder copies every string
+// and byte slice it keeps, so v stays valid after the transaction.
 func decode(what string, data []byte, v any) error {
-	if err := json.Unmarshal(data, v); err != nil {
+	if err := decMode.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("decode %s: %w", what, err)
+	}
+	return nil
+}
+
+// decodeJSON unmarshals a value of schema 1 (JSON) into v: the migration
+// reads the old records through the same types, by their json names.
+func decodeJSON(what string, data []byte, v any) error {
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("decode %s (schema 1): %w", what, err)
 	}
 	return nil
 }

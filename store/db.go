@@ -79,6 +79,7 @@ type DB struct {
 
 	snapshotTimeout time.Duration
 	checkedPages    int // pages checkFile read at open
+	migrated        int // values Open rewrote to the current schema
 	onFatal         func(error)
 	fatalOnce       sync.Once
 	fatal           atomic.Pointer[error] // the commit failure that stopped the store
@@ -110,11 +111,11 @@ func Open(path string, opts *Options) (*DB, error) {
 	if o.SnapshotTimeout <= 0 {
 		o.SnapshotTimeout = DefaultSnapshotTimeout
 	}
-	bdb, checked, err := openBolt(path, o)
+	bdb, checked, migrated, err := openBolt(path, o)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)
 	}
-	db := &DB{bolt: bdb, path: path, now: o.Now, snapshotTimeout: o.SnapshotTimeout, checkedPages: checked, onFatal: o.OnFatal}
+	db := &DB{bolt: bdb, path: path, now: o.Now, snapshotTimeout: o.SnapshotTimeout, checkedPages: checked, migrated: migrated, onFatal: o.OnFatal}
 	db.commits.bolt = bdb
 	return db, nil
 }
@@ -124,9 +125,9 @@ func Open(path string, opts *Options) (*DB, error) {
 // check), the fault becomes a panic (debug.SetPanicOnFault), and a panic
 // of bbolt's here becomes ErrDamaged: a bad file is one line, never a
 // stack dump.
-func openBolt(path string, o Options) (bdb *bolt.DB, checked int, err error) {
+func openBolt(path string, o Options) (bdb *bolt.DB, checked, migrated int, err error) {
 	if checked, err = checkFile(path); err != nil {
-		return nil, checked, err
+		return nil, checked, 0, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
 	defer func() {
@@ -148,23 +149,23 @@ func openBolt(path string, o Options) (bdb *bolt.DB, checked int, err error) {
 	var pe *fs.PathError
 	switch {
 	case errors.Is(err, berrors.ErrTimeout):
-		return nil, checked, fmt.Errorf("%w (waited %s): %w", ErrLocked, o.Timeout, err)
+		return nil, checked, 0, fmt.Errorf("%w (waited %s): %w", ErrLocked, o.Timeout, err)
 	case errors.As(err, &pe) && pe.Path == path:
-		return nil, checked, pe.Err // the prefix names the file already
+		return nil, checked, 0, pe.Err // the prefix names the file already
 	case err != nil:
-		return nil, checked, err
+		return nil, checked, 0, err
 	}
 
 	if o.ReadOnly {
 		err = bdb.View(checkSchema)
-	} else {
+	} else if migrated, err = migrate(bdb); err == nil {
 		err = bdb.Update(initSchema)
 	}
 	if err != nil {
 		_ = bdb.Close()
-		return nil, checked, err
+		return nil, checked, 0, err
 	}
-	return bdb, checked, nil
+	return bdb, checked, migrated, nil
 }
 
 // initSchema checks the schema version of an existing database, then
@@ -226,10 +227,14 @@ func checkVersion(v []byte) error {
 	case n > SchemaVersion:
 		return fmt.Errorf("database schema version %d is newer than this binary knows (%d): run a newer paystate", n, SchemaVersion)
 	case n < SchemaVersion:
-		return fmt.Errorf("database schema version %d has no migration to %d", n, SchemaVersion)
+		return fmt.Errorf("database schema version %d is older than this binary's (%d): open it once for writing (paystate serve) to migrate it", n, SchemaVersion)
 	}
 	return nil
 }
+
+// Migrated returns how many stored values Open rewrote from an older
+// schema to SchemaVersion: 0 unless the file was older.
+func (db *DB) Migrated() int { return db.migrated }
 
 // Path returns the database file's path.
 func (db *DB) Path() string { return db.path }

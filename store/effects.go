@@ -25,7 +25,7 @@ func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
 	if err := checkPart("customer id", c.ID, true); err != nil {
 		return err
 	}
-	return t.putJSON(bucketCustomers, []byte(c.ID), customerRecord{Points: c.Points, LastVisitAt: c.LastVisitAt.UTC(), UpdatedAt: t.now})
+	return t.putJSON(bucketCustomers, []byte(c.ID), customerRecord{Points: c.Points, LastVisitAt: at(c.LastVisitAt), UpdatedAt: at(t.now)})
 }
 
 // Effect returns the record of a dedupe key and whether there is one.
@@ -50,7 +50,7 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 	if r.At.IsZero() {
 		r.At = t.now
 	}
-	return t.putJSON(bucketEffects, []byte(r.Key), effectRecord{DeliveryID: r.DeliveryID, Points: r.Points, At: r.At.UTC()})
+	return t.putJSON(bucketEffects, []byte(r.Key), effectRecord{DeliveryID: r.DeliveryID, Points: r.Points, At: at(r.At)})
 }
 
 // WebhookEndpoint returns an endpoint's stored state; an endpoint never
@@ -75,8 +75,8 @@ func (t *tx) PutWebhookEndpoint(e pay.WebhookEndpoint) error {
 		return err
 	}
 	return t.putJSON(bucketWebhookEndpoints, []byte(e.ID), endpointRecord{
-		URL: e.URL, Disabled: e.Disabled, DisabledAt: e.DisabledAt.UTC(), DisabledReason: e.DisabledReason,
-		FailingSince: e.FailingSince.UTC(), LastSuccessAt: e.LastSuccessAt.UTC(), UpdatedAt: t.now,
+		URL: e.URL, Disabled: e.Disabled, DisabledAt: at(e.DisabledAt), DisabledReason: e.DisabledReason,
+		FailingSince: at(e.FailingSince), LastSuccessAt: at(e.LastSuccessAt), UpdatedAt: at(t.now),
 	})
 }
 

@@ -1,6 +1,8 @@
 package store
 
 import (
+	"testing"
+
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/pay"
@@ -31,3 +33,20 @@ func CommitStats(db *DB) commitStats { return db.commits.snapshot() }
 // CheckedPages returns how many pages the check of the file read when db
 // was opened (the meta pages aside).
 func CheckedPages(db *DB) int { return db.checkedPages }
+
+// LedgerValue is the stored value of a ledger entry.
+func LedgerValue(e pay.LedgerEntry) []byte {
+	b, err := encode("ledger entry", fromLedger(e))
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// SetMigrateBatch sets the values per migration transaction and a hook run
+// after each, until the test ends.
+func SetMigrateBatch(tb testing.TB, n int, after func() error) {
+	oldN, oldAfter := migrateBatch, afterMigrateBatch
+	migrateBatch, afterMigrateBatch = n, after
+	tb.Cleanup(func() { migrateBatch, afterMigrateBatch = oldN, oldAfter })
+}

@@ -48,7 +48,7 @@ func (t *tx) indexIdem(key string, expires time.Time) error {
 		return err
 	}
 	if found {
-		if err := t.del(bucketIdemByExpiry, idemExpiryKey(old.ExpiresAt, key)); err != nil {
+		if err := t.del(bucketIdemByExpiry, idemExpiryKey(old.ExpiresAt.Time, key)); err != nil {
 			return err
 		}
 	}
@@ -89,7 +89,7 @@ func (t *tx) PurgeIdemKeys(expiredBy time.Time, limit int) (int, error) {
 		if err != nil {
 			return n, err
 		}
-		if found && bytes.Equal(idemExpiryKey(r.ExpiresAt, e.key), e.ix) {
+		if found && bytes.Equal(idemExpiryKey(r.ExpiresAt.Time, e.key), e.ix) {
 			if err := t.del(bucketIdem, []byte(e.key)); err != nil {
 				return n, err
 			}
@@ -113,7 +113,7 @@ func (c *checker) checkIdempotency() {
 			c.report(fmt.Errorf("%s %x: %w", bucketIdem, k, err))
 			return nil
 		}
-		c.want(bucketIdemByExpiry, idemExpiryKey(r.ExpiresAt, string(k)), fmt.Sprintf("idempotency key %q", k))
+		c.want(bucketIdemByExpiry, idemExpiryKey(r.ExpiresAt.Time, string(k)), fmt.Sprintf("idempotency key %q", k))
 		return nil
 	})
 	c.wantCount(bucketIdemByExpiry, nIdem, "keys")

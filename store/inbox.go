@@ -171,7 +171,7 @@ func (t *tx) MarkProcessed(provider, eventID string) error {
 	}
 	key := eventKey(provider, eventID)
 	if !t.has(bucketProcessed, key) {
-		if err := t.putJSON(bucketProcessed, key, processedRecord{At: t.now}); err != nil {
+		if err := t.putJSON(bucketProcessed, key, processedRecord{At: at(t.now)}); err != nil {
 			return err
 		}
 		if err := t.indexProcessed(t.now, key); err != nil {
@@ -265,11 +265,11 @@ func (c *checker) checkInbox() {
 			c.want(bucketProcessed, k, what)
 		} else {
 			nPending++
-			c.want(bucketInboxPending, pendingKey(r.NextAttemptAt, r.Provider, r.EventID), what)
+			c.want(bucketInboxPending, pendingKey(r.NextAttemptAt.Time, r.Provider, r.EventID), what)
 		}
 		if r.PaymentID != "" {
 			nByPayment++
-			c.want(bucketInboxByPayment, inboxPaymentKey(r.PaymentID, r.ReceivedAt, r.Provider, r.EventID), what)
+			c.want(bucketInboxByPayment, inboxPaymentKey(r.PaymentID, r.ReceivedAt.Time, r.Provider, r.EventID), what)
 		}
 		return nil
 	})
@@ -284,7 +284,7 @@ func (c *checker) checkInbox() {
 			c.report(fmt.Errorf("%s %x: %w", bucketProcessed, k, err))
 			return nil
 		}
-		c.want(bucketProcessedByTime, processedTimeKey(r.At, k), fmt.Sprintf("processed event %x", k))
+		c.want(bucketProcessedByTime, processedTimeKey(r.At.Time, k), fmt.Sprintf("processed event %x", k))
 		return nil
 	})
 	c.wantCount(bucketProcessedByTime, nProcessed, "processed events")

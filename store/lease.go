@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"time"
 
 	"github.com/paystate/paystate/pay"
@@ -65,7 +64,7 @@ func (t *tx) Lease(paymentID string) (pay.Lease, error) {
 
 // putLease stores l under its payment id, in UTC.
 func (t *tx) putLease(l pay.Lease) error {
-	return t.putJSON(bucketLeases, []byte(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: l.ExpiresAt.UTC()})
+	return t.putJSON(bucketLeases, []byte(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: at(l.ExpiresAt)})
 }
 
 // EndLeases ends every lease still in force, keeping holders and tokens,
@@ -83,10 +82,10 @@ func (db *DB) EndLeases(ctx context.Context) (int, error) {
 		var held []string
 		err := t.bucket(bucketLeases).ForEach(func(k, v []byte) error {
 			var r leaseRecord
-			if err := json.Unmarshal(v, &r); err != nil {
+			if err := decode("lease", v, &r); err != nil {
 				return corrupt(bucketLeases, "lease of %s: %v", k, err)
 			}
-			if r.Token != 0 && t.now.Before(r.ExpiresAt) {
+			if r.Token != 0 && t.now.Before(r.ExpiresAt.Time) {
 				held = append(held, string(k))
 			}
 			return nil

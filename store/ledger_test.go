@@ -2,9 +2,9 @@ package store_test
 
 import (
 	"context"
-	"fmt"
 	"path/filepath"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -122,8 +122,8 @@ func TestDB_CheckLedgerImbalance(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = store.BoltDB(db).Update(func(btx *bolt.Tx) error {
-		line := fmt.Sprintf(`{"seq":999,"account":%q,"currency":"USD","amount":-7,"at":"2025-03-01T12:00:00Z"}`, pay.AccountMerchantRevenue)
-		return btx.Bucket([]byte("ledger")).Put([]byte{0, 0, 0, 0, 0, 0, 0x03, 0xe7}, []byte(line))
+		line := store.LedgerValue(pay.LedgerEntry{Seq: 999, Account: pay.AccountMerchantRevenue, Currency: "USD", Amount: -7, At: time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)})
+		return btx.Bucket([]byte("ledger")).Put([]byte{0, 0, 0, 0, 0, 0, 0x03, 0xe7}, line)
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -170,7 +170,7 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 		if err := decode("outbox record", v, &r); err != nil {
 			return 0, err
 		}
-		created := keyTime(r.CreatedAt)
+		created := keyTime(r.CreatedAt.Time)
 		if r.Seq > cursor || created >= bound {
 			break
 		}

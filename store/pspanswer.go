@@ -19,7 +19,7 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 		a.At = t.now
 	}
 	return t.putJSON(bucketPSPAnswers, []byte(a.PaymentID), pspAnswerRecord{
-		Provider: a.Provider, Status: string(a.Status), Found: a.Found, Raw: a.Raw, Error: a.Error, At: a.At.UTC(),
+		Provider: a.Provider, Status: string(a.Status), Found: a.Found, Raw: a.Raw, Error: a.Error, At: at(a.At),
 	})
 }
 

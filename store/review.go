@@ -23,19 +23,19 @@ func (t *tx) PutReview(item pay.ReviewItem) error {
 	if item.CreatedAt.IsZero() {
 		item.CreatedAt = t.now
 		if found {
-			item.CreatedAt = old.CreatedAt
+			item.CreatedAt = old.CreatedAt.Time
 		}
 	}
 	r := fromReview(item)
 	if found {
-		if err := t.del(bucketReviewByCreated, reviewKey(old.CreatedAt, old.ID)); err != nil {
+		if err := t.del(bucketReviewByCreated, reviewKey(old.CreatedAt.Time, old.ID)); err != nil {
 			return err
 		}
 	}
 	if err := t.putJSON(bucketReview, []byte(r.ID), r); err != nil {
 		return err
 	}
-	return t.put(bucketReviewByCreated, reviewKey(r.CreatedAt, r.ID), nil)
+	return t.put(bucketReviewByCreated, reviewKey(r.CreatedAt.Time, r.ID), nil)
 }
 
 // Review returns one review item, or ENOTFOUND.
@@ -81,7 +81,7 @@ func (t *tx) DeleteReview(id string) error {
 	} else if !found {
 		return pay.Errorf(pay.ENOTFOUND, "review item %s not found", id)
 	}
-	if err := t.del(bucketReviewByCreated, reviewKey(r.CreatedAt, r.ID)); err != nil {
+	if err := t.del(bucketReviewByCreated, reviewKey(r.CreatedAt.Time, r.ID)); err != nil {
 		return err
 	}
 	return t.del(bucketReview, []byte(id))
@@ -98,7 +98,7 @@ func (c *checker) checkReview() {
 			c.report(fmt.Errorf("review item %s: %w", k, err))
 			return nil
 		}
-		c.want(bucketReviewByCreated, reviewKey(r.CreatedAt, r.ID), "review item "+r.ID)
+		c.want(bucketReviewByCreated, reviewKey(r.CreatedAt.Time, r.ID), "review item "+r.ID)
 		return nil
 	})
 	c.wantCount(bucketReviewByCreated, nReview, "items")

@@ -1,0 +1,152 @@
+package store
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Schema history:
+//
+//	1  values are JSON objects (field names, RFC 3339 times, base64 bytes)
+//	2  values are CBOR maps with integer keys (codec.go); keys unchanged
+//
+// A database of an older schema is migrated at Open, before anything
+// reads it; a read-only Open refuses it.
+
+// schema1Records are the buckets whose values were JSON in schema 1, with
+// the record type each holds. Every other bucket holds index entries or
+// raw integers, the same in both.
+var schema1Records = []struct {
+	bucket []byte
+	record func() any
+}{
+	{bucketPayments, func() any { return new(paymentRecord) }},
+	{bucketTimeline, func() any { return new(stepRecord) }},
+	{bucketInbox, func() any { return new(inboxRecord) }},
+	{bucketProcessed, func() any { return new(processedRecord) }},
+	{bucketLeases, func() any { return new(leaseRecord) }},
+	{bucketOutbox, func() any { return new(outboxRecord) }},
+	{bucketDeliveries, func() any { return new(deliveryRecord) }},
+	{bucketLedger, func() any { return new(ledgerRecord) }},
+	{bucketReview, func() any { return new(reviewRecord) }},
+	{bucketIdem, func() any { return new(idemRecord) }},
+	{bucketCustomers, func() any { return new(customerRecord) }},
+	{bucketEffects, func() any { return new(effectRecord) }},
+	{bucketWebhookEndpoints, func() any { return new(endpointRecord) }},
+	{bucketPSPAnswers, func() any { return new(pspAnswerRecord) }},
+}
+
+// migrateBatch is how many values one migration transaction rewrites, so
+// that a large file is migrated in bounded memory. A variable for tests.
+var migrateBatch = 20000
+
+// afterMigrateBatch, if set, runs after each migration transaction
+// committed; an error stops the migration there (tests: a crash).
+var afterMigrateBatch func() error
+
+// storedVersion returns the schema version recorded in the file, 0 for a
+// new file.
+func storedVersion(btx *bolt.Tx) (uint64, error) {
+	meta := btx.Bucket(bucketMeta)
+	if meta == nil {
+		return 0, nil
+	}
+	v := meta.Get(keySchemaVersion)
+	if v == nil {
+		return 0, nil
+	}
+	if len(v) != 8 {
+		return 0, fmt.Errorf("schema version: %d bytes, want 8", len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// migrate brings a file of schema 1 to SchemaVersion and returns how many
+// values it rewrote. Each transaction rewrites at most migrateBatch values;
+// the version is raised in the last one. A value already in CBOR (a
+// migration interrupted by a crash) is left as it is, so that a migration
+// can always run again from the start. Files of other versions are left to
+// initSchema's check.
+func migrate(bdb *bolt.DB) (int, error) {
+	var version uint64
+	if err := bdb.View(func(btx *bolt.Tx) (err error) {
+		version, err = storedVersion(btx)
+		return err
+	}); err != nil || version != 1 {
+		return 0, err
+	}
+	total := 0
+	for _, rec := range schema1Records {
+		var after []byte
+		for {
+			n, last, err := migrateSome(bdb, rec.bucket, rec.record, after)
+			if err != nil {
+				return total, err
+			}
+			total += n
+			if afterMigrateBatch != nil {
+				if err := afterMigrateBatch(); err != nil {
+					return total, err
+				}
+			}
+			if last == nil {
+				break
+			}
+			after = last
+		}
+	}
+	err := bdb.Update(func(btx *bolt.Tx) error {
+		return btx.Bucket(bucketMeta).Put(keySchemaVersion, be64(SchemaVersion))
+	})
+	return total, err
+}
+
+// migrateSome rewrites the JSON values of bucket after the key after (from
+// the first key if nil), up to migrateBatch of them, in one transaction.
+// It returns the last key it visited, or nil once the bucket is done.
+func migrateSome(bdb *bolt.DB, bucket []byte, record func() any, after []byte) (n int, last []byte, err error) {
+	err = bdb.Update(func(btx *bolt.Tx) error {
+		b := btx.Bucket(bucket)
+		if b == nil {
+			return nil // created by initSchema
+		}
+		type kv struct{ k, v []byte }
+		var batch []kv
+		c := b.Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && string(k) == string(after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && len(batch) < migrateBatch; k, v = c.Next() {
+			last = append(last[:0:0], k...)
+			if len(v) == 0 || v[0] != '{' {
+				continue // already CBOR: an earlier, interrupted run
+			}
+			r := record()
+			if err := decodeJSON(string(bucket), v, r); err != nil {
+				return fmt.Errorf("migrate %s %q: %w", bucket, k, err)
+			}
+			data, err := encode(string(bucket), r)
+			if err != nil {
+				return fmt.Errorf("migrate %s %q: %w", bucket, k, err)
+			}
+			batch = append(batch, kv{last, data})
+		}
+		if k == nil {
+			last = nil
+		}
+		b.FillPercent = 1 // rewritten in key order, each value smaller
+		for _, e := range batch {
+			if err := b.Put(e.k, e.v); err != nil {
+				return fmt.Errorf("migrate %s: %w", bucket, err)
+			}
+		}
+		n = len(batch)
+		return nil
+	})
+	return n, last, err
+}

@@ -1,0 +1,168 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	bolt "go.etcd.io/bbolt"
+
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/storetest"
+)
+
+// schema1 copies testdata/schema1/paystate.db, written by the store of
+// schema 1 (testdata/schema1/gen), into a temporary directory, and returns
+// the copy's path and what that store read back from it.
+func schema1(t *testing.T) (string, storetest.Dump, []byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "paystate.db")
+	testkit.CopyFile(t, filepath.Join("testdata", "schema1", "paystate.db"), path)
+	want, err := os.ReadFile(filepath.Join("testdata", "schema1", "dump.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d storetest.Dump
+	if err := json.Unmarshal(want, &d); err != nil {
+		t.Fatal(err)
+	}
+	return path, d, want
+}
+
+// dumpJSON reads db's dump, printed as gen prints dump.json.
+func dumpJSON(t *testing.T, db *store.DB, keys storetest.Keys) []byte {
+	t.Helper()
+	d, err := storetest.ReadDump(context.Background(), db, keys)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.MarshalIndent(d, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(data, '\n')
+}
+
+// valueStarts counts the values of the file's record buckets by their
+// first byte: '{' for JSON, anything else for CBOR.
+func valueStarts(t *testing.T, path string) (jsonValues, others int) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		for _, name := range []string{"payments", "timeline", "inbox", "outbox", "deliveries", "ledger", "review", "idempotency_keys", "customers", "effects", "webhook_endpoints", "psp_answers", "leases", "processed"} {
+			_ = tx.Bucket([]byte(name)).ForEach(func(_, v []byte) error {
+				if len(v) > 0 && v[0] == '{' {
+					jsonValues++
+				} else {
+					others++
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return jsonValues, others
+}
+
+// TestMigrate_Schema1: a file written by the store of schema 1 (JSON
+// values) is migrated at Open: every value becomes CBOR, the schema
+// version becomes 2, and the store reads back exactly what the old one
+// read from the file; the next Open has nothing to migrate.
+func TestMigrate_Schema1(t *testing.T) {
+	t.Parallel()
+	path, old, want := schema1(t)
+	if j, _ := valueStarts(t, path); j == 0 {
+		t.Fatal("the schema 1 file has no JSON values")
+	}
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Migrated() == 0 {
+		t.Fatal("Open migrated no values")
+	}
+	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
+		t.Fatalf("after the migration the store reads\n%s\nwant (schema 1's store)\n%s", got, want)
+	}
+	if err := db.Check(); err != nil {
+		t.Fatalf("check after the migration: %v", err)
+	}
+	migrated := db.Migrated()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if j, o := valueStarts(t, path); j != 0 || o != migrated {
+		t.Fatalf("after the migration: %d JSON values, %d others; want 0 and %d", j, o, migrated)
+	}
+	db, err = store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := db.Migrated(); n != 0 {
+		t.Fatalf("the second Open migrated %d values", n)
+	}
+	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
+		t.Fatalf("after reopening the store reads\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestMigrate_Interrupted: a migration stopped after some of its
+// transactions (a crash) leaves a file that the next Open migrates to the
+// end, with the same result.
+func TestMigrate_Interrupted(t *testing.T) {
+	path, old, want := schema1(t)
+	crash := errors.New("crash")
+	batches := 0
+	store.SetMigrateBatch(t, 2, func() error {
+		if batches++; batches == 5 {
+			return crash
+		}
+		return nil
+	})
+	if _, err := store.Open(path, nil); !errors.Is(err, crash) {
+		t.Fatalf("Open with a crash in the migration: %v", err)
+	}
+	j, o := valueStarts(t, path)
+	if j == 0 || o == 0 {
+		t.Fatalf("after the crash: %d JSON values and %d others, want some of each", j, o)
+	}
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := db.Migrated(); n != j {
+		t.Fatalf("the second Open migrated %d values, want the %d left", n, j)
+	}
+	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
+		t.Fatalf("after the resumed migration the store reads\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestMigrate_ReadOnlyRefused: tools that open read-only (verify) refuse
+// a file of schema 1 with a message that says how to migrate it, and
+// leave it as it is.
+func TestMigrate_ReadOnlyRefused(t *testing.T) {
+	t.Parallel()
+	path, _, _ := schema1(t)
+	_, err := store.Open(path, &store.Options{ReadOnly: true})
+	if err == nil || !strings.Contains(err.Error(), "schema version 1") || !strings.Contains(err.Error(), "migrate") {
+		t.Fatalf("read-only Open of schema 1: %v", err)
+	}
+	if _, o := valueStarts(t, path); o != 0 {
+		t.Fatalf("the read-only Open changed %d values", o)
+	}
+}
