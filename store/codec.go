@@ -1,12 +1,17 @@
 package store
 
 import (
+	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/fxamacker/cbor/v2"
+	"github.com/oklog/ulid/v2"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -24,7 +29,7 @@ import (
 
 // paymentRecord is the value of payments.
 type paymentRecord struct {
-	ID            string `json:"id" cbor:"1,keyasint,omitempty"`
+	ID            string `json:"id" cbor:"-"`
 	OrderID       string `json:"order_id" cbor:"2,keyasint,omitempty"`
 	Amount        int64  `json:"amount" cbor:"3,keyasint,omitempty"`
 	Currency      string `json:"currency" cbor:"4,keyasint,omitempty"`
@@ -63,39 +68,39 @@ func (r paymentRecord) payment() pay.Payment {
 
 // stepRecord is the value of timeline.
 type stepRecord struct {
-	PaymentID string `json:"payment_id" cbor:"1,keyasint,omitempty"`
-	Seq       uint64 `json:"seq" cbor:"2,keyasint,omitempty"`
+	PaymentID string `json:"payment_id" cbor:"-"`
+	Seq       uint64 `json:"seq" cbor:"-"`
 	At        stamp  `json:"at" cbor:"3,keyasint,omitzero"`
 	Source    string `json:"source" cbor:"4,keyasint,omitempty"`
 	Kind      string `json:"kind" cbor:"5,keyasint,omitempty"`
 	From      string `json:"from" cbor:"6,keyasint,omitempty"`
 	To        string `json:"to" cbor:"7,keyasint,omitempty"`
 	Version   uint64 `json:"version" cbor:"8,keyasint,omitempty"`
-	EventID   string `json:"event_id" cbor:"9,keyasint,omitempty"`
+	EventID   ident  `json:"event_id" cbor:"9,keyasint,omitzero"`
 	Note      string `json:"note" cbor:"10,keyasint,omitempty"`
 }
 
 func fromStep(s pay.Step) stepRecord {
 	return stepRecord{
 		PaymentID: s.PaymentID, Seq: s.Seq, At: at(s.At), Source: string(s.Source), Kind: s.Kind,
-		From: string(s.From), To: string(s.To), Version: s.Version, EventID: s.EventID, Note: s.Note,
+		From: string(s.From), To: string(s.To), Version: s.Version, EventID: ident(s.EventID), Note: s.Note,
 	}
 }
 
 func (r stepRecord) step() pay.Step {
 	return pay.Step{
 		PaymentID: r.PaymentID, Seq: r.Seq, At: r.At.UTC(), Source: pay.Source(r.Source), Kind: r.Kind,
-		From: pay.Status(r.From), To: pay.Status(r.To), Version: r.Version, EventID: r.EventID, Note: r.Note,
+		From: pay.Status(r.From), To: pay.Status(r.To), Version: r.Version, EventID: string(r.EventID), Note: r.Note,
 	}
 }
 
 // inboxRecord is the value of inbox. Body is the raw body, a CBOR byte
 // string (base64 only in schema 1's JSON).
 type inboxRecord struct {
-	Provider      string `json:"provider" cbor:"1,keyasint,omitempty"`
-	EventID       string `json:"event_id" cbor:"2,keyasint,omitempty"`
+	Provider      string `json:"provider" cbor:"-"`
+	EventID       string `json:"event_id" cbor:"-"`
 	Type          string `json:"type" cbor:"3,keyasint,omitempty"`
-	PaymentID     string `json:"payment_id" cbor:"4,keyasint,omitempty"`
+	PaymentID     ident  `json:"payment_id" cbor:"4,keyasint,omitzero"`
 	ProviderRef   string `json:"provider_ref" cbor:"5,keyasint,omitempty"`
 	Status        string `json:"status" cbor:"6,keyasint,omitempty"`
 	StepKind      string `json:"step_kind" cbor:"7,keyasint,omitempty"`
@@ -112,7 +117,7 @@ type inboxRecord struct {
 
 func fromInbox(e pay.InboxEvent) inboxRecord {
 	return inboxRecord{
-		Provider: e.Provider, EventID: e.EventID, Type: e.Type, PaymentID: e.PaymentID,
+		Provider: e.Provider, EventID: e.EventID, Type: e.Type, PaymentID: ident(e.PaymentID),
 		ProviderRef: e.ProviderRef, Status: string(e.Status), StepKind: e.StepKind, Amount: e.Amount, Currency: e.Currency,
 		OccurredAt: at(e.OccurredAt), ReceivedAt: at(e.ReceivedAt), Body: e.Body,
 		Attempts: e.Attempts, NextAttemptAt: at(e.NextAttemptAt), LastError: e.LastError, Processed: e.Processed,
@@ -121,7 +126,7 @@ func fromInbox(e pay.InboxEvent) inboxRecord {
 
 func (r inboxRecord) event() pay.InboxEvent {
 	return pay.InboxEvent{
-		Provider: r.Provider, EventID: r.EventID, Type: r.Type, PaymentID: r.PaymentID,
+		Provider: r.Provider, EventID: r.EventID, Type: r.Type, PaymentID: string(r.PaymentID),
 		ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), StepKind: r.StepKind, Amount: r.Amount, Currency: r.Currency,
 		OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC(), Body: r.Body,
 		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Processed: r.Processed,
@@ -143,9 +148,9 @@ type leaseRecord struct {
 // outboxRecord is the value of outbox.
 type outboxRecord struct {
 	Seq           uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
-	ID            string `json:"id" cbor:"2,keyasint,omitempty"`
+	ID            ident  `json:"id" cbor:"2,keyasint,omitzero"`
 	Type          string `json:"type" cbor:"3,keyasint,omitempty"`
-	PaymentID     string `json:"payment_id" cbor:"4,keyasint,omitempty"`
+	PaymentID     ident  `json:"payment_id" cbor:"4,keyasint,omitzero"`
 	Status        string `json:"status" cbor:"5,keyasint,omitempty"`
 	From          string `json:"from" cbor:"6,keyasint,omitempty"`
 	Version       uint64 `json:"version" cbor:"7,keyasint,omitempty"`
@@ -160,7 +165,7 @@ type outboxRecord struct {
 
 func fromOutbox(r pay.OutboxRecord) outboxRecord {
 	return outboxRecord{
-		Seq: r.Seq, ID: r.ID, Type: r.Type, PaymentID: r.PaymentID, Status: string(r.Status), From: string(r.From),
+		Seq: r.Seq, ID: ident(r.ID), Type: r.Type, PaymentID: ident(r.PaymentID), Status: string(r.Status), From: string(r.From),
 		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
 		CustomerID: r.Customer.ID, CustomerEmail: r.Customer.Email, Provider: r.Provider, CreatedAt: at(r.CreatedAt),
 	}
@@ -168,7 +173,7 @@ func fromOutbox(r pay.OutboxRecord) outboxRecord {
 
 func (r outboxRecord) record() pay.OutboxRecord {
 	return pay.OutboxRecord{
-		Seq: r.Seq, ID: r.ID, Type: r.Type, PaymentID: r.PaymentID, Status: pay.Status(r.Status), From: pay.Status(r.From),
+		Seq: r.Seq, ID: string(r.ID), Type: r.Type, PaymentID: string(r.PaymentID), Status: pay.Status(r.Status), From: pay.Status(r.From),
 		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
 		Customer: pay.Customer{ID: r.CustomerID, Email: r.CustomerEmail}, Provider: r.Provider, CreatedAt: r.CreatedAt.UTC(),
 	}
@@ -176,14 +181,14 @@ func (r outboxRecord) record() pay.OutboxRecord {
 
 // deliveryRecord is the value of deliveries.
 type deliveryRecord struct {
-	ID            string `json:"id" cbor:"1,keyasint,omitempty"`
+	ID            string `json:"id" cbor:"-"`
 	Effect        string `json:"effect" cbor:"2,keyasint,omitempty"`
 	Endpoint      string `json:"endpoint" cbor:"3,keyasint,omitempty"`
-	EventID       string `json:"event_id" cbor:"4,keyasint,omitempty"`
+	EventID       ident  `json:"event_id" cbor:"4,keyasint,omitzero"`
 	EventType     string `json:"event_type" cbor:"5,keyasint,omitempty"`
 	EventSeq      uint64 `json:"event_seq" cbor:"6,keyasint,omitempty"`
 	EventAt       stamp  `json:"event_at" cbor:"7,keyasint,omitzero"`
-	PaymentID     string `json:"payment_id" cbor:"8,keyasint,omitempty"`
+	PaymentID     ident  `json:"payment_id" cbor:"8,keyasint,omitzero"`
 	State         string `json:"state" cbor:"9,keyasint,omitempty"`
 	Attempts      int    `json:"attempts" cbor:"10,keyasint,omitempty"`
 	NextAttemptAt stamp  `json:"next_attempt_at" cbor:"11,keyasint,omitzero"`
@@ -195,8 +200,8 @@ type deliveryRecord struct {
 
 func fromDelivery(d pay.Delivery) deliveryRecord {
 	return deliveryRecord{
-		ID: d.ID, Effect: d.Effect, Endpoint: d.Endpoint, EventID: d.EventID, EventType: d.EventType,
-		EventSeq: d.EventSeq, EventAt: at(d.EventAt), PaymentID: d.PaymentID, State: d.State,
+		ID: d.ID, Effect: d.Effect, Endpoint: d.Endpoint, EventID: ident(d.EventID), EventType: d.EventType,
+		EventSeq: d.EventSeq, EventAt: at(d.EventAt), PaymentID: ident(d.PaymentID), State: d.State,
 		Attempts: d.Attempts, NextAttemptAt: at(d.NextAttemptAt), LastError: d.LastError, Note: d.Note,
 		CreatedAt: at(d.CreatedAt), UpdatedAt: at(d.UpdatedAt),
 	}
@@ -204,8 +209,8 @@ func fromDelivery(d pay.Delivery) deliveryRecord {
 
 func (r deliveryRecord) delivery() pay.Delivery {
 	return pay.Delivery{
-		ID: r.ID, Effect: r.Effect, Endpoint: r.Endpoint, EventID: r.EventID, EventType: r.EventType,
-		EventSeq: r.EventSeq, EventAt: r.EventAt.UTC(), PaymentID: r.PaymentID, State: r.State,
+		ID: r.ID, Effect: r.Effect, Endpoint: r.Endpoint, EventID: string(r.EventID), EventType: r.EventType,
+		EventSeq: r.EventSeq, EventAt: r.EventAt.UTC(), PaymentID: string(r.PaymentID), State: r.State,
 		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Note: r.Note,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
@@ -214,8 +219,8 @@ func (r deliveryRecord) delivery() pay.Delivery {
 // ledgerRecord is the value of ledger.
 type ledgerRecord struct {
 	Seq       uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
-	PaymentID string `json:"payment_id" cbor:"2,keyasint,omitempty"`
-	EventID   string `json:"event_id" cbor:"3,keyasint,omitempty"`
+	PaymentID ident  `json:"payment_id" cbor:"2,keyasint,omitzero"`
+	EventID   ident  `json:"event_id" cbor:"3,keyasint,omitzero"`
 	Account   string `json:"account" cbor:"4,keyasint,omitempty"`
 	Currency  string `json:"currency" cbor:"5,keyasint,omitempty"`
 	Amount    int64  `json:"amount" cbor:"6,keyasint,omitempty"`
@@ -224,7 +229,7 @@ type ledgerRecord struct {
 
 func fromLedger(e pay.LedgerEntry) ledgerRecord {
 	return ledgerRecord{
-		Seq: e.Seq, PaymentID: e.PaymentID, EventID: e.EventID, Account: e.Account,
+		Seq: e.Seq, PaymentID: ident(e.PaymentID), EventID: ident(e.EventID), Account: e.Account,
 		Currency: e.Currency, Amount: e.Amount, At: at(e.At),
 	}
 }
@@ -232,7 +237,7 @@ func fromLedger(e pay.LedgerEntry) ledgerRecord {
 // reviewRecord is the value of review.
 type reviewRecord struct {
 	ID          string `json:"id" cbor:"1,keyasint,omitempty"`
-	PaymentID   string `json:"payment_id" cbor:"2,keyasint,omitempty"`
+	PaymentID   ident  `json:"payment_id" cbor:"2,keyasint,omitzero"`
 	Reason      string `json:"reason" cbor:"3,keyasint,omitempty"`
 	Provider    string `json:"provider" cbor:"4,keyasint,omitempty"`
 	ProviderRef string `json:"provider_ref" cbor:"5,keyasint,omitempty"`
@@ -245,43 +250,43 @@ type reviewRecord struct {
 
 func fromReview(i pay.ReviewItem) reviewRecord {
 	return reviewRecord{
-		ID: i.ID, PaymentID: i.PaymentID, Reason: i.Reason, Provider: i.Provider, ProviderRef: i.ProviderRef,
+		ID: i.ID, PaymentID: ident(i.PaymentID), Reason: i.Reason, Provider: i.Provider, ProviderRef: i.ProviderRef,
 		EventID: i.EventID, Observed: string(i.Observed), Note: i.Note, LastPSP: i.LastPSP, CreatedAt: at(i.CreatedAt),
 	}
 }
 
 func (r reviewRecord) item() pay.ReviewItem {
 	return pay.ReviewItem{
-		ID: r.ID, PaymentID: r.PaymentID, Reason: r.Reason, Provider: r.Provider, ProviderRef: r.ProviderRef,
+		ID: r.ID, PaymentID: string(r.PaymentID), Reason: r.Reason, Provider: r.Provider, ProviderRef: r.ProviderRef,
 		EventID: r.EventID, Observed: pay.Status(r.Observed), Note: r.Note, LastPSP: r.LastPSP, CreatedAt: r.CreatedAt.UTC(),
 	}
 }
 
 // idemRecord is the value of idempotency_keys.
 type idemRecord struct {
-	Key         string `json:"key" cbor:"1,keyasint,omitempty"`
-	Fingerprint string `json:"fingerprint" cbor:"2,keyasint,omitempty"`
-	State       string `json:"state" cbor:"3,keyasint,omitempty"`
-	Owner       string `json:"owner" cbor:"4,keyasint,omitempty"`
-	LockedUntil stamp  `json:"locked_until" cbor:"5,keyasint,omitzero"`
-	PaymentID   string `json:"payment_id" cbor:"6,keyasint,omitempty"`
-	StatusCode  int    `json:"status_code" cbor:"7,keyasint,omitempty"`
-	Body        []byte `json:"body" cbor:"8,keyasint,omitempty"`
-	CreatedAt   stamp  `json:"created_at" cbor:"9,keyasint,omitzero"`
-	ExpiresAt   stamp  `json:"expires_at" cbor:"10,keyasint,omitzero"`
+	Key         string   `json:"key" cbor:"-"`
+	Fingerprint hexBytes `json:"fingerprint" cbor:"2,keyasint,omitzero"`
+	State       string   `json:"state" cbor:"3,keyasint,omitempty"`
+	Owner       string   `json:"owner" cbor:"4,keyasint,omitempty"`
+	LockedUntil stamp    `json:"locked_until" cbor:"5,keyasint,omitzero"`
+	PaymentID   ident    `json:"payment_id" cbor:"6,keyasint,omitzero"`
+	StatusCode  int      `json:"status_code" cbor:"7,keyasint,omitempty"`
+	Body        []byte   `json:"body" cbor:"8,keyasint,omitempty"`
+	CreatedAt   stamp    `json:"created_at" cbor:"9,keyasint,omitzero"`
+	ExpiresAt   stamp    `json:"expires_at" cbor:"10,keyasint,omitzero"`
 }
 
 func fromIdem(r pay.IdemRecord) idemRecord {
 	return idemRecord{
-		Key: r.Key, Fingerprint: r.Fingerprint, State: r.State, Owner: r.Owner, LockedUntil: at(r.LockedUntil),
-		PaymentID: r.PaymentID, StatusCode: r.StatusCode, Body: r.Body, CreatedAt: at(r.CreatedAt), ExpiresAt: at(r.ExpiresAt),
+		Key: r.Key, Fingerprint: hexBytes(r.Fingerprint), State: r.State, Owner: r.Owner, LockedUntil: at(r.LockedUntil),
+		PaymentID: ident(r.PaymentID), StatusCode: r.StatusCode, Body: r.Body, CreatedAt: at(r.CreatedAt), ExpiresAt: at(r.ExpiresAt),
 	}
 }
 
 func (r idemRecord) record() pay.IdemRecord {
 	return pay.IdemRecord{
-		Key: r.Key, Fingerprint: r.Fingerprint, State: r.State, Owner: r.Owner, LockedUntil: r.LockedUntil.UTC(),
-		PaymentID: r.PaymentID, StatusCode: r.StatusCode, Body: r.Body, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
+		Key: r.Key, Fingerprint: string(r.Fingerprint), State: r.State, Owner: r.Owner, LockedUntil: r.LockedUntil.UTC(),
+		PaymentID: string(r.PaymentID), StatusCode: r.StatusCode, Body: r.Body, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
 	}
 }
 
@@ -294,9 +299,9 @@ type customerRecord struct {
 
 // effectRecord is the value of effects. The dedupe key is the key.
 type effectRecord struct {
-	DeliveryID string `json:"delivery_id" cbor:"1,keyasint,omitempty"`
-	Points     int64  `json:"points" cbor:"2,keyasint,omitempty"`
-	At         stamp  `json:"at" cbor:"3,keyasint,omitzero"`
+	DeliveryID ident `json:"delivery_id" cbor:"1,keyasint,omitzero"`
+	Points     int64 `json:"points" cbor:"2,keyasint,omitempty"`
+	At         stamp `json:"at" cbor:"3,keyasint,omitzero"`
 }
 
 // endpointRecord is the value of webhook_endpoints. The endpoint id is the
@@ -356,6 +361,82 @@ func (s *stamp) UnmarshalCBOR(data []byte) error {
 	return nil
 }
 
+// ident is an id in a record. The ids paystate makes, "<prefix>_" and a
+// ULID in its canonical 26 characters, are stored as a CBOR byte string:
+// the prefix's code (identPrefixes) and the ULID's 16 bytes, 18 bytes
+// instead of 31; any other string (a PSP's event id, a merchant's order id)
+// as CBOR text. Either reads back as the same string.
+type ident string
+
+// identPrefixes are the prefixes of the ids paystate makes, by code; the
+// codes are part of the file format: only ever append.
+var identPrefixes = []string{"pay_", "evt_", "dlv_"}
+
+// MarshalCBOR encodes the id.
+func (s ident) MarshalCBOR() ([]byte, error) {
+	for code, prefix := range identPrefixes {
+		rest, ok := strings.CutPrefix(string(s), prefix)
+		if !ok || len(rest) != ulid.EncodedSize {
+			continue
+		}
+		if u, err := ulid.ParseStrict(rest); err == nil && u.String() == rest {
+			return cborMode.Marshal(append([]byte{byte(code)}, u[:]...))
+		}
+	}
+	return cborMode.Marshal(string(s))
+}
+
+// UnmarshalCBOR decodes an id written by MarshalCBOR.
+func (s *ident) UnmarshalCBOR(data []byte) error {
+	var v any
+	if err := decMode.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case string:
+		*s = ident(v)
+	case []byte:
+		if len(v) != 1+len(ulid.ULID{}) || int(v[0]) >= len(identPrefixes) {
+			return fmt.Errorf("id of %d bytes with prefix code %d", len(v), v[0])
+		}
+		*s = ident(identPrefixes[v[0]] + ulid.ULID(v[1:]).String())
+	default:
+		return fmt.Errorf("id is a %T", v)
+	}
+	return nil
+}
+
+// hexBytes is a string of lowercase hexadecimal digits, such as a SHA-256
+// fingerprint, stored as the bytes it spells (a CBOR byte string, half the
+// size); any other string is stored as CBOR text. Either reads back as the
+// same string.
+type hexBytes string
+
+// MarshalCBOR encodes the string.
+func (s hexBytes) MarshalCBOR() ([]byte, error) {
+	if b, err := hex.DecodeString(string(s)); err == nil && hex.EncodeToString(b) == string(s) {
+		return cborMode.Marshal(b)
+	}
+	return cborMode.Marshal(string(s))
+}
+
+// UnmarshalCBOR decodes a string written by MarshalCBOR.
+func (s *hexBytes) UnmarshalCBOR(data []byte) error {
+	var v any
+	if err := decMode.Unmarshal(data, &v); err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case string:
+		*s = hexBytes(v)
+	case []byte:
+		*s = hexBytes(hex.EncodeToString(v))
+	default:
+		return fmt.Errorf("hex string is a %T", v)
+	}
+	return nil
+}
+
 var (
 	minStamp = time.Unix(0, math.MinInt64)
 	maxStamp = time.Unix(0, math.MaxInt64)
@@ -402,6 +483,46 @@ func decode(what string, data []byte, v any) error {
 	if err := decMode.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("decode %s: %w", what, err)
 	}
+	return nil
+}
+
+// keyed is a record whose key holds some of its fields: they are not in
+// its value (their cbor tag is "-"), and setKey fills them from the key.
+type keyed interface{ setKey(k []byte) error }
+
+// decodeAt is decode of the value v stored at key k: a keyed record gets
+// the fields its key holds.
+func decodeAt(what string, k, v []byte, r any) error {
+	if err := decode(what, v, r); err != nil {
+		return err
+	}
+	if kr, ok := r.(keyed); ok {
+		if err := kr.setKey(k); err != nil {
+			return fmt.Errorf("decode %s: key %x: %w", what, k, err)
+		}
+	}
+	return nil
+}
+
+func (r *paymentRecord) setKey(k []byte) error  { r.ID = string(k); return nil }
+func (r *deliveryRecord) setKey(k []byte) error { r.ID = string(k); return nil }
+func (r *idemRecord) setKey(k []byte) error     { r.Key = string(k); return nil }
+
+func (r *stepRecord) setKey(k []byte) error {
+	id, rest, ok := readStr(k)
+	if !ok || len(rest) != 8 {
+		return errors.New("not str(payment id) ‖ be64(seq)")
+	}
+	r.PaymentID, r.Seq = id, binary.BigEndian.Uint64(rest)
+	return nil
+}
+
+func (r *inboxRecord) setKey(k []byte) error {
+	provider, rest, ok := readStr(k)
+	if !ok || len(rest) == 0 {
+		return errors.New("not str(provider) ‖ event id")
+	}
+	r.Provider, r.EventID = provider, string(rest)
 	return nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"sync"
 
+	"github.com/VictoriaMetrics/metrics"
 	bolt "go.etcd.io/bbolt"
 )
 
@@ -22,6 +23,8 @@ import (
 // the commit holding it has returned, that is once it is durable.
 type committer struct {
 	bolt *bolt.DB
+
+	pagesWritten int64 // bbolt's count of page writes, as of the last commit
 
 	mu    sync.Mutex
 	busy  bool     // a group is being committed
@@ -52,6 +55,7 @@ type write struct {
 // begin or commit of its transaction. A panic of fn is raised again here.
 func (c *committer) do(fn func(*bolt.Tx) error) error {
 	w := &write{fn: fn, done: make(chan struct{})}
+	writesTotal.Inc()
 	c.mu.Lock()
 	c.stats.Writes++
 	group := []*write{w}
@@ -108,8 +112,16 @@ func (c *committer) commit(group []*write) {
 		c.stats.Txs++
 		if err == nil {
 			c.stats.Commits++
+			commitsTotal.Inc()
 		}
 		c.mu.Unlock()
+		// One group commits at a time, so the growth of bbolt's count is
+		// this transaction's.
+		st := c.bolt.Stats()
+		if w := st.TxStats.GetWrite(); w > c.pagesWritten {
+			pagesWrittenTotal.Add(int(w - c.pagesWritten))
+			c.pagesWritten = w
+		}
 		if failed < 0 {
 			for _, w := range group {
 				w.err = err
@@ -147,6 +159,16 @@ func (c *committer) snapshot() commitStats {
 	defer c.mu.Unlock()
 	return c.stats
 }
+
+// The store's counters in /metrics: write transactions asked for (each
+// Update), bbolt commits (each two fdatasyncs: the pages, then the meta
+// page) and pages written by them. Writes ÷ commits is how many writes a
+// commit carries.
+var (
+	writesTotal       = metrics.NewCounter(`paystate_store_write_transactions_total`)
+	commitsTotal      = metrics.NewCounter(`paystate_store_commits_total`)
+	pagesWrittenTotal = metrics.NewCounter(`paystate_store_pages_written_total`)
+)
 
 // errPanicked rolls back the transaction of a function that panicked.
 var errPanicked = errors.New("the function panicked")

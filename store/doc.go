@@ -34,58 +34,61 @@
 //	meta                        "clean_shutdown"                                 be64(txid) ‖ be64(file mtime, unix ns); only while closed cleanly
 //
 //	payments.go: payments and their indexes
-//	payments                    payment id                                       payment (JSON)
+//	payments                    payment id                                       payment (CBOR)
 //	payments_by_status          status ‖ 0x00 ‖ be64(updated_at) ‖ payment id    —
 //	payments_by_created         be64(created_at) ‖ payment id                    —
 //	payments_by_order           str(order id) ‖ be64(created_at) ‖ payment id    —
 //	payments_by_ref             str(provider) ‖ provider ref                     payment id
 //
 //	timeline.go: the timeline
-//	timeline                    str(payment id) ‖ be64(seq)                      step (JSON)
+//	timeline                    str(payment id) ‖ be64(seq)                      step (CBOR)
 //
 //	inbox.go: the inbox and processed event ids
-//	inbox                       str(provider) ‖ event id                         event with raw body (JSON)
+//	inbox                       str(provider) ‖ event id                         event with raw body (CBOR)
 //	inbox_by_payment            str(payment id) ‖ be64(received_at) ‖ str(provider) ‖ event id   —
 //	inbox_pending               be64(next_attempt_at) ‖ str(provider) ‖ event id —
-//	processed                   str(provider) ‖ event id                         {"at": processed time} (JSON)
+//	processed                   str(provider) ‖ event id                         {at: processed time} (CBOR)
 //	processed_by_time           be64(processed_at) ‖ str(provider) ‖ event id    —
 //
 //	lease.go: leases
-//	leases                      payment id                                       {holder, token, expires_at} (JSON)
+//	leases                      payment id                                       {holder, token, expires_at} (CBOR)
 //
 //	outbox.go: the outbox and its deliveries
-//	outbox                      be64(seq)                                        outbox record (JSON)
+//	outbox                      be64(seq)                                        outbox record (CBOR)
 //	outbox_by_payment           str(payment id) ‖ be64(seq)                      —
 //	meta                        "ripple_cursor"                                  be64(seq of the last outbox record fanned out)
 //	meta                        "outbox_horizon"                                 be64(unix ns): outbox records created before it may be purged
-//	deliveries                  delivery id                                      delivery (JSON)
+//	deliveries                  delivery id                                      delivery (CBOR)
 //	deliveries_due              be64(next_attempt_at) ‖ delivery id              —   (pending only)
 //	deliveries_open             str(target) ‖ str(payment id) ‖ be64(event seq)  delivery id   (pending only: a payment's order per target)
 //	deliveries_by_state         state ‖ 0x00 ‖ be64(entered state) ‖ delivery id —   (pending: the event's time)
 //
 //	ledger.go: the ledger
-//	ledger                      be64(seq)                                        ledger entry (JSON)
+//	ledger                      be64(seq)                                        ledger entry (CBOR)
 //	balances                    str(account) ‖ currency                          be64(balance as int64, two's complement)
 //
 //	review.go: the review queue
-//	review                      review id                                        review item (JSON)
+//	review                      review id                                        review item (CBOR)
 //	review_by_created           be64(created_at) ‖ review id                     —
 //
 //	idempotency.go: idempotency keys
-//	idempotency_keys            scoped key                                       idempotency record (JSON)
+//	idempotency_keys            scoped key                                       idempotency record (CBOR)
 //	idempotency_keys_by_expiry  be64(expires_at) ‖ scoped key                    —
 //
 //	effects.go: the state of the ripple effects
-//	customers                   customer id                                      {points, last_visit_at} (JSON)
-//	effects                     dedupe key ("loyalty:<event id>", ...)           {delivery_id, points, at} (JSON)
-//	webhook_endpoints           endpoint id                                      {url, disabled, failing_since, ...} (JSON)
+//	customers                   customer id                                      {points, last_visit_at} (CBOR)
+//	effects                     dedupe key ("loyalty:<event id>", ...)           {delivery_id, points, at} (CBOR)
+//	webhook_endpoints           endpoint id                                      {url, disabled, failing_since, ...} (CBOR)
 //
 //	pspanswer.go: PSP answers
-//	psp_answers                 payment id                                       last PSP status answer (JSON)
+//	psp_answers                 payment id                                       last PSP status answer (CBOR)
 //
-// JSON values are the unexported record types of codec.go, with fixed
-// snake_case field names; the domain types in package pay carry no tags.
-// Byte fields (raw webhook bodies, stored responses) are base64 in JSON.
+// CBOR values are the unexported record types of codec.go: maps keyed by
+// the small integer each field's tag fixes, empty fields left out, times
+// as integer nanoseconds; the domain types in package pay carry no tags.
+// Byte fields (raw webhook bodies, stored responses) are CBOR byte
+// strings. Schema 1 stored the same records as JSON objects; Open migrates
+// such a file (migrate.go). BenchmarkCodec compares the two encodings.
 // Sequences (timeline per payment; outbox and ledger through the bucket
 // sequence) start at 1 and are never reused.
 //

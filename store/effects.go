@@ -12,7 +12,7 @@ func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
 		return pay.CustomerAccount{}, err
 	}
 	var r customerRecord
-	if found, err := t.getJSON(bucketCustomers, []byte(id), &r); err != nil {
+	if found, err := t.getRecord(bucketCustomers, []byte(id), &r); err != nil {
 		return pay.CustomerAccount{}, err
 	} else if !found {
 		return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
@@ -25,7 +25,7 @@ func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
 	if err := checkPart("customer id", c.ID, true); err != nil {
 		return err
 	}
-	return t.putJSON(bucketCustomers, []byte(c.ID), customerRecord{Points: c.Points, LastVisitAt: at(c.LastVisitAt), UpdatedAt: at(t.now)})
+	return t.putRecord(bucketCustomers, []byte(c.ID), customerRecord{Points: c.Points, LastVisitAt: at(c.LastVisitAt), UpdatedAt: at(t.now)})
 }
 
 // Effect returns the record of a dedupe key and whether there is one.
@@ -34,11 +34,11 @@ func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
 		return pay.EffectRecord{}, false, err
 	}
 	var r effectRecord
-	found, err := t.getJSON(bucketEffects, []byte(key), &r)
+	found, err := t.getRecord(bucketEffects, []byte(key), &r)
 	if err != nil || !found {
 		return pay.EffectRecord{}, false, err
 	}
-	return pay.EffectRecord{Key: key, DeliveryID: r.DeliveryID, Points: r.Points, At: r.At.UTC()}, true, nil
+	return pay.EffectRecord{Key: key, DeliveryID: string(r.DeliveryID), Points: r.Points, At: r.At.UTC()}, true, nil
 }
 
 // PutEffect stores r under r.Key, replacing any record there; a zero At
@@ -50,7 +50,7 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 	if r.At.IsZero() {
 		r.At = t.now
 	}
-	return t.putJSON(bucketEffects, []byte(r.Key), effectRecord{DeliveryID: r.DeliveryID, Points: r.Points, At: at(r.At)})
+	return t.putRecord(bucketEffects, []byte(r.Key), effectRecord{DeliveryID: ident(r.DeliveryID), Points: r.Points, At: at(r.At)})
 }
 
 // WebhookEndpoint returns an endpoint's stored state; an endpoint never
@@ -60,7 +60,7 @@ func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
 		return pay.WebhookEndpoint{}, err
 	}
 	var r endpointRecord
-	if _, err := t.getJSON(bucketWebhookEndpoints, []byte(id), &r); err != nil {
+	if _, err := t.getRecord(bucketWebhookEndpoints, []byte(id), &r); err != nil {
 		return pay.WebhookEndpoint{}, err
 	}
 	return pay.WebhookEndpoint{
@@ -74,7 +74,7 @@ func (t *tx) PutWebhookEndpoint(e pay.WebhookEndpoint) error {
 	if err := checkPart("endpoint id", e.ID, true); err != nil {
 		return err
 	}
-	return t.putJSON(bucketWebhookEndpoints, []byte(e.ID), endpointRecord{
+	return t.putRecord(bucketWebhookEndpoints, []byte(e.ID), endpointRecord{
 		URL: e.URL, Disabled: e.Disabled, DisabledAt: at(e.DisabledAt), DisabledReason: e.DisabledReason,
 		FailingSince: at(e.FailingSince), LastSuccessAt: at(e.LastSuccessAt), UpdatedAt: at(t.now),
 	})

@@ -41,7 +41,7 @@ func mustClose(t *testing.T, db *store.DB) {
 // again. The data and bbolt's freelist stay sound either way (DB.Check).
 func TestOpen_CleanShutdown(t *testing.T) {
 	t.Parallel()
-	const few, many = 4, 200 // pages: the 2,000 payments take ~700
+	const few, many = 4, 150 // pages: the 2,000 payments take ~190
 	dir := t.TempDir()
 	path := filepath.Join(dir, "paystate.db")
 	db, _ := openChecked(t, path, nil)

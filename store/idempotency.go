@@ -15,7 +15,7 @@ import (
 // IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
 func (t *tx) IdemKey(key string) (pay.IdemRecord, error) {
 	var r idemRecord
-	if found, err := t.getJSON(bucketIdem, []byte(key), &r); err != nil {
+	if found, err := t.getRecord(bucketIdem, []byte(key), &r); err != nil {
 		return pay.IdemRecord{}, err
 	} else if !found {
 		return pay.IdemRecord{}, pay.Errorf(pay.ENOTFOUND, "idempotency key not found")
@@ -35,7 +35,7 @@ func (t *tx) PutIdemKey(r pay.IdemRecord) error {
 	if err := t.indexIdem(r.Key, r.ExpiresAt); err != nil {
 		return err
 	}
-	return t.putJSON(bucketIdem, []byte(r.Key), fromIdem(r))
+	return t.putRecord(bucketIdem, []byte(r.Key), fromIdem(r))
 }
 
 // indexIdem moves the expiry index entry of the idempotency key to
@@ -43,7 +43,7 @@ func (t *tx) PutIdemKey(r pay.IdemRecord) error {
 // PutIdemKey calls it before it writes the record.
 func (t *tx) indexIdem(key string, expires time.Time) error {
 	var old idemRecord
-	found, err := t.getJSON(bucketIdem, []byte(key), &old)
+	found, err := t.getRecord(bucketIdem, []byte(key), &old)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func (t *tx) PurgeIdemKeys(expiredBy time.Time, limit int) (int, error) {
 	for _, e := range due {
 		// The record is removed only if this entry is its current one.
 		var r idemRecord
-		found, err := t.getJSON(bucketIdem, []byte(e.key), &r)
+		found, err := t.getRecord(bucketIdem, []byte(e.key), &r)
 		if err != nil {
 			return n, err
 		}
@@ -109,7 +109,7 @@ func (c *checker) checkIdempotency() {
 	_ = c.bucket(bucketIdem).ForEach(func(k, v []byte) error {
 		nIdem++
 		var r idemRecord
-		if err := decode("idempotency key", v, &r); err != nil {
+		if err := decodeAt("idempotency key", k, v, &r); err != nil {
 			c.report(fmt.Errorf("%s %x: %w", bucketIdem, k, err))
 			return nil
 		}

@@ -86,6 +86,30 @@ var (
 	}
 )
 
+// appendFill is the fill of the pages of the buckets whose keys grow with
+// time (ULIDs, sequences, times, or one of these after a short prefix):
+// new keys land at the end of the bucket or of one of a few regions, so a
+// split page is not written again and bbolt's default of half-full pages
+// would leave half of each empty for good. The other buckets (keys the
+// merchant or the PSP chose: order ids, references, event ids,
+// idempotency keys, customers) keep the default 50 %, room for keys that
+// land between others.
+const appendFill = 0.95
+
+// appendOnly are the buckets filled to appendFill.
+var appendOnly = func() map[string]bool {
+	m := map[string]bool{}
+	for _, b := range [][]byte{
+		bucketPayments, bucketPaymentsByStatus, bucketPaymentsByCreated,
+		bucketTimeline, bucketInboxByPayment, bucketInboxPending, bucketProcessedByTime,
+		bucketOutbox, bucketOutboxByPayment, bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesByState,
+		bucketLedger, bucketReviewByCreated, bucketIdemByExpiry, bucketEffects,
+	} {
+		m[string(b)] = true
+	}
+	return m
+}()
+
 // Keys of the meta bucket.
 var (
 	// keySchemaVersion is the key of the schema version; its value is

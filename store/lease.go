@@ -56,7 +56,7 @@ func (t *tx) ReleaseLease(paymentID string, token uint64) error {
 // taken gets a record with Token 0 and no error.
 func (t *tx) Lease(paymentID string) (pay.Lease, error) {
 	var r leaseRecord
-	if _, err := t.getJSON(bucketLeases, []byte(paymentID), &r); err != nil {
+	if _, err := t.getRecord(bucketLeases, []byte(paymentID), &r); err != nil {
 		return pay.Lease{}, err
 	}
 	return pay.Lease{PaymentID: paymentID, Holder: r.Holder, Token: r.Token, ExpiresAt: r.ExpiresAt.UTC()}, nil
@@ -64,7 +64,7 @@ func (t *tx) Lease(paymentID string) (pay.Lease, error) {
 
 // putLease stores l under its payment id, in UTC.
 func (t *tx) putLease(l pay.Lease) error {
-	return t.putJSON(bucketLeases, []byte(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: at(l.ExpiresAt)})
+	return t.putRecord(bucketLeases, []byte(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: at(l.ExpiresAt)})
 }
 
 // EndLeases ends every lease still in force, keeping holders and tokens,

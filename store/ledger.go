@@ -66,7 +66,7 @@ func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
 			e.At = t.now
 		}
 		e.At = e.At.UTC()
-		if err := t.putJSON(bucketLedger, seqKey(seq), fromLedger(*e)); err != nil {
+		if err := t.putRecord(bucketLedger, seqKey(seq), fromLedger(*e)); err != nil {
 			return err
 		}
 	}
@@ -147,7 +147,7 @@ func (db *DB) CheckLedger(ctx context.Context) ([]LedgerImbalance, error) {
 	err := db.bolt.View(func(btx *bolt.Tx) error {
 		return btx.Bucket(bucketLedger).ForEach(func(k, v []byte) error {
 			var r ledgerRecord
-			if err := decode("ledger entry", v, &r); err != nil {
+			if err := decodeAt("ledger entry", k, v, &r); err != nil {
 				return fmt.Errorf("ledger entry %x: %w", k, err)
 			}
 			s, ok := sums[r.Currency]
@@ -183,7 +183,7 @@ func (c *checker) checkLedger() {
 	sums := map[string]int64{}
 	_ = c.bucket(bucketLedger).ForEach(func(k, v []byte) error {
 		var r ledgerRecord
-		if err := decode("ledger entry", v, &r); err != nil {
+		if err := decodeAt("ledger entry", k, v, &r); err != nil {
 			c.report(fmt.Errorf("ledger entry %x: %w", k, err))
 			return nil
 		}

@@ -29,7 +29,7 @@ func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = t.now
 	}
-	if err := t.putJSON(bucketOutbox, seqKey(seq), fromOutbox(r)); err != nil {
+	if err := t.putRecord(bucketOutbox, seqKey(seq), fromOutbox(r)); err != nil {
 		return err
 	}
 	return t.put(bucketOutboxByPayment, outboxPaymentKey(r.PaymentID, seq), nil)
@@ -46,7 +46,7 @@ func (t *tx) OutboxForPayment(paymentID string) ([]pay.OutboxRecord, error) {
 			return nil, corrupt(bucketOutboxByPayment, "key %x", k)
 		}
 		var r outboxRecord
-		if found, err := t.getJSON(bucketOutbox, seqKey(seq), &r); err != nil {
+		if found, err := t.getRecord(bucketOutbox, seqKey(seq), &r); err != nil {
 			return nil, err
 		} else if !found {
 			return nil, corrupt(bucketOutboxByPayment, "key %x points to missing record %d", k, seq)
@@ -69,7 +69,7 @@ func (t *tx) OutboxAfter(seq uint64, limit int) ([]pay.OutboxRecord, error) {
 	c := t.bucket(bucketOutbox).Cursor()
 	for k, v := c.Seek(seqKey(seq + 1)); k != nil && len(out) < limit; k, v = c.Next() {
 		var r outboxRecord
-		if err := decode("outbox record", v, &r); err != nil {
+		if err := decodeAt("outbox record", k, v, &r); err != nil {
 			return nil, err
 		}
 		out = append(out, r.record())
@@ -80,7 +80,7 @@ func (t *tx) OutboxAfter(seq uint64, limit int) ([]pay.OutboxRecord, error) {
 // OutboxRecord returns the outbox record with the given Seq, or ENOTFOUND.
 func (t *tx) OutboxRecord(seq uint64) (pay.OutboxRecord, error) {
 	var r outboxRecord
-	if found, err := t.getJSON(bucketOutbox, seqKey(seq), &r); err != nil {
+	if found, err := t.getRecord(bucketOutbox, seqKey(seq), &r); err != nil {
 		return pay.OutboxRecord{}, err
 	} else if !found {
 		return pay.OutboxRecord{}, pay.Errorf(pay.ENOTFOUND, "outbox record %d not found", seq)
@@ -167,7 +167,7 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 	c = t.bucket(bucketOutbox).Cursor()
 	for k, v := c.First(); k != nil && len(purge) < limit; k, v = c.Next() {
 		var r outboxRecord
-		if err := decode("outbox record", v, &r); err != nil {
+		if err := decodeAt("outbox record", k, v, &r); err != nil {
 			return 0, err
 		}
 		created := keyTime(r.CreatedAt.Time)
@@ -177,7 +177,7 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 		if held[r.Seq] {
 			continue
 		}
-		purge = append(purge, due{r.Seq, r.PaymentID, r.ID, created})
+		purge = append(purge, due{r.Seq, string(r.PaymentID), string(r.ID), created})
 	}
 	horizon, err := t.outboxHorizon()
 	if err != nil {
@@ -316,7 +316,7 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 		d.NextAttemptAt = t.now
 	}
 	d = fromDelivery(d).delivery() // UTC, as stored
-	if err := t.putJSON(bucketDeliveries, []byte(d.ID), fromDelivery(d)); err != nil {
+	if err := t.putRecord(bucketDeliveries, []byte(d.ID), fromDelivery(d)); err != nil {
 		return err
 	}
 	return t.putDeliveryIndexes(d)
@@ -325,7 +325,7 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 // Delivery returns one delivery, or ENOTFOUND.
 func (t *tx) Delivery(id string) (pay.Delivery, error) {
 	var r deliveryRecord
-	if found, err := t.getJSON(bucketDeliveries, []byte(id), &r); err != nil {
+	if found, err := t.getRecord(bucketDeliveries, []byte(id), &r); err != nil {
 		return pay.Delivery{}, err
 	} else if !found {
 		return pay.Delivery{}, pay.Errorf(pay.ENOTFOUND, "delivery %s not found", id)
@@ -356,7 +356,7 @@ func (t *tx) UpdateDelivery(d pay.Delivery) error {
 	if err := t.delDeliveryIndexes(old); err != nil {
 		return err
 	}
-	if err := t.putJSON(bucketDeliveries, []byte(nd.ID), fromDelivery(nd)); err != nil {
+	if err := t.putRecord(bucketDeliveries, []byte(nd.ID), fromDelivery(nd)); err != nil {
 		return err
 	}
 	return t.putDeliveryIndexes(nd)
@@ -540,11 +540,11 @@ func (c *checker) checkOutbox() {
 	_ = c.bucket(bucketOutbox).ForEach(func(k, v []byte) error {
 		nOutbox++
 		var r outboxRecord
-		if err := decode("outbox record", v, &r); err != nil {
+		if err := decodeAt("outbox record", k, v, &r); err != nil {
 			c.report(fmt.Errorf("outbox record %x: %w", k, err))
 			return nil
 		}
-		c.want(bucketOutboxByPayment, outboxPaymentKey(r.PaymentID, r.Seq), fmt.Sprintf("outbox record %d", r.Seq))
+		c.want(bucketOutboxByPayment, outboxPaymentKey(string(r.PaymentID), r.Seq), fmt.Sprintf("outbox record %d", r.Seq))
 		return nil
 	})
 	c.wantCount(bucketOutboxByPayment, nOutbox, "records")
@@ -559,7 +559,7 @@ func (c *checker) checkOutbox() {
 	_ = c.bucket(bucketDeliveries).ForEach(func(k, v []byte) error {
 		nDeliveries++
 		var r deliveryRecord
-		if err := decode("delivery", v, &r); err != nil {
+		if err := decodeAt("delivery", k, v, &r); err != nil {
 			c.report(fmt.Errorf("delivery %s: %w", k, err))
 			return nil
 		}

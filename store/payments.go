@@ -34,7 +34,7 @@ func (t *tx) Payment(id string) (pay.Payment, error) {
 // payment loads a payment and reports whether it exists.
 func (t *tx) payment(id string) (pay.Payment, bool, error) {
 	var r paymentRecord
-	if ok, err := t.getJSON(bucketPayments, []byte(id), &r); err != nil || !ok {
+	if ok, err := t.getRecord(bucketPayments, []byte(id), &r); err != nil || !ok {
 		return pay.Payment{}, false, err
 	}
 	return r.payment(), true, nil
@@ -168,7 +168,7 @@ func (t *tx) writePayment(old *pay.Payment, p pay.Payment) error {
 			}
 		}
 	}
-	if err := t.putJSON(bucketPayments, []byte(p.ID), fromPayment(p)); err != nil {
+	if err := t.putRecord(bucketPayments, []byte(p.ID), fromPayment(p)); err != nil {
 		return err
 	}
 	for _, n := range next {
@@ -343,22 +343,19 @@ func (t *tx) CandidatesAfter(statuses []pay.Status, updatedBefore, afterUpdated 
 	return out, nil
 }
 
-// checkPayments reports payments that are not stored under their id or
-// lack one of their index entries, and index entries without a payment.
+// checkPayments reports payments that lack one of their index entries,
+// and index entries without a payment.
 func (c *checker) checkPayments() {
 	var nPayments, nRefs int
 	_ = c.bucket(bucketPayments).ForEach(func(k, v []byte) error {
 		nPayments++
 		var r paymentRecord
-		if err := decode("payment", v, &r); err != nil {
+		if err := decodeAt("payment", k, v, &r); err != nil {
 			c.report(fmt.Errorf("payment %s: %w", k, err))
 			return nil
 		}
 		p := r.payment()
 		what := "payment " + p.ID
-		if p.ID != string(k) {
-			c.report(fmt.Errorf("%s: stored under key %q", what, k))
-		}
 		for _, ix := range paymentIndexes(p) {
 			c.want(ix.bucket, ix.key, what)
 		}

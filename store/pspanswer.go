@@ -18,7 +18,7 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 	if a.At.IsZero() {
 		a.At = t.now
 	}
-	return t.putJSON(bucketPSPAnswers, []byte(a.PaymentID), pspAnswerRecord{
+	return t.putRecord(bucketPSPAnswers, []byte(a.PaymentID), pspAnswerRecord{
 		Provider: a.Provider, Status: string(a.Status), Found: a.Found, Raw: a.Raw, Error: a.Error, At: at(a.At),
 	})
 }
@@ -26,7 +26,7 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 // PSPAnswer returns the payment's last PSP answer, or ENOTFOUND.
 func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
 	var r pspAnswerRecord
-	if found, err := t.getJSON(bucketPSPAnswers, []byte(paymentID), &r); err != nil {
+	if found, err := t.getRecord(bucketPSPAnswers, []byte(paymentID), &r); err != nil {
 		return pay.PSPAnswer{}, err
 	} else if !found {
 		return pay.PSPAnswer{}, pay.Errorf(pay.ENOTFOUND, "no PSP answer recorded for payment %s", paymentID)
@@ -41,7 +41,7 @@ func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
 func (c *checker) checkPSPAnswers() {
 	_ = c.bucket(bucketPSPAnswers).ForEach(func(k, v []byte) error {
 		var r pspAnswerRecord
-		if err := decode("psp answer", v, &r); err != nil {
+		if err := decodeAt("psp answer", k, v, &r); err != nil {
 			c.report(fmt.Errorf("%s %q: %w", bucketPSPAnswers, k, err))
 		}
 		return nil

@@ -16,7 +16,7 @@ func (t *tx) PutReview(item pay.ReviewItem) error {
 		return err
 	}
 	var old reviewRecord
-	found, err := t.getJSON(bucketReview, []byte(item.ID), &old)
+	found, err := t.getRecord(bucketReview, []byte(item.ID), &old)
 	if err != nil {
 		return err
 	}
@@ -32,7 +32,7 @@ func (t *tx) PutReview(item pay.ReviewItem) error {
 			return err
 		}
 	}
-	if err := t.putJSON(bucketReview, []byte(r.ID), r); err != nil {
+	if err := t.putRecord(bucketReview, []byte(r.ID), r); err != nil {
 		return err
 	}
 	return t.put(bucketReviewByCreated, reviewKey(r.CreatedAt.Time, r.ID), nil)
@@ -41,7 +41,7 @@ func (t *tx) PutReview(item pay.ReviewItem) error {
 // Review returns one review item, or ENOTFOUND.
 func (t *tx) Review(id string) (pay.ReviewItem, error) {
 	var r reviewRecord
-	if found, err := t.getJSON(bucketReview, []byte(id), &r); err != nil {
+	if found, err := t.getRecord(bucketReview, []byte(id), &r); err != nil {
 		return pay.ReviewItem{}, err
 	} else if !found {
 		return pay.ReviewItem{}, pay.Errorf(pay.ENOTFOUND, "review item %s not found", id)
@@ -59,7 +59,7 @@ func (t *tx) ListReview() ([]pay.ReviewItem, error) {
 			return corrupt(bucketReviewByCreated, "key %x", k)
 		}
 		var r reviewRecord
-		if found, err := t.getJSON(bucketReview, []byte(id), &r); err != nil {
+		if found, err := t.getRecord(bucketReview, []byte(id), &r); err != nil {
 			return err
 		} else if !found {
 			return corrupt(bucketReviewByCreated, "key %x points to missing item %s", k, id)
@@ -76,7 +76,7 @@ func (t *tx) ListReview() ([]pay.ReviewItem, error) {
 // DeleteReview removes a review item; ENOTFOUND if there is none.
 func (t *tx) DeleteReview(id string) error {
 	var r reviewRecord
-	if found, err := t.getJSON(bucketReview, []byte(id), &r); err != nil {
+	if found, err := t.getRecord(bucketReview, []byte(id), &r); err != nil {
 		return err
 	} else if !found {
 		return pay.Errorf(pay.ENOTFOUND, "review item %s not found", id)
@@ -94,7 +94,7 @@ func (c *checker) checkReview() {
 	_ = c.bucket(bucketReview).ForEach(func(k, v []byte) error {
 		nReview++
 		var r reviewRecord
-		if err := decode("review item", v, &r); err != nil {
+		if err := decodeAt("review item", k, v, &r); err != nil {
 			c.report(fmt.Errorf("review item %s: %w", k, err))
 			return nil
 		}

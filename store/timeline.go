@@ -26,7 +26,7 @@ func (t *tx) AppendStep(s pay.Step) error {
 	if s.At.IsZero() {
 		s.At = t.now
 	}
-	return t.putJSON(bucketTimeline, stepKey(s.PaymentID, s.Seq), fromStep(s))
+	return t.putRecord(bucketTimeline, stepKey(s.PaymentID, s.Seq), fromStep(s))
 }
 
 // Steps returns a payment's timeline in Seq order; empty (no error) for a
@@ -37,7 +37,7 @@ func (t *tx) Steps(paymentID string) ([]pay.Step, error) {
 	c := t.bucket(bucketTimeline).Cursor()
 	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
 		var r stepRecord
-		if err := decode("step", v, &r); err != nil {
+		if err := decodeAt("step", k, v, &r); err != nil {
 			return nil, err
 		}
 		out = append(out, r.step())
@@ -45,21 +45,18 @@ func (t *tx) Steps(paymentID string) ([]pay.Step, error) {
 	return out, nil
 }
 
-// checkTimeline reports steps stored under another key and timelines that
-// do not number their steps 1, 2, 3...
+// checkTimeline reports steps whose key or value does not decode and
+// timelines that do not number their steps 1, 2, 3...
 func (c *checker) checkTimeline() {
 	var prevPrefix string
 	var prevSeq uint64
 	_ = c.bucket(bucketTimeline).ForEach(func(k, v []byte) error {
 		var r stepRecord
-		if err := decode("step", v, &r); err != nil {
+		if err := decodeAt("step", k, v, &r); err != nil {
 			c.report(fmt.Errorf("step %x: %w", k, err))
 			return nil
 		}
 		prefix := string(paymentPrefix(r.PaymentID))
-		if string(k) != string(stepKey(r.PaymentID, r.Seq)) {
-			c.report(fmt.Errorf("step %s/%d: stored under key %x", r.PaymentID, r.Seq, k))
-		}
 		if prefix != prevPrefix {
 			prevSeq = 0
 		}

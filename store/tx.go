@@ -29,16 +29,23 @@ func (t *tx) Now() time.Time { return t.now }
 // OnCommit registers fn to run after a successful commit.
 func (t *tx) OnCommit(fn func()) { t.onCommit = append(t.onCommit, fn) }
 
-// bucket returns a bucket that Open created.
-func (t *tx) bucket(name []byte) *bolt.Bucket { return t.btx.Bucket(name) }
+// bucket returns a bucket that Open created, with its page fill set for
+// writes (appendOnly).
+func (t *tx) bucket(name []byte) *bolt.Bucket {
+	b := t.btx.Bucket(name)
+	if b != nil && appendOnly[string(name)] {
+		b.FillPercent = appendFill
+	}
+	return b
+}
 
-// getJSON decodes the value at key into v and reports whether it was there.
-func (t *tx) getJSON(bucket, key []byte, v any) (bool, error) {
+// getRecord decodes the value at key into v and reports whether it was there.
+func (t *tx) getRecord(bucket, key []byte, v any) (bool, error) {
 	data := t.bucket(bucket).Get(key)
 	if data == nil {
 		return false, nil
 	}
-	return true, decode(string(bucket), data, v)
+	return true, decodeAt(string(bucket), key, data, v)
 }
 
 // has reports whether key is in bucket, whatever its value (index entries
@@ -56,8 +63,9 @@ func (t *tx) put(bucket, key, value []byte) error {
 	return nil
 }
 
-// putJSON stores v, encoded, at key.
-func (t *tx) putJSON(bucket, key []byte, v any) error {
+// putRecord stores v, encoded, at key. The fields of a keyed record that
+// its key holds are not stored (their cbor tag is "-").
+func (t *tx) putRecord(bucket, key []byte, v any) error {
 	data, err := encode(string(bucket), v)
 	if err != nil {
 		return err

@@ -131,6 +131,7 @@ events = ["payment.captured"]
 	if err != nil {
 		return err
 	}
+	m0 := scrape(base)
 	for i := 1; i < *n; i++ {
 		if err := onePayment(base, run, i); err != nil {
 			return err
@@ -144,6 +145,7 @@ events = ["payment.captured"]
 	if err != nil {
 		return err
 	}
+	m1 := scrape(base)
 	if err := srv.Process.Signal(syscall.SIGTERM); err != nil {
 		return err
 	}
@@ -161,7 +163,7 @@ events = ["payment.captured"]
 	if err != nil {
 		return err
 	}
-	buckets, err := bucketSizes(dbPath)
+	buckets, inUse, err := bucketSizes(dbPath)
 	if err != nil {
 		return err
 	}
@@ -172,13 +174,20 @@ events = ["payment.captured"]
 		data += b.keyBytes + b.valueBytes
 	}
 	fmt.Printf("payments %d (counted: the last %d)\n", *n, *n-1)
+	if w, ok := m1[writesMetric]; ok {
+		fmt.Printf("write tx per payment     %.2f (Updates; %s)\n", (w-m0[writesMetric])/measured, writesMetric)
+	}
 	fmt.Printf("commits per payment      %.2f (fdatasyncs: twice that)\n", float64(tx1-tx0)/measured)
+	if p, ok := m1[pagesMetric]; ok {
+		fmt.Printf("pages written per payment %.1f (%s)\n", (p-m0[pagesMetric])/measured, pagesMetric)
+	}
 	fmt.Printf("written per payment      %.0f bytes in %.1f write calls (%.1f pages of 4 KiB)\n",
 		float64(io1.wchar-io0.wchar)/measured, float64(io1.syscw-io0.syscw)/measured, float64(io1.wchar-io0.wchar)/measured/4096)
-	fmt.Printf("file per payment         %.0f bytes (file %d bytes)\n", float64(fi.Size())/per, fi.Size())
+	fmt.Printf("file per payment         %.0f bytes (file %d bytes; it grows in steps)\n", float64(fi.Size())/per, fi.Size())
+	fmt.Printf("pages in use per payment %.0f bytes (%d pages of 4 KiB hold data, the rest is free)\n", float64(inUse*4096)/per, inUse)
 	fmt.Printf("data per payment         %.0f bytes in %.1f keys\n\n", float64(data)/per, float64(keys)/per)
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "bucket\tkeys/payment\tkey B/payment\tvalue B/payment\t")
+	fmt.Fprintln(w, "bucket\tkeys/payment\tkey B/payment\tvalue B/payment\tpages B/payment\tfill\t")
 	sort.Slice(buckets, func(i, j int) bool {
 		return buckets[i].keyBytes+buckets[i].valueBytes > buckets[j].keyBytes+buckets[j].valueBytes
 	})
@@ -186,7 +195,8 @@ events = ["payment.captured"]
 		if b.keys == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%.2f\t%.0f\t%.0f\t\n", b.name, float64(b.keys)/per, float64(b.keyBytes)/per, float64(b.valueBytes)/per)
+		fmt.Fprintf(w, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f %%\t\n", b.name, float64(b.keys)/per, float64(b.keyBytes)/per, float64(b.valueBytes)/per,
+			float64(b.alloc)/per, 100*float64(b.inuse)/float64(max(b.alloc, 1)))
 	}
 	return w.Flush()
 }
@@ -279,6 +289,30 @@ func call(method, url, body string, hdr map[string]string) (map[string]any, erro
 	return out, json.Unmarshal(data, &out)
 }
 
+const (
+	writesMetric = "paystate_store_write_transactions_total"
+	pagesMetric  = "paystate_store_pages_written_total"
+)
+
+// scrape reads the store's counters from /metrics; a build without them
+// gives none.
+func scrape(base string) map[string]float64 {
+	out := map[string]float64{}
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		return out
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if ok && (name == writesMetric || name == pagesMetric) {
+			out[name], _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return out
+}
+
 // endpoint serves the merchant webhook endpoint: it answers 200.
 func endpoint() (*http.Server, string, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -358,19 +392,22 @@ func procIO(pid int) (ioCounts, error) {
 type bucketSize struct {
 	name                       string
 	keys, keyBytes, valueBytes int
+	alloc, inuse               int // bytes of the bucket's pages, and of them in use (bbolt's BucketStats)
 }
 
-// bucketSizes walks every top-level bucket of the file, read-only.
-func bucketSizes(path string) ([]bucketSize, error) {
+// bucketSizes walks every top-level bucket of the file, read-only, and
+// counts the pages in use: below the high-water mark and not free.
+func bucketSizes(path string) (out []bucketSize, inUse int, err error) {
 	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	defer db.Close()
-	var out []bucketSize
 	err = db.View(func(tx *bolt.Tx) error {
+		inUse = int(tx.Size()/int64(db.Info().PageSize)) - db.Stats().FreePageN
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			s := bucketSize{name: string(name)}
+			st := b.Stats()
+			s := bucketSize{name: string(name), alloc: st.BranchAlloc + st.LeafAlloc, inuse: st.BranchInuse + st.LeafInuse}
 			err := b.ForEach(func(k, v []byte) error {
 				s.keys++
 				s.keyBytes += len(k)
@@ -381,5 +418,5 @@ func bucketSizes(path string) ([]bucketSize, error) {
 			return err
 		})
 	})
-	return out, err
+	return out, inUse, err
 }
