@@ -279,6 +279,10 @@ type Mock struct {
 	WebhookFirstRate float64 `toml:"webhook_first_rate"`
 	// Reorder lets the mock send a payment's webhooks out of order.
 	Reorder bool `toml:"reorder"`
+	// MaxCharges bounds the charges the mock remembers (its memory): past
+	// it the oldest is forgotten, as a real PSP prunes old idempotency
+	// keys (psp/mock's documentation).
+	MaxCharges int `toml:"max_charges"`
 }
 
 // Standard is the [providers.standard] section: report mode plus Standard
@@ -303,7 +307,7 @@ type Stripe struct {
 // DefaultMock is [providers.mock] with every key at its default, as a
 // present table starts.
 func DefaultMock() Mock {
-	return Mock{WebhookSecret: DevelopmentWebhookSecret, WebhookDelay: Duration{50 * time.Millisecond}}
+	return Mock{WebhookSecret: DevelopmentWebhookSecret, WebhookDelay: Duration{50 * time.Millisecond}, MaxCharges: 100_000}
 }
 
 // DefaultStandard is [providers.standard] with every key at its default.

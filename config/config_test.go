@@ -80,6 +80,7 @@ func TestDefaultConfig(t *testing.T) {
 		{"providers.mock.webhook_delay", c.Providers.Mock.WebhookDelay.Duration, 50 * time.Millisecond},
 		{"providers.mock.duplicate_rate", c.Providers.Mock.DuplicateRate, 0.0},
 		{"providers.mock.reorder", c.Providers.Mock.Reorder, false},
+		{"providers.mock.max_charges", c.Providers.Mock.MaxCharges, 100_000},
 		{"providers.standard.webhook_secret", c.Providers.Standard.WebhookSecret, DevelopmentWebhookSecret},
 		{"providers.stripe", c.Providers.Stripe == nil, true},
 		{"server.allowed_hosts", len(c.Server.AllowedHosts), 0},
@@ -439,7 +440,7 @@ func TestKnownKeys(t *testing.T) {
 		"loyalty.points_per_unit", "receipt.smtp_addr", "receipt.from",
 		"webhooks", "webhooks.url", "webhooks.secret", "webhooks.secrets", "webhooks.events",
 		"providers.mock.webhook_secret", "providers.mock.webhook_url", "providers.mock.webhook_delay",
-		"providers.mock.duplicate_rate", "providers.mock.webhook_first_rate", "providers.mock.reorder",
+		"providers.mock.duplicate_rate", "providers.mock.webhook_first_rate", "providers.mock.reorder", "providers.mock.max_charges",
 		"providers.standard.webhook_secret",
 		"providers.stripe.secret_key", "providers.stripe.webhook_secret", "providers.stripe.api_base",
 	} {

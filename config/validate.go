@@ -257,6 +257,9 @@ func (c Config) Validate() error {
 			}
 		}
 		p.within("providers.mock.webhook_delay", mock.WebhookDelay, 0, time.Minute)
+		if n := mock.MaxCharges; n < 1 || n > 10_000_000 {
+			p.addf("providers.mock.max_charges", "must be between 1 and 10000000 (about 400 bytes of memory each), got %d", n)
+		}
 		if r := mock.DuplicateRate; !(r >= 0 && r <= 1) {
 			p.addf("providers.mock.duplicate_rate", "must be between 0 and 1, got %v", r)
 		}

@@ -166,6 +166,8 @@ func TestConfig_Validate(t *testing.T) {
 		{"DuplicateRateNegative", func(c *Config) { c.Providers.Mock.DuplicateRate = -0.1 }, "providers.mock.duplicate_rate"},
 		{"DuplicateRateNaN", func(c *Config) { c.Providers.Mock.DuplicateRate = math.NaN() }, "providers.mock.duplicate_rate"},
 		{"DuplicateRateOne", func(c *Config) { c.Providers.Mock.DuplicateRate = 1 }, ""},
+		{"MaxChargesZero", func(c *Config) { c.Providers.Mock.MaxCharges = 0 }, "providers.mock.max_charges"},
+		{"MaxChargesHuge", func(c *Config) { c.Providers.Mock.MaxCharges = 20_000_000 }, "providers.mock.max_charges"},
 		{"WebhookFirstRateHigh", func(c *Config) { c.Providers.Mock.WebhookFirstRate = 2 }, "providers.mock.webhook_first_rate"},
 		{"StandardSecretBad", func(c *Config) { c.Providers.Standard.WebhookSecret = "whsec_%%%" }, "providers.standard.webhook_secret"},
 		{"StandardDevSecretPublic", public(func(c *Config) { c.Providers.Mock = nil; c.Payment.Provider = "standard" }), "providers.standard.webhook_secret"},

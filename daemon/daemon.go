@@ -110,7 +110,7 @@ func (m *Main) Open() (err error) {
 	if mc := cfg.Providers.Mock; mc != nil {
 		m.Mock, err = mock.New(mock.Config{
 			WebhookSecret: mc.WebhookSecret, WebhookURL: mc.WebhookURL,
-			WebhookDelay: mc.WebhookDelay.Duration, DuplicateRate: mc.DuplicateRate, WebhookFirstRate: mc.WebhookFirstRate,
+			WebhookDelay: mc.WebhookDelay.Duration, DuplicateRate: mc.DuplicateRate, WebhookFirstRate: mc.WebhookFirstRate, MaxCharges: mc.MaxCharges,
 			Reorder: mc.Reorder, Tolerance: tol,
 		})
 		if err != nil {

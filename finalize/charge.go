@@ -518,19 +518,154 @@ func (s *Payments) Balances(ctx context.Context) (bs []pay.Balance, err error) {
 
 // Refund refunds a captured payment in full through its provider, with the
 // key "refund-<payment_id>", and finalizes the answer. A payment already
-// refunded is returned as it is; any other status is a conflict.
+// refunded is returned as it is; any other status is a conflict. The HTTP
+// API uses RefundOnce, which claims and finishes an idempotency key in the
+// refund's own transactions.
 func (s *Payments) Refund(ctx context.Context, paymentID string) (pay.Payment, error) {
 	p, err := s.Get(ctx, paymentID)
 	if err != nil {
 		return pay.Payment{}, err
 	}
+	done, err := refundable(p)
+	switch {
+	case err != nil:
+		return pay.Payment{}, err
+	case done:
+		return p, nil
+	}
+	return s.refund(ctx, p, nil)
+}
+
+// Refunded is what RefundOnce did under its idempotency key. Its fields
+// read as for a create: the payment refunded (not set for a replay), the
+// claim, the key's record, and Held when an error leaves the key claimed
+// with no answer.
+type Refunded = Created
+
+// RefundOnce is Refund under an idempotency key, in two commits. The
+// first claims the key, the key's record naming the payment; the second
+// finalizes the PSP's answer and stores the key's answer (key.Status and
+// the payment id, no body: a replay shows the payment's current view) in
+// the same transaction. A crash between the two leaves the key in flight,
+// and the retry that takes it over asks the PSP again under the same key
+// ("refund-<payment_id>"), which answers the first refund instead of
+// making a second. A replay, a reused key, a key in flight and a payment
+// that cannot be refunded (not captured: ECONFLICT) are answered from a
+// read transaction and write nothing. A payment already refunded has its
+// key claimed and answered in one transaction, with no PSP call. An
+// unknown payment is ENOTFOUND with the key claimed and held, so that the
+// caller stores that answer for a replay.
+func (s *Payments) RefundOnce(ctx context.Context, paymentID string, key IdemKey) (Refunded, error) {
+	k := s.keys()
+	var out Refunded
+
+	// What a read transaction can answer, it answers: a replay, a key
+	// refused, a payment that cannot be refunded or whose provider is
+	// not configured.
+	var p pay.Payment
+	var done bool
+	err := s.Store.View(ctx, func(tx pay.Tx) error {
+		rec, claim, err := k.claim(tx, key.Key, key.Fingerprint)
+		out.Record, out.Claim = rec, claim
+		if err != nil || claim == ClaimReplay {
+			return err
+		}
+		p, done, err = refundOf(tx, paymentID)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			return nil // a final answer: stored on the claimed key
+		}
+		return err
+	})
+	if err != nil || out.Claim == ClaimReplay {
+		return out, err
+	}
+	if p.ID != "" && !done {
+		if _, err := s.provider(p.Provider); err != nil {
+			return out, err
+		}
+	}
+
+	// Claim the key, naming the payment, before the PSP is called; a
+	// payment refunded already has the key's answer in the same write.
+	var missing error
+	err = s.Store.Update(ctx, func(tx pay.Tx) error {
+		done, missing = false, nil
+		rec, claim, err := k.claim(tx, key.Key, key.Fingerprint)
+		out.Record, out.Claim = rec, claim
+		if err != nil || claim == ClaimReplay {
+			return err
+		}
+		p, done, err = refundOf(tx, paymentID)
+		switch {
+		case pay.ErrorCode(err) == pay.ENOTFOUND:
+			missing = err
+		case err != nil:
+			return err
+		default:
+			rec.PaymentID = p.ID
+		}
+		out.Record = rec
+		if err := tx.PutIdemKey(rec); err != nil || !done {
+			return err
+		}
+		return finishIdemKey(tx, key.Key, p.ID, key.Status, nil)
+	})
+	switch {
+	case err != nil || out.Claim == ClaimReplay:
+		return out, err
+	case done:
+		out.Payment = p
+		return out, nil
+	}
+	out.Held = true
+	if missing != nil {
+		return out, missing
+	}
+
+	// Refund at the PSP; the key's answer goes into the transaction that
+	// finalizes the PSP's.
+	p, err = s.refund(ctx, p, func(tx pay.Tx, res pay.Result) error {
+		err := finishIdemKey(tx, key.Key, res.Payment.ID, key.Status, nil)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			// The key is gone (purged): the PSP's answer is what must
+			// be recorded.
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return out, err
+	}
+	out.Payment, out.Held = p, false
+	return out, nil
+}
+
+// refundOf reads a payment for a refund inside tx: done if it is refunded
+// already, ECONFLICT if it is not captured.
+func refundOf(tx pay.Tx, paymentID string) (p pay.Payment, done bool, err error) {
+	if p, err = tx.Payment(paymentID); err != nil {
+		return pay.Payment{}, false, err
+	}
+	done, err = refundable(p)
+	return p, done, err
+}
+
+// refundable says whether p can be refunded: done if it is refunded
+// already, ECONFLICT unless it is captured.
+func refundable(p pay.Payment) (done bool, err error) {
 	switch p.Status {
 	case pay.Refunded:
-		return p, nil
+		return true, nil
 	case pay.Captured:
-	default:
-		return pay.Payment{}, pay.Errorf(pay.ECONFLICT, "payment %s is %s; only a captured payment can be refunded", p.ID, p.Status)
+		return false, nil
 	}
+	return false, pay.Errorf(pay.ECONFLICT, "payment %s is %s; only a captured payment can be refunded", p.ID, p.Status)
+}
+
+// refund calls the PSP to refund p (captured, read at p.Version) and
+// finalizes its answer. then, if not nil, runs in the transaction that
+// finalizes it, after Apply; its error rolls that transaction back.
+func (s *Payments) refund(ctx context.Context, p pay.Payment, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
 	prov, err := s.provider(p.Provider)
 	if err != nil {
 		return pay.Payment{}, err
@@ -551,10 +686,10 @@ func (s *Payments) Refund(ctx context.Context, paymentID string) (pay.Payment, e
 		}
 		return pay.Payment{}, pay.Errorf(pay.EPSP, "the PSP did not confirm the refund: %s", pay.ErrorMessage(err))
 	}
-	res, err := s.Finalizer.Finalize(ctx, pay.Observation{
+	res, err := s.Finalizer.finalize(ctx, pay.Observation{
 		PaymentID: p.ID, Source: pay.SourceSync, Status: ans.Status, ProviderRef: ans.ProviderRef,
 		ExpectedVersion: p.Version, Note: "refund",
-	})
+	}, nil, then)
 	if err != nil {
 		return pay.Payment{}, fmt.Errorf("finalize refund: %w", err)
 	}

@@ -40,10 +40,11 @@ import (
 //     PSP call repeats the same derived key, so nothing is charged twice.
 
 // Idempotency is what the idempotent routes need of the key store
-// (finalize.Idempotency): claim a key, store a finished request's answer,
-// give a key up after a failure that stored none.
+// (finalize.Idempotency) after an operation failed with its key held:
+// store the failed request's answer, or give the key up. The claim and
+// the answer of a success are written by the operation itself
+// (finalize.Payments.CreateOnce, RefundOnce).
 type Idempotency interface {
-	Begin(ctx context.Context, key, fingerprint string) (pay.IdemRecord, finalize.Claim, error)
 	Finish(ctx context.Context, key, paymentID string, status int, body []byte) error
 	Release(ctx context.Context, key string) error
 }
@@ -120,37 +121,23 @@ func transient(code string) bool {
 	return st == fasthttp.StatusConflict || st >= 500
 }
 
-// idempotent runs op under the request's Idempotency-Key. run gets the
-// claim (new or resume) and the key's record, and returns the payment it
-// produced. A replay answers from the stored record. (A create claims and
-// finishes its key in the payment's own transactions: handleCreatePayment
-// and finalize.Payments.CreateOnce.)
-func (s *Server) idempotent(rc *fasthttp.RequestCtx, op string, status int,
-	run func(ctx context.Context, claim finalize.Claim, rec pay.IdemRecord) (pay.Payment, error)) error {
-	key, err := idemKey(rc)
-	if err != nil {
-		return err
-	}
-	scoped, fingerprint := s.scopedKey(rc, op, key)
-	ctx, cancel := s.requestContext()
-	defer cancel()
-
-	rec, claim, err := s.Idempotency.Begin(ctx, scoped, fingerprint)
-	if err != nil {
-		return keyRefused(rc, err)
-	}
-	if claim == finalize.ClaimReplay {
-		return s.replay(ctx, rc, rec)
-	}
-	p, err := run(ctx, claim, rec)
-	if err != nil {
+// once answers a request that ran under its Idempotency-Key in the
+// operation's own transactions (finalize.Payments.CreateOnce and
+// RefundOnce, which claim the key and store its answer with the
+// operation's writes): an error that left the key held is settled
+// (failed), any other error is the answer as it is (a key refused, a
+// request that cannot run); a replay answers from the key's record; a
+// success is the payment's client view with status.
+func (s *Server) once(ctx context.Context, rc *fasthttp.RequestCtx, scoped string, status int, c finalize.Created, err error) error {
+	switch {
+	case err != nil && c.Held:
 		return s.failed(ctx, scoped, err)
+	case err != nil:
+		return keyRefused(rc, err)
+	case c.Claim == finalize.ClaimReplay:
+		return s.replay(ctx, rc, c.Record)
 	}
-	// A replay renders the payment's current view: no body is stored.
-	if err := s.Idempotency.Finish(ctx, scoped, p.ID, status, nil); err != nil {
-		return err
-	}
-	writeJSON(rc, status, viewJSON(p))
+	writeJSON(rc, status, viewJSON(c.Payment))
 	return nil
 }
 

@@ -23,7 +23,11 @@ type Payments interface {
 	// midway and answers a replay with the key's record.
 	CreateOnce(ctx context.Context, req finalize.CreateRequest, key finalize.IdemKey) (finalize.Created, error)
 	Report(ctx context.Context, paymentID string, r finalize.ReportRequest) (pay.Result, error)
-	Refund(ctx context.Context, paymentID string) (pay.Payment, error)
+	// RefundOnce refunds a payment under an idempotency key, claimed in
+	// one transaction and finished with the PSP answer's finalize; it
+	// resumes a refund that stopped midway and answers a replay with the
+	// key's record.
+	RefundOnce(ctx context.Context, paymentID string, key finalize.IdemKey) (finalize.Refunded, error)
 	Get(ctx context.Context, id string) (pay.Payment, error)
 	List(ctx context.Context, f pay.PaymentFilter) ([]pay.Payment, string, error)
 }
@@ -184,9 +188,15 @@ func (s *Server) handleRefundPayment(rc *fasthttp.RequestCtx, params []string) e
 			return err
 		}
 	}
-	return s.idempotent(rc, "refund", fasthttp.StatusOK, func(ctx context.Context, _ finalize.Claim, _ pay.IdemRecord) (pay.Payment, error) {
-		return s.Payments.Refund(ctx, id)
-	})
+	key, err := idemKey(rc)
+	if err != nil {
+		return err
+	}
+	scoped, fingerprint := s.scopedKey(rc, "refund", key)
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	r, err := s.Payments.RefundOnce(ctx, id, finalize.IdemKey{Key: scoped, Fingerprint: fingerprint, Status: fasthttp.StatusOK})
+	return s.once(ctx, rc, scoped, fasthttp.StatusOK, r, err)
 }
 
 func (s *Server) handleListPayments(rc *fasthttp.RequestCtx, _ []string) error {

@@ -29,9 +29,22 @@
 // The PSP's state lives in memory, keyed by the idempotency key
 // ("charge-<payment_id>"). A restart of the process forgets it: Status then
 // answers not found and the sweeper puts such a payment on the review queue.
+//
+// That memory is bounded: the mock remembers the last max_charges charges
+// (Config.MaxCharges, 100,000 by default) and forgets the oldest charge
+// first, whatever happened to it since (a refund does not renew it). A
+// forgotten charge is gone as after a restart: Status answers not found,
+// Refund is EINVALID (no charge), and a Create with its key is a new
+// charge, as at Stripe once an idempotency key is pruned (keys are kept
+// for at least 24 hours, and a key reused after it was pruned makes a new
+// request). Only a payment that many charges old is affected; but a load
+// that makes more than max_charges charges within sweeper.min_age leaves
+// the sweeper, as a restart does, no charge to find for a payment that
+// drifted, and such a payment goes to the review queue.
 package mock
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -60,6 +73,10 @@ const (
 	maxRetryBackoff     = 5 * time.Second
 )
 
+// DefaultMaxCharges is how many charges the mock remembers when
+// Config.MaxCharges is 0 (see Config.MaxCharges).
+const DefaultMaxCharges = 100_000
+
 // Config is the [providers.mock] section of the configuration, plus the
 // webhook tolerance of [webhook_inbox].
 type Config struct {
@@ -84,6 +101,15 @@ type Config struct {
 	// Tolerance is how far a webhook's timestamp may be from now in
 	// ParseWebhook; 0 means stdwebhook.DefaultTolerance.
 	Tolerance time.Duration
+	// MaxCharges bounds the charges the mock remembers; 0 means
+	// DefaultMaxCharges. Past it, each new charge makes the mock forget
+	// its oldest one: Status of that payment answers not found, Refund is
+	// EINVALID, and a Create with its key charges anew (a real PSP's
+	// pruned idempotency key; see the package documentation). The mock's
+	// memory is then about MaxCharges times 350 to 420 bytes (a charge,
+	// its strings and its share of the maps, BenchmarkChargeMemory on
+	// amd64): some 40 MB at the default.
+	MaxCharges int
 }
 
 // slowAnswer is how long a synchronous answer takes after a webhook that
@@ -149,6 +175,13 @@ type Provider struct {
 	rnd        *rand.Rand
 	byKey      map[string]*charge
 	byRef      map[string]*charge
+	// order holds the remembered charges in the order they were made; once
+	// it holds maxCharges it is a ring whose oldest charge is at
+	// order[oldest], replaced by the next charge. (A slice of pointers
+	// costs 8 bytes a charge; container/list would cost an element of 48.)
+	order      []*charge
+	oldest     int
+	maxCharges int
 	stats      Stats
 }
 
@@ -158,6 +191,7 @@ type Stats struct {
 	Replays            int // Create calls answered from an earlier charge of the same key
 	LostAnswers        int // synchronous answers dropped (amount ending in 04)
 	Refunds            int // refunds made
+	Forgotten          int // charges forgotten to stay within Config.MaxCharges
 	WebhooksSent       int // webhook deliveries answered 2xx, duplicates included
 	WebhooksDuplicated int // extra copies of an event scheduled by duplicate_rate
 	WebhooksFailed     int // deliveries dropped after every attempt failed
@@ -233,6 +267,9 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 	if math.IsNaN(cfg.DuplicateRate) || cfg.DuplicateRate < 0 || cfg.DuplicateRate > 1 {
 		return nil, fmt.Errorf("providers.mock.duplicate_rate: must be between 0 and 1, got %v", cfg.DuplicateRate)
 	}
+	if cfg.MaxCharges < 0 {
+		return nil, fmt.Errorf("providers.mock.max_charges: must not be negative, got %d", cfg.MaxCharges)
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Provider{
@@ -249,6 +286,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		webhookURL: cfg.WebhookURL,
 		byKey:      make(map[string]*charge),
 		byRef:      make(map[string]*charge),
+		maxCharges: cmp.Or(cfg.MaxCharges, DefaultMaxCharges),
 	}
 	p.idle = sync.NewCond(&p.mu)
 	for _, opt := range opts {
@@ -357,8 +395,7 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 		c.Status = pay.Captured
 		events = []string{stdwebhook.TypeCaptured}
 	}
-	p.byKey[key] = c
-	p.byRef[ref] = c
+	p.rememberLocked(c)
 	p.stats.Charges++
 	res := c.result()
 	first := len(events) > 0 && !lost && p.rnd.Float64() < p.cfg.WebhookFirstRate
@@ -483,6 +520,31 @@ func (p *Provider) Close() error {
 	p.Wait()
 	p.Client.CloseIdleConnections()
 	return nil
+}
+
+// Len returns how many charges the PSP remembers: at most
+// Config.MaxCharges.
+func (p *Provider) Len() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.byKey)
+}
+
+// rememberLocked records a new charge, forgetting the oldest one if the
+// PSP already remembers MaxCharges.
+func (p *Provider) rememberLocked(c *charge) {
+	if len(p.order) < p.maxCharges {
+		p.order = append(p.order, c)
+	} else {
+		old := p.order[p.oldest]
+		delete(p.byKey, old.Key)
+		delete(p.byRef, old.ProviderRef)
+		p.order[p.oldest] = c
+		p.oldest = (p.oldest + 1) % p.maxCharges
+		p.stats.Forgotten++
+	}
+	p.byKey[c.Key] = c
+	p.byRef[c.ProviderRef] = c
 }
 
 // lookupLocked finds a payment's charge by provider reference, else by its

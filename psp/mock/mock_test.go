@@ -782,6 +782,7 @@ func TestNew(t *testing.T) {
 		{"ErrNegativeRate", mock.Config{DuplicateRate: -0.1}, "providers.mock.duplicate_rate"},
 		{"ErrDelay", mock.Config{WebhookDelay: -time.Second}, "providers.mock.webhook_delay"},
 		{"ErrURL", mock.Config{WebhookURL: "localhost:8080/webhooks/mock"}, "providers.mock.webhook_url"},
+		{"ErrMaxCharges", mock.Config{MaxCharges: -1}, "providers.mock.max_charges"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
