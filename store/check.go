@@ -34,7 +34,7 @@ func (db *DB) Check() error {
 		for err := range btx.Check() {
 			c.report(err)
 		}
-		c.tx = &tx{btx: btx}
+		c.tx = db.begin(btx)
 		for _, check := range familyChecks {
 			check(c)
 		}

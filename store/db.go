@@ -158,7 +158,7 @@ func openBolt(path string, o Options) (bdb *bolt.DB, checked, migrated int, err 
 
 	if o.ReadOnly {
 		err = bdb.View(checkSchema)
-	} else if migrated, err = migrate(bdb); err == nil {
+	} else if migrated, err = migrate(bdb, o.Now); err == nil {
 		err = bdb.Update(initSchema)
 	}
 	if err != nil {

@@ -52,6 +52,7 @@
 //
 //	lease.go: leases
 //	leases                      payment id                                       {holder, token, expires_at} (CBOR)
+//	leases_in_force             be64(expires_at) ‖ payment id                    —; only for a lease in force when written
 //
 //	outbox.go: the outbox and its deliveries
 //	outbox                      be64(seq)                                        outbox record (CBOR)

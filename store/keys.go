@@ -41,7 +41,8 @@ var (
 	bucketProcessedByTime = []byte("processed_by_time")
 
 	// Leases (lease.go).
-	bucketLeases = []byte("leases")
+	bucketLeases        = []byte("leases")
+	bucketLeasesInForce = []byte("leases_in_force")
 
 	// Outbox and deliveries (outbox.go).
 	bucketOutbox            = []byte("outbox")
@@ -82,7 +83,7 @@ var (
 		bucketReview, bucketReviewByCreated,
 		bucketIdem,
 		bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesOpen, bucketDeliveriesByState, bucketCustomers, bucketEffects, bucketWebhookEndpoints,
-		bucketIdemByExpiry, bucketProcessedByTime, bucketPSPAnswers,
+		bucketIdemByExpiry, bucketProcessedByTime, bucketPSPAnswers, bucketLeasesInForce,
 	}
 )
 
@@ -103,7 +104,7 @@ var appendOnly = func() map[string]bool {
 		bucketPayments, bucketPaymentsByStatus, bucketPaymentsByCreated,
 		bucketTimeline, bucketInboxByPayment, bucketInboxPending, bucketProcessedByTime,
 		bucketOutbox, bucketOutboxByPayment, bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesByState,
-		bucketLedger, bucketReviewByCreated, bucketIdemByExpiry, bucketEffects,
+		bucketLedger, bucketReviewByCreated, bucketIdemByExpiry, bucketEffects, bucketLeasesInForce,
 	} {
 		m[string(b)] = true
 	}
@@ -388,6 +389,12 @@ func reviewKey(created time.Time, id string) []byte {
 
 // idemExpiryKey is be64(expires_at) ‖ scoped key: the key of
 // idempotency_keys_by_expiry.
+// leaseInForceKey is be64(expires_at) ‖ payment id: the entry of a lease
+// that was in force when it was written.
+func leaseInForceKey(expires time.Time, paymentID string) []byte {
+	return append(be64(keyTime(expires)), paymentID...)
+}
+
 func idemExpiryKey(expires time.Time, key string) []byte {
 	return append(be64(keyTime(expires)), key...)
 }

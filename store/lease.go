@@ -1,7 +1,9 @@
 package store
 
 import (
+	"bytes"
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/paystate/paystate/pay"
@@ -62,8 +64,23 @@ func (t *tx) Lease(paymentID string) (pay.Lease, error) {
 	return pay.Lease{PaymentID: paymentID, Holder: r.Holder, Token: r.Token, ExpiresAt: r.ExpiresAt.UTC()}, nil
 }
 
-// putLease stores l under its payment id, in UTC.
+// putLease stores l under its payment id, in UTC, and keeps
+// leases_in_force in step: an entry for l if it is in force (released and
+// ended leases have none), none for the record it replaces.
 func (t *tx) putLease(l pay.Lease) error {
+	var old leaseRecord
+	if found, err := t.getRecord(bucketLeases, []byte(l.PaymentID), &old); err != nil {
+		return err
+	} else if found {
+		if err := t.del(bucketLeasesInForce, leaseInForceKey(old.ExpiresAt.Time, l.PaymentID)); err != nil {
+			return err
+		}
+	}
+	if l.Held(t.now) {
+		if err := t.put(bucketLeasesInForce, leaseInForceKey(l.ExpiresAt, l.PaymentID), nil); err != nil {
+			return err
+		}
+	}
 	return t.putRecord(bucketLeases, []byte(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: at(l.ExpiresAt)})
 }
 
@@ -73,30 +90,31 @@ func (t *tx) putLease(l pay.Lease) error {
 // process that died (a crash, SIGKILL): without this, that process's
 // payments would wait up to lease.ttl before anyone could work on them.
 // Tokens are kept, so the next acquisition still fences the dead holder.
-// It reads every lease record once: O(payments ever leased), at start.
+// It reads leases_in_force from Tx.Now on: the leases that were in force
+// when written and expire later, not every payment ever leased, so that
+// start-up does not grow with the file. With none in force it writes
+// nothing.
 func (db *DB) EndLeases(ctx context.Context) (int, error) {
+	var held []string
+	err := db.View(ctx, func(ptx pay.Tx) error {
+		t := ptx.(*tx)
+		held = t.leasesInForce()
+		return nil
+	})
+	if err != nil || len(held) == 0 {
+		return 0, err
+	}
 	n := 0
-	err := db.Update(ctx, func(ptx pay.Tx) error {
+	err = db.Update(ctx, func(ptx pay.Tx) error {
 		t := ptx.(*tx)
 		n = 0
-		var held []string
-		err := t.bucket(bucketLeases).ForEach(func(k, v []byte) error {
-			var r leaseRecord
-			if err := decode("lease", v, &r); err != nil {
-				return corrupt(bucketLeases, "lease of %s: %v", k, err)
-			}
-			if r.Token != 0 && t.now.Before(r.ExpiresAt.Time) {
-				held = append(held, string(k))
-			}
-			return nil
-		})
-		if err != nil {
-			return err
-		}
-		for _, id := range held {
+		for _, id := range t.leasesInForce() {
 			l, err := t.Lease(id)
 			if err != nil {
 				return err
+			}
+			if !l.Held(t.now) {
+				continue
 			}
 			l.ExpiresAt = t.now
 			if err := t.putLease(l); err != nil {
@@ -109,5 +127,41 @@ func (db *DB) EndLeases(ctx context.Context) (int, error) {
 	return n, err
 }
 
-// checkLeases reports lease records that do not decode.
-func (c *checker) checkLeases() { c.decodeEach(bucketLeases, &leaseRecord{}) }
+// leasesInForce returns the payment ids of the leases_in_force entries
+// that expire after Tx.Now.
+func (t *tx) leasesInForce() []string {
+	var ids []string
+	c := t.bucket(bucketLeasesInForce).Cursor()
+	for k, _ := c.Seek(be64(keyTime(t.now) + 1)); k != nil; k, _ = c.Next() {
+		if len(k) > 8 {
+			ids = append(ids, string(k[8:]))
+		}
+	}
+	return ids
+}
+
+// checkLeases reports lease records that do not decode, leases in force
+// without their leases_in_force entry, and entries that do not match
+// their lease.
+func (c *checker) checkLeases() {
+	_ = c.bucket(bucketLeases).ForEach(func(k, v []byte) error {
+		var r leaseRecord
+		if err := decodeAt("lease", k, v, &r); err != nil {
+			c.report(fmt.Errorf("lease %s: %w", k, err))
+			return nil
+		}
+		if (pay.Lease{Token: r.Token, ExpiresAt: r.ExpiresAt.Time}).Held(c.now) {
+			c.want(bucketLeasesInForce, leaseInForceKey(r.ExpiresAt.Time, string(k)), "lease of "+string(k))
+		}
+		return nil
+	})
+	_ = c.bucket(bucketLeasesInForce).ForEach(func(k, _ []byte) error {
+		var r leaseRecord
+		if len(k) <= 8 {
+			c.report(fmt.Errorf("%s entry %x: too short", bucketLeasesInForce, k))
+		} else if found, err := c.getRecord(bucketLeases, k[8:], &r); err != nil || !found || !bytes.Equal(k, leaseInForceKey(r.ExpiresAt.Time, string(k[8:]))) {
+			c.report(fmt.Errorf("%s entry %x: no such lease", bucketLeasesInForce, k))
+		}
+		return nil
+	})
+}

@@ -3,14 +3,17 @@ package store
 import (
 	"encoding/binary"
 	"fmt"
+	"time"
 
+	"github.com/paystate/paystate/pay"
 	bolt "go.etcd.io/bbolt"
 )
 
 // Schema history:
 //
 //	1  values are JSON objects (field names, RFC 3339 times, base64 bytes)
-//	2  values are CBOR maps with integer keys (codec.go); keys unchanged
+//	2  values are CBOR maps with integer keys (codec.go); keys unchanged;
+//	   new bucket leases_in_force
 //
 // A database of an older schema is migrated at Open, before anything
 // reads it; a read-only Open refuses it.
@@ -69,7 +72,7 @@ func storedVersion(btx *bolt.Tx) (uint64, error) {
 // migration interrupted by a crash) is left as it is, so that a migration
 // can always run again from the start. Files of other versions are left to
 // initSchema's check.
-func migrate(bdb *bolt.DB) (int, error) {
+func migrate(bdb *bolt.DB, now func() time.Time) (int, error) {
 	var version uint64
 	if err := bdb.View(func(btx *bolt.Tx) (err error) {
 		version, err = storedVersion(btx)
@@ -98,9 +101,31 @@ func migrate(bdb *bolt.DB) (int, error) {
 		}
 	}
 	err := bdb.Update(func(btx *bolt.Tx) error {
+		if err := indexLeasesInForce(btx, now()); err != nil {
+			return err
+		}
 		return btx.Bucket(bucketMeta).Put(keySchemaVersion, be64(SchemaVersion))
 	})
 	return total, err
+}
+
+// indexLeasesInForce creates leases_in_force (new in schema 2) with an
+// entry for every lease in force at now.
+func indexLeasesInForce(btx *bolt.Tx, now time.Time) error {
+	ix, err := btx.CreateBucketIfNotExists(bucketLeasesInForce)
+	if err != nil {
+		return fmt.Errorf("migrate: create %s: %w", bucketLeasesInForce, err)
+	}
+	return btx.Bucket(bucketLeases).ForEach(func(k, v []byte) error {
+		var r leaseRecord
+		if err := decode("lease", v, &r); err != nil {
+			return fmt.Errorf("migrate lease %q: %w", k, err)
+		}
+		if (pay.Lease{Token: r.Token, ExpiresAt: r.ExpiresAt.Time}).Held(now) {
+			return ix.Put(leaseInForceKey(r.ExpiresAt.Time, string(k)), nil)
+		}
+		return nil
+	})
 }
 
 // migrateSome rewrites the JSON values of bucket after the key after (from

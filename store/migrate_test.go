@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -86,7 +87,10 @@ func TestMigrate_Schema1(t *testing.T) {
 	if j, _ := valueStarts(t, path); j == 0 {
 		t.Fatal("the schema 1 file has no JSON values")
 	}
-	db, err := store.Open(path, nil)
+	// Nine seconds after gen wrote the file: one lease (of pay_…2) is
+	// still in force, and the migration indexes it in leases_in_force.
+	now := func() time.Time { return time.Date(2026, 11, 30, 12, 0, 10, 0, time.UTC) }
+	db, err := store.Open(path, &store.Options{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,6 +103,10 @@ func TestMigrate_Schema1(t *testing.T) {
 	if err := db.Check(); err != nil {
 		t.Fatalf("check after the migration: %v", err)
 	}
+	if n, err := db.EndLeases(context.Background()); err != nil || n != 1 {
+		t.Fatalf("EndLeases after the migration ended %d leases (%v), want the 1 in force", n, err)
+	}
+	want = dumpJSON(t, db, old.Keys) // with that lease ended
 	migrated := db.Migrated()
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
