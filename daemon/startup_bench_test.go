@@ -30,7 +30,9 @@ var startupFiles sync.Map // payments → path
 // processed id, the outbox record, three done deliveries, two ledger
 // lines, the create's idempotency key and three effect keys; every 20th
 // payment was leased once (the sweeper), its lease released.
-func startupFile(b *testing.B, n int) string {
+// cleanup is the Cleanup of the benchmark whose sub-benchmarks share the
+// file.
+func startupFile(b *testing.B, cleanup func(func()), n int) string {
 	if p, ok := startupFiles.Load(n); ok {
 		return p.(string)
 	}
@@ -38,11 +40,9 @@ func startupFile(b *testing.B, n int) string {
 	if err != nil {
 		b.Fatal(err)
 	}
-	b.Cleanup(func() {
-		// The last sub-benchmark's cleanup removes every file.
-		if n == startupSizes[len(startupSizes)-1] {
-			startupFiles.Range(func(_, p any) bool { _ = os.RemoveAll(filepath.Dir(p.(string))); return true })
-		}
+	cleanup(func() {
+		startupFiles.Delete(n)
+		_ = os.RemoveAll(dir)
 	})
 	path := filepath.Join(dir, "paystate.db")
 	t0 := time.Now().UTC().Add(-30 * 24 * time.Hour)
@@ -223,13 +223,14 @@ var startupSizes = []int{0, 100_000, 1_000_000}
 // (after a GC) across the open and, for the cold case, the file's pages
 // still resident before the open.
 func BenchmarkStartup(b *testing.B) {
+	parent := b
 	for _, n := range startupSizes {
 		if n > 100_000 && testing.Short() {
 			continue
 		}
 		for _, cold := range []bool{true, false} {
 			b.Run(fmt.Sprintf("payments=%d/cold=%t", n, cold), func(b *testing.B) {
-				src := startupFile(b, n)
+				src := startupFile(b, parent.Cleanup, n)
 				var residentBefore int
 				var heap uint64
 				b.ResetTimer()
