@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -45,11 +46,14 @@ var inboxDeferrals = metrics.NewCounter(`paystate_inbox_deferrals_total`)
 // Accept verifies a webhook with its provider, stores it in the inbox (which
 // is also the archived webhook history) and returns; the HTTP handler
 // answers 2xx only then, once the event is durable. A redelivered event is
-// accepted and stores nothing. RunOnce applies stored events: in one
-// transaction it checks that no one (the sweeper, a human's resolution)
-// holds the payment's lease and finalizes the observation, recording the
-// processed event id. If the lease is held the event is deferred with
-// backoff, never dropped.
+// accepted and stores nothing, in a read transaction. A new event is
+// applied in the transaction that stores it when it can be: one commit
+// per webhook. Applying checks that no one (the sweeper, a human's
+// resolution) holds the payment's lease and finalizes the observation,
+// recording the processed event id. An event that cannot be applied at
+// once (the lease is held, the payment is not known yet, an error) is
+// stored alone, and RunOnce applies it: deferred with backoff while the
+// lease is held, never dropped.
 //
 // No event is tried more than MaxAttempts times (webhook_inbox.max_attempts,
 // default 20). Every try that does not apply the event counts, whatever
@@ -91,6 +95,10 @@ type Inbox struct {
 	// MaxAttempts is how often an event is tried before it goes on the
 	// review queue; default DefaultInboxMaxAttempts.
 	MaxAttempts int
+	// ApplyLater makes Accept only store a new event, leaving it to
+	// RunOnce (tests of the worker's path). By default Accept applies a
+	// new event in the transaction that stores it, when it can.
+	ApplyLater bool
 
 	Logger zerolog.Logger
 
@@ -154,8 +162,12 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 		}
 		return err
 	})
-	if err == nil && !notOurs && !dup {
-		err = in.Store.Update(ctx, func(tx pay.Tx) error {
+	// A new event is stored and, in the same transaction, applied (one
+	// commit per webhook); if it cannot be applied now (its lease is
+	// held, its payment unknown, any error) that transaction rolls back
+	// and the event is stored alone, for RunOnce to apply with backoff.
+	store := func(inline bool) error {
+		return in.Store.Update(ctx, func(tx pay.Tx) error {
 			inserted, notOurs = false, false
 			paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
 			if paymentID == "" && ev.Untagged {
@@ -170,13 +182,38 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 				OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
 				Body: append([]byte(nil), Redact(body)...), NextAttemptAt: tx.Now(),
 			}
+			if inline {
+				if _, err := tx.InboxEvent(provider, ev.EventID); err == nil {
+					return nil // stored meanwhile: a redelivery
+				} else if pay.ErrorCode(err) != pay.ENOTFOUND {
+					return err
+				}
+				if paymentID == "" {
+					return errApplyLater
+				}
+				// Applied first, so that PutInbox archives the event as
+				// processed rather than pending.
+				if err := in.applyIn(tx, e); err != nil {
+					return &applyLaterError{err}
+				}
+			}
 			var err error
 			inserted, err = tx.PutInbox(e)
-			if err == nil && inserted {
+			if err == nil && inserted && !inline {
 				tx.OnCommit(in.Wake)
 			}
 			return err
 		})
+	}
+	if err == nil && !notOurs && !dup {
+		err = store(!in.ApplyLater)
+		var later *applyLaterError
+		if errors.Is(err, errApplyLater) || errors.As(err, &later) {
+			if later != nil {
+				in.Logger.Debug().Err(later.err).Str("provider", provider).Str("event_id", ev.EventID).Msg("webhook stored, applied later")
+			}
+			err = store(false)
+		}
 	}
 	if err != nil {
 		return ev, false, fmt.Errorf("store webhook: %w", err)
@@ -194,6 +231,38 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 		in.webhookOutcome(provider, "duplicate")
 	}
 	return ev, !inserted, nil
+}
+
+// errApplyLater and applyLaterError roll back Accept's transaction that
+// stores and applies a new event when it cannot be applied at once.
+var errApplyLater = errors.New("the event's payment is not known yet")
+
+type applyLaterError struct{ err error }
+
+func (e *applyLaterError) Error() string { return "apply webhook later: " + e.err.Error() }
+
+// applyIn applies a new event inside tx, as apply does in its own
+// transaction: the payment's lease must be free; the observation is
+// finalized (or, for an event with no status, recorded on the timeline)
+// and the event id marked processed.
+func (in *Inbox) applyIn(tx pay.Tx, ev pay.InboxEvent) error {
+	if err := LeaseFree(tx, ev.PaymentID); err != nil {
+		return err
+	}
+	if ev.Status == "" {
+		return Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
+	}
+	obs := pay.Observation{
+		PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
+		ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
+		Amount: ev.Amount, Currency: ev.Currency,
+	}
+	res, err := Apply(tx, obs)
+	if err != nil {
+		return err
+	}
+	tx.OnCommit(func() { in.Finalizer.committed(obs, res) })
+	return nil
 }
 
 // webhookOutcome counts one webhook in paystate_webhooks_total.

@@ -39,9 +39,11 @@ func newFixture(t *testing.T) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The worker's path: Accept only stores (TestInbox_AppliedOnAccept
+	// covers the default, applying in Accept's transaction).
 	in := &finalize.Inbox{
 		Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"standard": sp},
-		Now: clock.Now,
+		Now: clock.Now, ApplyLater: true,
 	}
 	return &fixture{db: db, clock: clock, in: in}
 }
@@ -429,7 +431,7 @@ func stripeFixture(t *testing.T) (*fixture, *stripe.Provider) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	in := &finalize.Inbox{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"stripe": sp}, Now: clock.Now}
+	in := &finalize.Inbox{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"stripe": sp}, Now: clock.Now, ApplyLater: true}
 	return &fixture{db: db, clock: clock, in: in}, sp
 }
 
@@ -517,5 +519,61 @@ func TestInbox_ProviderLabel(t *testing.T) {
 	}
 	if !got["unknown"] {
 		t.Fatalf("providers %v, want the unknown ones counted as \"unknown\"", got)
+	}
+}
+
+// TestInbox_AppliedOnAccept: by default a new webhook is applied in the
+// transaction that stores it (the payment is captured when Accept returns,
+// nothing is left for the worker); one whose payment's lease is held, or
+// whose payment is not known yet, is stored pending and the worker applies
+// it once it can.
+func TestInbox_AppliedOnAccept(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	f.in.ApplyLater = false
+	ctx := context.Background()
+
+	f.payment(t, "pay_now")
+	f.accept(t, "evt_now", "payment.captured", "pay_now", "psp_now")
+	if p := f.get(t, "pay_now"); p.Status != pay.Captured || p.Version != 2 {
+		t.Fatalf("after Accept: %s v%d, want captured v2", p.Status, p.Version)
+	}
+	if n, err := f.in.RunOnce(ctx); err != nil || n != 0 {
+		t.Fatalf("RunOnce after an applied Accept: n=%d err=%v, want nothing left", n, err)
+	}
+	if f.accept(t, "evt_now", "payment.captured", "pay_now", "psp_now") != true {
+		t.Fatal("redelivery not reported as duplicate")
+	}
+
+	f.payment(t, "pay_held")
+	var lease pay.Lease
+	if err := f.db.Update(ctx, func(tx pay.Tx) (err error) {
+		lease, err = tx.AcquireLease("pay_held", "sweeper", time.Minute)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	f.accept(t, "evt_held", "payment.captured", "pay_held", "psp_held")
+	f.accept(t, "evt_unknown", "payment.captured", "pay_unknown", "psp_unknown") // no such payment (yet)
+	if p := f.get(t, "pay_held"); p.Status != pay.Created {
+		t.Fatalf("applied although the lease is held: %s", p.Status)
+	}
+	for _, ev := range []string{"evt_held", "evt_unknown"} {
+		var e pay.InboxEvent
+		if err := f.db.View(ctx, func(tx pay.Tx) (err error) { e, err = tx.InboxEvent("standard", ev); return err }); err != nil {
+			t.Fatalf("%s not stored: %v", ev, err)
+		}
+		if e.Processed {
+			t.Fatalf("%s is processed, want pending for the worker", ev)
+		}
+	}
+	if err := f.db.Update(ctx, func(tx pay.Tx) error { return tx.ReleaseLease("pay_held", lease.Token) }); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := f.in.RunOnce(ctx); err != nil || n != 1 {
+		t.Fatalf("RunOnce: n=%d err=%v, want the event of pay_held applied", n, err)
+	}
+	if p := f.get(t, "pay_held"); p.Status != pay.Captured {
+		t.Fatalf("pay_held after RunOnce: %s, want captured", p.Status)
 	}
 }

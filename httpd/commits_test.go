@@ -106,8 +106,8 @@ func TestServer_CreateCommits(t *testing.T) {
 	}
 }
 
-// TestServer_DuplicateWebhookCommits: a webhook is stored in one write
-// transaction; its redelivery is answered duplicate from a read
+// TestServer_DuplicateWebhookCommits: a webhook is stored and applied in
+// one write transaction; its redelivery is answered duplicate from a read
 // transaction, with no write.
 func TestServer_DuplicateWebhookCommits(t *testing.T) {
 	t.Parallel()
@@ -143,6 +143,13 @@ func TestServer_DuplicateWebhookCommits(t *testing.T) {
 		}
 		if got := cs.n.Load() - before; got != want.commits {
 			t.Fatalf("webhook %d (duplicate=%v): write transactions=%d, want %d", i, want.dup, got, want.commits)
+		}
+		var p pay.Payment
+		if err := cs.View(context.Background(), func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if p.Status != pay.Processing {
+			t.Fatalf("webhook %d: payment is %s, want processing: applied in that transaction", i, p.Status)
 		}
 	}
 }

@@ -92,7 +92,7 @@ func newEnv(t *testing.T, delay time.Duration) *env {
 	e := &env{
 		t: t, ctx: context.Background(), clock: clock, db: db, fin: fin, mock: mk,
 		payments: &finalize.Payments{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "mock"},
-		inbox:    &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
+		inbox:    &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now, ApplyLater: true},
 	}
 	e.sw = &sweeper.Sweeper{
 		Store: db, Finalizer: fin, Providers: providers, Now: clock.Now,
