@@ -19,6 +19,7 @@
 //	PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET    providers.stripe.webhook_secret
 //	PAYSTATE_WEBHOOKS_<i>_SECRET                webhooks[i].secret (i counts from 0, in file order)
 //	PAYSTATE_WEBHOOKS_<i>_SECRETS               webhooks[i].secrets (comma-separated, replaces the list)
+//	PAYSTATE_RELAY_NATS_URL                     relay.nats.url (it may carry a user and password, or a token)
 //
 // The PAYSTATE_WEBHOOKS_<i>_ and PAYSTATE_PROVIDERS_ variables only fill
 // endpoints and providers the file declares; they never add one.
@@ -71,6 +72,7 @@ type Config struct {
 	Receipt      Receipt      `toml:"receipt"`
 	Webhooks     []Webhook    `toml:"webhooks"`
 	Providers    Providers    `toml:"providers"`
+	Relay        Relay        `toml:"relay"`
 }
 
 // Server is the [server] section: the HTTP listener.
@@ -216,6 +218,31 @@ type Webhook struct {
 	MaxInFlight int `toml:"max_in_flight"`
 }
 
+// Relay is the [relay] section: outbox events relayed to a message broker,
+// each one more ripple target with its own retries and dead letters.
+type Relay struct {
+	NATS NATS `toml:"nats"`
+}
+
+// NATS is the [relay.nats] section: every outbox event published to NATS
+// JetStream on <subject_prefix>.<event type>, the body being the merchant
+// webhook's JSON and Nats-Msg-Id the event id.
+type NATS struct {
+	// URL is the NATS server, nats://host:4222 (tls://, ws://, wss://
+	// too), or several servers of one cluster separated by commas; empty
+	// turns the relay off. It may carry credentials
+	// (nats://user:password@host, nats://token@host).
+	URL string `toml:"url"`
+	// Stream is the JetStream stream, created with the subjects
+	// <subject_prefix>.> when missing; an existing stream is used as it is.
+	Stream string `toml:"stream"`
+	// SubjectPrefix is the first tokens of every subject.
+	SubjectPrefix string `toml:"subject_prefix"`
+}
+
+// Enabled reports whether the relay is on: url is set.
+func (n NATS) Enabled() bool { return n.URL != "" }
+
 // DefaultWebhookTimeout is webhooks[].timeout when the file leaves it out.
 const DefaultWebhookTimeout = 10 * time.Second
 
@@ -359,6 +386,7 @@ func DefaultConfig() Config {
 		Loyalty:   Loyalty{PointsPerUnit: 1},
 		Receipt:   Receipt{From: "receipts@example.com"},
 		Providers: defaultProviders(),
+		Relay:     Relay{NATS: NATS{Stream: "PAYSTATE", SubjectPrefix: "paystate"}},
 	}
 }
 
@@ -534,6 +562,7 @@ func applyEnv(cfg *Config, getenv func(string) string) {
 		str(&cfg.Webhooks[i].Secret, fmt.Sprintf("PAYSTATE_WEBHOOKS_%d_SECRET", i))
 		list(&cfg.Webhooks[i].Secrets, fmt.Sprintf("PAYSTATE_WEBHOOKS_%d_SECRETS", i))
 	}
+	str(&cfg.Relay.NATS.URL, "PAYSTATE_RELAY_NATS_URL")
 }
 
 // splitList splits a comma-separated list, trimming spaces and dropping

@@ -15,7 +15,8 @@ const Mask = "***"
 
 // Masked returns a copy of c with every secret replaced by Mask: API keys,
 // webhook secrets, the Stripe keys, the password in storage.dsn and in any
-// URL. An empty secret stays empty, so the output still shows what is unset.
+// URL (relay.nats.url included). An empty secret stays empty, so the
+// output still shows what is unset.
 // c itself is not changed.
 func (c Config) Masked() Config {
 	m := c
@@ -52,7 +53,20 @@ func (c Config) Masked() Config {
 		ms.APIBase = redactURL(ms.APIBase)
 		m.Providers.Stripe = &ms
 	}
+	m.Relay.NATS.URL = maskNATSURL(c.Relay.NATS.URL)
 	return m
+}
+
+// maskNATSURL hides the credentials of every server in a NATS URL list.
+func maskNATSURL(s string) string {
+	if s == "" {
+		return ""
+	}
+	items := strings.Split(s, ",")
+	for i, item := range items {
+		items[i] = redactURL(strings.TrimSpace(item))
+	}
+	return strings.Join(items, ",")
 }
 
 // TOML returns c as a TOML document that Parse reads back to the same

@@ -292,6 +292,20 @@ func (c Config) Validate() error {
 		}
 	}
 
+	// [relay.nats]: the names are checked even while url is empty, so a
+	// typo shows before the relay is turned on.
+	if n := c.Relay.NATS; n.URL != "" {
+		if err := checkNATSURL(n.URL); err != nil {
+			p.addf("relay.nats.url", "%v", err)
+		}
+	}
+	if err := checkStreamName(c.Relay.NATS.Stream); err != nil {
+		p.addf("relay.nats.stream", "%v", err)
+	}
+	if err := checkSubjectPrefix(c.Relay.NATS.SubjectPrefix); err != nil {
+		p.addf("relay.nats.subject_prefix", "%v", err)
+	}
+
 	return errors.Join(p...)
 }
 
@@ -438,4 +452,75 @@ func checkWebhookSecret(s string) error {
 		return fmt.Errorf("decodes to %d bytes, want at least %d (for example: echo whsec_$(openssl rand -base64 32))", len(key), MinWebhookSecretBytes)
 	}
 	return nil
+}
+
+// checkNATSURL checks a NATS URL, or a comma-separated list of them (the
+// servers of one cluster), quoting each only with its credentials masked.
+func checkNATSURL(s string) error {
+	for i, item := range strings.Split(s, ",") {
+		item = strings.TrimSpace(item)
+		u, err := url.Parse(item)
+		if err != nil || u.Host == "" || u.Opaque != "" {
+			return fmt.Errorf("server %d, %s, is not an absolute URL such as \"nats://127.0.0.1:4222\"", i+1, quote(redactURL(item)))
+		}
+		switch u.Scheme {
+		case "nats", "tls", "ws", "wss":
+		default:
+			return fmt.Errorf("server %d, %s: the scheme must be nats, tls, ws or wss", i+1, quote(redactURL(item)))
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return fmt.Errorf("server %d, %s: port must be a number between 1 and 65535", i+1, quote(redactURL(item)))
+			}
+		}
+	}
+	return nil
+}
+
+// maxNATSName bounds relay.nats.stream and relay.nats.subject_prefix.
+const maxNATSName = 200
+
+// checkStreamName checks a JetStream stream name: printable, without the
+// characters a stream name may not have (dots, wildcards, slashes, spaces).
+func checkStreamName(s string) error {
+	switch {
+	case s == "":
+		return errors.New("required: the JetStream stream, such as \"PAYSTATE\"")
+	case len(s) > maxNATSName:
+		return fmt.Errorf("%d bytes, at most %d", len(s), maxNATSName)
+	case strings.ContainsAny(s, ".*>/\\") || !printableASCII(s):
+		return fmt.Errorf("%s: a stream name is printable ASCII without dots, wildcards (* >), slashes or spaces", quote(s))
+	}
+	return nil
+}
+
+// checkSubjectPrefix checks the first tokens of a NATS subject: non-empty
+// tokens separated by dots, printable, without wildcards, and not one of
+// the server's own ($JS, $SYS, ...).
+func checkSubjectPrefix(s string) error {
+	switch {
+	case s == "":
+		return errors.New("required: the subjects' first tokens, such as \"paystate\"")
+	case len(s) > maxNATSName:
+		return fmt.Errorf("%d bytes, at most %d", len(s), maxNATSName)
+	case strings.HasPrefix(s, "$"):
+		return fmt.Errorf("%s: subjects starting with $ are the server's own", quote(s))
+	}
+	for tok := range strings.SplitSeq(s, ".") {
+		if tok == "" || strings.ContainsAny(tok, "*>") || !printableASCII(tok) {
+			return fmt.Errorf("%s: want tokens separated by dots, printable ASCII without wildcards (* >) or spaces, such as \"paystate\" or \"shop.paystate\"", quote(s))
+		}
+	}
+	return nil
+}
+
+// printableASCII reports whether s is ASCII from '!' to '~': no space, no
+// control character.
+func printableASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < 0x21 || s[i] > 0x7e {
+			return false
+		}
+	}
+	return true
 }

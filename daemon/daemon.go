@@ -65,6 +65,7 @@ type Main struct {
 	cancel  context.CancelFunc
 	g       *errgroup.Group
 	running atomic.Bool
+	relay   *ripple.NATSRelay // [relay.nats], if its url is set; closed after the workers
 }
 
 // New returns a Main for cfg; Open starts it.
@@ -235,6 +236,9 @@ func (m *Main) Close(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
+	if m.relay != nil {
+		m.relay.Close()
+	}
 	if m.DB != nil {
 		if err := m.DB.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close database: %w", err))
@@ -261,7 +265,8 @@ func newOwner() string {
 }
 
 // openRipple builds the ripple workers from the [ripple], [loyalty],
-// [receipt] and [[webhooks]] sections and has finalize wake them.
+// [receipt], [[webhooks]] and [relay.nats] sections and has finalize wake
+// them.
 func (m *Main) openRipple() error {
 	cfg := m.Config
 	rc := ripple.Config{
@@ -282,6 +287,13 @@ func (m *Main) openRipple() error {
 	}
 	r.Now, r.Logger = m.Now, m.component("ripple")
 	m.Ripple = r
+	if n := cfg.Relay.NATS; n.Enabled() {
+		// Connects within a bounded time; a NATS that is down is retried
+		// in the background while its deliveries wait.
+		if m.relay, err = r.AddNATS(ripple.NATSConfig{URL: n.URL, Stream: n.Stream, SubjectPrefix: n.SubjectPrefix}); err != nil {
+			return err
+		}
+	}
 	m.Finalizer.Notify = r.Notify
 	return nil
 }

@@ -23,6 +23,7 @@
 //	retention              captured; with customer.id            in the store: the customer's last_visit_at
 //	receipt                captured                              one e-mail per payment, if receipt.smtp_addr is set
 //	webhook:<endpoint id>  the endpoint's events                 an HTTP POST signed per Standard Webhooks, one per endpoint
+//	nats                   every record, if relay.nats.url is set  a JetStream message on <subject_prefix>.<type>, Nats-Msg-Id = event id (nats.go)
 //
 // A captured payment without an e-mail address gets a receipt delivery
 // that is done at once with a note saying so; one without a customer id
