@@ -334,7 +334,7 @@ type Stripe struct {
 // DefaultMock is [providers.mock] with every key at its default, as a
 // present table starts.
 func DefaultMock() Mock {
-	return Mock{WebhookSecret: DevelopmentWebhookSecret, WebhookDelay: Duration{50 * time.Millisecond}, MaxCharges: 100_000}
+	return Mock{WebhookSecret: DevelopmentWebhookSecret, WebhookDelay: Duration{50 * time.Millisecond}, MaxCharges: 25_000}
 }
 
 // DefaultStandard is [providers.standard] with every key at its default.

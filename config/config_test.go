@@ -80,7 +80,7 @@ func TestDefaultConfig(t *testing.T) {
 		{"providers.mock.webhook_delay", c.Providers.Mock.WebhookDelay.Duration, 50 * time.Millisecond},
 		{"providers.mock.duplicate_rate", c.Providers.Mock.DuplicateRate, 0.0},
 		{"providers.mock.reorder", c.Providers.Mock.Reorder, false},
-		{"providers.mock.max_charges", c.Providers.Mock.MaxCharges, 100_000},
+		{"providers.mock.max_charges", c.Providers.Mock.MaxCharges, 25_000},
 		{"providers.standard.webhook_secret", c.Providers.Standard.WebhookSecret, DevelopmentWebhookSecret},
 		{"providers.stripe", c.Providers.Stripe == nil, true},
 		{"server.allowed_hosts", len(c.Server.AllowedHosts), 0},
