@@ -1,0 +1,140 @@
+// Package postgres is paystate's storage on PostgreSQL (15 or later),
+// through pgx and its pool: it implements pay.Store and pay.Tx and passes
+// the conformance suite of package store/storetest, so that several
+// paystate instances can share one database (SPEC §5). The bbolt store of
+// package store is the embedded default; this package behaves the same
+// wherever store/doc.go's "Decisions callers rely on" say how (codes,
+// orders, limits, defaults), and its differences are listed below.
+//
+//	db, err := postgres.Open(ctx, "postgres://paystate@db.internal/paystate?search_path=paystate", &postgres.Options{MaxConns: 16})
+//
+// # Schema
+//
+// Open applies the embedded migrations (migrations/NNNN_name.sql, each in
+// the transaction that records it in schema_version) that the database
+// lacks, under a transaction-level advisory lock on the schema's name, so
+// that instances that start at once take turns; Migrate does the same for
+// `paystate migrate`. The tables live in the first schema of the DSN's
+// search_path. One table per record family of pay.Tx, in the order of the
+// table of store/doc.go; the indexes stand for the bbolt store's index
+// buckets and carry their names:
+//
+//	table              key                               indexes
+//	schema_version     version                           —
+//	meta               key                               rows outbox_seq, ledger_seq, ripple_cursor, outbox_horizon
+//	payments           id                                payments_by_status (status, updated_at, id),
+//	                                                     payments_by_created (created_at, id),
+//	                                                     payments_by_order (order_id, created_at, id),
+//	                                                     payments_by_ref UNIQUE (provider, provider_ref) WHERE provider_ref <> ''
+//	timeline           (payment_id, seq)                 —
+//	inbox              (provider, event_id)              inbox_by_payment (payment_id, received_at, …) WHERE payment_id <> '',
+//	                                                     inbox_pending (next_attempt_at, …) WHERE NOT processed
+//	processed          (provider, event_id)              processed_by_time (at, …)
+//	leases             payment_id                        —
+//	outbox             seq                               outbox_by_payment (payment_id, seq)
+//	deliveries         id                                deliveries_due (next_attempt_at, id) WHERE pending,
+//	                                                     deliveries_open UNIQUE (target, payment_id, event_seq) WHERE pending,
+//	                                                     deliveries_by_state (state, state_at, id)
+//	ledger             seq                               —
+//	balances           (account, currency)               —
+//	review             id                                review_by_created (created_at, id)
+//	idempotency_keys   key                               idempotency_keys_by_expiry (expires_at, key)
+//	customers          id                                —
+//	effects            key                               —
+//	webhook_endpoints  id                                —
+//	psp_answers        payment_id                        —
+//
+// The events' indexes order by time, then (octet_length(provider),
+// provider, event_id): the order of the bbolt keys str(provider) ‖ event
+// id. deliveries.target ("webhook:<endpoint>" or the effect) and
+// deliveries.state_at (the event's time while pending, the last update's
+// after) are generated columns.
+//
+// Times are bigint nanoseconds since 1970 in UTC, 0 for the zero time,
+// which is what the bbolt store keeps: a timestamptz keeps microseconds,
+// and callers compare and order times the store gave back with times of
+// their own clock (the suite's outbox horizon is a record's time plus one
+// nanosecond). The cost is that psql shows numbers (to_timestamp(t /
+// 1e9) reads them). A time outside the years 1678 to 2262 is EINVALID, as
+// in the bbolt store. Strings that are keys or sort keys are COLLATE "C",
+// so that they order by bytes, as bbolt keys do, whatever the database's
+// locale.
+//
+// # Transactions
+//
+// Every caller of pay.Store was written against bbolt's one writer at a
+// time: it reads a record, decides and writes (finalize's compare-and-set,
+// claiming an idempotency key with IdemKey then PutIdemKey, taking a
+// lease, the ripple fan-out moving its cursor, a loyalty credit). Update
+// keeps that true across instances with READ COMMITTED and locks by
+// record: each Tx method of a write transaction that reads or writes one
+// record first takes that record's transaction-level advisory lock (the
+// 64-bit hash of its family and key: payment, event, lease, delivery,
+// idempotency key, customer, effect, endpoint, review item, PSP answer,
+// balance, the ripple cursor) and holds it to the end. Two transactions
+// that touch the same record take turns, and the later one, whose
+// statements each get a snapshot taken after the lock was granted, reads
+// what the earlier one committed: strict two-phase locking of records,
+// the pattern of every caller. A lock is taken for records that do not
+// exist yet too (a new idempotency key, a first lease), which row locks
+// cannot do. Lists (ListPayments, Candidates, PendingInbox, …) lock
+// nothing; the callers act on what they list in later transactions that
+// read each record again. Hot rows (the balances, the outbox counter) are
+// a queue: concurrent transitions commit one after the other, each
+// holding them until its commit is durable (BenchmarkTransition).
+// Deadlocks (40P01) and serialization failures (40001) are rolled back and
+// the function runs again (pay.Store allows it; Stats counts the retries).
+//
+// SERIALIZABLE with retries, tried first, gives the same guarantee without
+// any lock, but every transition then conflicts with every concurrent one
+// on the balances and the outbox counter: at 16 concurrent transitions
+// some failed 50 attempts in a row. View is REPEATABLE READ READ ONLY: one
+// snapshot, no locks, never a retry.
+//
+// Compare-and-set is UPDATE payments … WHERE id = $1 AND version = $2 (no
+// row: ECONFLICT, or ENOTFOUND). A lease is taken in one statement, INSERT
+// … ON CONFLICT DO UPDATE … WHERE expires_at <= now RETURNING token.
+// Processed event ids, inbox events, idempotency keys and provider
+// references are unique keys; inserts use ON CONFLICT DO NOTHING where the
+// bbolt store answers a conflict, so that a conflict leaves the
+// transaction usable. The purges delete with their condition in the outer
+// WHERE too, which READ COMMITTED checks again on a row changed meanwhile
+// (a key taken over, a delivery retried). The outbox and ledger Seq come from counter rows of
+// meta updated in the statement that inserts the records, whose row lock
+// makes Seq order commit order: OutboxAfter never shows a record while an
+// earlier one is still uncommitted, which the ripple cursor relies on (a
+// PostgreSQL sequence would not).
+//
+// DueDeliveries and DueDeliveriesSkipping, in an Update, lock the
+// deliveries they return with FOR UPDATE SKIP LOCKED: two instances'
+// workers that take due deliveries in concurrent write transactions get
+// different ones, and neither gets a delivery that waits in line behind
+// one the other holds. In a View they lock nothing (a read-only
+// transaction cannot).
+//
+// # Errors
+//
+// The codes are the bbolt store's: ENOTFOUND, EINVALID, ECONFLICT,
+// ELEASEHELD with the same messages. A unique violation that another
+// transaction caused is ECONFLICT. A server that cannot be reached, that
+// shuts down, refuses connections or writes (a standby), a closed DB, a
+// failed commit whose outcome is unknown, or 50 attempts that deadlocked
+// or did not serialize are EUNAVAILABLE (a full disk EDISKFULL) with a client-safe
+// message that names no host, user or database; the error wraps the cause.
+// A statement that failed aborts the transaction (PostgreSQL's rule): the
+// later statements and Update fail with its error.
+//
+// # Differences from the bbolt store
+//
+//   - Text must be UTF-8 without NUL bytes (PostgreSQL's text): other
+//     strings are EINVALID, before anything is sent.
+//   - UpdateDelivery that makes a delivery pending while another delivery
+//     of the same record is pending for the same target is ECONFLICT (the
+//     bbolt store overwrote its index entry).
+//   - Times before 1970 sort below the zero time (the bbolt store clamps
+//     them to it in its keys); paystate writes none.
+//   - There is no EndLeases: with several instances, a lease in force at
+//     start may belong to a live one; leases end when they expire. Nor is
+//     there Snapshot or Check: backups and consistency are PostgreSQL's
+//     (pg_dump, constraints).
+package postgres

@@ -1,0 +1,202 @@
+package postgres
+
+// The state of the ripple effects: customer accounts (customers), effect
+// dedupe records (effects) and merchant webhook endpoints
+// (webhook_endpoints), and the last PSP answer of each payment
+// (psp_answers). None has an index but its key.
+
+import (
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// CustomerAccount returns a customer's account, or ENOTFOUND.
+func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
+	if err := checkPart("customer id", id, true); err != nil {
+		return pay.CustomerAccount{}, err
+	}
+	if err := t.lock("customer", id); err != nil {
+		return pay.CustomerAccount{}, err
+	}
+	c, found, err := queryOne(t, "read customer", `SELECT points, last_visit_at, updated_at FROM customers WHERE id = $1`,
+		func(r pgx.Row) (pay.CustomerAccount, error) {
+			var (
+				c              pay.CustomerAccount
+				visit, updated int64
+			)
+			err := r.Scan(&c.Points, &visit, &updated)
+			c.LastVisitAt, c.UpdatedAt = fromNS(visit), fromNS(updated)
+			return c, err
+		}, id)
+	if err != nil {
+		return pay.CustomerAccount{}, err
+	} else if !found {
+		return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
+	}
+	c.ID = id
+	return c, nil
+}
+
+// PutCustomerAccount stores c under c.ID; UpdatedAt becomes Tx.Now.
+func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
+	if err := checkPart("customer id", c.ID, true); err != nil {
+		return err
+	}
+	e := enc{what: "customer " + c.ID}
+	visit := e.stamp(c.LastVisitAt)
+	if e.err != nil {
+		return e.err
+	}
+	if err := t.lock("customer", c.ID); err != nil {
+		return err
+	}
+	_, err := t.exec("put customer", `INSERT INTO customers (id, points, last_visit_at, updated_at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (id) DO UPDATE SET points = excluded.points, last_visit_at = excluded.last_visit_at, updated_at = excluded.updated_at`,
+		c.ID, c.Points, visit, t.nowNS())
+	return err
+}
+
+// Effect returns the record of a dedupe key and whether there is one.
+func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
+	if err := checkPart("effect key", key, true); err != nil {
+		return pay.EffectRecord{}, false, err
+	}
+	if err := t.lock("effect", key); err != nil {
+		return pay.EffectRecord{}, false, err
+	}
+	r, found, err := queryOne(t, "read effect", `SELECT delivery_id, points, at FROM effects WHERE key = $1`,
+		func(row pgx.Row) (pay.EffectRecord, error) {
+			var (
+				r  pay.EffectRecord
+				at int64
+			)
+			err := row.Scan(&r.DeliveryID, &r.Points, &at)
+			r.At = fromNS(at)
+			return r, err
+		}, key)
+	if err != nil || !found {
+		return pay.EffectRecord{}, false, err
+	}
+	r.Key = key
+	return r, true, nil
+}
+
+// PutEffect stores r under r.Key, replacing any record there; a zero At
+// becomes Tx.Now.
+func (t *tx) PutEffect(r pay.EffectRecord) error {
+	if err := checkPart("effect key", r.Key, true); err != nil {
+		return err
+	}
+	if r.At.IsZero() {
+		r.At = t.now
+	}
+	e := enc{what: "effect " + r.Key}
+	at := e.stamp(r.At)
+	if e.err != nil {
+		return e.err
+	}
+	if err := t.lock("effect", r.Key); err != nil {
+		return err
+	}
+	_, err := t.exec("put effect", `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (key) DO UPDATE SET delivery_id = excluded.delivery_id, points = excluded.points, at = excluded.at`,
+		r.Key, r.DeliveryID, r.Points, at)
+	return err
+}
+
+// WebhookEndpoint returns an endpoint's stored state; an endpoint never
+// stored is enabled, with only its ID set, and no error.
+func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
+	if err := checkPart("endpoint id", id, true); err != nil {
+		return pay.WebhookEndpoint{}, err
+	}
+	if err := t.lock("endpoint", id); err != nil {
+		return pay.WebhookEndpoint{}, err
+	}
+	ep, _, err := queryOne(t, "read webhook endpoint", `SELECT url, disabled, disabled_at, disabled_reason, failing_since,
+		last_success_at, updated_at FROM webhook_endpoints WHERE id = $1`, func(r pgx.Row) (pay.WebhookEndpoint, error) {
+		var (
+			ep                                    pay.WebhookEndpoint
+			disabledAt, failing, success, updated int64
+		)
+		err := r.Scan(&ep.URL, &ep.Disabled, &disabledAt, &ep.DisabledReason, &failing, &success, &updated)
+		ep.DisabledAt, ep.FailingSince, ep.LastSuccessAt, ep.UpdatedAt = fromNS(disabledAt), fromNS(failing), fromNS(success), fromNS(updated)
+		return ep, err
+	}, id)
+	if err != nil {
+		return pay.WebhookEndpoint{}, err
+	}
+	ep.ID = id
+	return ep, nil
+}
+
+// PutWebhookEndpoint stores e under e.ID; UpdatedAt becomes Tx.Now.
+func (t *tx) PutWebhookEndpoint(ep pay.WebhookEndpoint) error {
+	if err := checkPart("endpoint id", ep.ID, true); err != nil {
+		return err
+	}
+	e := enc{what: "webhook endpoint " + ep.ID}
+	args := []any{ep.ID, ep.URL, ep.Disabled, e.stamp(ep.DisabledAt), ep.DisabledReason, e.stamp(ep.FailingSince), e.stamp(ep.LastSuccessAt), t.nowNS()}
+	if e.err != nil {
+		return e.err
+	}
+	if err := t.lock("endpoint", ep.ID); err != nil {
+		return err
+	}
+	_, err := t.exec("put webhook endpoint", `INSERT INTO webhook_endpoints (id, url, disabled, disabled_at, disabled_reason,
+			failing_since, last_success_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+		ON CONFLICT (id) DO UPDATE SET url = excluded.url, disabled = excluded.disabled, disabled_at = excluded.disabled_at,
+			disabled_reason = excluded.disabled_reason, failing_since = excluded.failing_since,
+			last_success_at = excluded.last_success_at, updated_at = excluded.updated_at`, args...)
+	return err
+}
+
+// PutPSPAnswer stores a as the payment's last PSP answer, replacing the one
+// before. A zero At becomes Tx.Now. The payment need not exist.
+func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
+	if err := checkPart("payment id", a.PaymentID, true); err != nil {
+		return err
+	}
+	if a.At.IsZero() {
+		a.At = t.now
+	}
+	e := enc{what: "PSP answer of payment " + a.PaymentID}
+	at := e.stamp(a.At)
+	if e.err != nil {
+		return e.err
+	}
+	if err := t.lock("psp answer", a.PaymentID); err != nil {
+		return err
+	}
+	_, err := t.exec("put psp answer", `INSERT INTO psp_answers (payment_id, provider, status, found, raw, error, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		ON CONFLICT (payment_id) DO UPDATE SET provider = excluded.provider, status = excluded.status, found = excluded.found,
+			raw = excluded.raw, error = excluded.error, at = excluded.at`,
+		a.PaymentID, a.Provider, string(a.Status), a.Found, a.Raw, a.Error, at)
+	return err
+}
+
+// PSPAnswer returns the payment's last PSP answer, or ENOTFOUND.
+func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
+	if err := t.lock("psp answer", paymentID); err != nil {
+		return pay.PSPAnswer{}, err
+	}
+	a, found, err := queryOne(t, "read psp answer", `SELECT provider, status, found, raw, error, at FROM psp_answers WHERE payment_id = $1`,
+		func(r pgx.Row) (pay.PSPAnswer, error) {
+			var (
+				a  pay.PSPAnswer
+				at int64
+			)
+			err := r.Scan(&a.Provider, &a.Status, &a.Found, &a.Raw, &a.Error, &at)
+			a.At = fromNS(at)
+			return a, err
+		}, paymentID)
+	if err != nil {
+		return pay.PSPAnswer{}, err
+	} else if !found {
+		return pay.PSPAnswer{}, pay.Errorf(pay.ENOTFOUND, "no PSP answer recorded for payment %s", paymentID)
+	}
+	a.PaymentID = paymentID
+	return a, nil
+}

@@ -1,0 +1,186 @@
+package postgres
+
+// The webhook inbox (inbox, with its indexes inbox_pending and
+// inbox_by_payment) and the processed event ids (processed, with
+// processed_by_time). Both are unique on (provider, event id).
+
+import (
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// eventOrder orders events of the same time as the bbolt store's keys
+// str(provider) ‖ event id do.
+const eventOrder = `octet_length(provider), provider, event_id`
+
+// inboxCols are the columns scanInbox reads, in its order.
+const inboxCols = `provider, event_id, type, payment_id, provider_ref, status, step_kind, amount, currency,
+	occurred_at, received_at, body, attempts, next_attempt_at, last_error, processed`
+
+// scanInbox reads the inboxCols of a row.
+func scanInbox(r pgx.Row) (pay.InboxEvent, error) {
+	var (
+		e                        pay.InboxEvent
+		occurred, received, next int64
+		attempts                 int64
+	)
+	err := r.Scan(&e.Provider, &e.EventID, &e.Type, &e.PaymentID, &e.ProviderRef, &e.Status, &e.StepKind, &e.Amount, &e.Currency,
+		&occurred, &received, &e.Body, &attempts, &next, &e.LastError, &e.Processed)
+	e.OccurredAt, e.ReceivedAt, e.NextAttemptAt = fromNS(occurred), fromNS(received), fromNS(next)
+	e.Attempts, e.Body = int(attempts), nilIfEmpty(e.Body)
+	return e, err
+}
+
+// eventKey names an event (its inbox entry and processed id) for lock.
+func eventKey(provider, eventID string) string { return joinKey(provider, eventID) }
+
+// checkEvent checks the parts of an event key.
+func checkEvent(provider, eventID string) error {
+	if err := checkPart("provider", provider, true); err != nil {
+		return err
+	}
+	return checkPart("event id", eventID, true)
+}
+
+// PutInbox stores a new webhook event and returns true, or returns false
+// and stores nothing if (provider, event id) is already in the inbox (ON
+// CONFLICT DO NOTHING). A zero ReceivedAt becomes Tx.Now and a zero
+// NextAttemptAt becomes ReceivedAt. An event already recorded as processed
+// is archived with Processed set and is not pending; otherwise Processed
+// is cleared and the event is pending.
+func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
+	if err := checkEvent(e.Provider, e.EventID); err != nil {
+		return false, err
+	}
+	if err := checkPart("payment id", e.PaymentID, false); err != nil {
+		return false, err
+	}
+	if e.ReceivedAt.IsZero() {
+		e.ReceivedAt = t.now
+	}
+	if e.NextAttemptAt.IsZero() {
+		e.NextAttemptAt = e.ReceivedAt
+	}
+	c := enc{what: "webhook event " + e.Provider + "/" + e.EventID}
+	args := []any{e.Provider, e.EventID, e.Type, e.PaymentID, e.ProviderRef, string(e.Status), e.StepKind, e.Amount, e.Currency,
+		c.stamp(e.OccurredAt), c.stamp(e.ReceivedAt), orEmpty(e.Body), int64(e.Attempts), c.stamp(e.NextAttemptAt), e.LastError}
+	if c.err != nil {
+		return false, c.err
+	}
+	if err := t.lock("event", eventKey(e.Provider, e.EventID)); err != nil {
+		return false, err
+	}
+	n, err := t.exec("put inbox", `INSERT INTO inbox (`+inboxCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
+			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2))
+		ON CONFLICT DO NOTHING`, args...)
+	return n == 1, err
+}
+
+// InboxEvent returns one stored event, or ENOTFOUND.
+func (t *tx) InboxEvent(provider, eventID string) (pay.InboxEvent, error) {
+	if err := t.lock("event", eventKey(provider, eventID)); err != nil {
+		return pay.InboxEvent{}, err
+	}
+	e, found, err := queryOne(t, "read inbox", `SELECT `+inboxCols+` FROM inbox WHERE provider = $1 AND event_id = $2`, scanInbox, provider, eventID)
+	if err != nil {
+		return pay.InboxEvent{}, err
+	} else if !found {
+		return pay.InboxEvent{}, pay.Errorf(pay.ENOTFOUND, "webhook event %s/%s not found", provider, eventID)
+	}
+	return e, nil
+}
+
+// InboxForPayment returns the archived webhooks of a payment, oldest
+// received first (inbox_by_payment).
+func (t *tx) InboxForPayment(paymentID string) ([]pay.InboxEvent, error) {
+	return queryAll(t, "read inbox of payment", `SELECT `+inboxCols+` FROM inbox
+		WHERE payment_id = $1 AND payment_id <> '' ORDER BY received_at, `+eventOrder, scanInbox, paymentID)
+}
+
+// PendingInbox returns up to limit unprocessed events whose NextAttemptAt
+// is at or before due, earliest first (inbox_pending). EINVALID for a
+// limit below 1.
+func (t *tx) PendingInbox(due time.Time, limit int) ([]pay.InboxEvent, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	return queryAll(t, "read pending inbox", `SELECT `+inboxCols+` FROM inbox
+		WHERE NOT processed AND next_attempt_at <= $1 ORDER BY next_attempt_at, `+eventOrder+` LIMIT $2`,
+		scanInbox, keyNS(due), limit)
+}
+
+// DeferInbox records a deferral of a pending event: Attempts+1,
+// NextAttemptAt = next, LastError = lastErr. ENOTFOUND if the event is not
+// in the inbox; an event already processed is left as it is.
+func (t *tx) DeferInbox(provider, eventID string, next time.Time, lastErr string) error {
+	c := enc{what: "webhook event " + provider + "/" + eventID}
+	nextNS := c.stamp(next)
+	if c.err != nil {
+		return c.err
+	}
+	if err := t.lock("event", eventKey(provider, eventID)); err != nil {
+		return err
+	}
+	n, err := t.exec("defer inbox", `UPDATE inbox SET attempts = attempts + 1, next_attempt_at = $3, last_error = $4
+		WHERE provider = $1 AND event_id = $2 AND NOT processed`, provider, eventID, nextNS, lastErr)
+	if err != nil || n == 1 {
+		return err
+	}
+	exists, _, err := queryOne(t, "read inbox", `SELECT EXISTS (SELECT 1 FROM inbox WHERE provider = $1 AND event_id = $2)`, scalar[bool], provider, eventID)
+	if err != nil {
+		return err
+	} else if !exists {
+		return pay.Errorf(pay.ENOTFOUND, "webhook event %s/%s not found", provider, eventID)
+	}
+	return nil // processed: left as it is
+}
+
+// IsProcessed reports whether the event was recorded as processed.
+func (t *tx) IsProcessed(provider, eventID string) (bool, error) {
+	if err := t.lock("event", eventKey(provider, eventID)); err != nil {
+		return false, err
+	}
+	ok, _, err := queryOne(t, "read processed", `SELECT EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2)`, scalar[bool], provider, eventID)
+	return ok, err
+}
+
+// MarkProcessed records the event as processed at Tx.Now (a second call
+// keeps the first time: the unique key and ON CONFLICT DO NOTHING), takes
+// it off the pending list and sets Processed on its inbox entry, in one
+// statement. The event need not be in the inbox.
+func (t *tx) MarkProcessed(provider, eventID string) error {
+	if err := checkEvent(provider, eventID); err != nil {
+		return err
+	}
+	if err := t.lock("event", eventKey(provider, eventID)); err != nil {
+		return err
+	}
+	_, err := t.exec("mark processed", `WITH p AS (
+			INSERT INTO processed (provider, event_id, at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING)
+		UPDATE inbox SET processed = true WHERE provider = $1 AND event_id = $2 AND NOT processed`,
+		provider, eventID, t.nowNS())
+	return err
+}
+
+// PurgeProcessed removes up to limit processed event ids recorded strictly
+// before before, oldest first (processed_by_time), and with each its inbox
+// entry if that entry is processed, in one statement. It returns how many
+// event ids it removed. EINVALID for a limit below 1.
+func (t *tx) PurgeProcessed(before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	n, _, err := queryOne(t, "purge processed", `WITH due AS (
+			SELECT provider, event_id FROM processed WHERE at < $1 ORDER BY at, `+eventOrder+` LIMIT $2),
+		gone AS (
+			DELETE FROM processed p USING due WHERE p.provider = due.provider AND p.event_id = due.event_id
+			RETURNING p.provider, p.event_id),
+		archived AS (
+			DELETE FROM inbox i USING gone WHERE i.provider = gone.provider AND i.event_id = gone.event_id AND i.processed)
+		SELECT count(*) FROM gone`, scalar[int64], keyNS(before), limit)
+	return int(n), err
+}

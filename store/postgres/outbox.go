@@ -1,0 +1,520 @@
+package postgres
+
+// The outbox (outbox, with outbox_by_payment), the ripple fan-out cursor
+// and the purge horizon (meta), and the deliveries the fan-out makes of
+// each record, one per target (deliveries, with deliveries_due,
+// deliveries_open and deliveries_by_state).
+
+import (
+	"math"
+	"slices"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// outboxCols are the columns scanOutbox reads, in its order.
+const outboxCols = `seq, id, type, payment_id, status, from_status, version, order_id, amount, currency,
+	customer_id, customer_email, provider, created_at`
+
+// scanOutbox reads the outboxCols of a row.
+func scanOutbox(r pgx.Row) (pay.OutboxRecord, error) {
+	var (
+		o                     pay.OutboxRecord
+		seq, version, created int64
+	)
+	err := r.Scan(&seq, &o.ID, &o.Type, &o.PaymentID, &o.Status, &o.From, &version, &o.OrderID, &o.Amount, &o.Currency,
+		&o.Customer.ID, &o.Customer.Email, &o.Provider, &created)
+	o.Seq, o.Version, o.CreatedAt = uint64(seq), uint64(version), fromNS(created)
+	return o, err
+}
+
+// AppendOutbox appends r with the next Seq of the outbox (from 1, never
+// reused); r.Seq is ignored. A zero CreatedAt becomes Tx.Now. The Seq is
+// the counter meta "outbox_seq", taken with an UPDATE in the statement
+// that inserts the record: the row lock it holds until the commit makes
+// concurrent appends take their numbers one after the other, so Seq order
+// is commit order and a reader of OutboxAfter never sees a record before
+// an earlier one is committed (a PostgreSQL sequence would allow both).
+func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
+	if err := checkPart("payment id", r.PaymentID, true); err != nil {
+		return err
+	}
+	if r.CreatedAt.IsZero() {
+		r.CreatedAt = t.now
+	}
+	e := enc{what: "outbox record " + r.ID}
+	args := []any{r.ID, r.Type, r.PaymentID, string(r.Status), string(r.From), e.u64("version", r.Version), r.OrderID, r.Amount, r.Currency,
+		r.Customer.ID, r.Customer.Email, r.Provider, e.stamp(r.CreatedAt)}
+	if e.err != nil {
+		return e.err
+	}
+	_, err := t.exec("append outbox", `WITH s AS (UPDATE meta SET value = value + 1 WHERE key = 'outbox_seq' RETURNING value)
+		INSERT INTO outbox (`+outboxCols+`)
+		SELECT s.value, $1, $2, $3, $4, $5, $6::bigint, $7, $8::bigint, $9, $10, $11, $12, $13::bigint FROM s`, args...)
+	return err
+}
+
+// OutboxForPayment returns a payment's outbox records in Seq order.
+func (t *tx) OutboxForPayment(paymentID string) ([]pay.OutboxRecord, error) {
+	return queryAll(t, "read outbox of payment", `SELECT `+outboxCols+` FROM outbox WHERE payment_id = $1 ORDER BY seq`, scanOutbox, paymentID)
+}
+
+// OutboxAfter returns up to limit outbox records with Seq > seq, in Seq
+// order.
+func (t *tx) OutboxAfter(seq uint64, limit int) ([]pay.OutboxRecord, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if seq >= math.MaxInt64 {
+		return nil, nil
+	}
+	return queryAll(t, "read outbox", `SELECT `+outboxCols+` FROM outbox WHERE seq > $1 ORDER BY seq LIMIT $2`, scanOutbox, int64(seq), limit)
+}
+
+// OutboxRecord returns the outbox record with the given Seq, or ENOTFOUND.
+func (t *tx) OutboxRecord(seq uint64) (pay.OutboxRecord, error) {
+	var (
+		r     pay.OutboxRecord
+		found bool
+		err   error
+	)
+	if seq <= math.MaxInt64 {
+		r, found, err = queryOne(t, "read outbox", `SELECT `+outboxCols+` FROM outbox WHERE seq = $1`, scanOutbox, int64(seq))
+	}
+	if err != nil {
+		return pay.OutboxRecord{}, err
+	} else if !found {
+		return pay.OutboxRecord{}, pay.Errorf(pay.ENOTFOUND, "outbox record %d not found", seq)
+	}
+	return r, nil
+}
+
+// meta returns the value of a meta row.
+func (t *tx) meta(key string) (int64, error) {
+	v, _, err := queryOne(t, "read "+key, `SELECT value FROM meta WHERE key = $1`, scalar[int64], key)
+	return v, err
+}
+
+// RippleCursor returns the Seq of the last outbox record fanned out, 0 if
+// none.
+func (t *tx) RippleCursor() (uint64, error) {
+	if err := t.lock("ripple", "cursor"); err != nil {
+		return 0, err
+	}
+	v, err := t.meta("ripple_cursor")
+	return uint64(v), err
+}
+
+// SetRippleCursor records the last outbox record fanned out. The cursor
+// never moves back (EINVALID): a record fanned out twice would be
+// delivered twice.
+func (t *tx) SetRippleCursor(seq uint64) error {
+	cur, err := t.RippleCursor()
+	if err != nil {
+		return err
+	}
+	if seq < cur {
+		return pay.Errorf(pay.EINVALID, "ripple cursor cannot move back from %d to %d", cur, seq)
+	}
+	e := enc{what: "ripple cursor"}
+	v := e.u64("seq", seq)
+	if e.err != nil {
+		return e.err
+	}
+	_, err = t.exec("set ripple cursor", `UPDATE meta SET value = $1 WHERE key = 'ripple_cursor'`, v)
+	return err
+}
+
+// effectNames are the effects whose dedupe keys are "<effect>:<event id>"
+// (package ripple); PurgeOutbox removes them with their record.
+var effectNames = []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectReceipt, pay.EffectWebhook}
+
+// PurgeOutbox removes up to limit delivered outbox records created
+// strictly before before, oldest first, and returns how many it removed,
+// with the rules of the bbolt store: a record is delivered when it was
+// fanned out (Seq at or below the ripple cursor), none of its deliveries
+// is pending and none became dead at or after before. The walk from the
+// oldest record stops at the first one created at or after before or
+// after the oldest pending delivery's event, or not fanned out. With each
+// record go its events' dedupe keys ("<effect>:<event id>"); the purge
+// horizon (OutboxHorizon) moves past every record removed. EINVALID for a
+// limit below 1.
+func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
+	if err := checkLimit(limit); err != nil {
+		return 0, err
+	}
+	if err := t.lock("ripple", "cursor"); err != nil { // the fan-out cannot move it meanwhile
+		return 0, err
+	}
+	cursor, err := t.meta("ripple_cursor")
+	if err != nil {
+		return 0, err
+	}
+	bound := keyNS(before)
+	if oldest, ok, err := t.OldestPendingDelivery(); err != nil {
+		return 0, err
+	} else if ok {
+		bound = min(bound, keyNS(oldest.EventAt))
+	}
+	// Records of young dead letters.
+	held, err := queryAll(t, "read dead deliveries", `SELECT DISTINCT event_seq FROM deliveries
+		WHERE state = 'dead' AND state_at >= $1`, scalar[int64], keyNS(before))
+	if err != nil {
+		return 0, err
+	}
+	type due struct {
+		seq     int64
+		eventID string
+		created int64
+	}
+	recs, err := queryAll(t, "read outbox", `SELECT seq, id, created_at FROM outbox WHERE seq <= $1 ORDER BY seq LIMIT $2`,
+		func(r pgx.Row) (due, error) {
+			var d due
+			err := r.Scan(&d.seq, &d.eventID, &d.created)
+			return d, err
+		}, cursor, limit+len(held))
+	if err != nil {
+		return 0, err
+	}
+	var (
+		seqs []int64
+		keys []string
+		last int64
+	)
+	for _, r := range recs {
+		if len(seqs) == limit || max(r.created, 0) >= bound {
+			break
+		}
+		if slices.Contains(held, r.seq) {
+			continue
+		}
+		seqs = append(seqs, r.seq)
+		for _, e := range effectNames {
+			keys = append(keys, e+":"+r.eventID)
+		}
+		last = max(last, max(r.created, 0)+1)
+	}
+	if len(seqs) == 0 {
+		return 0, nil
+	}
+	_, err = t.exec("purge outbox", `WITH gone AS (DELETE FROM outbox WHERE seq = ANY($1)),
+			effects AS (DELETE FROM effects WHERE key = ANY($2))
+		UPDATE meta SET value = greatest(value, $3) WHERE key = 'outbox_horizon'`, seqs, keys, last)
+	if err != nil {
+		return 0, err
+	}
+	return len(seqs), nil
+}
+
+// OutboxHorizon returns the outbox purge horizon: every outbox record
+// created before it may have been purged, every later one is kept. The
+// zero time if no record was ever purged.
+func (t *tx) OutboxHorizon() (time.Time, error) {
+	ns, err := t.meta("outbox_horizon")
+	return fromNS(ns), err
+}
+
+// maxDeliveryPage is the largest page of ListDeliveries.
+const maxDeliveryPage = 1000
+
+// deliveryCols are the columns scanDelivery reads, in its order.
+const deliveryCols = `id, effect, endpoint, event_id, event_type, event_seq, event_at, payment_id, state,
+	attempts, next_attempt_at, last_error, note, created_at, updated_at`
+
+// scanDelivery reads the deliveryCols of a row.
+func scanDelivery(r pgx.Row) (pay.Delivery, error) {
+	var (
+		d                      pay.Delivery
+		seq, eventAt, attempts int64
+		next, created, updated int64
+	)
+	err := r.Scan(&d.ID, &d.Effect, &d.Endpoint, &d.EventID, &d.EventType, &seq, &eventAt, &d.PaymentID, &d.State,
+		&attempts, &next, &d.LastError, &d.Note, &created, &updated)
+	d.EventSeq, d.EventAt, d.Attempts = uint64(seq), fromNS(eventAt), int(attempts)
+	d.NextAttemptAt, d.CreatedAt, d.UpdatedAt = fromNS(next), fromNS(created), fromNS(updated)
+	return d, err
+}
+
+// checkDelivery checks what a stored delivery needs.
+func checkDelivery(d pay.Delivery) error {
+	for _, p := range []struct{ field, v string }{
+		{"delivery id", d.ID}, {"delivery effect", d.Effect}, {"delivery event id", d.EventID},
+		{"delivery payment id", d.PaymentID},
+	} {
+		if err := checkPart(p.field, p.v, true); err != nil {
+			return err
+		}
+	}
+	if err := checkPart("delivery target", d.Target(), true); err != nil {
+		return err
+	}
+	if !pay.ValidDeliveryState(d.State) {
+		return pay.Errorf(pay.EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
+	}
+	return nil
+}
+
+// InsertDelivery stores a new delivery. Zero times become Tx.Now
+// (NextAttemptAt only for a pending delivery). ECONFLICT if the id exists,
+// or if the same target already has a pending delivery of the same outbox
+// record (the unique index deliveries_open); one INSERT ... ON CONFLICT DO
+// NOTHING, so a conflict leaves the transaction usable. EINVALID for a
+// missing id, effect, event id or payment id, or an unknown state.
+func (t *tx) InsertDelivery(d pay.Delivery) error {
+	if err := checkDelivery(d); err != nil {
+		return err
+	}
+	for _, tm := range []*time.Time{&d.EventAt, &d.CreatedAt, &d.UpdatedAt} {
+		if tm.IsZero() {
+			*tm = t.now
+		}
+	}
+	if d.State == pay.DeliveryPending && d.NextAttemptAt.IsZero() {
+		d.NextAttemptAt = t.now
+	}
+	e := enc{what: "delivery " + d.ID}
+	args := []any{d.ID, d.Effect, d.Endpoint, d.EventID, d.EventType, e.u64("event seq", d.EventSeq), e.stamp(d.EventAt), d.PaymentID, d.State,
+		int64(d.Attempts), e.stamp(d.NextAttemptAt), d.LastError, d.Note, e.stamp(d.CreatedAt), e.stamp(d.UpdatedAt)}
+	if e.err != nil {
+		return e.err
+	}
+	if err := t.lock("delivery", d.ID); err != nil {
+		return err
+	}
+	n, err := t.exec("insert delivery", `INSERT INTO deliveries (`+deliveryCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING`, args...)
+	if err != nil || n == 1 {
+		return err
+	}
+	exists, _, err := queryOne(t, "read delivery", `SELECT EXISTS (SELECT 1 FROM deliveries WHERE id = $1)`, scalar[bool], d.ID)
+	if err != nil {
+		return err
+	} else if exists {
+		return pay.Errorf(pay.ECONFLICT, "delivery %s already exists", d.ID)
+	}
+	return pay.Errorf(pay.ECONFLICT, "event %d of payment %s is already pending for %s", d.EventSeq, d.PaymentID, d.Target())
+}
+
+// Delivery returns one delivery, or ENOTFOUND.
+func (t *tx) Delivery(id string) (pay.Delivery, error) {
+	if err := t.lock("delivery", id); err != nil {
+		return pay.Delivery{}, err
+	}
+	d, found, err := queryOne(t, "read delivery", `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, scanDelivery, id)
+	if err != nil {
+		return pay.Delivery{}, err
+	} else if !found {
+		return pay.Delivery{}, pay.Errorf(pay.ENOTFOUND, "delivery %s not found", id)
+	}
+	return d, nil
+}
+
+// UpdateDelivery writes d's State, Attempts, NextAttemptAt, LastError and
+// Note over the stored delivery with the same id; UpdatedAt becomes
+// Tx.Now, and a pending delivery with a zero NextAttemptAt is due at
+// Tx.Now. What the delivery is about is kept as stored. ENOTFOUND if the
+// delivery is not stored. Making a delivery pending again while another
+// delivery of the same record is pending for the same target breaks the
+// unique index deliveries_open: ECONFLICT, and the transaction is aborted.
+func (t *tx) UpdateDelivery(d pay.Delivery) error {
+	if !pay.ValidDeliveryState(d.State) {
+		return pay.Errorf(pay.EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
+	}
+	e := enc{what: "delivery " + d.ID}
+	next := e.stamp(d.NextAttemptAt)
+	if e.err != nil {
+		return e.err
+	}
+	if d.State == pay.DeliveryPending && next == 0 {
+		next = t.nowNS()
+	}
+	if err := t.lock("delivery", d.ID); err != nil {
+		return err
+	}
+	n, err := t.exec("update delivery", `UPDATE deliveries SET state = $2, attempts = $3, next_attempt_at = $4,
+		last_error = $5, note = $6, updated_at = $7 WHERE id = $1`,
+		d.ID, d.State, int64(d.Attempts), next, d.LastError, d.Note, t.nowNS())
+	if err != nil {
+		if pay.ErrorCode(err) == pay.ECONFLICT && !isRetryable(err) {
+			return pay.Errorf(pay.ECONFLICT, "delivery %s: another delivery of its event is pending for its target", d.ID)
+		}
+		return err
+	}
+	if n == 0 {
+		return pay.Errorf(pay.ENOTFOUND, "delivery %s not found", d.ID)
+	}
+	return nil
+}
+
+// firstInLine is the condition of a pending delivery d that no earlier
+// outbox record of the same payment is pending for the same target
+// (deliveries_open). It reads the pending rows whether another
+// transaction has locked them or not.
+const firstInLine = `NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.state = 'pending' AND e.target = d.target
+	AND e.payment_id = d.payment_id AND e.event_seq < d.event_seq)`
+
+// DueDeliveries returns up to limit pending deliveries due at or before
+// due, soonest first (deliveries_due), that are first in line for their
+// payment and target. In a write transaction (Update) it locks the rows
+// it returns, FOR UPDATE SKIP LOCKED: a delivery that another transaction
+// has locked (another instance's worker that took it in its own Update)
+// is passed over, and the deliveries behind it in line too, so two
+// instances that ask at once get different deliveries. In View it locks
+// nothing. (These are row locks; Delivery and UpdateDelivery take the
+// delivery's advisory lock as every record's read and write does.)
+func (t *tx) DueDeliveries(due time.Time, limit int) ([]pay.Delivery, error) {
+	return t.DueDeliveriesSkipping(due, limit, nil)
+}
+
+// DueDeliveriesSkipping is DueDeliveries passing over the deliveries whose
+// id skip reports, without reading them: they are neither returned, nor
+// counted against limit, nor locked. It reads pages of the ids and due
+// times of deliveries_due, asks skip, then reads (and in Update locks) the
+// rest. A nil skip skips nothing, and then it is one statement.
+func (t *tx) DueDeliveriesSkipping(due time.Time, limit int, skip func(id string) bool) ([]pay.Delivery, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	lock := ""
+	if t.writable {
+		lock = ` FOR UPDATE OF d SKIP LOCKED`
+	}
+	bound := keyNS(due)
+	if skip == nil {
+		return queryAll(t, "read due deliveries", `SELECT `+deliveryCols+` FROM deliveries d
+			WHERE d.state = 'pending' AND d.next_attempt_at <= $1 AND `+firstInLine+`
+			ORDER BY d.next_attempt_at, d.id LIMIT $2`+lock, scanDelivery, bound, limit)
+	}
+	type entry struct {
+		id   string
+		next int64
+	}
+	page := min(max(2*limit, 64), 1000)
+	var (
+		out      []pay.Delivery
+		afterNS  = int64(math.MinInt64)
+		afterID  = ""
+		readRows = func(r pgx.Row) (entry, error) {
+			var e entry
+			err := r.Scan(&e.id, &e.next)
+			return e, err
+		}
+	)
+	for len(out) < limit {
+		es, err := queryAll(t, "read due deliveries", `SELECT id, next_attempt_at FROM deliveries
+			WHERE state = 'pending' AND next_attempt_at <= $1 AND (next_attempt_at, id) > ($2, $3)
+			ORDER BY next_attempt_at, id LIMIT $4`, readRows, bound, afterNS, afterID, page)
+		if err != nil {
+			return nil, err
+		}
+		var ids []string
+		for _, e := range es {
+			if !skip(e.id) {
+				ids = append(ids, e.id)
+			}
+		}
+		if len(ids) > 0 {
+			ds, err := queryAll(t, "read due deliveries", `SELECT `+deliveryCols+` FROM deliveries d
+				WHERE d.id = ANY($1) AND d.state = 'pending' AND d.next_attempt_at <= $2 AND `+firstInLine+`
+				ORDER BY d.next_attempt_at, d.id LIMIT $3`+lock, scanDelivery, ids, bound, limit-len(out))
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, ds...)
+		}
+		if len(es) < page {
+			break
+		}
+		afterNS, afterID = es[len(es)-1].next, es[len(es)-1].id
+	}
+	return out, nil
+}
+
+// ListDeliveries returns up to f.Limit deliveries in f.State, oldest first
+// by the time they entered it (deliveries_by_state), from f.Since or after
+// f.Cursor, and the cursor of the next page ("" at the end). EINVALID for
+// an unknown state, a limit outside 1..1000 or a cursor of another list.
+func (t *tx) ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error) {
+	if !pay.ValidDeliveryState(f.State) {
+		return nil, "", pay.Errorf(pay.EINVALID, "state %q is not one of pending, done, dead", f.State)
+	}
+	if f.Limit < 1 || f.Limit > maxDeliveryPage {
+		return nil, "", pay.Errorf(pay.EINVALID, "limit must be from 1 to %d, got %d", maxDeliveryPage, f.Limit)
+	}
+	prefix := statePrefix(f.State)
+	var (
+		ds  []pay.Delivery
+		err error
+	)
+	const q = `SELECT ` + deliveryCols + `, state_at FROM deliveries WHERE state = $1 AND `
+	type row struct {
+		d  pay.Delivery
+		at int64
+	}
+	scan := func(r pgx.Row) (row, error) {
+		var x row
+		var seq, eventAt, attempts, next, created, updated int64
+		err := r.Scan(&x.d.ID, &x.d.Effect, &x.d.Endpoint, &x.d.EventID, &x.d.EventType, &seq, &eventAt, &x.d.PaymentID, &x.d.State,
+			&attempts, &next, &x.d.LastError, &x.d.Note, &created, &updated, &x.at)
+		x.d.EventSeq, x.d.EventAt, x.d.Attempts = uint64(seq), fromNS(eventAt), int(attempts)
+		x.d.NextAttemptAt, x.d.CreatedAt, x.d.UpdatedAt = fromNS(next), fromNS(created), fromNS(updated)
+		return x, err
+	}
+	var rows []row
+	if f.Cursor != "" {
+		ns, id, derr := decodeCursor(f.Cursor, cursorDeliveries, prefix)
+		if derr != nil {
+			return nil, "", derr
+		}
+		rows, err = queryAll(t, "list deliveries", q+`(state_at, id) > ($2, $3) ORDER BY state_at, id LIMIT $4`, scan, f.State, ns, id, f.Limit+1)
+	} else {
+		rows, err = queryAll(t, "list deliveries", q+`state_at >= $2 ORDER BY state_at, id LIMIT $3`, scan, f.State, keyNS(f.Since), f.Limit+1)
+	}
+	if err != nil {
+		return nil, "", err
+	}
+	for _, r := range rows[:min(len(rows), f.Limit)] {
+		ds = append(ds, r.d)
+	}
+	if len(rows) <= f.Limit {
+		return ds, "", nil
+	}
+	last := rows[f.Limit-1]
+	return ds, encodeCursor(cursorDeliveries, prefix, last.at, last.d.ID), nil
+}
+
+// OldestPendingDelivery returns the pending delivery whose event is the
+// oldest (the first pending row of deliveries_by_state).
+func (t *tx) OldestPendingDelivery() (pay.Delivery, bool, error) {
+	return queryOne(t, "read oldest pending delivery", `SELECT `+deliveryCols+` FROM deliveries
+		WHERE state = 'pending' ORDER BY state_at, id LIMIT 1`, scanDelivery)
+}
+
+// CountDeliveries counts the deliveries in one state.
+func (t *tx) CountDeliveries(state string) (int, error) {
+	if !pay.ValidDeliveryState(state) {
+		return 0, pay.Errorf(pay.EINVALID, "state %q is not one of pending, done, dead", state)
+	}
+	n, _, err := queryOne(t, "count deliveries", `SELECT count(*) FROM deliveries WHERE state = $1`, scalar[int64], state)
+	return int(n), err
+}
+
+// PurgeDoneDeliveries removes up to limit deliveries that are done and
+// entered that state strictly before before, oldest first, and returns how
+// many it removed. Dead letters, pending deliveries, the outbox records and
+// the effects' dedupe keys are kept.
+func (t *tx) PurgeDoneDeliveries(before time.Time, limit int) (int, error) {
+	if limit < 1 {
+		return 0, pay.Errorf(pay.EINVALID, "limit must be at least 1, got %d", limit)
+	}
+	// The outer condition is checked again on a row that a concurrent
+	// transaction changed (READ COMMITTED): a delivery retried meanwhile
+	// is kept.
+	n, err := t.exec("purge done deliveries", `DELETE FROM deliveries WHERE id IN (
+		SELECT id FROM deliveries WHERE state = 'done' AND state_at < $1 ORDER BY state_at, id LIMIT $2)
+		AND state = 'done' AND state_at < $1`, keyNS(before), limit)
+	return int(n), err
+}

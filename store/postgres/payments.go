@@ -1,0 +1,307 @@
+package postgres
+
+// Payments (the payments table) and their indexes: payments_by_status (the
+// sweeper's candidates), payments_by_created and payments_by_order (lists)
+// and payments_by_ref (unique: one payment per provider reference).
+
+import (
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// List limits of ListPayments, those of the bbolt store.
+const (
+	DefaultListLimit = 50
+	MaxListLimit     = 500
+)
+
+// paymentCols are the columns scanPayment reads, in its order.
+const paymentCols = `id, order_id, amount, currency, customer_id, customer_email, provider, provider_ref,
+	status, version, client_secret, redirect_url, return_url, created_at, updated_at`
+
+// scanPayment reads the paymentCols of a row.
+func scanPayment(r pgx.Row) (pay.Payment, error) {
+	var (
+		p                pay.Payment
+		version          int64
+		created, updated int64
+	)
+	err := r.Scan(&p.ID, &p.OrderID, &p.Amount, &p.Currency, &p.Customer.ID, &p.Customer.Email, &p.Provider, &p.ProviderRef,
+		&p.Status, &version, &p.ClientSecret, &p.RedirectURL, &p.ReturnURL, &created, &updated)
+	p.Version, p.CreatedAt, p.UpdatedAt = uint64(version), fromNS(created), fromNS(updated)
+	return p, err
+}
+
+// Payment returns the payment with the given id, or ENOTFOUND.
+func (t *tx) Payment(id string) (pay.Payment, error) {
+	if err := t.lock("payment", id); err != nil {
+		return pay.Payment{}, err
+	}
+	p, found, err := queryOne(t, "read payment", `SELECT `+paymentCols+` FROM payments WHERE id = $1`, scanPayment, id)
+	if err != nil {
+		return pay.Payment{}, err
+	} else if !found {
+		return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment %s not found", id)
+	}
+	return p, nil
+}
+
+// PaymentByRef finds a payment by the provider's reference, or ENOTFOUND.
+func (t *tx) PaymentByRef(provider, ref string) (pay.Payment, error) {
+	var (
+		p     pay.Payment
+		found bool
+		err   error
+	)
+	if ref != "" {
+		p, found, err = queryOne(t, "read payment by reference",
+			`SELECT `+paymentCols+` FROM payments WHERE provider = $1 AND provider_ref = $2 AND provider_ref <> ''`, scanPayment, provider, ref)
+	}
+	if err != nil {
+		return pay.Payment{}, err
+	} else if !found {
+		return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment with %s reference %s not found", provider, ref)
+	}
+	return p, nil
+}
+
+// checkPayment checks what the store relies on, as the bbolt store does:
+// the key parts, a known status and set times.
+func checkPayment(p pay.Payment) error {
+	if err := checkPart("payment id", p.ID, true); err != nil {
+		return err
+	}
+	if err := checkPart("order_id", p.OrderID, false); err != nil {
+		return err
+	}
+	if err := checkPart("provider", p.Provider, false); err != nil {
+		return err
+	}
+	if err := checkPart("provider_ref", p.ProviderRef, false); err != nil {
+		return err
+	}
+	if !p.Status.Valid() {
+		return pay.Errorf(pay.EINVALID, "payment %s: status %q is not a known status", p.ID, p.Status)
+	}
+	if p.CreatedAt.IsZero() || p.UpdatedAt.IsZero() {
+		return pay.Errorf(pay.EINVALID, "payment %s: created_at and updated_at are required", p.ID)
+	}
+	return nil
+}
+
+// paymentArgs are the values of p for the columns of paymentCols, in
+// order, or EINVALID.
+func paymentArgs(p pay.Payment) ([]any, error) {
+	e := enc{what: "payment " + p.ID}
+	args := []any{p.ID, p.OrderID, p.Amount, p.Currency, p.Customer.ID, p.Customer.Email, p.Provider, p.ProviderRef,
+		string(p.Status), e.u64("version", p.Version), p.ClientSecret, p.RedirectURL, p.ReturnURL,
+		e.stamp(p.CreatedAt), e.stamp(p.UpdatedAt)}
+	return args, e.err
+}
+
+// InsertPayment stores a new payment with Version 1; ECONFLICT if the id
+// exists or another payment has the same provider reference. It is one
+// INSERT ... ON CONFLICT DO NOTHING, so a conflict leaves the transaction
+// usable.
+func (t *tx) InsertPayment(p pay.Payment) error {
+	if err := checkPayment(p); err != nil {
+		return err
+	}
+	if p.Version != 1 {
+		return pay.Errorf(pay.EINVALID, "payment %s: a new payment has version 1, got %d", p.ID, p.Version)
+	}
+	args, err := paymentArgs(p)
+	if err != nil {
+		return err
+	}
+	if err := t.lock("payment", p.ID); err != nil {
+		return err
+	}
+	n, err := t.exec("insert payment", `INSERT INTO payments (`+paymentCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING`, args...)
+	if err != nil || n == 1 {
+		return err
+	}
+	// Which constraint: the id or the reference.
+	exists, _, err := queryOne(t, "read payment", `SELECT EXISTS (SELECT 1 FROM payments WHERE id = $1)`, scalar[bool], p.ID)
+	if err != nil {
+		return err
+	}
+	if exists {
+		return pay.Errorf(pay.ECONFLICT, "payment %s already exists", p.ID)
+	}
+	return t.refConflict(p)
+}
+
+// refConflict returns the ECONFLICT of p's provider reference, held by
+// another payment.
+func (t *tx) refConflict(p pay.Payment) error {
+	other, _, err := queryOne(t, "read payment by reference",
+		`SELECT id FROM payments WHERE provider = $1 AND provider_ref = $2 AND provider_ref <> ''`, scalar[string], p.Provider, p.ProviderRef)
+	if err != nil {
+		return err
+	}
+	return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, p.ProviderRef, other)
+}
+
+// UpdatePayment writes p with compare-and-set on the version: UPDATE ...
+// WHERE id = $1 AND version = prev, and only if no other payment holds
+// p's provider reference. No row updated is ECONFLICT (ENOTFOUND if the
+// payment does not exist), and nothing is written. p.Version must be
+// prev+1 (ECONFLICT otherwise). Every index follows the row.
+func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
+	if err := checkPayment(p); err != nil {
+		return err
+	}
+	args, err := paymentArgs(p)
+	if err != nil {
+		return err
+	}
+	if err := t.lock("payment", p.ID); err != nil {
+		return err
+	}
+	if p.Version == prev+1 && prev < 1<<63 {
+		n, err := t.exec("update payment", `UPDATE payments SET order_id = $2, amount = $3, currency = $4, customer_id = $5,
+			customer_email = $6, provider = $7, provider_ref = $8, status = $9, version = $10, client_secret = $11,
+			redirect_url = $12, return_url = $13, created_at = $14, updated_at = $15
+			WHERE id = $1 AND version = $16 AND ($8 = '' OR NOT EXISTS (
+				SELECT 1 FROM payments o WHERE o.provider = $7 AND o.provider_ref = $8 AND o.id <> $1))`,
+			append(args, int64(prev))...)
+		if err != nil || n == 1 {
+			return err
+		}
+	}
+	// Nothing written: say why, in the bbolt store's order.
+	cur, found, err := queryOne(t, "read payment", `SELECT version FROM payments WHERE id = $1`, scalar[int64], p.ID)
+	switch {
+	case err != nil:
+		return err
+	case !found:
+		return pay.Errorf(pay.ENOTFOUND, "payment %s not found", p.ID)
+	case uint64(cur) != prev:
+		return pay.Errorf(pay.ECONFLICT, "payment %s is at version %d, not %d", p.ID, cur, prev)
+	case p.Version != prev+1:
+		return pay.Errorf(pay.ECONFLICT, "payment %s: the version after %d is %d, got %d", p.ID, prev, prev+1, p.Version)
+	}
+	return t.refConflict(p)
+}
+
+// ListPayments returns a page of payments and the cursor of the next page
+// ("" on the last page), as the bbolt store does: without filter newest
+// created first (payments_by_created); with OrderID newest created first
+// among that order's payments (payments_by_order), Status, if also set,
+// filtering those; with Status alone newest updated first
+// (payments_by_status). Limit 0 means DefaultListLimit; other values are
+// clamped to 1..MaxListLimit. A cursor that is not from the same kind of
+// list is EINVALID.
+func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
+	limit := f.Limit
+	switch {
+	case limit == 0:
+		limit = DefaultListLimit
+	case limit < 1:
+		limit = 1
+	case limit > MaxListLimit:
+		limit = MaxListLimit
+	}
+	if f.Status != "" && !f.Status.Valid() {
+		return nil, "", pay.Errorf(pay.EINVALID, "status %q is not a known status", f.Status)
+	}
+
+	// Pick the index: its filter, its time column and the cursor's kind.
+	var (
+		where  []string
+		args   []any
+		col    = "created_at"
+		kind   byte
+		prefix []byte
+	)
+	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
+	switch {
+	case f.OrderID != "":
+		if err := checkPart("order_id", f.OrderID, false); err != nil {
+			return nil, "", err
+		}
+		kind, prefix = cursorOrder, orderPrefix(f.OrderID)
+		where = append(where, "order_id = "+arg(f.OrderID))
+		if f.Status != "" {
+			where = append(where, "status = "+arg(string(f.Status)))
+		}
+	case f.Status != "":
+		kind, prefix, col = cursorStatus, statePrefix(string(f.Status)), "updated_at"
+		where = append(where, "status = "+arg(string(f.Status)))
+	default:
+		kind = cursorCreated
+	}
+	if f.Cursor != "" {
+		ns, id, err := decodeCursor(f.Cursor, kind, prefix)
+		if err != nil {
+			return nil, "", err
+		}
+		where = append(where, "("+col+", id) < ("+arg(ns)+", "+arg(id)+")")
+	}
+	q := `SELECT ` + paymentCols + ` FROM payments`
+	if len(where) > 0 {
+		q += ` WHERE ` + strings.Join(where, " AND ")
+	}
+	q += ` ORDER BY ` + col + ` DESC, id DESC LIMIT ` + arg(limit+1)
+
+	ps, err := queryAll(t, "list payments", q, scanPayment, args...)
+	if err != nil || len(ps) <= limit {
+		return ps, "", err
+	}
+	ps = ps[:limit]
+	last := ps[limit-1]
+	at := last.CreatedAt
+	if col == "updated_at" {
+		at = last.UpdatedAt
+	}
+	return ps, encodeCursor(kind, prefix, storedNS(at), last.ID), nil
+}
+
+// Candidates returns up to limit payments in the given statuses whose
+// UpdatedAt is strictly before updatedBefore, oldest first (ties by id).
+func (t *tx) Candidates(statuses []pay.Status, updatedBefore time.Time, limit int) ([]pay.Payment, error) {
+	return t.CandidatesAfter(statuses, updatedBefore, time.Time{}, "", limit)
+}
+
+// CandidatesAfter returns up to limit payments in the given statuses whose
+// UpdatedAt is strictly before updatedBefore and whose (UpdatedAt, ID) is
+// greater than (afterUpdated, afterID), oldest first (ties by id). Each
+// status is a range scan of payments_by_status of at most limit rows (a
+// LATERAL subquery per status), merged and cut to limit, so a page costs
+// O(statuses × limit) whatever the number of payments. EINVALID for an
+// unknown status or a limit below 1.
+func (t *tx) CandidatesAfter(statuses []pay.Status, updatedBefore, afterUpdated time.Time, afterID string, limit int) ([]pay.Payment, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if err := checkPart("payment id", afterID, false); err != nil {
+		return nil, err
+	}
+	var ss []string
+	for _, s := range statuses {
+		if !s.Valid() {
+			return nil, pay.Errorf(pay.EINVALID, "status %q is not a known status", s)
+		}
+		if !slices.Contains(ss, string(s)) {
+			ss = append(ss, string(s))
+		}
+	}
+	if len(ss) == 0 {
+		return nil, nil
+	}
+	return queryAll(t, "list candidates", `SELECT c.* FROM unnest($1::text[]) AS s(status)
+		CROSS JOIN LATERAL (
+			SELECT `+paymentCols+` FROM payments p
+			WHERE p.status = s.status AND p.updated_at < $2 AND (p.updated_at, p.id) > ($3, $4)
+			ORDER BY p.updated_at, p.id LIMIT $5) c
+		ORDER BY c.updated_at, c.id LIMIT $5`,
+		scanPayment, ss, keyNS(updatedBefore), keyNS(afterUpdated), afterID, limit)
+}
