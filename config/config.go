@@ -93,12 +93,15 @@ type Server struct {
 
 // Storage is the [storage] section: where the payments live.
 type Storage struct {
-	// Backend is "bolt", the embedded default; "postgres" is reserved.
+	// Backend is "bolt", the embedded default, or "postgres": one
+	// PostgreSQL database that several paystate instances share.
 	Backend string `toml:"backend"`
 	// Path is the bbolt data file.
 	Path string `toml:"path"`
 	// DSN is the PostgreSQL connection string for backend "postgres".
 	DSN string `toml:"dsn"`
+	// MaxConns caps the PostgreSQL connections of this instance.
+	MaxConns int `toml:"max_conns"`
 }
 
 // Auth is the [auth] section: the merchant API keys.
@@ -353,8 +356,9 @@ func DefaultConfig() Config {
 			AllowedHosts:    []string{},
 		},
 		Storage: Storage{
-			Backend: "bolt",
-			Path:    "./paystate.db",
+			Backend:  "bolt",
+			Path:     "./paystate.db",
+			MaxConns: 16,
 		},
 		Auth: Auth{APIKeys: []string{}, SessionTTL: Duration{12 * time.Hour}},
 		Log: Log{

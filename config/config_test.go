@@ -54,6 +54,7 @@ func TestDefaultConfig(t *testing.T) {
 		{"storage.backend", c.Storage.Backend, "bolt"},
 		{"storage.path", c.Storage.Path, "./paystate.db"},
 		{"storage.dsn", c.Storage.DSN, ""},
+		{"storage.max_conns", c.Storage.MaxConns, 16},
 		{"auth.api_keys", len(c.Auth.APIKeys), 0},
 		{"log.level", c.Log.Level, "info"},
 		{"log.format", c.Log.Format, "console"},
@@ -431,7 +432,7 @@ func TestKnownKeys(t *testing.T) {
 	keys := knownKeys()
 	for _, k := range []string{
 		"server.listen", "server.max_body", "server.shutdown_timeout",
-		"storage.backend", "storage.path", "storage.dsn",
+		"storage.backend", "storage.path", "storage.dsn", "storage.max_conns",
 		"auth.api_keys", "log.level", "log.format", "lease.ttl",
 		"payment.expire_after", "payment.provider", "idempotency.ttl",
 		"webhook_inbox.processed_retention", "webhook_inbox.tolerance",

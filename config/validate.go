@@ -118,11 +118,13 @@ func (c Config) Validate() error {
 		}
 	case "postgres":
 		if c.Storage.DSN == "" {
-			p.addf("storage.dsn", "required for backend \"postgres\"")
+			p.addf("storage.dsn", "required for backend \"postgres\" (or PAYSTATE_STORAGE_DSN)")
 		}
-		p.addf("storage.backend", "postgres backend is not available in this build; use \"bolt\"")
+		if n := c.Storage.MaxConns; n < 1 || n > 1000 {
+			p.addf("storage.max_conns", "must be between 1 and 1000, got %d", n)
+		}
 	default:
-		p.addf("storage.backend", "unknown backend %s, want \"bolt\"", quote(c.Storage.Backend))
+		p.addf("storage.backend", "unknown backend %s, want \"bolt\" or \"postgres\"", quote(c.Storage.Backend))
 	}
 
 	// [auth]

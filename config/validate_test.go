@@ -66,7 +66,10 @@ func TestConfig_Validate(t *testing.T) {
 		{"MaxBodyLimit", func(c *Config) { c.Server.MaxBody = MaxBodyLimit }, ""},
 		{"ShutdownTimeoutZero", func(c *Config) { c.Server.ShutdownTimeout = Duration{} }, "server.shutdown_timeout"},
 		{"BackendUnknown", func(c *Config) { c.Storage.Backend = "sqlite" }, "storage.backend"},
-		{"BackendPostgres", func(c *Config) { c.Storage.Backend = "postgres"; c.Storage.DSN = "postgres://db/x" }, "storage.backend"},
+		{"BackendPostgres", func(c *Config) { c.Storage.Backend = "postgres"; c.Storage.DSN = "postgres://db/x" }, ""},
+		{"BackendPostgresMaxConns", func(c *Config) {
+			c.Storage.Backend, c.Storage.DSN, c.Storage.MaxConns = "postgres", "postgres://db/x", 0
+		}, "storage.max_conns"},
 		{"BackendPostgresNoDSN", func(c *Config) { c.Storage.Backend = "postgres" }, "storage.dsn"},
 		{"PathEmpty", func(c *Config) { c.Storage.Path = "" }, "storage.path"},
 		{"APIKeyEmpty", func(c *Config) { c.Auth.APIKeys = []string{"0123456789abcdef", ""} }, "auth.api_keys[1]"},

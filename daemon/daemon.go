@@ -33,6 +33,7 @@ import (
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/sweeper"
 )
 
@@ -51,7 +52,11 @@ type Main struct {
 	// disk. A full disk is not fatal (503, and recovery).
 	OnFatal func(error)
 
+	// Store is the storage of every component: DB (bbolt, the default)
+	// or PG (PostgreSQL, storage.backend = "postgres"); the other is nil.
+	Store     pay.Store
 	DB        *store.DB
+	PG        *postgres.DB
 	Server    *httpd.Server
 	Finalizer *finalize.Finalizer
 	Payments  *finalize.Payments
@@ -87,22 +92,37 @@ func (m *Main) Open() (err error) {
 	owner := newOwner()
 
 	// Storage first, closed last.
-	if cfg.Storage.Backend != "bolt" {
-		return fmt.Errorf("storage.backend %q is not available in this build", cfg.Storage.Backend)
-	}
 	if m.OnFatal == nil {
 		m.OnFatal = m.exit
 	}
-	m.DB, err = store.Open(cfg.Storage.Path, &store.Options{Now: m.Now, OnFatal: m.OnFatal})
-	if err != nil {
-		return err // it names the file already
-	}
-	// This process is the file's only user: leases in force are those of a
-	// process that died.
-	if n, err := m.DB.EndLeases(context.Background()); err != nil {
-		return fmt.Errorf("end leases of a previous process: %w", err)
-	} else if n > 0 {
-		m.Logger.Warn().Int("leases", n).Msg("ended the leases of a previous process that stopped without releasing them")
+	exclusive := false
+	switch cfg.Storage.Backend {
+	case "bolt":
+		m.DB, err = store.Open(cfg.Storage.Path, &store.Options{Now: m.Now, OnFatal: m.OnFatal})
+		if err != nil {
+			return err // it names the file already
+		}
+		m.Store, exclusive = m.DB, true
+		// This process is the file's only user: leases in force are those
+		// of a process that died.
+		if n, err := m.DB.EndLeases(context.Background()); err != nil {
+			return fmt.Errorf("end leases of a previous process: %w", err)
+		} else if n > 0 {
+			m.Logger.Warn().Int("leases", n).Msg("ended the leases of a previous process that stopped without releasing them")
+		}
+	case "postgres":
+		// Several instances share the database: a lease in force may be a
+		// live instance's, so leases only expire (lease.ttl), and an
+		// in-flight idempotency key of another instance is left to it.
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		m.PG, err = postgres.Open(ctx, cfg.Storage.DSN, &postgres.Options{Now: m.Now, MaxConns: cfg.Storage.MaxConns, Logger: m.component("postgres")})
+		cancel()
+		if err != nil {
+			return fmt.Errorf("open postgres: %w", err)
+		}
+		m.Store = m.PG
+	default:
+		return fmt.Errorf("storage.backend %q is not available in this build", cfg.Storage.Backend)
 	}
 
 	// Providers: exactly those the configuration has (config.Providers).
@@ -142,25 +162,25 @@ func (m *Main) Open() (err error) {
 	}
 
 	// The application layer: finalize and every path that feeds it.
-	m.Finalizer = finalize.New(m.DB)
+	m.Finalizer = finalize.New(m.Store)
 	m.Finalizer.Logger = m.component("finalize")
 	leases := func(holder string) *finalize.Leases {
-		return &finalize.Leases{Store: m.DB, Holder: holder + "/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")}
+		return &finalize.Leases{Store: m.Store, Holder: holder + "/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")}
 	}
-	idem := &finalize.Idempotency{Store: m.DB, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: true}
+	idem := &finalize.Idempotency{Store: m.Store, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: exclusive}
 	m.Payments = &finalize.Payments{
-		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Idempotency: idem,
+		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Idempotency: idem,
 		DefaultProvider: cfg.Payment.Provider, Logger: m.component("payments"),
 	}
 	m.Inbox = &finalize.Inbox{
-		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
+		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
 		MaxAttempts: cfg.WebhookInbox.MaxAttempts, Logger: m.component("inbox"),
 	}
 	m.Review = &finalize.Review{Finalizer: m.Finalizer, Leases: leases("review"), Logger: m.component("review")}
 
 	// The sweeper: reconciliation against the PSPs, expiry, housekeeping.
 	m.Sweeper = &sweeper.Sweeper{
-		Store: m.DB, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
+		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
 		Leases:   leases("sweeper"),
 		Interval: cfg.Sweeper.Interval.Duration, MinAge: cfg.Sweeper.MinAge.Duration,
 		GiveUpAfter: cfg.Sweeper.GiveUpAfter.Duration, RatePerSecond: cfg.Sweeper.RatePerSecond, Parallel: cfg.Sweeper.Parallel,
@@ -181,8 +201,11 @@ func (m *Main) Open() (err error) {
 		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
 		Idempotency: idem,
 		Deliveries:  m.Ripple, Customers: m.Ripple,
-		Backup: m.DB, Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
+		Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,
+	}
+	if m.DB != nil {
+		m.Server.Backup = m.DB // PostgreSQL is backed up with pg_dump
 	}
 	if err := m.Server.Open(); err != nil {
 		return err
@@ -205,7 +228,7 @@ func (m *Main) Open() (err error) {
 
 // ready is the readiness check: storage open and workers running.
 func (m *Main) ready() error {
-	if m.DB == nil {
+	if m.Store == nil {
 		return errors.New("storage is not open")
 	}
 	if !m.running.Load() {
@@ -239,8 +262,8 @@ func (m *Main) Close(ctx context.Context) error {
 	if m.relay != nil {
 		m.relay.Close()
 	}
-	if m.DB != nil {
-		if err := m.DB.Close(); err != nil {
+	if m.Store != nil {
+		if err := m.Store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("close database: %w", err))
 		}
 	}
@@ -281,7 +304,7 @@ func (m *Main) openRipple() error {
 			Timeout: w.Timeout.Duration, MaxInFlight: w.MaxInFlight,
 		})
 	}
-	r, err := ripple.New(m.DB, rc)
+	r, err := ripple.New(m.Store, rc)
 	if err != nil {
 		return err
 	}

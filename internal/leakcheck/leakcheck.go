@@ -30,8 +30,15 @@ import (
 //     it sees the stop only when its sleep (MaxIdleWorkerDuration, 10 s by
 //     default) ends, and then returns. A server that was never shut down
 //     still shows up, through its Serve and worker goroutines.
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainThen(m, nil) }
+
+// MainThen is Main with after, if not nil, run once the tests ended and
+// before the check (a server the tests shared is stopped there).
+func MainThen(m *testing.M, after func()) {
 	code := m.Run()
+	if after != nil {
+		after()
+	}
 	if code == 0 {
 		http.DefaultTransport.(*http.Transport).CloseIdleConnections()
 		opts := []goleak.Option{
