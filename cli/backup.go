@@ -37,6 +37,15 @@ func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	if *cfgPath != "" {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return usageError(err)
+		}
+		if cfg.Storage.Backend == "postgres" {
+			return usageError(errors.New("backup: storage.backend is \"postgres\": back the database up with PostgreSQL's own tools, e.g. pg_dump -Fc -f paystate.dump \"$PAYSTATE_STORAGE_DSN\" (or continuous archiving); paystate backup copies bbolt files only"))
+		}
+	}
 	if *out == "" {
 		return errors.New("backup: -o OUT is required")
 	}

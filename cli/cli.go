@@ -61,8 +61,10 @@ commands:
   serve [-config FILE]     run the daemon (the default command)
   check -config FILE       validate a config file and print the effective config, secrets masked
   version                  print version and build information
-  verify -db FILE          replay every payment's history and check it; non-zero exit on a mismatch
+  verify -db FILE | -config FILE
+                           replay every payment's history and check it; non-zero exit on a mismatch
   backup -db FILE -o OUT   write a consistent copy of the database (stopped, or -url of a running server)
+  migrate -config FILE     bring the configured database (bbolt or PostgreSQL) to this binary's schema
   simulate [-n 1000] [-concurrency 32]
                            run a paystate against the mock PSP in chaos mode and check its invariants
   review list|resolve      the review queue of a running server (-url, -api-key or PAYSTATE_API_KEY)
@@ -87,6 +89,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runVerify(ctx, args, stdout, stderr)
 	case "backup":
 		return runBackup(ctx, args, stdout, stderr)
+	case "migrate":
+		return runMigrate(ctx, args, stdout, stderr)
 	case "simulate":
 		return runSimulate(ctx, args, stdout, stderr)
 	case "review":

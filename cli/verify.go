@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/postgres"
 )
 
 // ErrMismatch is Run's error when verify found a problem: the process
@@ -26,9 +28,24 @@ var ErrMismatch = errors.New("verify: the database does not match its own histor
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	path := fs.String("db", "./paystate.db", "database file")
+	path := fs.String("db", "./paystate.db", "database file (bbolt)")
+	cfgPath := fs.String("config", "", "config file: verify its storage (bbolt storage.path or PostgreSQL storage.dsn)")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *cfgPath != "" {
+		cfg, err := config.Load(*cfgPath)
+		if err != nil {
+			return usageError(err)
+		}
+		if cfg.Storage.Backend == "postgres" {
+			return verifyPostgres(ctx, cfg.Storage.DSN, stdout)
+		}
+		dbSet := false
+		fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
+		if !dbSet {
+			*path = cfg.Storage.Path
+		}
 	}
 	db, err := store.Open(*path, &store.Options{ReadOnly: true})
 	if errors.Is(err, store.ErrLocked) {
@@ -66,6 +83,12 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	for _, im := range imbalances {
 		rep.Mismatches = append(rep.Mismatches, verify.Mismatch{Problem: im.String()})
 	}
+	return printReport(rep, stdout)
+}
+
+// printReport prints verify's findings and returns ErrMismatch (exit 3)
+// if there is one.
+func printReport(rep verify.Report, stdout io.Writer) error {
 	for _, m := range rep.Mismatches {
 		fmt.Fprintln(stdout, "MISMATCH", m)
 	}
@@ -74,4 +97,21 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return &exitError{code: ExitVerify, err: ErrMismatch}
 	}
 	return nil
+}
+
+// verifyPostgres is verify of a PostgreSQL database: the replay of every
+// timeline, the outbox and the running balances (verify.Run). Its indexes
+// and constraints are PostgreSQL's own; the database may be in use by
+// running instances (verify reads in one repeatable-read transaction).
+func verifyPostgres(ctx context.Context, dsn string, stdout io.Writer) error {
+	db, err := postgres.Open(ctx, dsn, nil)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	defer db.Close()
+	rep, err := verify.Run(ctx, db)
+	if err != nil {
+		return fmt.Errorf("verify: %w", err)
+	}
+	return printReport(rep, stdout)
 }
