@@ -293,6 +293,7 @@ func newOwner() string {
 func (m *Main) openRipple() error {
 	cfg := m.Config
 	rc := ripple.Config{
+		Shared:  cfg.Storage.Backend == "postgres", // several instances: claim before an attempt
 		Workers: cfg.Ripple.Workers, MaxAttempts: cfg.Ripple.MaxAttempts,
 		BackoffBase: cfg.Ripple.BackoffBase.Duration, BackoffCap: cfg.Ripple.BackoffCap.Duration,
 		PointsPerUnit: cfg.Loyalty.PointsPerUnit,

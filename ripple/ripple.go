@@ -68,7 +68,20 @@ type Config struct {
 	Receipt ReceiptConfig
 	// Webhooks are the merchant endpoints.
 	Webhooks []EndpointConfig
+	// Shared says several paystate instances work on the store
+	// (PostgreSQL): before an effect outside the store (a webhook, a
+	// receipt, the NATS relay) is attempted, its delivery is claimed in a
+	// write transaction that moves it ClaimFor into the future, so no
+	// other instance attempts it meanwhile; an instance that dies leaves
+	// a claim that expires and is taken over. Loyalty and retention need
+	// none: their effect and its record are one transaction. Off (bbolt,
+	// one process) the attempt reads the delivery without a write.
+	Shared bool
 }
+
+// ClaimFor is how long a claim of Config.Shared keeps a delivery from the
+// other instances: longer than an attempt may take.
+const ClaimFor = AttemptTimeout + 30*time.Second
 
 // EndpointConfig is one merchant webhook endpoint.
 type EndpointConfig struct {
@@ -741,7 +754,11 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 		rec         pay.OutboxRecord
 		fresh, gone bool
 	)
-	verr := s.Store.View(ctx, func(tx pay.Tx) error {
+	read := s.Store.View
+	if s.Config.Shared {
+		read = s.Store.Update // claim it (Config.Shared)
+	}
+	verr := read(ctx, func(tx pay.Tx) error {
 		fresh, gone = false, false
 		cur, err := tx.Delivery(d.ID)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
@@ -753,6 +770,12 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 			cur.UpdatedAt.Equal(d.UpdatedAt) && !cur.NextAttemptAt.After(tx.Now())
 		if !fresh {
 			return nil
+		}
+		if s.Config.Shared {
+			cur.NextAttemptAt = tx.Now().Add(ClaimFor)
+			if err := tx.UpdateDelivery(cur); err != nil {
+				return err
+			}
 		}
 		rec, err = tx.OutboxRecord(d.EventSeq)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
@@ -19,7 +20,17 @@ import (
 
 // TestMain fails the package if a test leaves a goroutine behind: the
 // workers, SMTP conversations and HTTP connections must all end.
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+func TestMain(m *testing.M) { goleak.VerifyTestMain(stopPG{m}) }
+
+// stopPG removes the PostgreSQL that pgtest may have started, after the
+// tests and before the leak check.
+type stopPG struct{ m *testing.M }
+
+func (s stopPG) Run() int {
+	code := s.m.Run()
+	pgtest.Stop()
+	return code
+}
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
