@@ -1,14 +1,10 @@
 package postgres_test
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/store/postgres"
 )
 
@@ -41,39 +38,14 @@ func TestMain(m *testing.M) { os.Exit(runMain(m)) }
 // runMain finds or starts PostgreSQL, runs the tests and stops what it
 // started. It fails the run, never skips it, when PostgreSQL cannot be had.
 func runMain(m *testing.M) int {
-	testDSN = os.Getenv("PAYSTATE_TEST_PG_DSN")
-	if testDSN == "" {
-		script, err := filepath.Abs("../../scripts/postgres.sh")
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "store/postgres: %v\n", err)
-			return 1
-		}
-		cmd := exec.Command(script, "start")
-		cmd.Env = append(os.Environ(), "PAYSTATE_PG_DIR=") // a new cluster in a directory of its own
-		cmd.Stderr = os.Stderr
-		out, err := cmd.Output()
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "store/postgres: PAYSTATE_TEST_PG_DSN is not set and %s start failed: %v\n", script, err)
-			return 1
-		}
-		env := exports(out)
-		testDSN = env["PAYSTATE_PG_DSN"]
-		dir := env["PAYSTATE_PG_DIR"]
-		if testDSN == "" || dir == "" {
-			fmt.Fprintf(os.Stderr, "store/postgres: %s start printed no DSN or directory:\n%s", script, out)
-			return 1
-		}
-		defer func() {
-			rm := exec.Command(script, "remove", dir)
-			rm.Stdout, rm.Stderr = os.Stderr, os.Stderr
-			if err := rm.Run(); err != nil {
-				fmt.Fprintf(os.Stderr, "store/postgres: %s remove %s: %v\n", script, dir, err)
-			}
-		}()
+	var err error
+	if testDSN, err = pgtest.DSN(); err != nil {
+		fmt.Fprintf(os.Stderr, "store/postgres: %v\n", err)
+		return 1
 	}
+	defer pgtest.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	var err error
 	if admin, err = pgxpool.New(ctx, testDSN); err == nil {
 		err = admin.Ping(ctx)
 	}
@@ -84,21 +56,6 @@ func runMain(m *testing.M) int {
 	defer admin.Close()
 	defer dropReused()
 	return m.Run()
-}
-
-// exports reads the `export NAME='value'` lines of scripts/postgres.sh.
-func exports(out []byte) map[string]string {
-	env := map[string]string{}
-	sc := bufio.NewScanner(bytes.NewReader(out))
-	for sc.Scan() {
-		line, ok := strings.CutPrefix(sc.Text(), "export ")
-		if !ok {
-			continue
-		}
-		name, value, _ := strings.Cut(line, "=")
-		env[name] = strings.Trim(value, "'")
-	}
-	return env
 }
 
 // newSchema returns the DSN of a schema that holds paystate's tables and

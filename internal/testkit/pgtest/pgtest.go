@@ -70,6 +70,13 @@ func start() {
 	}
 }
 
+// DSN returns the DSN of the test database, starting PostgreSQL on first
+// use (for a package that manages its own schemas; Schema is simpler).
+func DSN() (string, error) {
+	once.Do(start)
+	return baseDSN, startErr
+}
+
 // Schema returns the DSN of a new, empty schema of the test database
 // (search_path set to it), started on first use; the schema is dropped
 // when tb ends.
