@@ -133,11 +133,6 @@ var (
 	keyOutboxHorizon = []byte("outbox_horizon")
 )
 
-// maxKeyPart is the longest string accepted as one part of a key (ids,
-// provider names, references, event ids, order ids, idempotency keys). It
-// keeps every key far below bbolt's limit and fits the uint16 length prefix.
-const maxKeyPart = 1024
-
 // Key times are nanoseconds since the Unix epoch. Times outside what an
 // int64 of nanoseconds can hold are clamped: the zero time and anything
 // before 1970 encode as 0, anything after 2262 as MaxInt64.
@@ -163,7 +158,7 @@ func be64(v uint64) []byte { return binary.BigEndian.AppendUint64(make([]byte, 0
 // appendStr appends s with a big-endian uint16 length prefix, so that a
 // variable-length part can be followed by more parts without ambiguity and
 // a scan of the prefix appendStr(nil, s) sees exactly the keys of s.
-// Callers check len(s) <= maxKeyPart first.
+// Callers check len(s) <= pay.MaxStoredPart first.
 func appendStr(b []byte, s string) []byte {
 	b = binary.BigEndian.AppendUint16(b, uint16(len(s)))
 	return append(b, s...)

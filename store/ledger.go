@@ -8,7 +8,6 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
-	"math"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -21,25 +20,9 @@ import (
 // zero) back into entries. The lines must sum to zero per currency, else
 // EINVALID and nothing is written. Account and Currency are required.
 func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
-	// Check the posting first: it balances, and no balance overflows.
-	sums := map[string]int64{}
-	for _, e := range entries {
-		if err := checkPart("ledger account", e.Account, true); err != nil {
-			return err
-		}
-		if err := checkPart("ledger currency", e.Currency, true); err != nil {
-			return err
-		}
-		s, ok := add(sums[e.Currency], e.Amount)
-		if !ok {
-			return pay.Errorf(pay.EINVALID, "ledger posting overflows in %s", e.Currency)
-		}
-		sums[e.Currency] = s
-	}
-	for cur, s := range sums {
-		if s != 0 {
-			return pay.Errorf(pay.EINVALID, "ledger posting does not balance in %s: off by %d", cur, s)
-		}
+	// Check the posting first: it balances (then no balance overflows).
+	if err := pay.CheckPosting(entries); err != nil {
+		return err
 	}
 	balances := map[string]int64{} // balanceKey → balance after the posting
 	for _, e := range entries {
@@ -48,7 +31,7 @@ func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
 		if !ok {
 			b = t.balance(e.Account, e.Currency)
 		}
-		if b, ok = add(b, e.Amount); !ok {
+		if b, ok = pay.AddInt64(b, e.Amount); !ok {
 			return pay.Errorf(pay.EINVALID, "ledger balance of %s in %s overflows", e.Account, e.Currency)
 		}
 		balances[k] = b
@@ -85,15 +68,6 @@ func (t *tx) balance(account, currency string) int64 {
 		return 0
 	}
 	return int64(binary.BigEndian.Uint64(v))
-}
-
-// add returns a+b and whether it did not overflow.
-func add(a, b int64) (int64, bool) {
-	s := a + b
-	if (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b) {
-		return 0, false
-	}
-	return s, true
 }
 
 // LedgerBalances returns the running balance of every account and currency
@@ -156,7 +130,7 @@ func (db *DB) CheckLedger(ctx context.Context) ([]LedgerImbalance, error) {
 				sums[r.Currency] = s
 			}
 			s.Lines++
-			if sum, ok := add(s.Sum, r.Amount); ok && !s.Overflow {
+			if sum, ok := pay.AddInt64(s.Sum, r.Amount); ok && !s.Overflow {
 				s.Sum = sum
 			} else {
 				s.Overflow = true

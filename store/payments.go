@@ -56,34 +56,10 @@ func (t *tx) PaymentByRef(provider, ref string) (pay.Payment, error) {
 	return p, nil
 }
 
-// checkPayment checks what the store relies on: the parts of keys, a known
-// status (the status index) and set times (the time indexes).
-func checkPayment(p pay.Payment) error {
-	if err := checkPart("payment id", p.ID, true); err != nil {
-		return err
-	}
-	if err := checkPart("order_id", p.OrderID, false); err != nil {
-		return err
-	}
-	if err := checkPart("provider", p.Provider, false); err != nil {
-		return err
-	}
-	if err := checkPart("provider_ref", p.ProviderRef, false); err != nil {
-		return err
-	}
-	if !p.Status.Valid() {
-		return pay.Errorf(pay.EINVALID, "payment %s: status %q is not a known status", p.ID, p.Status)
-	}
-	if p.CreatedAt.IsZero() || p.UpdatedAt.IsZero() {
-		return pay.Errorf(pay.EINVALID, "payment %s: created_at and updated_at are required", p.ID)
-	}
-	return nil
-}
-
 // InsertPayment stores a new payment with Version 1; ECONFLICT if the id
 // exists or another payment has the same provider reference.
 func (t *tx) InsertPayment(p pay.Payment) error {
-	if err := checkPayment(p); err != nil {
+	if err := pay.CheckStoredPayment(p); err != nil {
 		return err
 	}
 	if p.Version != 1 {
@@ -102,7 +78,7 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 // version must be prev and p.Version prev+1, else ECONFLICT (nothing is
 // written). Every index follows the new record.
 func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
-	if err := checkPayment(p); err != nil {
+	if err := pay.CheckStoredPayment(p); err != nil {
 		return err
 	}
 	cur, ok, err := t.payment(p.ID)

@@ -111,27 +111,14 @@ func lastWithPrefix(c *bolt.Cursor, prefix []byte) []byte {
 	return seekBefore(c, end)
 }
 
-// checkPart checks a string that becomes part of a key.
-func checkPart(field, s string, required bool) error {
-	switch {
-	case required && s == "":
-		return pay.Errorf(pay.EINVALID, "%s is required", field)
-	case len(s) > maxKeyPart:
-		return pay.Errorf(pay.EINVALID, "%s is longer than %d bytes", field, maxKeyPart)
-	}
-	return nil
-}
-
-// checkLimit checks the limit of a scan.
-func checkLimit(limit int) error {
-	if limit <= 0 {
-		return pay.Errorf(pay.EINVALID, "limit must be positive, got %d", limit)
-	}
-	return nil
-}
-
 // corrupt reports an index entry that does not match its record: a bug or
 // a damaged file, never the caller's fault.
 func corrupt(bucket []byte, format string, args ...any) error {
 	return fmt.Errorf("corrupt %s: %s", bucket, fmt.Sprintf(format, args...))
 }
+
+// checkPart and checkLimit are the checks every backend shares.
+var (
+	checkPart  = pay.CheckStoredPart
+	checkLimit = pay.CheckStoredLimit
+)

@@ -4,7 +4,6 @@ package postgres
 // account and currency (balances), written together by AppendLedger.
 
 import (
-	"math"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -20,25 +19,9 @@ import (
 // is sent, so the transaction stays usable). Account and Currency are
 // required.
 func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
-	// Check the posting first: it balances.
-	sums := map[string]int64{}
-	for _, e := range entries {
-		if err := checkPart("ledger account", e.Account, true); err != nil {
-			return err
-		}
-		if err := checkPart("ledger currency", e.Currency, true); err != nil {
-			return err
-		}
-		s, ok := add(sums[e.Currency], e.Amount)
-		if !ok {
-			return pay.Errorf(pay.EINVALID, "ledger posting overflows in %s", e.Currency)
-		}
-		sums[e.Currency] = s
-	}
-	for cur, s := range sums {
-		if s != 0 {
-			return pay.Errorf(pay.EINVALID, "ledger posting does not balance in %s: off by %d", cur, s)
-		}
+	// Check the posting first: it balances (then no balance overflows).
+	if err := pay.CheckPosting(entries); err != nil {
+		return err
 	}
 	if len(entries) == 0 {
 		return nil
@@ -81,7 +64,7 @@ func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
 		if !slices.Contains(order, k) {
 			order = append(order, k)
 		}
-		b, ok := add(after[k], e.Amount)
+		b, ok := pay.AddInt64(after[k], e.Amount)
 		if !ok {
 			return pay.Errorf(pay.EINVALID, "ledger balance of %s in %s overflows", e.Account, e.Currency)
 		}
@@ -133,14 +116,6 @@ func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
 		entries[i].At = entries[i].At.UTC()
 	}
 	return nil
-}
-
-// add returns a+b and whether it did not overflow.
-func add(a, b int64) (int64, bool) {
-	if (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b) {
-		return 0, false
-	}
-	return a + b, true
 }
 
 // LedgerBalances returns the running balance of every account and currency

@@ -71,30 +71,6 @@ func (t *tx) PaymentByRef(provider, ref string) (pay.Payment, error) {
 	return p, nil
 }
 
-// checkPayment checks what the store relies on, as the bbolt store does:
-// the key parts, a known status and set times.
-func checkPayment(p pay.Payment) error {
-	if err := checkPart("payment id", p.ID, true); err != nil {
-		return err
-	}
-	if err := checkPart("order_id", p.OrderID, false); err != nil {
-		return err
-	}
-	if err := checkPart("provider", p.Provider, false); err != nil {
-		return err
-	}
-	if err := checkPart("provider_ref", p.ProviderRef, false); err != nil {
-		return err
-	}
-	if !p.Status.Valid() {
-		return pay.Errorf(pay.EINVALID, "payment %s: status %q is not a known status", p.ID, p.Status)
-	}
-	if p.CreatedAt.IsZero() || p.UpdatedAt.IsZero() {
-		return pay.Errorf(pay.EINVALID, "payment %s: created_at and updated_at are required", p.ID)
-	}
-	return nil
-}
-
 // paymentArgs are the values of p for the columns of paymentCols, in
 // order, or EINVALID.
 func paymentArgs(p pay.Payment) ([]any, error) {
@@ -110,7 +86,7 @@ func paymentArgs(p pay.Payment) ([]any, error) {
 // INSERT ... ON CONFLICT DO NOTHING, so a conflict leaves the transaction
 // usable.
 func (t *tx) InsertPayment(p pay.Payment) error {
-	if err := checkPayment(p); err != nil {
+	if err := pay.CheckStoredPayment(p); err != nil {
 		return err
 	}
 	if p.Version != 1 {
@@ -156,7 +132,7 @@ func (t *tx) refConflict(p pay.Payment) error {
 // payment does not exist), and nothing is written. p.Version must be
 // prev+1 (ECONFLICT otherwise). Every index follows the row.
 func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
-	if err := checkPayment(p); err != nil {
+	if err := pay.CheckStoredPayment(p); err != nil {
 		return err
 	}
 	args, err := paymentArgs(p)

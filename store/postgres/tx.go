@@ -198,30 +198,6 @@ func (t *tx) fail(op string, err error) error {
 	return err
 }
 
-// maxKeyPart is the longest string accepted as an id, provider, reference,
-// event id, order id, idempotency key or other key: the bbolt store's
-// limit, so that both accept the same records.
-const maxKeyPart = 1024
-
-// checkPart checks a string that is a key or part of one.
-func checkPart(field, s string, required bool) error {
-	switch {
-	case required && s == "":
-		return pay.Errorf(pay.EINVALID, "%s is required", field)
-	case len(s) > maxKeyPart:
-		return pay.Errorf(pay.EINVALID, "%s is longer than %d bytes", field, maxKeyPart)
-	}
-	return nil
-}
-
-// checkLimit checks the limit of a scan.
-func checkLimit(limit int) error {
-	if limit <= 0 {
-		return pay.Errorf(pay.EINVALID, "limit must be positive, got %d", limit)
-	}
-	return nil
-}
-
 // Times are stored as bigint nanoseconds since 1970, in UTC; 0 is the zero
 // time (and so, read back, the instant of 1970 itself, as in the bbolt
 // store). A time outside what an int64 of nanoseconds holds (before 1678,
@@ -346,8 +322,14 @@ func decodeCursor(s string, kind byte, prefix []byte) (ns int64, id string, err 
 	}
 	rest := b[1+len(prefix):]
 	id = string(rest[8:])
-	if len(id) > maxKeyPart || storableText(id) != nil {
+	if len(id) > pay.MaxStoredPart || storableText(id) != nil {
 		return 0, "", pay.Errorf(pay.EINVALID, "cursor is not valid for this list")
 	}
 	return int64(binary.BigEndian.Uint64(rest[:8])), id, nil
 }
+
+// checkPart and checkLimit are the checks every backend shares.
+var (
+	checkPart  = pay.CheckStoredPart
+	checkLimit = pay.CheckStoredLimit
+)
