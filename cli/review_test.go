@@ -18,6 +18,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/store/storetest"
+	bolt "go.etcd.io/bbolt"
 )
 
 // reviewDaemon boots a paystate on dbPath with the injected clock; the
@@ -91,7 +92,21 @@ func TestReview_QueueEvidenceAndCLI(t *testing.T) {
 	}
 	in.Close()
 
-	// The process restarts: the simulated PSP has forgotten the charge.
+	// The simulated PSP loses the charge (it keeps its charges in the
+	// store: take it out), and the process restarts: the PSP does not
+	// know the payment.
+	bdb, err := bolt.Open(dbPath, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("psp_charges")).Delete([]byte("charge-" + id))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := bdb.Close(); err != nil {
+		t.Fatal(err)
+	}
 	in = reviewDaemon(t, dbPath, clock)
 	m, base := in.Main, in.Base
 	mockWebhook(t, in, clock, "evt_review_1", stdwebhook.TypeProcessing, id, "")

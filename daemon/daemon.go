@@ -133,7 +133,7 @@ func (m *Main) Open() (err error) {
 			WebhookSecret: mc.WebhookSecret, WebhookURL: mc.WebhookURL,
 			WebhookDelay: mc.WebhookDelay.Duration, DuplicateRate: mc.DuplicateRate, WebhookFirstRate: mc.WebhookFirstRate, MaxCharges: mc.MaxCharges,
 			Reorder: mc.Reorder, Tolerance: tol,
-		})
+		}, mock.WithStore(m.Store))
 		if err != nil {
 			return err
 		}

@@ -218,4 +218,11 @@ type Tx interface {
 	PutPSPAnswer(a PSPAnswer) error
 	// PSPAnswer returns the payment's last PSP answer, or ENOTFOUND.
 	PSPAnswer(paymentID string) (PSPAnswer, error)
+
+	// The simulated PSP's charges.
+
+	// PutPSPCharge stores c under its key, replacing the one before.
+	PutPSPCharge(c PSPCharge) error
+	// PSPCharge returns the charge made with key, or ENOTFOUND.
+	PSPCharge(key string) (PSPCharge, error)
 }

@@ -467,6 +467,21 @@ func mustDecMode(o cbor.DecOptions) cbor.DecMode {
 	return m
 }
 
+// pspChargeRecord is the value of psp_charges; the charge key is the key.
+type pspChargeRecord struct {
+	PaymentID    ident  `cbor:"1,keyasint,omitzero"`
+	ProviderRef  string `cbor:"2,keyasint,omitempty"`
+	Amount       int64  `cbor:"3,keyasint,omitempty"`
+	Currency     string `cbor:"4,keyasint,omitempty"`
+	Status       string `cbor:"5,keyasint,omitempty"`
+	ClientSecret string `cbor:"6,keyasint,omitempty"`
+	RedirectURL  string `cbor:"7,keyasint,omitempty"`
+	RefundKey    string `cbor:"8,keyasint,omitempty"`
+	Calls        int    `cbor:"9,keyasint,omitempty"`
+	Refunds      int    `cbor:"10,keyasint,omitempty"`
+	CreatedAt    stamp  `cbor:"11,keyasint,omitzero"`
+}
+
 // encode marshals a record. The record types hold only strings, numbers,
 // byte slices and stamps, so an error means a time out of a stamp's range.
 func encode(what string, v any) ([]byte, error) {

@@ -83,6 +83,7 @@
 //
 //	pspanswer.go: PSP answers
 //	psp_answers                 payment id                                       last PSP status answer (CBOR)
+//	psp_charges                 charge key ("charge-<payment id>")               the mock PSP's charge (CBOR)
 //
 // CBOR values are the unexported record types of codec.go: maps keyed by
 // the small integer each field's tag fixes, empty fields left out, times

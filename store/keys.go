@@ -69,8 +69,9 @@ var (
 	bucketEffects          = []byte("effects")
 	bucketWebhookEndpoints = []byte("webhook_endpoints")
 
-	// PSP answers (pspanswer.go).
+	// PSP answers and the mock PSP's charges (pspanswer.go).
 	bucketPSPAnswers = []byte("psp_answers")
+	bucketPSPCharges = []byte("psp_charges")
 
 	allBuckets = [][]byte{
 		bucketMeta,
@@ -83,7 +84,7 @@ var (
 		bucketReview, bucketReviewByCreated,
 		bucketIdem,
 		bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesOpen, bucketDeliveriesByState, bucketCustomers, bucketEffects, bucketWebhookEndpoints,
-		bucketIdemByExpiry, bucketProcessedByTime, bucketPSPAnswers, bucketLeasesInForce,
+		bucketIdemByExpiry, bucketProcessedByTime, bucketPSPAnswers, bucketLeasesInForce, bucketPSPCharges,
 	}
 )
 

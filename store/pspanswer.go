@@ -46,4 +46,36 @@ func (c *checker) checkPSPAnswers() {
 		}
 		return nil
 	})
+	c.decodeEach(bucketPSPCharges, &pspChargeRecord{})
+}
+
+// PutPSPCharge stores the mock PSP's charge c under its key. A zero
+// CreatedAt becomes Tx.Now.
+func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
+	if err := checkPart("charge key", c.Key, true); err != nil {
+		return err
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = t.now
+	}
+	return t.putRecord(bucketPSPCharges, []byte(c.Key), pspChargeRecord{
+		PaymentID: ident(c.PaymentID), ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: c.Currency,
+		Status: string(c.Status), ClientSecret: c.ClientSecret, RedirectURL: c.RedirectURL, RefundKey: c.RefundKey,
+		Calls: c.Calls, Refunds: c.Refunds, CreatedAt: at(c.CreatedAt),
+	})
+}
+
+// PSPCharge returns the mock PSP's charge made with key, or ENOTFOUND.
+func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
+	var r pspChargeRecord
+	if found, err := t.getRecord(bucketPSPCharges, []byte(key), &r); err != nil {
+		return pay.PSPCharge{}, err
+	} else if !found {
+		return pay.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)
+	}
+	return pay.PSPCharge{
+		Key: key, PaymentID: string(r.PaymentID), ProviderRef: r.ProviderRef, Amount: r.Amount, Currency: r.Currency,
+		Status: pay.Status(r.Status), ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, RefundKey: r.RefundKey,
+		Calls: r.Calls, Refunds: r.Refunds, CreatedAt: r.CreatedAt.UTC(),
+	}, nil
 }

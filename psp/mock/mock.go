@@ -27,10 +27,14 @@
 // with backoff, then dropped quietly (the sweeper finds what is missing).
 //
 // The PSP's state lives in memory, keyed by the idempotency key
-// ("charge-<payment_id>"). A restart of the process forgets it: Status then
-// answers not found and the sweeper puts such a payment on the review queue.
+// ("charge-<payment_id>"), and, with WithStore (as paystate runs it), in the
+// store too: a restart, or another instance on the same PostgreSQL, then
+// answers from what was charged. Without a store a restart forgets it:
+// Status answers not found and the sweeper puts such a payment on the
+// review queue.
 //
-// That memory is bounded: the mock remembers the last max_charges charges
+// The memory is bounded (a charge past the bound is read back from the
+// store, if there is one): the mock remembers the last max_charges charges
 // (Config.MaxCharges, 25,000 by default) and forgets the oldest charge
 // first, whatever happened to it since (a refund does not renew it). A
 // forgotten charge is gone as after a restart: Status answers not found,
@@ -132,6 +136,13 @@ func WithLogger(l zerolog.Logger) Option { return func(p *Provider) { p.Logger =
 // WithHTTPClient sets the client that posts the webhooks.
 func WithHTTPClient(c *http.Client) Option { return func(p *Provider) { p.Client = c } }
 
+// WithStore keeps the PSP's charges in s (pay.Tx.PutPSPCharge) as well as
+// in memory: a restart, or another paystate instance on the same
+// database, answers Status, Refund and a replayed Create from what was
+// charged, and a charge forgotten from memory (MaxCharges) is read back
+// from s.
+func WithStore(s pay.Store) Option { return func(p *Provider) { p.store = s } }
+
 // WithRand sets the random source behind duplicates and client secrets, so
 // a test or a simulation can be seeded.
 func WithRand(r *rand.Rand) Option { return func(p *Provider) { p.rnd = r } }
@@ -185,6 +196,7 @@ type Provider struct {
 	order      []*charge
 	oldest     int
 	maxCharges int
+	store      pay.Store // WithStore: the charges are kept there too
 	stats      Stats
 }
 
@@ -346,6 +358,13 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 	}
 
 	p.mu.Lock()
+	if _, ok := p.byKey[key]; !ok && p.store != nil {
+		p.mu.Unlock()
+		if err := p.load(ctx, key); err != nil {
+			return pay.PSPResult{}, err
+		}
+		p.mu.Lock()
+	}
 	// A replay of the key answers from the recorded charge.
 	if c, ok := p.byKey[key]; ok {
 		if c.PaymentID != pm.ID || c.Amount != pm.Amount || c.Currency != pm.Currency {
@@ -402,7 +421,11 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 	p.stats.Charges++
 	res := c.result()
 	first := len(events) > 0 && !lost && p.rnd.Float64() < p.cfg.WebhookFirstRate
+	rec := c.record()
 	p.mu.Unlock()
+	if err := p.save(ctx, rec); err != nil {
+		return pay.PSPResult{}, err
+	}
 
 	// The first webhook may arrive before this answer does: it is
 	// delivered, and the answer then takes a while on the network.
@@ -430,8 +453,10 @@ func (p *Provider) Refund(ctx context.Context, pm pay.Payment, key string) (pay.
 		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: idempotency key is required")
 	}
 
-	p.mu.Lock()
-	c := p.lookupLocked(pm)
+	c, err := p.lookup(ctx, pm)
+	if err != nil {
+		return pay.PSPResult{}, err
+	}
 	switch {
 	case c == nil:
 		p.mu.Unlock()
@@ -450,7 +475,11 @@ func (p *Provider) Refund(ctx context.Context, pm pay.Payment, key string) (pay.
 	c.Refunds++
 	p.stats.Refunds++
 	res := c.result()
+	rec := c.record()
 	p.mu.Unlock()
+	if err := p.save(ctx, rec); err != nil {
+		return pay.PSPResult{}, err
+	}
 
 	p.schedule(c, []string{stdwebhook.TypeRefunded}, pay.Refunded, "")
 	return res, nil
@@ -463,9 +492,11 @@ func (p *Provider) Status(ctx context.Context, pm pay.Payment) (pay.PSPResult, e
 	if err := ctx.Err(); err != nil {
 		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "mock: %v", err)
 	}
-	p.mu.Lock()
+	c, err := p.lookup(ctx, pm)
+	if err != nil {
+		return pay.PSPResult{}, err
+	}
 	defer p.mu.Unlock()
-	c := p.lookupLocked(pm)
 	if c == nil {
 		return pay.PSPResult{Found: false, Raw: "mock status=not_found"}, nil
 	}
@@ -548,6 +579,71 @@ func (p *Provider) rememberLocked(c *charge) {
 	}
 	p.byKey[c.Key] = c
 	p.byRef[c.ProviderRef] = c
+}
+
+// lookup is lookupLocked that, with a store, reads a charge it does not
+// remember from the store. It returns with p.mu held, whatever it returns.
+func (p *Provider) lookup(ctx context.Context, pm pay.Payment) (*charge, error) {
+	p.mu.Lock()
+	c := p.lookupLocked(pm)
+	if c != nil || p.store == nil || pm.ID == "" {
+		return c, nil
+	}
+	p.mu.Unlock()
+	err := p.load(ctx, "charge-"+pm.ID)
+	p.mu.Lock()
+	if err != nil {
+		return nil, err
+	}
+	return p.lookupLocked(pm), nil
+}
+
+// load reads the charge of key from the store into memory, if the store
+// has it and memory does not.
+func (p *Provider) load(ctx context.Context, key string) error {
+	var rec pay.PSPCharge
+	err := p.store.View(ctx, func(tx pay.Tx) (err error) { rec, err = tx.PSPCharge(key); return err })
+	switch {
+	case pay.ErrorCode(err) == pay.ENOTFOUND:
+		return nil
+	case err != nil:
+		return pay.Errorf(pay.EPSP, "mock: read charge %s: %s", key, pay.ErrorMessage(err))
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if _, ok := p.byKey[key]; !ok {
+		p.rememberLocked(&charge{
+			Charge: Charge{
+				Key: rec.Key, PaymentID: rec.PaymentID, ProviderRef: rec.ProviderRef, Amount: rec.Amount,
+				Currency: rec.Currency, Status: rec.Status, Charges: 1, Calls: rec.Calls, Refunds: rec.Refunds,
+			},
+			clientSecret: rec.ClientSecret, redirectURL: rec.RedirectURL, refundKey: rec.RefundKey,
+		})
+	}
+	return nil
+}
+
+// save writes a charge to the store, if there is one. A charge the store
+// did not take is an error of the PSP's: the caller does not know whether
+// it was made, as with a real PSP that timed out, and a retry with the
+// same key answers it from memory.
+func (p *Provider) save(ctx context.Context, rec pay.PSPCharge) error {
+	if p.store == nil {
+		return nil
+	}
+	if err := p.store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error { return tx.PutPSPCharge(rec) }); err != nil {
+		return pay.Errorf(pay.EPSP, "mock: record charge %s: %s", rec.Key, pay.ErrorMessage(err))
+	}
+	return nil
+}
+
+// record is c as the store keeps it. p.mu must be held.
+func (c *charge) record() pay.PSPCharge {
+	return pay.PSPCharge{
+		Key: c.Key, PaymentID: c.PaymentID, ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: c.Currency,
+		Status: c.Status, ClientSecret: c.clientSecret, RedirectURL: c.redirectURL, RefundKey: c.refundKey,
+		Calls: c.Calls, Refunds: c.Refunds,
+	}
 }
 
 // lookupLocked finds a payment's charge by provider reference, else by its

@@ -2,6 +2,7 @@ package mock
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -36,9 +37,11 @@ func (p *Provider) schedule(c *charge, types []string, from, final pay.Status) {
 
 		// The customer acted, or the bank answered: the PSP's status moves on.
 		p.mu.Lock()
-		if final != "" && c.Status == from {
+		moved := final != "" && c.Status == from
+		if moved {
 			c.Status = final
 		}
+		rec := c.record()
 		// Decide the deliveries: duplicates and order.
 		now := p.Now()
 		var sends []stdwebhook.Event
@@ -51,6 +54,11 @@ func (p *Provider) schedule(c *charge, types []string, from, final pay.Status) {
 			}
 		}
 		p.mu.Unlock()
+		if moved {
+			if err := p.save(context.Background(), rec); err != nil {
+				p.Logger.Warn().Err(err).Str("payment_id", rec.PaymentID).Msg("mock: record the charge's new status")
+			}
+		}
 		if p.cfg.Reorder {
 			slices.Reverse(sends)
 		}

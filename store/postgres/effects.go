@@ -200,3 +200,58 @@ func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
 	a.PaymentID = paymentID
 	return a, nil
 }
+
+// PutPSPCharge stores the mock PSP's charge c under its key, replacing the
+// one before. A zero CreatedAt becomes Tx.Now.
+func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
+	if err := checkPart("charge key", c.Key, true); err != nil {
+		return err
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = t.now
+	}
+	e := enc{what: "charge " + c.Key}
+	created := e.stamp(c.CreatedAt)
+	if e.err != nil {
+		return e.err
+	}
+	if err := t.lock("psp charge", c.Key); err != nil {
+		return err
+	}
+	_, err := t.exec("put psp charge", `INSERT INTO psp_charges (key, payment_id, provider_ref, amount, currency, status,
+			client_secret, redirect_url, refund_key, calls, refunds, created_at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (key) DO UPDATE SET payment_id = excluded.payment_id, provider_ref = excluded.provider_ref,
+			amount = excluded.amount, currency = excluded.currency, status = excluded.status,
+			client_secret = excluded.client_secret, redirect_url = excluded.redirect_url, refund_key = excluded.refund_key,
+			calls = excluded.calls, refunds = excluded.refunds, created_at = excluded.created_at`,
+		c.Key, c.PaymentID, c.ProviderRef, c.Amount, c.Currency, string(c.Status),
+		c.ClientSecret, c.RedirectURL, c.RefundKey, c.Calls, c.Refunds, created)
+	return err
+}
+
+// PSPCharge returns the mock PSP's charge made with key, or ENOTFOUND.
+func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
+	if err := t.lock("psp charge", key); err != nil {
+		return pay.PSPCharge{}, err
+	}
+	c, found, err := queryOne(t, "read psp charge", `SELECT payment_id, provider_ref, amount, currency, status,
+			client_secret, redirect_url, refund_key, calls, refunds, created_at FROM psp_charges WHERE key = $1`,
+		func(r pgx.Row) (pay.PSPCharge, error) {
+			var (
+				c       pay.PSPCharge
+				created int64
+			)
+			err := r.Scan(&c.PaymentID, &c.ProviderRef, &c.Amount, &c.Currency, &c.Status,
+				&c.ClientSecret, &c.RedirectURL, &c.RefundKey, &c.Calls, &c.Refunds, &created)
+			c.CreatedAt = fromNS(created)
+			return c, err
+		}, key)
+	if err != nil {
+		return pay.PSPCharge{}, err
+	} else if !found {
+		return pay.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)
+	}
+	c.Key = key
+	return c, nil
+}

@@ -75,6 +75,7 @@ func Run(t *testing.T, open Opener) {
 		{"WebhookEndpoint", parallel(testWebhookEndpoint)},
 		// PSP answers.
 		{"PSPAnswer", testPSPAnswer},
+		{"PSPCharge", testPSPCharge},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
 	}

@@ -555,3 +555,38 @@ func testPurgeOutbox(t *testing.T, open Opener) {
 		return nil
 	})
 }
+
+// testPSPCharge: the mock PSP's charges are stored by key, replaced whole,
+// and read back field for field; a missing key is ENOTFOUND, an empty one
+// EINVALID.
+func testPSPCharge(t *testing.T, open Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
+	key := "charge-" + paymentID(1)
+	e.view(func(tx pay.Tx) error {
+		_, err := tx.PSPCharge(key)
+		wantCode(t, err, pay.ENOTFOUND)
+		return nil
+	})
+	c := pay.PSPCharge{
+		Key: key, PaymentID: paymentID(1), ProviderRef: "mock_pi_1", Amount: 1502, Currency: "EUR",
+		Status: pay.RequiresAction, ClientSecret: "mock_pi_1_secret_x", RedirectURL: "https://psp.example/3ds/1", Calls: 1,
+	}
+	e.update(func(tx pay.Tx) error { return tx.PutPSPCharge(c) })
+	want := c
+	want.CreatedAt = t0 // a zero CreatedAt becomes Tx.Now
+	get := func() pay.PSPCharge {
+		var got pay.PSPCharge
+		e.view(func(tx pay.Tx) (err error) { got, err = tx.PSPCharge(key); return err })
+		return got
+	}
+	if got := get(); got != want {
+		t.Fatalf("PSPCharge=%+v, want %+v", got, want)
+	}
+	want.Status, want.RefundKey, want.Refunds, want.Calls, want.ClientSecret = pay.Refunded, "refund-"+paymentID(1), 1, 2, ""
+	e.update(func(tx pay.Tx) error { return tx.PutPSPCharge(want) })
+	if got := get(); got != want {
+		t.Fatalf("after the update PSPCharge=%+v, want %+v", got, want)
+	}
+	wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutPSPCharge(pay.PSPCharge{}) }), pay.EINVALID)
+}
