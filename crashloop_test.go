@@ -314,24 +314,23 @@ func TestCrashLoop(t *testing.T) {
 	// answer a crash cut off is charged at the PSP (which keeps its
 	// charges in the store) and may be captured by the sweeper, though
 	// the client never learnt its id.
-	points := map[string]int64{}
-	captured := 0
-	var all []map[string]any
-	for cursor := ""; ; {
-		_, page, err := c.do("GET", "/v1/payments?limit=500&cursor="+url.QueryEscape(cursor), nil, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, _ := page["data"].([]any)
-		for _, d := range data {
-			all = append(all, d.(map[string]any))
-		}
-		next, _ := page["next_cursor"].(string)
-		if next == "" {
+	// The sweeper may still be reconciling such payments (min_age 1s):
+	// wait until no status changes between two looks, and their effects
+	// are delivered.
+	all := listPayments(t, c)
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		time.Sleep(1500 * time.Millisecond)
+		waitSettled(t, c)
+		again := listPayments(t, c)
+		if sameStatuses(all, again) {
 			break
 		}
-		cursor = next
+		if all = again; time.Now().After(deadline) {
+			t.Fatal("payment statuses still change 30 s after the last start")
+		}
 	}
+	points := map[string]int64{}
+	captured := 0
 	for _, pm := range all {
 		id, _ := pm["id"].(string)
 		status, _ := pm["status"].(string)
@@ -396,6 +395,45 @@ func TestCrashLoop(t *testing.T) {
 
 // waitSettled waits until no webhook, outbox record or delivery is pending
 // (the process's /v1/deliveries and the timeline tell).
+// listPayments lists every stored payment over the API.
+func listPayments(t *testing.T, c *crashClient) []map[string]any {
+	t.Helper()
+	var all []map[string]any
+	for cursor := ""; ; {
+		_, page, err := c.do("GET", "/v1/payments?limit=500&cursor="+url.QueryEscape(cursor), nil, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := page["data"].([]any)
+		for _, d := range data {
+			all = append(all, d.(map[string]any))
+		}
+		next, _ := page["next_cursor"].(string)
+		if next == "" {
+			return all
+		}
+		cursor = next
+	}
+}
+
+// sameStatuses reports whether two lists hold the same payments in the
+// same statuses.
+func sameStatuses(a, b []map[string]any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	st := map[any]any{}
+	for _, p := range a {
+		st[p["id"]] = p["status"]
+	}
+	for _, p := range b {
+		if st[p["id"]] != p["status"] {
+			return false
+		}
+	}
+	return true
+}
+
 func waitSettled(t *testing.T, c *crashClient) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
