@@ -3,37 +3,17 @@ package finalize_test
 import (
 	"context"
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store/bolttest"
 )
 
-// commitCounter is a real store that counts the write transactions
-// (Update calls) that committed.
-type commitCounter struct {
-	pay.Store
-	n atomic.Int64
-}
-
-func (c *commitCounter) Update(ctx context.Context, fn func(pay.Tx) error) error {
-	return c.Store.Update(ctx, func(tx pay.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		tx.OnCommit(func() { c.n.Add(1) })
-		return nil
-	})
-}
-
-// commits runs fn and returns the write transactions committed meanwhile.
-func (c *commitCounter) commits(fn func()) int64 {
-	before := c.n.Load()
-	fn()
-	return c.n.Load() - before
-}
+// commitCounter is a real store that counts the write transactions that
+// committed (testkit.CommitCounter).
+type commitCounter = testkit.CommitCounter
 
 // idemRecord reads a key's record; ENOTFOUND if there is none.
 func idemRecord(t *testing.T, db pay.Store, key string) (rec pay.IdemRecord, err error) {
@@ -74,7 +54,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 	t.Run("OK", func(t *testing.T) {
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("1")) }), int64(2); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("1")) }), int64(2); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if err != nil {
@@ -98,7 +78,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 	t.Run("Replay", func(t *testing.T) {
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("1")) }), int64(0); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("1")) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if err != nil || r.Claim != finalize.ClaimReplay || r.Record.PaymentID != p.ID {
@@ -110,7 +90,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 		var err error
 		k := key("1")
 		k.Fingerprint = "another request"
-		if got, want := cs.commits(func() { _, err = svc.RefundOnce(ctx, p.ID, k) }), int64(0); got != want {
+		if got, want := cs.Commits(func() { _, err = svc.RefundOnce(ctx, p.ID, k) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if got, want := pay.ErrorCode(err), pay.EKEYREUSED; got != want {
@@ -121,7 +101,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 	t.Run("AlreadyRefunded", func(t *testing.T) {
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("2")) }), int64(1); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("2")) }), int64(1); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if err != nil || r.Payment.Status != pay.Refunded || r.Held {
@@ -139,7 +119,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 		q := create(1003) // processing
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.commits(func() { r, err = svc.RefundOnce(ctx, q.ID, key("3")) }), int64(0); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, q.ID, key("3")) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if pay.ErrorCode(err) != pay.ECONFLICT || r.Held {
@@ -153,7 +133,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.commits(func() { r, err = svc.RefundOnce(ctx, "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV", key("4")) }), int64(1); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV", key("4")) }), int64(1); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if pay.ErrorCode(err) != pay.ENOTFOUND || !r.Held {
@@ -188,7 +168,7 @@ func TestPayments_RefundOnceResume(t *testing.T) {
 	}
 	k := finalize.IdemKey{Key: "refund:resume", Fingerprint: "fp", Status: http.StatusOK}
 	var r finalize.Refunded
-	if got, want := first.commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(1); got != want {
+	if got, want := first.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(1); got != want {
 		t.Errorf("commits of the failed refund=%d, want %d", got, want)
 	}
 	if err == nil || !r.Held {
@@ -205,7 +185,7 @@ func TestPayments_RefundOnceResume(t *testing.T) {
 	next := &commitCounter{Store: db}
 	svc = &finalize.Payments{Store: next, Finalizer: finalize.New(next), Providers: providers, DefaultProvider: "mock",
 		Idempotency: &finalize.Idempotency{Store: next, Owner: "next", Exclusive: true}}
-	if got, want := next.commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(2); got != want {
+	if got, want := next.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(2); got != want {
 		t.Errorf("commits of the resumed refund=%d, want %d", got, want)
 	}
 	if err != nil || r.Claim != finalize.ClaimResume || r.Payment.Status != pay.Refunded {
@@ -217,7 +197,7 @@ func TestPayments_RefundOnceResume(t *testing.T) {
 	if rec, err := idemRecord(t, db, k.Key); err != nil || rec.State != pay.IdemDone || rec.StatusCode != http.StatusOK {
 		t.Fatalf("key record: %+v (%v), want done 200", rec, err)
 	}
-	if got, want := next.commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(0); got != want || r.Claim != finalize.ClaimReplay {
+	if got, want := next.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(0); got != want || r.Claim != finalize.ClaimReplay {
 		t.Fatalf("the retry after: commits=%d claim=%v (%v), want %d and a replay", got, r.Claim, err, want)
 	}
 }

@@ -5,33 +5,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sync/atomic"
 	"testing"
 
 	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 )
 
-// commitCounter is a real store that counts the write transactions
-// (Update calls) that committed.
-type commitCounter struct {
-	pay.Store
-	n atomic.Int64
-}
-
-func (c *commitCounter) Update(ctx context.Context, fn func(pay.Tx) error) error {
-	return c.Store.Update(ctx, func(tx pay.Tx) error {
-		if err := fn(tx); err != nil {
-			return err
-		}
-		tx.OnCommit(func() { c.n.Add(1) })
-		return nil
-	})
-}
+// commitCounter is a real store that counts the write transactions that
+// committed (testkit.CommitCounter).
+type commitCounter = testkit.CommitCounter
 
 // newCountingServer is newDashServerWith whose services all write through
 // a commitCounter over the server's real bbolt file, with the mock PSP
@@ -78,7 +65,7 @@ func TestServer_CreateCommits(t *testing.T) {
 	if err := json.Unmarshal([]byte(a.body), &p); err != nil || p.Status != "captured" {
 		t.Fatalf("create: %s (%v), want captured", a.body, err)
 	}
-	if got, want := cs.n.Load(), int64(2); got != want {
+	if got, want := cs.N.Load(), int64(2); got != want {
 		t.Fatalf("write transactions of a create=%d, want %d", got, want)
 	}
 
@@ -93,7 +80,7 @@ func TestServer_CreateCommits(t *testing.T) {
 		t.Fatalf("key record: state=%s status=%d payment=%s body=%d bytes, want done 201 %s and no body", rec.State, rec.StatusCode, rec.PaymentID, len(rec.Body), p.ID)
 	}
 
-	before := cs.n.Load()
+	before := cs.N.Load()
 	r := create()
 	if got, want := r.status, http.StatusCreated; got != want {
 		t.Fatalf("replay: status=%d, want %d: %s", got, want, r.body)
@@ -101,7 +88,7 @@ func TestServer_CreateCommits(t *testing.T) {
 	if got, want := r.header.Get("Idempotent-Replayed"), "true"; got != want {
 		t.Fatalf("Idempotent-Replayed=%q, want %q", got, want)
 	}
-	if got := cs.n.Load() - before; got != 0 {
+	if got := cs.N.Load() - before; got != 0 {
 		t.Fatalf("write transactions of a replay=%d, want 0", got)
 	}
 }
@@ -133,7 +120,7 @@ func TestServer_DuplicateWebhookCommits(t *testing.T) {
 		dup     bool
 		commits int64
 	}{{false, 1}, {true, 0}} {
-		before := cs.n.Load()
+		before := cs.N.Load()
 		a := send()
 		if a.status != http.StatusOK {
 			t.Fatalf("webhook %d: status=%d: %s", i, a.status, a.body)
@@ -141,7 +128,7 @@ func TestServer_DuplicateWebhookCommits(t *testing.T) {
 		if err := json.Unmarshal([]byte(a.body), &out); err != nil || out.Duplicate != want.dup {
 			t.Fatalf("webhook %d: %s (%v), want duplicate=%v", i, a.body, err, want.dup)
 		}
-		if got := cs.n.Load() - before; got != want.commits {
+		if got := cs.N.Load() - before; got != want.commits {
 			t.Fatalf("webhook %d (duplicate=%v): write transactions=%d, want %d", i, want.dup, got, want.commits)
 		}
 		var p pay.Payment
