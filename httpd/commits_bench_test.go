@@ -65,11 +65,11 @@ func BenchmarkLone(b *testing.B) {
 		}
 	}
 	per := func(b *testing.B, before int64) {
-		b.ReportMetric(float64(cs.n.Load()-before)/float64(b.N), "commits/op")
+		b.ReportMetric(float64(cs.N.Load()-before)/float64(b.N), "commits/op")
 	}
 
 	b.Run("RawUpdate", func(b *testing.B) {
-		before := cs.n.Load()
+		before := cs.N.Load()
 		for i := 0; b.Loop(); i++ {
 			err := cs.Update(context.Background(), func(tx pay.Tx) error {
 				now := tx.Now()
@@ -83,7 +83,7 @@ func BenchmarkLone(b *testing.B) {
 		per(b, before)
 	})
 	b.Run("Create", func(b *testing.B) {
-		before := cs.n.Load()
+		before := cs.N.Load()
 		for i := 0; b.Loop(); i++ {
 			post("/v1/payments", fmt.Sprintf(`{"order_id":"o-%d","amount":1000,"currency":"EUR"}`, i),
 				map[string]string{"Idempotency-Key": fmt.Sprint("bench-", i)})
@@ -107,7 +107,7 @@ func BenchmarkLone(b *testing.B) {
 		sig, _ := wh.Sign("evt_bench", now, []byte(body))
 		hdr := map[string]string{"webhook-id": "evt_bench", "webhook-timestamp": fmt.Sprint(now.Unix()), "webhook-signature": sig}
 		post("/webhooks/standard", body, hdr) // the first delivery
-		before := cs.n.Load()
+		before := cs.N.Load()
 		for b.Loop() {
 			post("/webhooks/standard", body, hdr)
 		}

@@ -55,9 +55,9 @@ func TestServer_RefundCommits(t *testing.T) {
 	// commits runs fn and returns the write transactions it committed.
 	commits := func(fn func()) int64 {
 		t.Helper()
-		before := cs.n.Load()
+		before := cs.N.Load()
 		fn()
-		return cs.n.Load() - before
+		return cs.N.Load() - before
 	}
 	wantRefunded := func(name string, a answer, replayed string) {
 		t.Helper()
@@ -188,11 +188,11 @@ func BenchmarkRefund(b *testing.B) {
 	b.Cleanup(func() { _ = srv.Shutdown(context.Background()) })
 	hc := &http.Client{Timeout: 10 * time.Second}
 	per := func(b *testing.B, before int64) {
-		b.ReportMetric(float64(cs.n.Load()-before)/float64(b.N), "commits/op")
+		b.ReportMetric(float64(cs.N.Load()-before)/float64(b.N), "commits/op")
 	}
 
 	b.Run("RawUpdate", func(b *testing.B) {
-		before := cs.n.Load()
+		before := cs.N.Load()
 		for i := 0; b.Loop(); i++ {
 			err := cs.Update(ctx, func(tx pay.Tx) error {
 				now := tx.Now()
@@ -214,7 +214,7 @@ func BenchmarkRefund(b *testing.B) {
 			}
 			pids[i] = p.ID
 		}
-		before := cs.n.Load()
+		before := cs.N.Load()
 		b.ResetTimer()
 		for i := range b.N {
 			req, _ := http.NewRequest("POST", srv.URL()+"/v1/payments/"+pids[i]+"/refund", nil)

@@ -520,7 +520,7 @@ func BenchmarkWebhooks(b *testing.B) {
 			d.startInbox(b)
 			d.warmUp(b)
 			ws := d.webhooks(b, d.createPayments(b, b.N))
-			before := d.cs.n.Load()
+			before := d.cs.N.Load()
 			b.ResetTimer()
 			start := time.Now()
 			accepted := d.sendWebhooks(b, ws)
@@ -529,7 +529,7 @@ func BenchmarkWebhooks(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(perSecond(b.N, accepted), "webhooks/s")
 			b.ReportMetric(perSecond(b.N, applied), "applied/s")
-			b.ReportMetric(float64(d.cs.n.Load()-before)/float64(b.N), "commits/webhook")
+			b.ReportMetric(float64(d.cs.N.Load()-before)/float64(b.N), "commits/webhook")
 		})
 	}
 	b.Run("rawBatch256", func(b *testing.B) {
@@ -551,7 +551,7 @@ func BenchmarkWebhooks(b *testing.B) {
 			d.warmUp(b)
 			r := newRawDB(b)
 			var accepted, applied, raw time.Duration
-			before := d.cs.n.Load()
+			before := d.cs.N.Load()
 			inTurns(b, func(done, size int) {
 				b.StopTimer()
 				ws := d.webhooks(b, d.createPayments(b, size))
@@ -568,7 +568,7 @@ func BenchmarkWebhooks(b *testing.B) {
 			b.ReportMetric(perSecond(b.N, raw), "raw-tx/s")
 			b.ReportMetric(float64(raw)/float64(accepted), "ratio")
 			b.ReportMetric(float64(raw)/float64(applied), "ratio-applied")
-			b.ReportMetric(float64(d.cs.n.Load()-before)/float64(b.N), "commits/webhook")
+			b.ReportMetric(float64(d.cs.N.Load()-before)/float64(b.N), "commits/webhook")
 		})
 	}
 }
@@ -582,11 +582,11 @@ func BenchmarkCreates256(b *testing.B) {
 	b.Run("parallel256", func(b *testing.B) {
 		d := newBenchDaemon(b)
 		d.warmUp(b)
-		before := d.cs.n.Load()
+		before := d.cs.N.Load()
 		b.ResetTimer()
 		took := d.sendCreates(b, "p", b.N)
 		b.ReportMetric(perSecond(b.N, took), "creates/s")
-		b.ReportMetric(float64(d.cs.n.Load()-before)/float64(b.N), "commits/create")
+		b.ReportMetric(float64(d.cs.N.Load()-before)/float64(b.N), "commits/create")
 	})
 	b.Run("rawBatch256", func(b *testing.B) {
 		r := newRawDB(b)
@@ -600,7 +600,7 @@ func BenchmarkCreates256(b *testing.B) {
 		d.warmUp(b)
 		r := newRawDB(b)
 		var creates, raw time.Duration
-		before := d.cs.n.Load()
+		before := d.cs.N.Load()
 		inTurns(b, func(done, size int) {
 			b.StopTimer()
 			first := r.addPayments(b, size)
@@ -612,7 +612,7 @@ func BenchmarkCreates256(b *testing.B) {
 		b.ReportMetric(perSecond(n, creates), "creates/s")
 		b.ReportMetric(perSecond(n, raw), "raw-tx/s")
 		b.ReportMetric(float64(raw)/float64(creates), "ratio")
-		b.ReportMetric(float64(d.cs.n.Load()-before)/float64(n), "commits/create")
+		b.ReportMetric(float64(d.cs.N.Load()-before)/float64(n), "commits/create")
 	})
 }
 
@@ -646,7 +646,7 @@ func benchLoneWebhook(b *testing.B, later bool) {
 	ws := d.webhooks(b, d.createPayments(b, b.N))
 	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
 	hook, raw := make([]time.Duration, b.N), make([]time.Duration, b.N)
-	before := d.cs.n.Load()
+	before := d.cs.N.Load()
 	b.ResetTimer()
 	for i := range b.N {
 		start := time.Now()
@@ -664,7 +664,7 @@ func benchLoneWebhook(b *testing.B, later bool) {
 	r50, r99 := percentiles(b, "raw", raw)
 	b.ReportMetric(float64(h50)/float64(r50), "ratio-p50")
 	b.ReportMetric(float64(h99)/float64(r99), "ratio-p99")
-	b.ReportMetric(float64(d.cs.n.Load()-before)/float64(b.N), "commits/webhook")
+	b.ReportMetric(float64(d.cs.N.Load()-before)/float64(b.N), "commits/webhook")
 }
 
 // BenchmarkLoneReportCreate is one client of a report-mode provider
@@ -683,20 +683,20 @@ func BenchmarkLoneReportCreate(b *testing.B) {
 	var createCommits, syncCommits int64
 	b.ResetTimer()
 	for i := range b.N {
-		n0 := d.cs.n.Load()
+		n0 := d.cs.N.Load()
 		start := time.Now()
 		id, err := d.postCreate(req, resp, "lone", i, "standard", pay.Created)
 		if err != nil {
 			b.Fatal(err)
 		}
 		create[i] = time.Since(start)
-		n1 := d.cs.n.Load()
+		n1 := d.cs.N.Load()
 		start = time.Now()
 		if err := d.postSync(req, resp, id); err != nil {
 			b.Fatal(err)
 		}
 		sync[i] = time.Since(start)
-		createCommits, syncCommits = createCommits+n1-n0, syncCommits+d.cs.n.Load()-n1
+		createCommits, syncCommits = createCommits+n1-n0, syncCommits+d.cs.N.Load()-n1
 		raw[i] = r.update(b, i)
 	}
 	b.StopTimer()
