@@ -105,7 +105,7 @@ var appendOnly = func() map[string]bool {
 		bucketPayments, bucketPaymentsByStatus, bucketPaymentsByCreated,
 		bucketTimeline, bucketInboxByPayment, bucketInboxPending, bucketProcessedByTime,
 		bucketOutbox, bucketOutboxByPayment, bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesByState,
-		bucketLedger, bucketReviewByCreated, bucketIdemByExpiry, bucketEffects, bucketLeasesInForce,
+		bucketLedger, bucketReviewByCreated, bucketIdemByExpiry, bucketEffects, bucketLeasesInForce, bucketPSPCharges,
 	} {
 		m[string(b)] = true
 	}
