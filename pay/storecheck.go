@@ -83,3 +83,55 @@ func AddInt64(a, b int64) (int64, bool) {
 	}
 	return a + b, true
 }
+
+// Page sizes of the lists every backend serves.
+const (
+	DefaultListLimit = 50   // ListPayments with Limit 0
+	MaxListLimit     = 500  // ListPayments clamps above this
+	MaxDeliveryPage  = 1000 // ListDeliveries refuses above this
+)
+
+// PaymentListLimit checks f's status and returns its limit as
+// ListPayments uses it: 0 means DefaultListLimit, other values are clamped
+// to 1..MaxListLimit.
+func PaymentListLimit(f PaymentFilter) (int, error) {
+	if f.Status != "" && !f.Status.Valid() {
+		return 0, Errorf(EINVALID, "status %q is not a known status", f.Status)
+	}
+	switch {
+	case f.Limit == 0:
+		return DefaultListLimit, nil
+	case f.Limit < 1:
+		return 1, nil
+	case f.Limit > MaxListLimit:
+		return MaxListLimit, nil
+	}
+	return f.Limit, nil
+}
+
+// CheckDeliveryFilter checks the state and limit of a ListDeliveries call.
+func CheckDeliveryFilter(f DeliveryFilter) error {
+	if !ValidDeliveryState(f.State) {
+		return Errorf(EINVALID, "state %q is not one of pending, done, dead", f.State)
+	}
+	if f.Limit < 1 || f.Limit > MaxDeliveryPage {
+		return Errorf(EINVALID, "limit must be from 1 to %d, got %d", MaxDeliveryPage, f.Limit)
+	}
+	return nil
+}
+
+// CheckStoredDelivery checks what a backend needs of a delivery it writes.
+func CheckStoredDelivery(d Delivery) error {
+	for _, p := range []struct{ field, v string }{
+		{"delivery id", d.ID}, {"delivery effect", d.Effect}, {"delivery event id", d.EventID},
+		{"delivery payment id", d.PaymentID}, {"delivery target", d.Target()},
+	} {
+		if err := CheckStoredPart(p.field, p.v, true); err != nil {
+			return err
+		}
+	}
+	if !ValidDeliveryState(d.State) {
+		return Errorf(EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
+	}
+	return nil
+}

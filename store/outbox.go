@@ -231,28 +231,6 @@ func (t *tx) metaUint64(key []byte) (uint64, error) {
 	return 0, corrupt(bucketMeta, "%s is %d bytes", key, len(v))
 }
 
-// maxDeliveryPage is the largest page of ListDeliveries.
-const maxDeliveryPage = 1000
-
-// checkDelivery checks what a stored delivery needs.
-func checkDelivery(d pay.Delivery) error {
-	for _, p := range []struct{ field, v string }{
-		{"delivery id", d.ID}, {"delivery effect", d.Effect}, {"delivery event id", d.EventID},
-		{"delivery payment id", d.PaymentID},
-	} {
-		if err := checkPart(p.field, p.v, true); err != nil {
-			return err
-		}
-	}
-	if err := checkPart("delivery target", d.Target(), true); err != nil {
-		return err
-	}
-	if !pay.ValidDeliveryState(d.State) {
-		return pay.Errorf(pay.EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
-	}
-	return nil
-}
-
 // stateTime is the time a delivery entered its state, as its state index
 // orders it: a pending delivery has waited since its event, a done or
 // dead one since its last update.
@@ -298,7 +276,7 @@ func (t *tx) delDeliveryIndexes(d pay.Delivery) error {
 // the same outbox record; EINVALID for a missing id, effect, event id or
 // payment id, or an unknown state.
 func (t *tx) InsertDelivery(d pay.Delivery) error {
-	if err := checkDelivery(d); err != nil {
+	if err := pay.CheckStoredDelivery(d); err != nil {
 		return err
 	}
 	if t.bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {
@@ -416,11 +394,8 @@ func (t *tx) DueDeliveriesSkipping(due time.Time, limit int, skip func(id string
 // f.Cursor, and the cursor of the next page ("" at the end). EINVALID for
 // an unknown state, a limit outside 1..1000 or a cursor of another list.
 func (t *tx) ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error) {
-	if !pay.ValidDeliveryState(f.State) {
-		return nil, "", pay.Errorf(pay.EINVALID, "state %q is not one of pending, done, dead", f.State)
-	}
-	if f.Limit < 1 || f.Limit > maxDeliveryPage {
-		return nil, "", pay.Errorf(pay.EINVALID, "limit must be from 1 to %d, got %d", maxDeliveryPage, f.Limit)
+	if err := pay.CheckDeliveryFilter(f); err != nil {
+		return nil, "", err
 	}
 	prefix := deliveryStatePrefix(f.State)
 	c := t.bucket(bucketDeliveriesByState).Cursor()

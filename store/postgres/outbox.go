@@ -217,9 +217,6 @@ func (t *tx) OutboxHorizon() (time.Time, error) {
 	return fromNS(ns), err
 }
 
-// maxDeliveryPage is the largest page of ListDeliveries.
-const maxDeliveryPage = 1000
-
 // deliveryCols are the columns scanDelivery reads, in its order.
 const deliveryCols = `id, effect, endpoint, event_id, event_type, event_seq, event_at, payment_id, state,
 	attempts, next_attempt_at, last_error, note, created_at, updated_at`
@@ -238,25 +235,6 @@ func scanDelivery(r pgx.Row) (pay.Delivery, error) {
 	return d, err
 }
 
-// checkDelivery checks what a stored delivery needs.
-func checkDelivery(d pay.Delivery) error {
-	for _, p := range []struct{ field, v string }{
-		{"delivery id", d.ID}, {"delivery effect", d.Effect}, {"delivery event id", d.EventID},
-		{"delivery payment id", d.PaymentID},
-	} {
-		if err := checkPart(p.field, p.v, true); err != nil {
-			return err
-		}
-	}
-	if err := checkPart("delivery target", d.Target(), true); err != nil {
-		return err
-	}
-	if !pay.ValidDeliveryState(d.State) {
-		return pay.Errorf(pay.EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
-	}
-	return nil
-}
-
 // InsertDelivery stores a new delivery. Zero times become Tx.Now
 // (NextAttemptAt only for a pending delivery). ECONFLICT if the id exists,
 // or if the same target already has a pending delivery of the same outbox
@@ -264,7 +242,7 @@ func checkDelivery(d pay.Delivery) error {
 // NOTHING, so a conflict leaves the transaction usable. EINVALID for a
 // missing id, effect, event id or payment id, or an unknown state.
 func (t *tx) InsertDelivery(d pay.Delivery) error {
-	if err := checkDelivery(d); err != nil {
+	if err := pay.CheckStoredDelivery(d); err != nil {
 		return err
 	}
 	for _, tm := range []*time.Time{&d.EventAt, &d.CreatedAt, &d.UpdatedAt} {
@@ -438,11 +416,8 @@ func (t *tx) DueDeliveriesSkipping(due time.Time, limit int, skip func(id string
 // f.Cursor, and the cursor of the next page ("" at the end). EINVALID for
 // an unknown state, a limit outside 1..1000 or a cursor of another list.
 func (t *tx) ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error) {
-	if !pay.ValidDeliveryState(f.State) {
-		return nil, "", pay.Errorf(pay.EINVALID, "state %q is not one of pending, done, dead", f.State)
-	}
-	if f.Limit < 1 || f.Limit > maxDeliveryPage {
-		return nil, "", pay.Errorf(pay.EINVALID, "limit must be from 1 to %d, got %d", maxDeliveryPage, f.Limit)
+	if err := pay.CheckDeliveryFilter(f); err != nil {
+		return nil, "", err
 	}
 	prefix := statePrefix(f.State)
 	var (

@@ -17,8 +17,8 @@ import (
 
 // List limits of ListPayments, those of the bbolt store.
 const (
-	DefaultListLimit = 50
-	MaxListLimit     = 500
+	DefaultListLimit = pay.DefaultListLimit
+	MaxListLimit     = pay.MaxListLimit
 )
 
 // paymentCols are the columns scanPayment reads, in its order.
@@ -177,17 +177,9 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 // clamped to 1..MaxListLimit. A cursor that is not from the same kind of
 // list is EINVALID.
 func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
-	limit := f.Limit
-	switch {
-	case limit == 0:
-		limit = DefaultListLimit
-	case limit < 1:
-		limit = 1
-	case limit > MaxListLimit:
-		limit = MaxListLimit
-	}
-	if f.Status != "" && !f.Status.Valid() {
-		return nil, "", pay.Errorf(pay.EINVALID, "status %q is not a known status", f.Status)
+	limit, err := pay.PaymentListLimit(f)
+	if err != nil {
+		return nil, "", err
 	}
 
 	// Pick the index: its filter, its time column and the cursor's kind.
