@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -59,24 +58,14 @@ webhook_secret = "` + crashStdSecret + `"
 `
 }
 
-// observation is one answer about a payment, with when it was asked.
-type observation struct {
-	start, end time.Time
-	version    int
-	status     string
-}
-
 // crashClient drives load against whichever process is up.
 type crashClient struct {
 	t   *testing.T
 	url atomic.Pointer[string]
 	hc  *http.Client
 
-	mu        sync.Mutex
+	book                        // its mutex guards the maps below too
 	keys      map[string]string // create idempotency key → body, until answered
-	payments  map[string]string // payment id → provider
-	acked     map[string]string // acknowledged standard webhook event id → payment id
-	obs       map[string][]observation
 	customers map[string]bool
 	nextKey   atomic.Int64
 }
@@ -91,19 +80,6 @@ func (c *crashClient) do(method, path string, body []byte, hdr map[string]string
 	api := &daemontest.Instance{Base: *base, HTTP: c.hc}
 	r, err := api.Send(method, path, body, hdr)
 	return r.Status, r.JSON, err
-}
-
-// observe records a payment answer with its time window.
-func (c *crashClient) observe(start time.Time, m map[string]any) {
-	id, _ := m["id"].(string)
-	v, _ := m["version"].(float64)
-	st, _ := m["status"].(string)
-	if id == "" {
-		return
-	}
-	c.mu.Lock()
-	c.obs[id] = append(c.obs[id], observation{start: start, end: time.Now(), version: int(v), status: st})
-	c.mu.Unlock()
 }
 
 // step does one random piece of work. Connection errors are expected: the
@@ -193,22 +169,6 @@ func (c *crashClient) step(rnd *rand.Rand) {
 	}
 }
 
-func (c *crashClient) pick(rnd *rand.Rand, provider string) string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var ids []string
-	for id, p := range c.payments {
-		if provider == "" || p == provider {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) == 0 {
-		return ""
-	}
-	sort.Strings(ids)
-	return ids[rnd.IntN(len(ids))]
-}
-
 // TestCrashLoop starts the real binary, drives a mixed load, kills it with
 // SIGKILL at random instants, restarts it on the same database, repeats,
 // and then checks: every webhook answered 2xx is reflected in its payment;
@@ -233,8 +193,7 @@ func TestCrashLoop(t *testing.T) {
 	cfg := crashConfig(ms.URL + "/hooks")
 
 	c := &crashClient{t: t, hc: &http.Client{Timeout: 5 * time.Second},
-		keys: map[string]string{}, payments: map[string]string{}, acked: map[string]string{},
-		obs: map[string][]observation{}, customers: map[string]bool{}}
+		book: newBook(), keys: map[string]string{}, customers: map[string]bool{}}
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rnd := rand.New(rand.NewPCG(seed, 7))
@@ -362,16 +321,7 @@ func TestCrashLoop(t *testing.T) {
 
 	// Versions never went backwards: an answer that started after another
 	// ended never shows an older version.
-	for id, obs := range c.obs {
-		sort.Slice(obs, func(i, j int) bool { return obs[i].start.Before(obs[j].start) })
-		for i, b := range obs {
-			for _, a := range obs[:i] {
-				if a.end.Before(b.start) && b.version < a.version {
-					t.Errorf("%s: version %d seen after version %d", id, b.version, a.version)
-				}
-			}
-		}
-	}
+	answers := c.checkVersions(t)
 
 	// A clean stop, then verify the database.
 	p.cmd.Process.Signal(os.Interrupt)
@@ -381,10 +331,6 @@ func TestCrashLoop(t *testing.T) {
 	out, err := runCmd("verify", "-db", filepath.Join(dir, "paystate.db"))
 	if err != nil {
 		t.Fatalf("verify after %d crashes: %v\n%s", cycles, err, out)
-	}
-	answers := 0
-	for _, o := range c.obs {
-		answers += len(o)
 	}
 	t.Logf("%d crashes, %d payments (%d captured), %d acknowledged webhooks, %d answers checked for versions; %s",
 		cycles, len(c.payments), captured, len(c.acked), answers, strings.TrimSpace(out))

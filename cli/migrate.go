@@ -2,11 +2,9 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 
-	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 )
@@ -18,15 +16,16 @@ import (
 // which migrates an older file (store/migrate.go). `serve` does the same
 // at start, so migrate is for doing it ahead of a roll-out.
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("migrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("migrate", "migrate [-config FILE]", `Bring the configured database (bbolt storage.path or PostgreSQL
+storage.dsn) to this binary's schema and print its version. serve does
+the same at start; migrate does it ahead of a roll-out.`)
 	path := fs.String("config", "", "TOML config file (default: embedded defaults)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	cfg, _, err := loadConfig(*path)
 	if err != nil {
-		return usageError(err)
+		return err
 	}
 	switch cfg.Storage.Backend {
 	case "postgres":

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,11 +18,13 @@ import (
 	"github.com/paystate/paystate/httpd"
 )
 
-var reviewUsage = `usage:
-  paystate review list    [-url URL] [-config FILE] [-api-key KEY] [-json]
-  paystate review resolve -id ID -status STATUS -note TEXT [-url URL] [-config FILE] [-api-key KEY] [-json]
-
-The review queue of a running paystate, over its HTTP API (GET /v1/review,
+// The review command's synopses, by subcommand, and what it does.
+var (
+	reviewSynopsis = map[string]string{
+		"list":    "review list    [-url URL] [-config FILE] [-api-key KEY] [-json]",
+		"resolve": "review resolve -id ID -status STATUS -note TEXT [-url URL] [-config FILE] [-api-key KEY] [-json]",
+	}
+	reviewAbout = `The review queue of a running paystate, over its HTTP API (GET /v1/review,
 POST /v1/review/{id}/resolve). The server is -url (http://host:port or
 host:port), else the server.listen of -config (default: the embedded
 defaults, 127.0.0.1:8080). The API key is -api-key, else PAYSTATE_API_KEY,
@@ -35,20 +36,27 @@ status a human has established (captured, failed, refunded, ...), which goes
 through finalize like any other observation; an orphan can only be resolved
 with -status ` + finalize.StatusDismissed + `. -note is required: it is kept in the timeline.
 `
+	reviewUsage = "usage:\n  paystate " + reviewSynopsis["list"] + "\n  paystate " + reviewSynopsis["resolve"] + "\n\n" + reviewAbout
+)
 
 // runReview is `paystate review list|resolve`.
 func runReview(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) > 0 {
+		switch args[0] {
+		case "-h", "-help", "--help", "help":
+			fmt.Fprint(stdout, reviewUsage)
+			return nil
+		}
+	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "resolve") {
 		fmt.Fprint(stderr, reviewUsage)
 		if len(args) == 0 {
-			return errors.New("review: list or resolve?")
+			return usageError(errors.New("review: list or resolve?"))
 		}
-		return fmt.Errorf("review: unknown subcommand %q", args[0])
+		return usageError(fmt.Errorf("review: unknown subcommand %q", args[0]))
 	}
 	sub := args[0]
-	fs := flag.NewFlagSet("review "+sub, flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, reviewUsage) }
+	fs := newFlags("review "+sub, reviewSynopsis[sub], reviewAbout)
 	base := fs.String("url", "", "address of the running paystate, http://host:port or host:port (default: server.listen of -config)")
 	cfgPath := fs.String("config", "", "config of the running paystate (for its address and API key)")
 	key := fs.String("api-key", "", "API key (default: PAYSTATE_API_KEY or the config's first key)")
@@ -59,11 +67,18 @@ func runReview(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		status = fs.String("status", "", `the established status (captured, failed, refunded, ...), or "`+finalize.StatusDismissed+`" for an orphan (required)`)
 		note = fs.String("note", "", "why: kept in the payment's timeline (required)")
 	}
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.parse(args[1:], stdout, stderr); err != nil {
 		return err
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("review %s: unexpected argument %q", sub, fs.Arg(0))
+	if sub == "resolve" {
+		switch {
+		case *id == "":
+			return usageError(errors.New("review resolve: -id is required"))
+		case *status == "":
+			return usageError(errors.New("review resolve: -status is required"))
+		case *note == "":
+			return usageError(errors.New("review resolve: -note is required: say why"))
+		}
 	}
 	c, err := newClient(*base, *cfgPath, *key)
 	if err != nil {
@@ -82,14 +97,6 @@ func runReview(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return printReviewList(stdout, list.Data)
 	}
 
-	switch {
-	case *id == "":
-		return errors.New("review resolve: -id is required")
-	case *status == "":
-		return errors.New("review resolve: -status is required")
-	case *note == "":
-		return errors.New("review resolve: -note is required: say why")
-	}
 	p, err := c.Resolve(ctx, *id, *status, *note)
 	if err != nil {
 		return fmt.Errorf("review resolve %s: %w", *id, printable(err))
@@ -106,10 +113,16 @@ func runReview(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // newClient is the client of a running paystate: its address and API key
-// from the flags first, then the environment, then the config.
+// from the flags first, then the environment, then the config. A bad -url
+// or config is a usage error.
 func newClient(base, cfgPath, key string) (*httpd.Client, error) {
+	if base != "" {
+		if _, err := serverURL(base); err != nil {
+			return nil, err
+		}
+	}
 	if base == "" || key == "" {
-		cfg, err := config.Load(cfgPath)
+		cfg, _, err := loadConfig(cfgPath)
 		if err != nil {
 			return nil, err
 		}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,25 +16,34 @@ import (
 	"github.com/paystate/paystate/daemon"
 )
 
-// runServe is `paystate serve [-config FILE]`: the daemon, until ctx ends;
-// then it shuts down within server.shutdown_timeout, and a second signal
-// exits at once.
-func runServe(ctx context.Context, args []string, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+// runServe is `paystate serve [-config FILE] [-listen ADDR]`: the daemon,
+// until ctx ends; then it shuts down within server.shutdown_timeout, and a
+// second signal exits at once.
+func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := newFlags("serve", "serve [-config FILE] [-listen ADDR]", `Run the daemon until SIGINT or SIGTERM. The configuration is the file's
+(default: the embedded defaults), then the PAYSTATE_<TABLE>_<KEY>
+environment variables, then the flags.`)
 	path := fs.String("config", "", "TOML config file (default: embedded defaults)")
-	if err := fs.Parse(args); err != nil {
+	listen := fs.String("listen", "", "host:port to listen on: server.listen, winning over the file and PAYSTATE_SERVER_LISTEN")
+	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	cfg, err := config.Load(*path)
+	var over []config.Flag
+	if fs.set("listen") {
+		over = append(over, config.Flag{Name: "-listen", Key: "server.listen", Value: *listen})
+	}
+	cfg, _, err := loadConfig(*path, over...)
 	if err != nil {
-		return usageError(err)
+		return err
 	}
 	logger, err := newLogger(cfg.Log, stderr)
 	if err != nil {
 		return err
 	}
 	for _, w := range cfg.Warnings() {
+		logger.Warn().Msg(w)
+	}
+	for _, w := range config.EnvWarnings(cfg, os.Environ()) {
 		logger.Warn().Msg(w)
 	}
 	m := daemon.New(cfg, logger)
@@ -45,7 +53,7 @@ func runServe(ctx context.Context, args []string, stderr io.Writer) error {
 
 	// Wait for SIGINT/SIGTERM; a second signal exits at once.
 	<-ctx.Done()
-	logger.Info().Dur("timeout", cfg.Server.ShutdownTimeout.Duration).Msg("shutting down")
+	logger.Info().Stringer("timeout", cfg.Server.ShutdownTimeout.Duration).Msg("shutting down")
 	sig := make(chan os.Signal, 1)
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
 	go func() {

@@ -3,12 +3,11 @@ package cli
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 
-	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/verify"
+	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 )
@@ -26,24 +25,24 @@ var ErrMismatch = errors.New("verify: the database does not match its own histor
 // in a running paystate (bbolt allows one process); verify a backup of a
 // running one.
 func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("verify", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlags("verify", "verify [-db FILE | -config FILE]", `Check a database against its own history: the file's pages and indexes,
+every payment's timeline replayed against the stored record, the outbox
+and the journal. Every mismatch is printed; exit 3 if there is one, 1 if
+the database cannot be read. Progress is shown on stderr.`)
 	path := fs.String("db", "./paystate.db", "database file (bbolt)")
 	cfgPath := fs.String("config", "", "config file: verify its storage (bbolt storage.path or PostgreSQL storage.dsn)")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
 	if *cfgPath != "" {
-		cfg, err := config.Load(*cfgPath)
+		cfg, _, err := loadConfig(*cfgPath)
 		if err != nil {
-			return usageError(err)
+			return err
 		}
 		if cfg.Storage.Backend == "postgres" {
-			return verifyPostgres(ctx, cfg.Storage.DSN, stdout)
+			return verifyPostgres(ctx, cfg.Storage.DSN, stdout, stderr)
 		}
-		dbSet := false
-		fs.Visit(func(f *flag.Flag) { dbSet = dbSet || f.Name == "db" })
-		if !dbSet {
+		if !fs.set("db") {
 			*path = cfg.Storage.Path
 		}
 	}
@@ -67,7 +66,7 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 			mismatches = append(mismatches, verify.Mismatch{Problem: e.Error()})
 		}
 	}
-	rep, err := verify.Run(ctx, db)
+	rep, err := replay(ctx, db, stderr)
 	if err != nil && len(mismatches) == 0 {
 		return err
 	} else if err != nil {
@@ -84,6 +83,18 @@ func runVerify(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		rep.Mismatches = append(rep.Mismatches, verify.Mismatch{Problem: im.String()})
 	}
 	return printReport(rep, stdout)
+}
+
+// replay is verify.Run with its progress on stderr, payment by payment.
+func replay(ctx context.Context, db pay.Store, stderr io.Writer) (verify.Report, error) {
+	var p *progress
+	defer func() { p.finish() }()
+	return verify.RunWith(ctx, db, verify.Options{Progress: func(done, total int) {
+		if p == nil {
+			p = newProgress(stderr, progressOptions{Desc: "verify", Unit: "payments", Total: int64(total)})
+		}
+		p.set(int64(done))
+	}})
 }
 
 // printReport prints verify's findings and returns ErrMismatch (exit 3)
@@ -103,13 +114,13 @@ func printReport(rep verify.Report, stdout io.Writer) error {
 // timeline, the outbox and the running balances (verify.Run). Its indexes
 // and constraints are PostgreSQL's own; the database may be in use by
 // running instances (verify reads in one repeatable-read transaction).
-func verifyPostgres(ctx context.Context, dsn string, stdout io.Writer) error {
+func verifyPostgres(ctx context.Context, dsn string, stdout, stderr io.Writer) error {
 	db, err := postgres.Open(ctx, dsn, nil)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}
 	defer db.Close()
-	rep, err := verify.Run(ctx, db)
+	rep, err := replay(ctx, db, stderr)
 	if err != nil {
 		return fmt.Errorf("verify: %w", err)
 	}

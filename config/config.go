@@ -1,28 +1,52 @@
 // Package config holds paystate's configuration: the TOML file that
 // config.example.toml documents key by key, its defaults (DefaultConfig), the
-// environment variables that may carry secrets, and a validation that names
-// the offending key in every message.
+// environment variables that override it, and a validation that names the
+// offending key in every message.
 //
-// Load and Parse work in four steps: decode the TOML over DefaultConfig (a
-// key that is absent keeps its default), reject every key paystate does not
-// know, apply the environment overrides, then Validate. Durations are Go
-// duration strings ("30s", "1h").
+// Read (and Load, LoadEnv, Parse) work in five steps: decode the TOML over
+// DefaultConfig (a key that is absent keeps its default), reject every key
+// paystate does not know, apply the environment, apply the command-line
+// flags, then Validate. Durations are Go duration strings ("30s", "1h").
 //
-// Secrets may come from the environment instead of the file. A variable that
-// is unset or empty leaves the file's value in place:
+// # Environment
 //
-//	PAYSTATE_AUTH_API_KEYS                      auth.api_keys (comma-separated, replaces the list)
+// Every key whose value is a scalar (a string, number, boolean or
+// duration) or a list of scalars can be set as PAYSTATE_<TABLE>_<KEY>: the
+// dotted key in upper case, dots and nesting turned into underscores. The
+// list is derived from the toml tags of the structs below, so a key added
+// to a section is covered as it is added:
+//
+//	PAYSTATE_SERVER_LISTEN                      server.listen
+//	PAYSTATE_SERVER_ALLOWED_HOSTS               server.allowed_hosts (a list)
 //	PAYSTATE_STORAGE_DSN                        storage.dsn
-//	PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET      providers.mock.webhook_secret
-//	PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET  providers.standard.webhook_secret
+//	PAYSTATE_AUTH_API_KEYS                      auth.api_keys (a list)
+//	PAYSTATE_SWEEPER_INTERVAL                   sweeper.interval ("30s")
 //	PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY        providers.stripe.secret_key
-//	PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET    providers.stripe.webhook_secret
-//	PAYSTATE_WEBHOOKS_<i>_SECRET                webhooks[i].secret (i counts from 0, in file order)
-//	PAYSTATE_WEBHOOKS_<i>_SECRETS               webhooks[i].secrets (comma-separated, replaces the list)
+//	PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET      providers.mock.webhook_secret
 //	PAYSTATE_RELAY_NATS_URL                     relay.nats.url (it may carry a user and password, or a token)
+//	PAYSTATE_WEBHOOKS_<i>_SECRET                webhooks[i].secret (i counts from 0, in file order)
+//	PAYSTATE_WEBHOOKS_<i>_SECRETS               webhooks[i].secrets (a list)
 //
-// The PAYSTATE_WEBHOOKS_<i>_ and PAYSTATE_PROVIDERS_ variables only fill
-// endpoints and providers the file declares; they never add one.
+// The rules:
+//   - The environment wins over the file and over the embedded defaults (no
+//     file); a command-line flag (serve -listen) wins over both.
+//   - A variable that is unset or empty leaves the file's value in place:
+//     the environment cannot empty a key.
+//   - A list is comma-separated, spaces around items trimmed and empty
+//     items dropped ("a, b," is ["a", "b"]); it replaces the file's list.
+//   - Values are parsed as in the file: booleans true or false, integers in
+//     decimal, durations as Go duration strings. A value that does not
+//     parse is an error naming the variable and the key.
+//   - PAYSTATE_PROVIDERS_<NAME>_ variables only fill provider tables the
+//     configuration has (the file's, or mock and standard with no file):
+//     a variable never adds a provider, which the presence of its table
+//     turns on. Likewise PAYSTATE_WEBHOOKS_<i>_<KEY> sets keys of the i-th
+//     [[webhooks]] entry of the file (all its keys, by index) and never
+//     adds an endpoint. EnvWarnings reports such a variable, and a
+//     misspelt one.
+//
+// Read reports which keys came from the environment (Origins); `paystate
+// check` marks them in its output (Annotate).
 package config
 
 import (
@@ -193,12 +217,34 @@ type Loyalty struct {
 	PointsPerUnit int64 `toml:"points_per_unit"`
 }
 
-// Receipt is the [receipt] section: the e-mail receipt effect.
+// Receipt is the [receipt] section: the e-mail receipt effect, one
+// message per captured payment to the customer's address.
 type Receipt struct {
 	// SMTPAddr is the SMTP server's host:port; empty turns receipts off.
 	SMTPAddr string `toml:"smtp_addr"`
 	// From is the sender address of receipts.
 	From string `toml:"from"`
+	// MerchantName is who the customer paid: the sender's name, in the
+	// subject and in the built-in templates; empty: the domain of From.
+	MerchantName string `toml:"merchant_name"`
+	// TLS is how the connection is encrypted: "starttls" (the default:
+	// STARTTLS required, a server without it gets nothing),
+	// "starttls_optional" (STARTTLS when offered), "tls" (implicit TLS,
+	// port 465) or "none".
+	TLS string `toml:"tls"`
+	// Username and Password authenticate to the server (AUTH); no
+	// username, no AUTH. The password may come from
+	// PAYSTATE_RECEIPT_PASSWORD and is masked by Masked.
+	Username string `toml:"username"`
+	Password string `toml:"password"`
+	// CAFile is a PEM file of certificates (a private CA) trusted for the
+	// server's certificate in addition to the system's roots.
+	CAFile string `toml:"ca_file"`
+	// TextTemplate and HTMLTemplate are files holding a Go text/template
+	// and html/template for the text and the HTML part; empty: the
+	// built-in ones. The text template may define "subject".
+	TextTemplate string `toml:"text_template"`
+	HTMLTemplate string `toml:"html_template"`
 }
 
 // Webhook is one [[webhooks]] entry: a merchant endpoint that receives
@@ -313,6 +359,9 @@ type Mock struct {
 	// it the oldest is forgotten, as a real PSP prunes old idempotency
 	// keys (psp/mock's documentation).
 	MaxCharges int `toml:"max_charges"`
+	// DisputeAfter is how long the dispute the mock opens for an amount
+	// ending in 05 stays open before it closes, lost.
+	DisputeAfter Duration `toml:"dispute_after"`
 }
 
 // Standard is the [providers.standard] section: report mode plus Standard
@@ -337,7 +386,8 @@ type Stripe struct {
 // DefaultMock is [providers.mock] with every key at its default, as a
 // present table starts.
 func DefaultMock() Mock {
-	return Mock{WebhookSecret: DevelopmentWebhookSecret, WebhookDelay: Duration{50 * time.Millisecond}, MaxCharges: 25_000}
+	return Mock{WebhookSecret: DevelopmentWebhookSecret, WebhookDelay: Duration{50 * time.Millisecond}, MaxCharges: 25_000,
+		DisputeAfter: Duration{2 * time.Second}}
 }
 
 // DefaultStandard is [providers.standard] with every key at its default.
@@ -388,7 +438,7 @@ func DefaultConfig() Config {
 			Retention:   Duration{30 * 24 * time.Hour},
 		},
 		Loyalty:   Loyalty{PointsPerUnit: 1},
-		Receipt:   Receipt{From: "receipts@example.com"},
+		Receipt:   Receipt{From: "receipts@example.com", TLS: "starttls"},
 		Providers: defaultProviders(),
 		Relay:     Relay{NATS: NATS{Stream: "PAYSTATE", SubjectPrefix: "paystate"}},
 	}
@@ -402,8 +452,8 @@ func defaultProviders() Providers {
 }
 
 // Load reads the TOML file at path and returns the validated configuration,
-// with secrets from the process environment applied. An empty path means
-// no file: DefaultConfig plus the environment.
+// with the process environment applied. An empty path means no file:
+// DefaultConfig plus the environment.
 func Load(path string) (Config, error) {
 	return LoadEnv(path, os.Getenv)
 }
@@ -411,35 +461,50 @@ func Load(path string) (Config, error) {
 // LoadEnv is Load with the environment read through getenv (nil reads
 // nothing), so tests need not touch the process environment.
 func LoadEnv(path string, getenv func(string) string) (Config, error) {
-	if path == "" {
-		return Parse(nil, getenv)
+	cfg, _, err := Read(Source{Path: path, Getenv: getenv})
+	return cfg, err
+}
+
+// Read builds the validated configuration from src and reports which keys
+// the environment and the flags set. Errors about the file start with its
+// path.
+func Read(src Source) (Config, Origins, error) {
+	var data []byte
+	if src.Path != "" {
+		var err error
+		if data, err = os.ReadFile(src.Path); err != nil {
+			return Config{}, nil, fmt.Errorf("config: %w", err)
+		}
 	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Config{}, fmt.Errorf("config: %w", err)
+	cfg, origins, err := parse(data, src)
+	if err != nil && src.Path != "" {
+		err = fmt.Errorf("%s: %w", src.Path, err)
 	}
-	cfg, err := Parse(data, getenv)
-	if err != nil {
-		return Config{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return cfg, nil
+	return cfg, origins, err
 }
 
 // Parse decodes TOML data over DefaultConfig, rejects unknown keys, applies
 // the environment through getenv (nil reads nothing) and validates the
 // result. Empty data yields the defaults.
 func Parse(data []byte, getenv func(string) string) (Config, error) {
+	cfg, _, err := parse(data, Source{Getenv: getenv})
+	return cfg, err
+}
+
+// parse is Read of data (nil: no file).
+func parse(data []byte, src Source) (Config, Origins, error) {
 	cfg, err := decode(data)
 	if err != nil {
-		return Config{}, err
+		return Config{}, nil, err
 	}
-	if getenv != nil {
-		applyEnv(&cfg, getenv)
+	origins, err := applyOverrides(&cfg, src.Getenv, src.Flags)
+	if err != nil {
+		return Config{}, nil, err
 	}
 	if err := cfg.Validate(); err != nil {
-		return Config{}, err
+		return Config{}, nil, blame(err, origins)
 	}
-	return cfg, nil
+	return cfg, origins, nil
 }
 
 // decode decodes data over DefaultConfig and rejects every key that does not
@@ -536,49 +601,6 @@ func clip(s string, n int) string {
 		cut--
 	}
 	return s[:cut] + fmt.Sprintf("...(%d bytes)", len(s))
-}
-
-// applyEnv overrides secrets with the PAYSTATE_ variables that are set.
-func applyEnv(cfg *Config, getenv func(string) string) {
-	str := func(dst *string, name string) {
-		if v := getenv(name); v != "" {
-			*dst = v
-		}
-	}
-	list := func(dst *[]string, name string) {
-		if v := getenv(name); v != "" {
-			*dst = splitList(v)
-		}
-	}
-	list(&cfg.Auth.APIKeys, "PAYSTATE_AUTH_API_KEYS")
-	str(&cfg.Storage.DSN, "PAYSTATE_STORAGE_DSN")
-	if m := cfg.Providers.Mock; m != nil {
-		str(&m.WebhookSecret, "PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET")
-	}
-	if st := cfg.Providers.Standard; st != nil {
-		str(&st.WebhookSecret, "PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET")
-	}
-	if sp := cfg.Providers.Stripe; sp != nil {
-		str(&sp.SecretKey, "PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY")
-		str(&sp.WebhookSecret, "PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET")
-	}
-	for i := range cfg.Webhooks {
-		str(&cfg.Webhooks[i].Secret, fmt.Sprintf("PAYSTATE_WEBHOOKS_%d_SECRET", i))
-		list(&cfg.Webhooks[i].Secrets, fmt.Sprintf("PAYSTATE_WEBHOOKS_%d_SECRETS", i))
-	}
-	str(&cfg.Relay.NATS.URL, "PAYSTATE_RELAY_NATS_URL")
-}
-
-// splitList splits a comma-separated list, trimming spaces and dropping
-// empty items, so "a, b," is ["a", "b"].
-func splitList(s string) []string {
-	out := []string{}
-	for item := range strings.SplitSeq(s, ",") {
-		if item = strings.TrimSpace(item); item != "" {
-			out = append(out, item)
-		}
-	}
-	return out
 }
 
 // knownKeys returns every dotted key a config file may contain, spelled as

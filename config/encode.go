@@ -14,9 +14,9 @@ import (
 const Mask = "***"
 
 // Masked returns a copy of c with every secret replaced by Mask: API keys,
-// webhook secrets, the Stripe keys, the password in storage.dsn and in any
-// URL (relay.nats.url included). An empty secret stays empty, so the
-// output still shows what is unset.
+// webhook secrets, the Stripe keys, receipt.password, the password in
+// storage.dsn and in any URL (relay.nats.url included). An empty secret
+// stays empty, so the output still shows what is unset.
 // c itself is not changed.
 func (c Config) Masked() Config {
 	m := c
@@ -54,6 +54,7 @@ func (c Config) Masked() Config {
 		m.Providers.Stripe = &ms
 	}
 	m.Relay.NATS.URL = maskNATSURL(c.Relay.NATS.URL)
+	m.Receipt.Password = mask(c.Receipt.Password)
 	return m
 }
 
@@ -162,4 +163,44 @@ func redactURL(s string) string {
 	}
 	// url.String escapes the mask's asterisks in userinfo; keep them plain.
 	return strings.ReplaceAll(r.String(), "%2A", "*")
+}
+
+// Annotate marks, in doc (a document of Config.TOML), each key that origins
+// says was set by the environment or a flag with a trailing comment naming
+// it: `listen = "127.0.0.1:9090" # from PAYSTATE_SERVER_LISTEN`. It adds
+// names only, never a value, so a masked document stays masked.
+func Annotate(doc []byte, origins Origins) []byte {
+	if len(origins) == 0 {
+		return doc
+	}
+	var out bytes.Buffer
+	table := ""
+	arrays := make(map[string]int) // [[name]] → entries seen
+	for line := range strings.Lines(string(doc)) {
+		text := strings.TrimRight(line, "\r\n")
+		trimmed := strings.TrimSpace(text)
+		switch {
+		case strings.HasPrefix(trimmed, "[["):
+			name := strings.TrimSpace(strings.Trim(trimmed, "[]"))
+			table = fmt.Sprintf("%s[%d]", name, arrays[name])
+			arrays[name]++
+		case strings.HasPrefix(trimmed, "["):
+			table = strings.TrimSpace(strings.Trim(trimmed, "[]"))
+		default:
+			name, _, ok := strings.Cut(trimmed, "=")
+			if !ok || strings.HasPrefix(trimmed, "#") {
+				break
+			}
+			key := strings.TrimSpace(name)
+			if table != "" {
+				key = table + "." + key
+			}
+			if by, ok := origins[key]; ok {
+				out.WriteString(text + " # from " + by + line[len(text):])
+				continue
+			}
+		}
+		out.WriteString(line)
+	}
+	return out.Bytes()
 }

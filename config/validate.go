@@ -12,6 +12,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/paystate/paystate/ripple"
 )
 
 // Limits Validate enforces.
@@ -213,6 +216,7 @@ func (c Config) Validate() error {
 			p.addf("receipt.from", "%s is not an e-mail address", quote(c.Receipt.From))
 		}
 	}
+	p.receipt(c.Receipt)
 
 	// [[webhooks]]
 	for i, w := range c.Webhooks {
@@ -259,6 +263,7 @@ func (c Config) Validate() error {
 			}
 		}
 		p.within("providers.mock.webhook_delay", mock.WebhookDelay, 0, time.Minute)
+		p.within("providers.mock.dispute_after", mock.DisputeAfter, time.Millisecond, 24*time.Hour)
 		if n := mock.MaxCharges; n < 1 || n > 10_000_000 {
 			p.addf("providers.mock.max_charges", "must be between 1 and 10000000 (about 400 bytes of memory each), got %d", n)
 		}
@@ -324,6 +329,65 @@ func (p *problems) webhookSecret(key, secret string, public bool) {
 			p.addf(key, "%v", err)
 		}
 	}
+}
+
+// receipt checks the [receipt] keys after smtp_addr and from: the TLS
+// mode, the credentials (never quoted), the CA file and the templates,
+// which are read and tried on a sample receipt.
+func (p *problems) receipt(r Receipt) {
+	mode, err := ripple.ParseTLSMode(r.TLS)
+	if err != nil {
+		p.addf("receipt.tls", "%v", err)
+	}
+	if strings.ContainsFunc(r.MerchantName, unicode.IsControl) {
+		p.addf("receipt.merchant_name", "must be one line of printable text")
+	}
+	switch {
+	case r.Username != "" && r.Password == "":
+		p.addf("receipt.password", "required when receipt.username is set (or set PAYSTATE_RECEIPT_PASSWORD)")
+	case r.Username == "" && r.Password != "":
+		p.addf("receipt.username", "required when receipt.password is set")
+	}
+	if strings.ContainsFunc(r.Username, unicode.IsControl) {
+		p.addf("receipt.username", "must not contain control characters")
+	}
+	if mode == ripple.TLSNone && r.Username != "" && r.SMTPAddr != "" {
+		if host, _, err := net.SplitHostPort(r.SMTPAddr); err == nil && !loopbackHost(host) {
+			p.addf("receipt.tls", `is "none" with receipt.username set: the password would cross the network to %s in clear; use "starttls" or "tls"`, quote(host))
+		}
+	}
+	if r.CAFile != "" {
+		if _, err := r.RootCAs(); err != nil {
+			p.addf("receipt.ca_file", "%v", err)
+		}
+	}
+	for _, t := range []struct {
+		key, path string
+		parse     func(string) error
+	}{
+		{"receipt.text_template", r.TextTemplate, func(src string) error { _, err := ripple.ParseReceiptText(src); return err }},
+		{"receipt.html_template", r.HTMLTemplate, func(src string) error { _, err := ripple.ParseReceiptHTML(src); return err }},
+	} {
+		if t.path == "" {
+			continue
+		}
+		src, err := readTemplate(t.path)
+		if err == nil {
+			err = t.parse(src)
+		}
+		if err != nil {
+			p.addf(t.key, "%s: %v", quote(t.path), err)
+		}
+	}
+}
+
+// loopbackHost reports whether host is "localhost" or a loopback IP.
+func loopbackHost(host string) bool {
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	addr, err := netip.ParseAddr(host)
+	return err == nil && addr.IsLoopback()
 }
 
 // Loopback reports whether server.listen names a loopback host: "localhost"

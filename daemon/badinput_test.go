@@ -108,21 +108,21 @@ func TestE2E_BadInput(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"malformed JSON", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":`), key, 400, "invalid"},
-		{"not an object", "POST", "/v1/payments", []byte(`[1,2]`), key, 400, "invalid"},
-		{"wrong type amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":"10","currency":"EUR"}`), key, 400, "invalid"},
-		{"unknown field", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","ammount":5}`), key, 400, "invalid"},
-		{"unknown field of wrong type", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","customer":"bob"}`), key, 400, "invalid"},
-		{"negative amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":-5,"currency":"EUR"}`), key, 400, "invalid"},
-		{"zero amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":0,"currency":"EUR"}`), key, 400, "invalid"},
-		{"huge amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":99999999999999999999,"currency":"EUR"}`), key, 400, "invalid"},
-		{"fractional amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10.5,"currency":"EUR"}`), key, 400, "invalid"},
-		{"lower-case currency", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"eur"}`), key, 400, "invalid"},
-		{"long currency", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EURO"}`), key, 400, "invalid"},
-		{"missing order id", "POST", "/v1/payments", []byte(`{"amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"bidi order id", "POST", "/v1/payments", []byte(`{"order_id":"inv\u202egpj.exe","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"duplicated key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"amount":20,"currency":"EUR"}`), key, 400, "invalid"},
-		{"trailing data", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"} {}`), key, 400, "invalid"},
+		{"malformed JSON", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":`), key, 400, "invalid_request"},
+		{"not an object", "POST", "/v1/payments", []byte(`[1,2]`), key, 400, "invalid_request"},
+		{"wrong type amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":"10","currency":"EUR"}`), key, 400, "invalid_request"},
+		{"unknown field", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","ammount":5}`), key, 400, "invalid_request"},
+		{"unknown field of wrong type", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","customer":"bob"}`), key, 400, "invalid_request"},
+		{"negative amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":-5,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"zero amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":0,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"huge amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":99999999999999999999,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"fractional amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10.5,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"lower-case currency", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"eur"}`), key, 400, "invalid_request"},
+		{"long currency", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EURO"}`), key, 400, "invalid_request"},
+		{"missing order id", "POST", "/v1/payments", []byte(`{"amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"bidi order id", "POST", "/v1/payments", []byte(`{"order_id":"inv\u202egpj.exe","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"duplicated key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"amount":20,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"trailing data", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"} {}`), key, 400, "invalid_request"},
 		{"unknown provider", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","provider":"paypal"}`), key, 400, "unknown_provider"},
 		{"missing idempotency key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), nil, 400, "idempotency_key_missing"},
 		{"oversized body", "POST", "/v1/payments", bytes.Repeat([]byte("a"), 300<<10), key, 413, "payload_too_large"},
@@ -131,14 +131,14 @@ func TestE2E_BadInput(t *testing.T) {
 		{"missing API key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), merge(key, hdr("Authorization", "")), 401, "unauthorized"},
 		{"wrong API key", "GET", "/v1/payments", nil, hdr("Authorization", "Bearer nope-nope-nope-nope"), 401, "unauthorized"},
 		{"wrong auth scheme", "GET", "/v1/payments", nil, hdr("Authorization", "Basic "+daemontest.APIKey), 401, "unauthorized"},
-		{"sync bad status", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"paid"}`), nil, 400, "invalid"},
-		{"sync version zero", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":0}`), nil, 400, "invalid"},
-		{"sync bad If-Match", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured"}`), hdr("If-Match", "W/abc"), 400, "invalid"},
+		{"sync bad status", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"paid"}`), nil, 400, "invalid_request"},
+		{"sync version zero", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":0}`), nil, 400, "invalid_request"},
+		{"sync bad If-Match", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured"}`), hdr("If-Match", "W/abc"), 400, "invalid_request"},
 		{"unknown payment", "GET", "/v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV", nil, nil, 404, "not_found"},
 		{"garbage payment id", "GET", "/v1/payments/..%2f..%2fetc", nil, nil, 404, "not_found"},
-		{"bad list limit", "GET", "/v1/payments?limit=100000", nil, nil, 400, "invalid"},
-		{"bad list status", "GET", "/v1/payments?status=won", nil, nil, 400, "invalid"},
-		{"bad cursor", "GET", "/v1/payments?cursor=%%%", nil, nil, 400, "invalid"},
+		{"bad list limit", "GET", "/v1/payments?limit=100000", nil, nil, 400, "invalid_request"},
+		{"bad list status", "GET", "/v1/payments?status=won", nil, nil, 400, "invalid_request"},
+		{"bad cursor", "GET", "/v1/payments?cursor=%%%", nil, nil, 400, "invalid_request"},
 		{"wrong method", "DELETE", "/v1/payments", nil, nil, 405, "method_not_allowed"},
 		{"unknown route", "GET", "/v2/nothing", nil, nil, 404, "not_found"},
 		{"webhook unknown provider", "POST", "/webhooks/paypal", goodBody, testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), 404, "not_found"},
@@ -147,42 +147,42 @@ func TestE2E_BadInput(t *testing.T) {
 		{"webhook stale timestamp", "POST", "/webhooks/standard", goodBody, testkit.SignStandard(t, secret, "evt_bad", time.Now().Add(-10*time.Minute), goodBody), 400, "invalid_signature"},
 		{"webhook future timestamp", "POST", "/webhooks/standard", goodBody, testkit.SignStandard(t, secret, "evt_bad", time.Now().Add(10*time.Minute), goodBody), 400, "invalid_signature"},
 		{"webhook tampered body", "POST", "/webhooks/standard", bytes.Replace(goodBody, []byte("captured"), []byte("refunded"), 1), testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), 400, "invalid_signature"},
-		{"webhook malformed JSON", "POST", "/webhooks/standard", []byte(`{"id":"evt_m"`), testkit.SignStandard(t, secret, "evt_m", time.Now(), []byte(`{"id":"evt_m"`)), 400, "invalid"},
-		{"webhook unknown type", "POST", "/webhooks/standard", eventBody("evt_u", "payment.won", existing, ""), testkit.SignStandard(t, secret, "evt_u", time.Now(), eventBody("evt_u", "payment.won", existing, "")), 400, "invalid"},
+		{"webhook malformed JSON", "POST", "/webhooks/standard", []byte(`{"id":"evt_m"`), testkit.SignStandard(t, secret, "evt_m", time.Now(), []byte(`{"id":"evt_m"`)), 400, "invalid_request"},
+		{"webhook unknown type", "POST", "/webhooks/standard", eventBody("evt_u", "payment.won", existing, ""), testkit.SignStandard(t, secret, "evt_u", time.Now(), eventBody("evt_u", "payment.won", existing, "")), 400, "invalid_request"},
 
 		// Truncated and malformed bodies, wrong types, huge numbers.
-		{"truncated in a string", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EU`), key, 400, "invalid"},
-		{"empty body", "POST", "/v1/payments", []byte{}, key, 400, "invalid"},
-		{"null body", "POST", "/v1/payments", []byte(`null`), key, 400, "invalid"},
+		{"truncated in a string", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EU`), key, 400, "invalid_request"},
+		{"empty body", "POST", "/v1/payments", []byte{}, key, 400, "invalid_request"},
+		{"null body", "POST", "/v1/payments", []byte(`null`), key, 400, "invalid_request"},
 		{"not JSON content type", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), merge(key, hdr("Content-Type", "text/plain")), 415, "unsupported_media_type"},
-		{"exponent amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":1e3,"currency":"EUR"}`), key, 400, "invalid"},
-		{"min int64 amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":-9223372036854775808,"currency":"EUR"}`), key, 400, "invalid"},
-		{"amount as bool", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":true,"currency":"EUR"}`), key, 400, "invalid"},
-		{"order id as number", "POST", "/v1/payments", []byte(`{"order_id":42,"amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"duplicated nested key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","customer":{"id":"a","id":"b"}}`), key, 400, "invalid"},
-		{"duplicated escaped key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"\u0061mount":20,"currency":"EUR"}`), key, 400, "invalid"},
-		{"deeply nested", "POST", "/v1/payments", []byte(`{"customer":` + strings.Repeat(`{"id":`, 5000) + `1` + strings.Repeat(`}`, 5001)), key, 400, "invalid"},
-		{"huge expected version", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":18446744073709551616}`), nil, 400, "invalid"},
-		{"negative expected version", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":-1}`), nil, 400, "invalid"},
-		{"sync duplicated status", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"failed","status":"captured"}`), nil, 400, "invalid"},
-		{"sync If-Match disagrees", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":1}`), hdr("If-Match", `"2"`), 400, "invalid"},
+		{"exponent amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":1e3,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"min int64 amount", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":-9223372036854775808,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"amount as bool", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":true,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"order id as number", "POST", "/v1/payments", []byte(`{"order_id":42,"amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"duplicated nested key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","customer":{"id":"a","id":"b"}}`), key, 400, "invalid_request"},
+		{"duplicated escaped key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"\u0061mount":20,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"deeply nested", "POST", "/v1/payments", []byte(`{"customer":` + strings.Repeat(`{"id":`, 5000) + `1` + strings.Repeat(`}`, 5001)), key, 400, "invalid_request"},
+		{"huge expected version", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":18446744073709551616}`), nil, 400, "invalid_request"},
+		{"negative expected version", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":-1}`), nil, 400, "invalid_request"},
+		{"sync duplicated status", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"failed","status":"captured"}`), nil, 400, "invalid_request"},
+		{"sync If-Match disagrees", "POST", "/v1/payments/" + existing + "/sync", []byte(`{"status":"captured","expected_version":1}`), hdr("If-Match", `"2"`), 400, "invalid_request"},
 		{"oversized body, 10 MB", "POST", "/v1/payments", bytes.Repeat([]byte(" "), 10<<20), key, 413, "payload_too_large"},
 
 		// Unicode tricks in order ids: homoglyphs are text, but control,
 		// format (bidi, zero-width) and invalid characters are refused.
-		{"NUL in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u0000x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"zero-width space in order id", "POST", "/v1/payments", []byte("{\"order_id\":\"o\u200bx\",\"amount\":10,\"currency\":\"EUR\"}"), key, 400, "invalid"},
-		{"zero-width joiner in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u200dx","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"BOM in order id", "POST", "/v1/payments", []byte(`{"order_id":"\ufeffo","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"bidi isolate in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u2066x\u2069","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"C1 control in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u0085x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"line separator in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u2028x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"invalid UTF-8 in order id", "POST", "/v1/payments", []byte("{\"order_id\":\"o\xff\xfex\",\"amount\":10,\"currency\":\"EUR\"}"), key, 400, "invalid"},
-		{"lone surrogate in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\ud800x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"order id of 129 bytes", "POST", "/v1/payments", []byte(`{"order_id":"` + strings.Repeat("é", 64) + `x","amount":10,"currency":"EUR"}`), key, 400, "invalid"},
-		{"bidi in customer id", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","customer":{"id":"c\u202e1"}}`), key, 400, "invalid"},
+		{"NUL in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u0000x","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"zero-width space in order id", "POST", "/v1/payments", []byte("{\"order_id\":\"o\u200bx\",\"amount\":10,\"currency\":\"EUR\"}"), key, 400, "invalid_request"},
+		{"zero-width joiner in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u200dx","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"BOM in order id", "POST", "/v1/payments", []byte(`{"order_id":"\ufeffo","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"bidi isolate in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u2066x\u2069","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"C1 control in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u0085x","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"line separator in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\u2028x","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"invalid UTF-8 in order id", "POST", "/v1/payments", []byte("{\"order_id\":\"o\xff\xfex\",\"amount\":10,\"currency\":\"EUR\"}"), key, 400, "invalid_request"},
+		{"lone surrogate in order id", "POST", "/v1/payments", []byte(`{"order_id":"o\ud800x","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"order id of 129 bytes", "POST", "/v1/payments", []byte(`{"order_id":"` + strings.Repeat("é", 64) + `x","amount":10,"currency":"EUR"}`), key, 400, "invalid_request"},
+		{"bidi in customer id", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR","customer":{"id":"c\u202e1"}}`), key, 400, "invalid_request"},
 		{"homoglyph order id in a list", "GET", "/v1/payments?order_id=" + url.QueryEscape("оrder-1"), nil, nil, 200, ""},
-		{"zero-width order id in a list", "GET", "/v1/payments?order_id=" + url.QueryEscape("order\u200b1"), nil, nil, 400, "invalid"},
+		{"zero-width order id in a list", "GET", "/v1/payments?order_id=" + url.QueryEscape("order\u200b1"), nil, nil, 400, "invalid_request"},
 
 		// Unicode tricks in path ids: only pay_ + a ULID names a payment.
 		{"homoglyph in payment id", "GET", "/v1/payments/" + url.PathEscape(strings.Replace(existing, "0", "О", 1)), nil, nil, 404, "not_found"},
@@ -194,19 +194,19 @@ func TestE2E_BadInput(t *testing.T) {
 		{"overflowing ULID", "GET", "/v1/payments/pay_8ZZZZZZZZZZZZZZZZZZZZZZZZZ", nil, nil, 404, "not_found"},
 
 		// Idempotency keys the client library lets through.
-		{"non-ASCII idempotency key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", "ключ-1"), 400, "invalid"},
-		{"tab in idempotency key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", "a\tb"), 400, "invalid"},
-		{"idempotency key of 256", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", strings.Repeat("k", 256)), 400, "invalid"},
+		{"non-ASCII idempotency key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", "ключ-1"), 400, "invalid_request"},
+		{"tab in idempotency key", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", "a\tb"), 400, "invalid_request"},
+		{"idempotency key of 256", "POST", "/v1/payments", []byte(`{"order_id":"o","amount":10,"currency":"EUR"}`), hdr("Idempotency-Key", strings.Repeat("k", 256)), 400, "invalid_request"},
 
 		// Signatures: replayed, for another event, another scheme, garbage.
 		{"webhook replayed 6 minutes later", "POST", "/webhooks/standard", goodBody, testkit.SignStandard(t, secret, "evt_bad", time.Now().Add(-6*time.Minute), goodBody), 400, "invalid_signature"},
 		{"webhook signature for another id", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_other", time.Now(), goodBody), hdr("webhook-id", "evt_bad")), 400, "invalid_signature"},
-		{"webhook body id differs from header", "POST", "/webhooks/standard", eventBody("evt_body", "payment.captured", existing, ""), testkit.SignStandard(t, secret, "evt_head", time.Now(), eventBody("evt_body", "payment.captured", existing, "")), 400, "invalid"},
+		{"webhook body id differs from header", "POST", "/webhooks/standard", eventBody("evt_body", "payment.captured", existing, ""), testkit.SignStandard(t, secret, "evt_head", time.Now(), eventBody("evt_body", "payment.captured", existing, "")), 400, "invalid_request"},
 		{"webhook other scheme", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-signature", "v1a,"+strings.Repeat("A", 44))), 400, "invalid_signature"},
 		{"webhook several wrong signatures", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-signature", "v1,AAAA v1,"+strings.Repeat("B", 44)+" v2,CCCC")), 400, "invalid_signature"},
 		{"webhook text timestamp", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-timestamp", "yesterday")), 400, "invalid_signature"},
 		{"webhook huge timestamp", "POST", "/webhooks/standard", goodBody, merge(testkit.SignStandard(t, secret, "evt_bad", time.Now(), goodBody), hdr("webhook-timestamp", "99999999999999999999")), 400, "invalid_signature"},
-		{"webhook bidi payment id", "POST", "/webhooks/standard", eventBody("evt_bidi", "payment.captured", "pay_\u202e1", ""), testkit.SignStandard(t, secret, "evt_bidi", time.Now(), eventBody("evt_bidi", "payment.captured", "pay_\u202e1", "")), 400, "invalid"},
+		{"webhook bidi payment id", "POST", "/webhooks/standard", eventBody("evt_bidi", "payment.captured", "pay_\u202e1", ""), testkit.SignStandard(t, secret, "evt_bidi", time.Now(), eventBody("evt_bidi", "payment.captured", "pay_\u202e1", "")), 400, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := in.Do(tc.method, tc.path, tc.body, tc.hdr)
@@ -222,8 +222,10 @@ func TestE2E_BadInput(t *testing.T) {
 		})
 	}
 
-	// Requests the client library refuses to send go over raw TCP.
-	plain := regexp.MustCompile(`^[A-Za-z0-9._:-]{1,128}$`)
+	// Requests the client library refuses to send go over raw TCP. An
+	// echoed X-Request-Id is printable ASCII (SPEC §2): never a CR, an LF
+	// or another byte that could end a header line.
+	plain := regexp.MustCompile(`^[\x20-\x7e]{1,128}$`)
 	const createBody = `{"order_id":"o","amount":10,"currency":"EUR"}`
 	rawPost := func(path string, headers ...string) string {
 		return "POST " + path + " HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
@@ -236,23 +238,23 @@ func TestE2E_BadInput(t *testing.T) {
 		status int
 		code   string
 	}{
-		{"CR LF in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\r\n\r\n"), 400, "invalid"},
-		{"bare CR in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\rSet-Cookie: a=b\r\n"), 400, "invalid"},
+		{"CR LF in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\r\n\r\n"), 400, "invalid_request"},
+		{"bare CR in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\rSet-Cookie: a=b\r\n"), 400, "invalid_request"},
 		// A bare LF ends the header line (RFC 9112 §2.2 lets a server
 		// accept it, as net/http does): what follows is a header of its
 		// own and never part of the key, which here is empty.
 		{"bare LF in idempotency key", rawPost("/v1/payments", "Idempotency-Key: \nX-Injected: k\r\n"), 400, "idempotency_key_missing"},
-		{"NUL in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\x00j\r\n"), 400, "invalid"},
-		{"DEL in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\x7f\r\n"), 400, "invalid"},
+		{"NUL in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\x00j\r\n"), 400, "invalid_request"},
+		{"DEL in idempotency key", rawPost("/v1/payments", "Idempotency-Key: k\x7f\r\n"), 400, "invalid_request"},
 		// A folded line is joined to the key (or refused): either way the
 		// whole value is checked, here 301 characters.
-		{"folded idempotency key", rawPost("/v1/payments", "Idempotency-Key: "+strings.Repeat("k", 200)+"\r\n "+strings.Repeat("j", 100)+"\r\n"), 400, "invalid"},
+		{"folded idempotency key", rawPost("/v1/payments", "Idempotency-Key: "+strings.Repeat("k", 200)+"\r\n "+strings.Repeat("j", 100)+"\r\n"), 400, "invalid_request"},
 		{"space in header name", rawPost("/v1/payments", "Idempotency Key: k\r\n"), 400, "idempotency_key_missing"},
-		{"space before colon", rawPost("/v1/payments", "Idempotency-Key : k\r\n"), 400, "invalid"},
+		{"space before colon", rawPost("/v1/payments", "Idempotency-Key : k\r\n"), 400, "invalid_request"},
 		{"two content lengths", "POST /v1/payments HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
-			"\r\nIdempotency-Key: cl-1\r\nContent-Length: 3\r\nContent-Length: 45\r\n\r\n" + createBody, 400, "invalid"},
+			"\r\nIdempotency-Key: cl-1\r\nContent-Length: 3\r\nContent-Length: 45\r\n\r\n" + createBody, 400, "invalid_request"},
 		{"CR in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
-			"\r\nX-Request-Id: abc\rSet-Cookie: session=evil\r\n\r\n", 400, "invalid"},
+			"\r\nX-Request-Id: abc\rSet-Cookie: session=evil\r\n\r\n", 400, "invalid_request"},
 		{"encoded CRLF in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
 			"\r\nX-Request-Id: abc%0d%0aSet-Cookie:%20session=evil\r\n\r\n", 404, "not_found"},
 	} {

@@ -408,3 +408,183 @@ func TestBrowser_ReviewResolve(t *testing.T) {
 	}
 	b.assertCleanConsole()
 }
+
+// TestBrowser_MerchantDashboard is what a merchant does with the dashboard:
+// payment ids are links that open the payment's page (also in a new tab),
+// the list is searched by customer and dates and exported as CSV, a
+// captured payment is refunded with a confirmation, and the revenue view
+// charts what the ledger holds. No page ever shows a client secret.
+func TestBrowser_MerchantDashboard(t *testing.T) {
+	t.Parallel()
+	in := daemontest.Boot(t, nil)
+	create := func(body, key string) string {
+		t.Helper()
+		r := in.Create(body, key)
+		if r.Status != 201 {
+			t.Fatalf("create %s: %d %s", body, r.Status, r.Body)
+		}
+		return r.Str("id")
+	}
+	// Two mock payments, captured at once (amounts ending 00).
+	ada := create(`{"order_id":"order-ada","amount":1000,"currency":"EUR","customer":{"id":"cus_ada","email":"Ada@Example.com"}}`, "m-ada")
+	bob := create(`{"order_id":"order-bob","amount":2000,"currency":"EUR","customer":{"id":"cus_bob","email":"bob@example.com"}}`, "m-bob")
+	// A payment waiting for its customer, whose view carries secrets.
+	wait := create(`{"order_id":"order-wait","amount":1500,"currency":"EUR","provider":"standard","customer":{"id":"cus_wait"}}`, "m-wait")
+	const secret, redirect = "pi_wait_secret_d0n7_5h0w", "https://psp.example/3ds/d0n7-5h0w"
+	s := in.Do("POST", "/v1/payments/"+wait+"/sync", []byte(`{"status":"requires_action","client_secret":"`+secret+`","redirect_url":"`+redirect+`"}`), nil)
+	if s.Str("client_secret") != secret {
+		t.Fatalf("the API view of a requires_action payment has no client secret: %s", s.Body)
+	}
+	for _, id := range []string{ada, bob} {
+		if got, want := in.Do("GET", "/v1/payments/"+id, nil, nil).Str("status"), "captured"; got != want {
+			t.Fatalf("%s: status=%s, want %s", id, got, want)
+		}
+	}
+
+	b := newBrowser(t)
+	b.signIn(in.Base)
+	link := func(id string) string { return fmt.Sprintf(`#payments-table a[data-payment-link=%q]`, id) }
+	b.do("see the payments", chromedp.WaitVisible(chromedp.CSS(link(ada))), chromedp.WaitVisible(chromedp.CSS(link(wait))))
+	noSecret := func(where string) {
+		t.Helper()
+		html := eval[string](b, `document.documentElement.outerHTML`)
+		if strings.Contains(html, secret) || strings.Contains(html, redirect) {
+			t.Fatalf("%s shows a client secret or redirect URL", where)
+		}
+	}
+	noSecret("the payment list")
+
+	// A payment id is a real link to the payment's page.
+	href := eval[string](b, `document.querySelector(`+jsString(link(ada))+`).href`)
+	if want := in.Base + "/#/payments/" + ada; href != want {
+		t.Fatalf("link href %q, want %q", href, want)
+	}
+	b.do("follow the link", chromedp.Click(chromedp.CSS(link(ada))), chromedp.WaitVisible(chromedp.CSS("#timeline-table")))
+	if got := eval[string](b, `document.getElementById('timeline-id').textContent`); got != ada {
+		t.Fatalf("page of %s, want %s", got, ada)
+	}
+	if !eval[bool](b, `document.getElementById('payments-list').hidden`) {
+		t.Error("the list is still shown on a payment's page")
+	}
+	// The link opened in a new tab of the same browser (the session
+	// cookie comes along) shows the same page.
+	tab, closeTab := chromedp.NewContext(b.ctx)
+	tabCtx, cancelTab := context.WithTimeout(tab, 30*time.Second)
+	var opened string
+	err := chromedp.Do(tabCtx, chromedp.Navigate(in.Base+"/#/payments/"+wait), chromedp.WaitVisible(chromedp.CSS("#timeline-table")))
+	if err == nil {
+		opened, err = chromedp.Run(tabCtx, chromedp.Evaluate[string](`document.getElementById('timeline-id').textContent + ' ' + document.documentElement.outerHTML`))
+	}
+	cancelTab()
+	closeTab()
+	if err != nil {
+		t.Fatalf("open the payment's link in a new tab: %v", err)
+	}
+	if !strings.HasPrefix(opened, wait+" ") {
+		t.Fatalf("the new tab shows %.80q, want the page of %s", opened, wait)
+	}
+	if strings.Contains(opened, secret) || strings.Contains(opened, redirect) {
+		t.Fatal("the page of a requires_action payment shows its client secret or redirect URL")
+	}
+	b.do("back to the list", chromedp.Click(chromedp.CSS("#payment-back")), chromedp.WaitVisible(chromedp.CSS(link(bob))))
+
+	// Search by customer e-mail (any case), by customer id, by dates.
+	rows := func() []string {
+		return eval[[]string](b, `Array.from(document.querySelectorAll('#payments-table tbody tr')).map(tr => tr.dataset.paymentId)`)
+	}
+	search := func(what, customer, from, to string) {
+		t.Helper()
+		// Date inputs take their value from script (as a date picker sets it).
+		eval[bool](b, fmt.Sprintf(`(document.getElementById('filter-customer').value = %s, document.getElementById('filter-from').value = %s,
+			document.getElementById('filter-to').value = %s, document.getElementById('payments-body').replaceChildren(), true)`,
+			jsString(customer), jsString(from), jsString(to)))
+		b.do(what, chromedp.Click(chromedp.CSS(`#payment-filters button[type="submit"]`)))
+		b.poll(what+": the list is back", `document.querySelector('#payments-table, #payments-empty') !== null`)
+	}
+	today := time.Now().UTC().Format(time.DateOnly)
+	tomorrow := time.Now().UTC().AddDate(0, 0, 1).Format(time.DateOnly)
+	search("search by e-mail", "ada@EXAMPLE.com", "", "")
+	if got := rows(); len(got) != 1 || got[0] != ada {
+		t.Fatalf("e-mail search: %v, want [%s]", got, ada)
+	}
+	b.screenshot("search")
+
+	// The export takes the same filters.
+	b.do("export the search as CSV", chromedp.Click(chromedp.CSS("#payments-export")))
+	b.poll("the export is done", `document.getElementById('export-result').dataset.rows !== undefined`)
+	if got := eval[string](b, `document.getElementById('export-result').dataset.rows`); got != "1" {
+		t.Fatalf("exported %s rows, want 1: %s", got, eval[string](b, `document.getElementById('export-result').textContent`))
+	}
+
+	search("search by customer id", "cus_bob", "", "")
+	if got := rows(); len(got) != 1 || got[0] != bob {
+		t.Fatalf("customer id search: %v, want [%s]", got, bob)
+	}
+	search("search by today", "", today, today)
+	if got := rows(); len(got) != 3 {
+		t.Fatalf("created today: %v, want 3 payments", got)
+	}
+	search("search from tomorrow", "", tomorrow, "")
+	if !eval[bool](b, `document.getElementById('payments-empty') !== null`) {
+		t.Fatalf("created from tomorrow: %v, want none", rows())
+	}
+	search("search by customer and today", "cus_ada", today, today)
+	if got := rows(); len(got) != 1 || got[0] != ada {
+		t.Fatalf("customer and day: %v, want [%s]", got, ada)
+	}
+
+	// Refund the captured payment from its page, after a confirmation.
+	b.do("open the captured payment",
+		chromedp.Click(chromedp.CSS(link(ada))),
+		chromedp.WaitVisible(chromedp.CSS("#refund-start")),
+		chromedp.Click(chromedp.CSS("#refund-start")),
+		chromedp.WaitVisible(chromedp.CSS("#refund-confirm")),
+	)
+	question := eval[string](b, `document.getElementById('refund-question').textContent`)
+	if !strings.Contains(question, "order-ada") || !strings.Contains(question, "10") {
+		t.Errorf("the confirmation %q does not name the order and the amount", question)
+	}
+	if got, want := in.Do("GET", "/v1/payments/"+ada, nil, nil).Str("status"), "captured"; got != want {
+		t.Fatalf("before the confirmation: status=%s, want %s", got, want)
+	}
+	b.screenshot("refund-confirm")
+	b.do("confirm the refund", chromedp.Click(chromedp.CSS("#refund-confirm")), chromedp.WaitVisible(chromedp.CSS("#refund-result")))
+	b.poll("the page shows the payment refunded", `document.querySelector('#payment-status .badge').textContent === 'refunded'`)
+	if eval[bool](b, `document.getElementById('refund-start') !== null`) {
+		t.Error("a refunded payment still offers a refund")
+	}
+	b.screenshot("refunded")
+	if got, want := in.Do("GET", "/v1/payments/"+ada, nil, nil).Str("status"), "refunded"; got != want {
+		t.Fatalf("after the refund: status=%s, want %s", got, want)
+	}
+	ev := in.Do("GET", "/v1/payments/"+ada+"/events", nil, nil)
+	if !strings.Contains(string(ev.Body), `"to":"refunded"`) {
+		t.Fatalf("no refund in the timeline: %s", ev.Body)
+	}
+
+	// Revenue: 30.00 captured, 10.00 refunded, 20.00 net today, charted
+	// by Chart.js; and the ledger balances.
+	b.do("open the revenue view", chromedp.Click(chromedp.CSS("#tab-revenue")),
+		chromedp.WaitVisible(chromedp.CSS(`#revenue-charts figure[data-currency="EUR"] canvas`)),
+		chromedp.WaitVisible(chromedp.CSS("#balances-table")))
+	type dataset struct {
+		Label string
+		Sum   float64
+	}
+	sets := eval[[]dataset](b, `Chart.getChart(document.querySelector('#revenue-charts figure[data-currency="EUR"] canvas')).data.datasets.map(d => ({label: d.label, sum: d.data.reduce((a, b) => a + b, 0)}))`)
+	if got, want := fmt.Sprint(sets), "[{Captured 30} {Refunded 10} {Net 20}]"; got != want {
+		t.Fatalf("chart datasets %s, want %s", got, want)
+	}
+	if got := eval[string](b, `document.querySelector('#revenue-table tr[data-currency="EUR"] td.net').textContent`); !strings.Contains(got, "20") {
+		t.Errorf("revenue table net %q, want 20.00", got)
+	}
+	if got := eval[int](b, `document.querySelectorAll('#balances-table tbody tr').length`); got != 2 {
+		t.Errorf("%d ledger balances, want 2 (receivable and revenue in EUR)", got)
+	}
+	if got := eval[string](b, `document.getElementById('balances-check').textContent`); !strings.HasPrefix(got, "Balanced") {
+		t.Errorf("balance check %q", got)
+	}
+	b.screenshot("revenue")
+	noSecret("the revenue view")
+	b.assertCleanConsole()
+}

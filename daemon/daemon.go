@@ -18,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -132,7 +133,7 @@ func (m *Main) Open() (err error) {
 		m.Mock, err = mock.New(mock.Config{
 			WebhookSecret: mc.WebhookSecret, WebhookURL: mc.WebhookURL,
 			WebhookDelay: mc.WebhookDelay.Duration, DuplicateRate: mc.DuplicateRate, WebhookFirstRate: mc.WebhookFirstRate, MaxCharges: mc.MaxCharges,
-			Reorder: mc.Reorder, Tolerance: tol,
+			Reorder: mc.Reorder, Tolerance: tol, DisputeAfter: mc.DisputeAfter.Duration,
 		}, mock.WithStore(m.Store))
 		if err != nil {
 			return err
@@ -201,7 +202,7 @@ func (m *Main) Open() (err error) {
 		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
 		Idempotency: idem,
 		Deliveries:  m.Ripple, Customers: m.Ripple,
-		Ready: m.ready, Now: m.Now, Logger: m.component("httpd"),
+		Counts: m.Payments, Ready: m.readyChecks(m.Now()), Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,
 	}
 	if m.DB != nil {
@@ -226,15 +227,101 @@ func (m *Main) Open() (err error) {
 	return nil
 }
 
-// ready is the readiness check: storage open and workers running.
-func (m *Main) ready() error {
-	if m.Store == nil {
-		return errors.New("storage is not open")
+// readyChecks are the parts of GET /readyz: storage answers a write
+// transaction, and each worker loop (inbox, ripple, sweeper) turned
+// within three of its intervals, counted from started before its first
+// turn. The NATS relay, when configured, is reported without failing the
+// check: NATS being away stops no payment (its deliveries wait in the
+// outbox and paystate_relay_nats_connected says so), and a 503 from every
+// instance at once would take the whole API out of its load balancer.
+func (m *Main) readyChecks(started time.Time) []httpd.ReadyCheck {
+	probe := &writeProbe{store: m.Store, logger: m.component("httpd")}
+	checks := []httpd.ReadyCheck{{Name: "storage", Check: probe.check}}
+	for _, w := range []struct {
+		name      string
+		heartbeat func() (time.Time, time.Duration)
+	}{
+		{"inbox", m.Inbox.Heartbeat},
+		{"ripple", m.Ripple.Heartbeat},
+		{"sweeper", m.Sweeper.Heartbeat},
+	} {
+		wc := httpd.WorkerCheck(w.name, w.heartbeat, m.Now, started)
+		beat := wc.Check
+		wc.Check = func(ctx context.Context) error {
+			if !m.running.Load() {
+				return errors.New("not running")
+			}
+			return beat(ctx)
+		}
+		checks = append(checks, wc)
 	}
-	if !m.running.Load() {
-		return errors.New("workers are not running")
+	if r := m.relay; r != nil {
+		checks = append(checks, httpd.ReadyCheck{Name: "relay", Advisory: true, Check: func(context.Context) error {
+			if !r.Connected() {
+				return errors.New("not connected to NATS: reconnecting; its deliveries wait and are retried")
+			}
+			return nil
+		}})
 	}
-	return nil
+	return checks
+}
+
+// writeProbe is the storage part of readiness: one small write
+// transaction (pay.Tx.WriteProbe) at a time. A check waits for the write
+// until its context ends; a write that is stuck (a disk that hangs, a
+// database that does not answer) stays the one in flight, and the checks
+// after it wait for that one rather than pile up more.
+type writeProbe struct {
+	store  pay.Store
+	logger zerolog.Logger
+
+	mu  sync.Mutex
+	cur *probeWrite // the write in flight, nil if none
+}
+
+// probeWrite is one write of a writeProbe; err is set before done is
+// closed.
+type probeWrite struct {
+	done chan struct{}
+	err  error
+}
+
+// check makes a write, or joins the one in flight, and waits for it
+// until ctx ends. The answer names no file and quotes no internal error
+// (/readyz needs no key): those are logged.
+func (p *writeProbe) check(ctx context.Context) error {
+	if p.store == nil {
+		return errors.New("not open")
+	}
+	p.mu.Lock()
+	w := p.cur
+	if w == nil {
+		w = &probeWrite{done: make(chan struct{})}
+		p.cur = w
+		go func() {
+			// Not ctx: the write ends on its own, and so does its wait.
+			wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			w.err = p.store.Update(wctx, func(tx pay.Tx) error { return tx.WriteProbe() })
+			cancel()
+			if w.err != nil {
+				p.logger.Warn().Err(w.err).Msg("readiness: the storage probe's write failed")
+			}
+			p.mu.Lock()
+			p.cur = nil
+			p.mu.Unlock()
+			close(w.done)
+		}()
+	}
+	p.mu.Unlock()
+	select {
+	case <-w.done:
+		if w.err != nil {
+			return fmt.Errorf("a write transaction failed: %s", pay.ErrorMessage(w.err))
+		}
+		return nil
+	case <-ctx.Done():
+		return errors.New("a write transaction did not commit within " + httpd.ReadyTimeout.String())
+	}
 }
 
 // Close shuts down in order: the HTTP server (in-flight requests finish),
@@ -292,12 +379,19 @@ func newOwner() string {
 // them.
 func (m *Main) openRipple() error {
 	cfg := m.Config
+	receipt, err := cfg.Receipt.ReceiptConfig()
+	if err != nil {
+		return err
+	}
 	rc := ripple.Config{
 		Shared:  cfg.Storage.Backend == "postgres", // several instances: claim before an attempt
 		Workers: cfg.Ripple.Workers, MaxAttempts: cfg.Ripple.MaxAttempts,
+		// A dead instance's claims end three lease TTLs after they were
+		// taken (90 s by default, ripple.ClaimFor), as its leases end.
+		ClaimTTL:    3 * cfg.Lease.TTL.Duration,
 		BackoffBase: cfg.Ripple.BackoffBase.Duration, BackoffCap: cfg.Ripple.BackoffCap.Duration,
 		PointsPerUnit: cfg.Loyalty.PointsPerUnit,
-		Receipt:       ripple.ReceiptConfig{Addr: cfg.Receipt.SMTPAddr, From: cfg.Receipt.From},
+		Receipt:       receipt,
 	}
 	for _, w := range cfg.Webhooks {
 		rc.Webhooks = append(rc.Webhooks, ripple.EndpointConfig{

@@ -93,8 +93,11 @@ func TestE2E_MockPaymentLifecycle(t *testing.T) {
 		t.Fatalf("status=%s", c.Str("status"))
 	}
 	rf := in.Do("POST", "/v1/payments/"+c.Str("id")+"/refund", nil, map[string]string{"Idempotency-Key": "rk-1"})
-	if got, want := rf.Str("status"), "refunded"; got != want {
-		t.Fatalf("refund: status=%s, want %s: %s", got, want, rf.Body)
+	if got, want := rf.Str("status"), "succeeded"; got != want || rf.Status != 201 {
+		t.Fatalf("refund: %d status=%s, want 201 %s: %s", rf.Status, got, want, rf.Body)
+	}
+	if g := in.Do("GET", "/v1/payments/"+c.Str("id"), nil, nil); g.Str("status") != "refunded" {
+		t.Fatalf("after the refund: %s", g.Body)
 	}
 
 	// The list shows them, newest first, with a cursor.

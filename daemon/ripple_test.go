@@ -59,7 +59,7 @@ func TestE2E_ReceiptOncePerPayment(t *testing.T) {
 	smtpd := rippletest.NewSMTPServer(t, 3)
 	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Second))
 	in := bootClock(t, clock, func(c *config.Config) {
-		c.Receipt.SMTPAddr, c.Receipt.From = smtpd.Addr, "receipts@shop.example"
+		c.Receipt.SMTPAddr, c.Receipt.From, c.Receipt.TLS = smtpd.Addr, "receipts@shop.example", "none"
 	})
 	secret := in.Main.Config.Providers.Standard.WebhookSecret
 
@@ -127,7 +127,7 @@ func TestE2E_DeadLetterRetry(t *testing.T) {
 	clock := storetest.NewClock(time.Now().UTC().Truncate(time.Second))
 	in := bootClock(t, clock, func(c *config.Config) {
 		c.Ripple.MaxAttempts = 3
-		c.Receipt.SMTPAddr, c.Receipt.From = smtpd.Addr, "receipts@shop.example"
+		c.Receipt.SMTPAddr, c.Receipt.From, c.Receipt.TLS = smtpd.Addr, "receipts@shop.example", "none"
 		c.Webhooks = []config.Webhook{{URL: ep.URL, Secret: secret, Events: []string{"payment.captured"}}}
 	})
 	start := clock.Now()
@@ -196,10 +196,10 @@ func TestE2E_DeadLetterRetry(t *testing.T) {
 	}{
 		{"POST", "/v1/deliveries/" + dlv + "/retry", 409, "conflict"},
 		{"POST", "/v1/deliveries/dlv_unknown/retry", 404, "not_found"},
-		{"POST", "/v1/deliveries/retry?state=pending&since=" + url.QueryEscape(start.Format(time.RFC3339)), 400, "invalid"},
-		{"POST", "/v1/deliveries/retry?state=dead", 400, "invalid"},
-		{"GET", "/v1/deliveries", 400, "invalid"},
-		{"GET", "/v1/deliveries?state=dead&since=yesterday", 400, "invalid"},
+		{"POST", "/v1/deliveries/retry?state=pending&since=" + url.QueryEscape(start.Format(time.RFC3339)), 400, "invalid_request"},
+		{"POST", "/v1/deliveries/retry?state=dead", 400, "invalid_request"},
+		{"GET", "/v1/deliveries", 400, "invalid_request"},
+		{"GET", "/v1/deliveries?state=dead&since=yesterday", 400, "invalid_request"},
 	} {
 		r := in.Do(tc.method, tc.path, nil, nil)
 		if r.Status != tc.status || r.ErrCode() != tc.code {

@@ -157,17 +157,18 @@ func TestE2E_Stripe(t *testing.T) {
 		}
 	}
 
-	// Refund through the API: a Refund under refund-<payment_id>.
+	// Refund through the API: a Refund of the whole amount under
+	// refund-<refund_id>.
 	rf := in.Do("POST", "/v1/payments/"+id+"/refund", nil, map[string]string{"Idempotency-Key": "k-stripe-refund-1"})
-	if rf.Status != http.StatusOK || rf.Str("status") != "refunded" {
-		t.Fatalf("refund: status=%d: %s, want 200 refunded", rf.Status, rf.Body)
+	if rf.Status != http.StatusCreated || rf.Str("status") != "succeeded" {
+		t.Fatalf("refund: status=%d: %s, want 201 succeeded", rf.Status, rf.Body)
 	}
 	assertNoSecretWhenFinal(t, rf)
 	refunds := rec.Find("POST", "/v1/refunds")
 	if len(refunds) != 1 {
 		t.Fatalf("%d refunds reached the API, want 1", len(refunds))
 	}
-	if got, want := refunds[0].IdempotencyKey, "refund-"+id; got != want {
+	if got, want := refunds[0].IdempotencyKey, "refund-"+rf.Str("id"); got != want {
 		t.Fatalf("refund Idempotency-Key=%q, want %q", got, want)
 	}
 	if got, want := refunds[0].Form.Get("payment_intent"), ref; got != want {

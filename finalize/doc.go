@@ -44,4 +44,37 @@
 // conflicting_terminal; observed in a non-terminal status the observation
 // is stale and ignored. A lower-ranked non-terminal observation is stale.
 // Only a real transition ("flipped") appends an outbox record.
+//
+// Refunds and disputes are observations too (pay.Observation.Refund,
+// .Dispute), applied by the same Apply with the same steps (processed
+// event ids, fencing, the version conflict, compare-and-set on the
+// payment), each with a table of its own:
+//
+//	refund (pay.DecideRefund)              dispute (pay.DecideDispute)
+//
+//	pending --> succeeded                  needs_response --> under_review
+//	   |                                         |                 |
+//	   +------> failed                           +-----> won / lost <+
+//
+// An outcome seen again is a duplicate; a pending report after an outcome,
+// an open report of a closed dispute or needs_response after under_review
+// is stale; succeeded against failed, or won against lost, goes to the
+// review queue as conflicting_terminal. Every change writes the payment (a
+// new version and its timeline step: refund_requested, refund_succeeded,
+// refund_failed, dispute_opened, dispute_updated, dispute_closed). A
+// refund's amount is held in AmountRefundPending while it is pending and
+// moves to AmountRefunded when it succeeds; the store refuses a refund that
+// would take them past the amount (pay.ERefundExceeds). The refund that
+// completes the amount moves the payment captured → refunded in the same
+// write. The money moves of refund.go and dispute.go:
+//
+//	refund succeeded      merchant_revenue +amount, psp_receivable -amount   payment.refund.succeeded
+//	refund failed         nothing posted; the amount is free again          payment.refund.failed
+//	dispute first seen    disputes +amount, psp_receivable -amount          payment.dispute.created
+//	dispute won           psp_receivable +amount, disputes -amount          payment.dispute.closed
+//	dispute lost          dispute_losses +amount, disputes -amount          payment.dispute.closed
+//
+// A payment reported refunded in full (payment.refunded, a human's
+// resolution) settles its pending refunds as succeeded and refunds what is
+// left with one more refund, each with its event and posting.
 package finalize

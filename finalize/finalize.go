@@ -20,8 +20,9 @@ const maxRetries = 8
 
 // Tx is what Apply, Record and QueueReview use of a storage transaction:
 // the payment and its timeline, processed event ids, the lease (fencing),
-// the outbox and the ledger, and the review queue. A pay.Tx is one; a
-// backend is written and tested against these methods first.
+// the outbox and the ledger, the review queue, and the payment's refunds
+// and disputes. A pay.Tx is one; a backend is written and tested against
+// these methods first.
 type Tx interface {
 	// Now is the time read when the transaction began, in UTC.
 	Now() time.Time
@@ -36,6 +37,13 @@ type Tx interface {
 	AppendLedger(entries []pay.LedgerEntry) error
 	PutReview(item pay.ReviewItem) error
 	Review(id string) (pay.ReviewItem, error)
+	InsertRefund(r pay.Refund) error
+	UpdateRefund(r pay.Refund) error
+	Refund(id string) (pay.Refund, error)
+	RefundByRef(provider, ref string) (pay.Refund, error)
+	RefundsForPayment(paymentID string) ([]pay.Refund, error)
+	PutDispute(d pay.Dispute) error
+	Dispute(provider, id string) (pay.Dispute, error)
 }
 
 // Finalizer applies observations to payments. It is the only code in
@@ -83,8 +91,8 @@ func (f *Finalizer) FinalizeThen(ctx context.Context, obs pay.Observation, then 
 // transaction (a review resolution removes its item there, a create stores
 // its idempotency answer); its error rolls everything back.
 func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error, then func(tx pay.Tx, res pay.Result) error) (pay.Result, error) {
-	if !obs.Status.Valid() {
-		return pay.Result{}, pay.Errorf(pay.EINVALID, "status %q is not a payment status", obs.Status)
+	if err := checkObservation(obs); err != nil {
+		return pay.Result{}, err
 	}
 	var res pay.Result
 	var err error
@@ -230,6 +238,9 @@ func Apply(tx Tx, obs pay.Observation) (pay.Result, error) {
 	// amount, its currency, its PSP reference) is not applied. The payment
 	// goes on the review queue; a webhook's event is processed all the
 	// same, so it is acknowledged and not retried.
+	if err := checkObservation(obs); err != nil {
+		return pay.Result{}, err
+	}
 	res.Decision = pay.Decide(p.Status, obs.Status)
 	if reason, note, err := contradiction(tx, p, obs); err != nil {
 		return pay.Result{}, err
@@ -253,6 +264,54 @@ func Apply(tx Tx, obs pay.Observation) (pay.Result, error) {
 		return res, nil
 	}
 
+	// A refund or a dispute has a table of its own (pay.DecideRefund,
+	// pay.DecideDispute) and moves money; a status, the payment's.
+	var err2 error
+	switch {
+	case obs.Refund != nil:
+		err2 = applyRefund(tx, p, obs, step, &res)
+	case obs.Dispute != nil:
+		err2 = applyDispute(tx, p, obs, step, &res)
+	default:
+		err2 = applyStatus(tx, p, obs, step, &res)
+	}
+	if err2 != nil {
+		return pay.Result{}, err2
+	}
+
+	// The event is processed in the same transaction as its effect.
+	if obs.EventID != "" {
+		if err := tx.MarkProcessed(obs.Provider, obs.EventID); err != nil {
+			return pay.Result{}, err
+		}
+	}
+	return res, nil
+}
+
+// checkObservation checks that obs says one thing: a payment status, or
+// (with no status) a refund or a dispute.
+func checkObservation(obs pay.Observation) error {
+	switch {
+	case obs.Refund != nil || obs.Dispute != nil:
+		if obs.Status != "" || (obs.Refund != nil && obs.Dispute != nil) {
+			return pay.Errorf(pay.EINVALID, "an observation is about a status, a refund or a dispute, not more than one")
+		}
+		if obs.Refund != nil && !obs.Refund.Status.Valid() {
+			return pay.Invalidf("status", "refund status %q is not one of pending, succeeded, failed", obs.Refund.Status)
+		}
+		if obs.Dispute != nil && (obs.Dispute.ID == "" || (obs.Dispute.Status != "" && !obs.Dispute.Status.Valid())) {
+			return pay.Invalidf("status", "a dispute observation needs the dispute's id and a dispute status, got %q", obs.Dispute.Status)
+		}
+	case !obs.Status.Valid():
+		return pay.Errorf(pay.EINVALID, "status %q is not a payment status", obs.Status)
+	}
+	return nil
+}
+
+// applyStatus is Apply for an observation of the payment's status: the
+// transition table of pay.Decide, already in res.Decision.
+func applyStatus(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *pay.Result) error {
+	now := tx.Now()
 	switch res.Decision {
 	case pay.Apply:
 		np := withProviderData(p, obs)
@@ -261,25 +320,44 @@ func Apply(tx Tx, obs pay.Observation) (pay.Result, error) {
 			// Secrets are worthless once the payment is final; keep none.
 			np.ClientSecret, np.RedirectURL = "", ""
 		}
+		// A captured payment reported refunded in full: its refunds
+		// settle, and what none of them covers is refunded by one more
+		// (refundRest), each with its own posting and event.
+		var settle []pay.Refund
+		if p.Status == pay.Captured && np.Status == pay.Refunded {
+			var err error
+			if settle, err = refundRest(tx, &np, obs, now); err != nil {
+				return err
+			}
+			if len(settle) > 0 {
+				step.Note = joinNote(step.Note, fmt.Sprintf("%d refund(s) settled as succeeded", len(settle)))
+			}
+		}
 		if err := write(tx, &np, p.Version, now); err != nil {
-			return pay.Result{}, err
+			return err
 		}
 		step.Kind, step.Version = pay.StepTransition, np.Version
 		if err := tx.AppendStep(step); err != nil {
-			return pay.Result{}, err
+			return err
+		}
+		for _, r := range settle {
+			if err := succeedRefund(tx, np, p.Status, r, now); err != nil {
+				return err
+			}
 		}
 		rec := pay.OutboxRecord{
 			ID: ids.Event(now), Type: pay.EventType(np.Status), PaymentID: np.ID,
 			Status: np.Status, From: p.Status, Version: np.Version,
 			OrderID: np.OrderID, Amount: np.Amount, Currency: np.Currency,
 			Customer: np.Customer, Provider: np.Provider, CreatedAt: now,
+			AmountRefunded: np.AmountRefunded,
 		}
 		if err := tx.AppendOutbox(rec); err != nil {
-			return pay.Result{}, err
+			return err
 		}
 		if entries := postings(p.Status, rec); len(entries) > 0 {
 			if err := tx.AppendLedger(entries); err != nil {
-				return pay.Result{}, err
+				return err
 			}
 		}
 		res.Payment, res.Flipped = np, true
@@ -291,7 +369,7 @@ func Apply(tx Tx, obs pay.Observation) (pay.Result, error) {
 			// Same status, but the PSP told us something new (its reference,
 			// a secret for the customer): write it as an update.
 			if err := write(tx, &np, p.Version, now); err != nil {
-				return pay.Result{}, err
+				return err
 			}
 			step.Kind, step.Version = pay.StepUpdate, np.Version
 			res.Payment = np
@@ -299,21 +377,21 @@ func Apply(tx Tx, obs pay.Observation) (pay.Result, error) {
 			step.Kind = pay.StepDuplicate
 		}
 		if err := tx.AppendStep(step); err != nil {
-			return pay.Result{}, err
+			return err
 		}
 
 	case pay.Stale:
 		res.Stale = true
 		step.Kind = pay.StepStale
 		if err := tx.AppendStep(step); err != nil {
-			return pay.Result{}, err
+			return err
 		}
 
 	case pay.ConflictingTerminal:
 		res.Anomaly = true
 		step.Kind = pay.StepAnomaly
 		if err := tx.AppendStep(step); err != nil {
-			return pay.Result{}, err
+			return err
 		}
 		if _, err := QueueReview(tx, pay.ReviewItem{
 			ID: p.ID, PaymentID: p.ID, Reason: pay.ReasonConflictingTerminal,
@@ -321,17 +399,10 @@ func Apply(tx Tx, obs pay.Observation) (pay.Result, error) {
 			Observed: obs.Status, Note: fmt.Sprintf("stored %s, %s reported %s", p.Status, obs.Source, obs.Status),
 			CreatedAt: now,
 		}, obs.Source); err != nil {
-			return pay.Result{}, err
+			return err
 		}
 	}
-
-	// The event is processed in the same transaction as its effect.
-	if obs.EventID != "" {
-		if err := tx.MarkProcessed(obs.Provider, obs.EventID); err != nil {
-			return pay.Result{}, err
-		}
-	}
-	return res, nil
+	return nil
 }
 
 // contradiction returns the review reason and the evidence, as text, if
@@ -421,24 +492,33 @@ func write(tx Tx, np *pay.Payment, prev uint64, now time.Time) error {
 }
 
 // postings returns the ledger lines of a transition: a capture moves the
-// amount into the PSP receivable against revenue; a refund of a captured
-// payment reverses it. A payment refunded without ever being captured here
-// posted nothing and reverses nothing.
-func postings(from pay.Status, rec pay.OutboxRecord) []pay.LedgerEntry {
-	var amt int64
-	switch {
-	case rec.Status == pay.Captured:
-		amt = rec.Amount
-	case rec.Status == pay.Refunded && from == pay.Captured:
-		amt = -rec.Amount
-	default:
+// amount into the PSP receivable against revenue. A refund reverses it by
+// its own amount, each refund with its own posting (refundPosting), so a
+// transition to refunded posts nothing itself; a payment refunded without
+// ever being captured here posted nothing and reverses nothing.
+func postings(_ pay.Status, rec pay.OutboxRecord) []pay.LedgerEntry {
+	if rec.Status != pay.Captured || rec.Type != pay.EventType(pay.Captured) {
 		return nil
 	}
+	return move(rec, pay.AccountPSPReceivable, pay.AccountMerchantRevenue, rec.Amount)
+}
+
+// move is the posting of amt from the account credited to the account
+// debited, for the event rec.
+func move(rec pay.OutboxRecord, debited, credited string, amt int64) []pay.LedgerEntry {
 	base := pay.LedgerEntry{PaymentID: rec.PaymentID, EventID: rec.ID, Currency: rec.Currency, At: rec.CreatedAt}
 	debit, credit := base, base
-	debit.Account, debit.Amount = pay.AccountPSPReceivable, amt
-	credit.Account, credit.Amount = pay.AccountMerchantRevenue, -amt
+	debit.Account, debit.Amount = debited, amt
+	credit.Account, credit.Amount = credited, -amt
 	return []pay.LedgerEntry{debit, credit}
+}
+
+// joinNote joins two notes of a timeline step.
+func joinNote(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "; " + b
 }
 
 // clock reads an injected clock, time.Now if none, in UTC. It is the one

@@ -104,6 +104,18 @@ type Inbox struct {
 
 	wakeOnce sync.Once
 	wake     chan struct{}
+	lastRun  atomic.Int64 // unix ns of Run's last turn (Heartbeat)
+}
+
+// Heartbeat returns when Run last finished a turn of its loop, on Now's
+// clock (zero before the first), and Run's interval, the longest wait
+// between two turns: /readyz counts the worker stuck when three intervals
+// pass without a turn.
+func (in *Inbox) Heartbeat() (last time.Time, interval time.Duration) {
+	if ns := in.lastRun.Load(); ns != 0 {
+		last = time.Unix(0, ns).UTC()
+	}
+	return last, or(in.Interval, time.Second)
 }
 
 func (in *Inbox) wakeCh() chan struct{} {
@@ -181,6 +193,7 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 				Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
 				OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
 				Body: append([]byte(nil), Redact(body)...), NextAttemptAt: tx.Now(),
+				Refund: ev.Refund, Dispute: ev.Dispute,
 			}
 			if inline {
 				if _, err := tx.InboxEvent(provider, ev.EventID); err == nil {
@@ -249,14 +262,10 @@ func (in *Inbox) applyIn(tx pay.Tx, ev pay.InboxEvent) error {
 	if err := LeaseFree(tx, ev.PaymentID); err != nil {
 		return err
 	}
-	if ev.Status == "" {
+	if recordOnly(ev) {
 		return Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
 	}
-	obs := pay.Observation{
-		PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
-		ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
-		Amount: ev.Amount, Currency: ev.Currency,
-	}
+	obs := observationOf(ev)
 	res, err := Apply(tx, obs)
 	if err != nil {
 		return err
@@ -301,6 +310,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 	defer t.Stop()
 	for {
 		n, err := in.RunOnce(ctx)
+		in.lastRun.Store(clock(in.Now).UnixNano())
 		if err != nil && ctx.Err() == nil {
 			in.Logger.Error().Err(err).Msg("inbox pass")
 		}
@@ -414,7 +424,7 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 	// held, come back later.
 	free := func(tx pay.Tx) error { return LeaseFree(tx, ev.PaymentID) }
 	var err error
-	if ev.Status == "" {
+	if recordOnly(ev) {
 		err = in.Store.Update(ctx, func(tx pay.Tx) error {
 			if err := free(tx); err != nil {
 				return err
@@ -422,11 +432,7 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 			return Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
 		})
 	} else {
-		_, err = in.Finalizer.FinalizeIf(ctx, pay.Observation{
-			PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
-			ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
-			Amount: ev.Amount, Currency: ev.Currency,
-		}, free)
+		_, err = in.Finalizer.FinalizeIf(ctx, observationOf(ev), free)
 	}
 	if err == nil {
 		return true, nil
@@ -467,6 +473,22 @@ func (in *Inbox) exhausted(ctx context.Context, ev pay.InboxEvent, lastErr strin
 	in.Logger.Warn().Str("payment_id", ev.PaymentID).Str("provider", ev.Provider).Str("event_id", ev.EventID).
 		Int("attempts", ev.Attempts+1).Str("last_error", lastErr).Msg("webhook not applied after its last try: on the review queue")
 	return true, nil
+}
+
+// recordOnly reports whether ev changes nothing but the timeline: no
+// status, no refund, no dispute.
+func recordOnly(ev pay.InboxEvent) bool {
+	return ev.Status == "" && ev.Refund == nil && ev.Dispute == nil
+}
+
+// observationOf is the observation a stored webhook makes: of the
+// payment's status, or of one of its refunds or disputes.
+func observationOf(ev pay.InboxEvent) pay.Observation {
+	return pay.Observation{
+		PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
+		ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
+		Amount: ev.Amount, Currency: ev.Currency, Refund: ev.Refund, Dispute: ev.Dispute,
+	}
 }
 
 // stepKind is the timeline step of an event that carries no status.

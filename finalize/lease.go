@@ -117,7 +117,7 @@ func (r *Leases) observe(d time.Duration) {
 	p99 := r.p99Locked()
 	switch low := p99 > r.TTL/2; {
 	case low && !r.low:
-		r.Logger.Warn().Dur("p99", p99).Dur("ttl", r.TTL).Str("holder", r.Holder).
+		r.Logger.Warn().Stringer("p99", p99).Stringer("ttl", r.TTL).Str("holder", r.Holder).
 			Msg("work under a lease takes more than half the lease TTL at p99: raise lease.ttl or look at the PSP's latency")
 		leaseHeadroomLow.Inc()
 		r.low = true

@@ -34,6 +34,7 @@ func readProp(t *rapid.T, db pay.Store, id string) propState {
 			return err
 		}
 		s.outbox, err = tx.OutboxForPayment(id)
+		s.outbox = statusRecords(s.outbox)
 		return err
 	})
 	if err != nil {

@@ -26,11 +26,12 @@ func idemRecord(t *testing.T, db pay.Store, key string) (rec pay.IdemRecord, err
 }
 
 // TestPayments_RefundOnce counts the commits of a refund under an
-// idempotency key on a real bbolt file with the mock PSP: two (the claim;
-// the PSP's answer finalized with the key's answer), none for a replay, a
-// reused key or a payment that is not captured, one for a payment already
-// refunded (claimed and answered together, no PSP call) and one for an
-// unknown payment (claimed, held for the caller to store the 404).
+// idempotency key on a real bbolt file with the mock PSP: two (the claim
+// with the refund's creation; the PSP's answer finalized with the key's
+// answer), none for a replay, a reused key, a payment that is not
+// captured or a refund that does not fit (the key is not kept: the answer
+// is about now), and one for an unknown payment (claimed, held for the
+// caller to store the 404).
 func TestPayments_RefundOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -47,14 +48,15 @@ func TestPayments_RefundOnce(t *testing.T) {
 		return p
 	}
 	key := func(k string) finalize.IdemKey {
-		return finalize.IdemKey{Key: "refund:" + k, Fingerprint: "fp-" + k, Status: http.StatusOK}
+		return finalize.IdemKey{Key: "refund:" + k, Fingerprint: "fp-" + k, Status: http.StatusCreated}
 	}
+	all := finalize.RefundRequest{}
 	p := create(1000) // captured in the PSP's answer
 
 	t.Run("OK", func(t *testing.T) {
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("1")) }), int64(2); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, all, key("1")) }), int64(2); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if err != nil {
@@ -63,6 +65,9 @@ func TestPayments_RefundOnce(t *testing.T) {
 		if r.Payment.Status != pay.Refunded || r.Claim != finalize.ClaimNew || r.Held {
 			t.Fatalf("RefundOnce: status=%s claim=%v held=%v, want refunded, new, not held", r.Payment.Status, r.Claim, r.Held)
 		}
+		if r.Refund.Status != pay.RefundSucceeded || r.Refund.Amount != 1000 || r.Payment.AmountRefunded != 1000 {
+			t.Fatalf("refund %+v, amount_refunded %d; want 1000 succeeded", r.Refund, r.Payment.AmountRefunded)
+		}
 		if c, _ := psp.Charge(finalize.ChargeKey(p.ID)); c.Refunds != 1 {
 			t.Fatalf("PSP refunds=%d, want 1", c.Refunds)
 		}
@@ -70,19 +75,19 @@ func TestPayments_RefundOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if rec.State != pay.IdemDone || rec.StatusCode != http.StatusOK || rec.PaymentID != p.ID {
-			t.Fatalf("key record: state=%s status=%d payment=%s, want done 200 %s", rec.State, rec.StatusCode, rec.PaymentID, p.ID)
+		if rec.State != pay.IdemDone || rec.StatusCode != http.StatusCreated || rec.PaymentID != p.ID {
+			t.Fatalf("key record: state=%s status=%d payment=%s, want done 201 %s", rec.State, rec.StatusCode, rec.PaymentID, p.ID)
 		}
 	})
 
 	t.Run("Replay", func(t *testing.T) {
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("1")) }), int64(0); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, all, key("1")) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
-		if err != nil || r.Claim != finalize.ClaimReplay || r.Record.PaymentID != p.ID {
-			t.Fatalf("replay: claim=%v record payment=%s (%v), want a replay of %s", r.Claim, r.Record.PaymentID, err, p.ID)
+		if err != nil || r.Claim != finalize.ClaimReplay || r.Record.PaymentID != p.ID || r.Refund.PaymentID != p.ID {
+			t.Fatalf("replay: claim=%v record payment=%s refund %+v (%v), want a replay of %s", r.Claim, r.Record.PaymentID, r.Refund, err, p.ID)
 		}
 	})
 
@@ -90,7 +95,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 		var err error
 		k := key("1")
 		k.Fingerprint = "another request"
-		if got, want := cs.Commits(func() { _, err = svc.RefundOnce(ctx, p.ID, k) }), int64(0); got != want {
+		if got, want := cs.Commits(func() { _, err = svc.RefundOnce(ctx, p.ID, all, k) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if got, want := pay.ErrorCode(err), pay.EKEYREUSED; got != want {
@@ -98,20 +103,43 @@ func TestPayments_RefundOnce(t *testing.T) {
 		}
 	})
 
-	t.Run("AlreadyRefunded", func(t *testing.T) {
+	t.Run("ErrAlreadyRefunded", func(t *testing.T) {
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, key("2")) }), int64(1); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, all, key("2")) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
-		if err != nil || r.Payment.Status != pay.Refunded || r.Held {
-			t.Fatalf("RefundOnce: status=%s held=%v (%v), want refunded, not held", r.Payment.Status, r.Held, err)
-		}
-		if rec, err := idemRecord(t, db, key("2").Key); err != nil || rec.State != pay.IdemDone || rec.PaymentID != p.ID {
-			t.Fatalf("key record: %+v (%v), want done for %s", rec, err, p.ID)
+		if pay.ErrorCode(err) != pay.ECONFLICT || r.Held {
+			t.Fatalf("RefundOnce: held=%v (%v), want ECONFLICT, not held", r.Held, err)
 		}
 		if c, _ := psp.Charge(finalize.ChargeKey(p.ID)); c.Refunds != 1 {
 			t.Fatalf("PSP refunds=%d, want 1", c.Refunds)
+		}
+	})
+
+	t.Run("Partial", func(t *testing.T) {
+		q := create(1000)
+		var r finalize.Refunded
+		var err error
+		if got, want := cs.Commits(func() {
+			r, err = svc.RefundOnce(ctx, q.ID, finalize.RefundRequest{Amount: 300, Reason: "one item"}, key("p1"))
+		}), int64(2); got != want {
+			t.Errorf("commits=%d, want %d", got, want)
+		}
+		if err != nil || r.Payment.Status != pay.Captured || r.Payment.AmountRefunded != 300 || r.Refund.Reason != "one item" {
+			t.Fatalf("RefundOnce 300: %+v %+v (%v), want captured with 300 refunded", r.Payment, r.Refund, err)
+		}
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, q.ID, finalize.RefundRequest{Amount: 800}, key("p2")) }), int64(0); got != want {
+			t.Errorf("commits of a refund that does not fit=%d, want %d", got, want)
+		}
+		if pay.ErrorCode(err) != pay.ERefundExceeds || r.Held {
+			t.Fatalf("RefundOnce 800: held=%v (%v), want %s", r.Held, err, pay.ERefundExceeds)
+		}
+		if _, err := idemRecord(t, db, key("p2").Key); pay.ErrorCode(err) != pay.ENOTFOUND {
+			t.Fatalf("key record of the refused refund: %v, want none", err)
+		}
+		if r, err = svc.RefundOnce(ctx, q.ID, all, key("p3")); err != nil || r.Refund.Amount != 700 || r.Payment.Status != pay.Refunded {
+			t.Fatalf("RefundOnce of the rest: %+v %+v (%v), want 700 and refunded", r.Refund, r.Payment, err)
 		}
 	})
 
@@ -119,7 +147,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 		q := create(1003) // processing
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, q.ID, key("3")) }), int64(0); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, q.ID, all, key("3")) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if pay.ErrorCode(err) != pay.ECONFLICT || r.Held {
@@ -133,7 +161,7 @@ func TestPayments_RefundOnce(t *testing.T) {
 	t.Run("ErrNotFound", func(t *testing.T) {
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV", key("4")) }), int64(1); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV", all, key("4")) }), int64(1); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
 		if pay.ErrorCode(err) != pay.ENOTFOUND || !r.Held {
@@ -147,9 +175,9 @@ func TestPayments_RefundOnce(t *testing.T) {
 
 // TestPayments_RefundOnceResume: the claim committed, the PSP refunded,
 // and the finalize failed (the process died there: nothing released the
-// key). The retry in the next process takes the key over and finishes in
-// two commits; the PSP, asked again under "refund-<payment_id>", refunds
-// once.
+// key). The retry in the next process takes the key over, finds the
+// refund by it and finishes in two commits; the PSP, asked again under
+// "refund-<refund_id>", refunds once.
 func TestPayments_RefundOnceResume(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -166,9 +194,9 @@ func TestPayments_RefundOnceResume(t *testing.T) {
 	if err != nil || p.Status != pay.Captured {
 		t.Fatalf("create: %s (%v), want captured", p.Status, err)
 	}
-	k := finalize.IdemKey{Key: "refund:resume", Fingerprint: "fp", Status: http.StatusOK}
+	k := finalize.IdemKey{Key: "refund:resume", Fingerprint: "fp", Status: http.StatusCreated}
 	var r finalize.Refunded
-	if got, want := first.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(1); got != want {
+	if got, want := first.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, finalize.RefundRequest{}, k) }), int64(1); got != want {
 		t.Errorf("commits of the failed refund=%d, want %d", got, want)
 	}
 	if err == nil || !r.Held {
@@ -185,19 +213,22 @@ func TestPayments_RefundOnceResume(t *testing.T) {
 	next := &commitCounter{Store: db}
 	svc = &finalize.Payments{Store: next, Finalizer: finalize.New(next), Providers: providers, DefaultProvider: "mock",
 		Idempotency: &finalize.Idempotency{Store: next, Owner: "next", Exclusive: true}}
-	if got, want := next.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(2); got != want {
+	if got, want := next.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, finalize.RefundRequest{}, k) }), int64(2); got != want {
 		t.Errorf("commits of the resumed refund=%d, want %d", got, want)
 	}
-	if err != nil || r.Claim != finalize.ClaimResume || r.Payment.Status != pay.Refunded {
-		t.Fatalf("resume: claim=%v status=%s (%v), want resume, refunded", r.Claim, r.Payment.Status, err)
+	if err != nil || r.Claim != finalize.ClaimResume || r.Payment.Status != pay.Refunded || r.Refund.Status != pay.RefundSucceeded {
+		t.Fatalf("resume: claim=%v status=%s refund %+v (%v), want resume, refunded", r.Claim, r.Payment.Status, r.Refund, err)
+	}
+	if refunds, err := svc.Refunds(ctx, p.ID); err != nil || len(refunds) != 1 {
+		t.Fatalf("refunds %+v (%v), want the one refund", refunds, err)
 	}
 	if c, _ := psp.Charge(finalize.ChargeKey(p.ID)); c.Refunds != 1 {
 		t.Fatalf("PSP refunds=%d, want 1", c.Refunds)
 	}
-	if rec, err := idemRecord(t, db, k.Key); err != nil || rec.State != pay.IdemDone || rec.StatusCode != http.StatusOK {
-		t.Fatalf("key record: %+v (%v), want done 200", rec, err)
+	if rec, err := idemRecord(t, db, k.Key); err != nil || rec.State != pay.IdemDone || rec.StatusCode != http.StatusCreated {
+		t.Fatalf("key record: %+v (%v), want done 201", rec, err)
 	}
-	if got, want := next.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, k) }), int64(0); got != want || r.Claim != finalize.ClaimReplay {
+	if got, want := next.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, finalize.RefundRequest{}, k) }), int64(0); got != want || r.Claim != finalize.ClaimReplay {
 		t.Fatalf("the retry after: commits=%d claim=%v (%v), want %d and a replay", got, r.Claim, err, want)
 	}
 }

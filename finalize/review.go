@@ -220,7 +220,7 @@ type Resolution struct {
 // must be StatusDismissed, and the item is removed.
 func (r *Review) Resolve(ctx context.Context, id, status, note string) (Resolution, error) {
 	if note == "" {
-		return Resolution{}, pay.Errorf(pay.EINVALID, "field note: required, say why")
+		return Resolution{}, pay.Invalidf("note", "field note: required, say why")
 	}
 	if err := pay.ValidateText("note", note, maxReviewNote); err != nil {
 		return Resolution{}, err
@@ -232,7 +232,7 @@ func (r *Review) Resolve(ctx context.Context, id, status, note string) (Resoluti
 
 	if it.PaymentID == "" {
 		if status != StatusDismissed {
-			return Resolution{}, pay.Errorf(pay.EINVALID, "field status: review item %s is an orphan (no payment here): it can only be %q", it.ID, StatusDismissed)
+			return Resolution{}, pay.Invalidf("status", "field status: review item %s is an orphan (no payment here): it can only be %q", it.ID, StatusDismissed)
 		}
 		if err := r.Finalizer.Store.Update(ctx, func(tx pay.Tx) error { return tx.DeleteReview(it.ID) }); err != nil {
 			return Resolution{}, err
@@ -243,11 +243,11 @@ func (r *Review) Resolve(ctx context.Context, id, status, note string) (Resoluti
 	}
 
 	if status == StatusDismissed {
-		return Resolution{}, pay.Errorf(pay.EINVALID, "field status: %q is only for orphan items; resolve payment %s with its status", StatusDismissed, it.PaymentID)
+		return Resolution{}, pay.Invalidf("status", "field status: %q is only for orphan items; resolve payment %s with its status", StatusDismissed, it.PaymentID)
 	}
 	st, err := pay.ParseStatus(status)
 	if err != nil {
-		return Resolution{}, pay.Errorf(pay.EINVALID, "field status: %s", pay.ErrorMessage(err))
+		return Resolution{}, pay.Invalidf("status", "field status: %s", pay.ErrorMessage(err))
 	}
 	// The state machine still holds, checked on the record the same
 	// transaction finalizes.

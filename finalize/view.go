@@ -22,8 +22,13 @@ type View struct {
 	Provider    string
 	ProviderRef string
 	Customer    pay.Customer
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
+	// AmountRefunded is the sum of the succeeded refunds;
+	// AmountRefundable what may still be refunded (the amount less the
+	// succeeded and pending refunds).
+	AmountRefunded   int64
+	AmountRefundable int64
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 
 	clientSecret string
 	redirectURL  string
@@ -36,6 +41,10 @@ func NewView(p pay.Payment) View {
 		Status: p.Status, Terminal: p.Status.Terminal(), Version: p.Version,
 		Provider: p.Provider, ProviderRef: p.ProviderRef, Customer: p.Customer,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
+		AmountRefunded: p.AmountRefunded,
+	}
+	if p.Status == pay.Captured {
+		v.AmountRefundable = p.Refundable()
 	}
 	if p.Status.ShowsSecrets() {
 		v.clientSecret, v.redirectURL = p.ClientSecret, p.RedirectURL

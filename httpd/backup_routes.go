@@ -72,6 +72,6 @@ func (b *backupStream) Close() error {
 		b.log.Error().Str("request_id", b.rid).Int64("bytes", b.sent).Int64("size", b.size).Msg("backup stream ended early")
 		return err
 	}
-	b.log.Info().Str("request_id", b.rid).Int64("bytes", b.sent).Dur("duration", time.Since(b.start)).Msg("backup streamed")
+	b.log.Info().Str("request_id", b.rid).Int64("bytes", b.sent).Stringer("duration", time.Since(b.start).Round(time.Microsecond)).Msg("backup streamed")
 	return err
 }

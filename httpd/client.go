@@ -41,12 +41,13 @@ type ReviewList struct {
 type Payment = paymentJSON
 
 // APIError is an answer other than 2xx. The server's error body gives
-// Code (one of pay's codes) and Message; an answer without that shape
-// (a proxy's) has no Code and the start of its body as Message.
+// Code (its wire error.code), Message and Param; an answer without that
+// shape (a proxy's) has no Code and the start of its body as Message.
 type APIError struct {
 	Status    int // HTTP status
 	Code      string
 	Message   string
+	Param     string // the request field at fault, for invalid_request
 	RequestID string
 }
 
@@ -59,12 +60,12 @@ func (e *APIError) Error() string {
 }
 
 // Unwrap is the answer as a *pay.Error, so that pay.ErrorCode(err) is the
-// server's code; nil if the answer had none.
+// server's code as pay names it (DomainCode); nil if the answer had none.
 func (e *APIError) Unwrap() error {
 	if e.Code == "" {
 		return nil
 	}
-	return &pay.Error{Code: e.Code, Message: e.Message}
+	return &pay.Error{Code: DomainCode(e.Code), Message: e.Message, Param: e.Param}
 }
 
 // ListReview returns the review queue with each item's evidence.
@@ -147,7 +148,7 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 	b, _ := io.ReadAll(io.LimitReader(res.Body, 64<<10))
 	var e errorBody
 	if json.Unmarshal(b, &e) == nil && e.Error.Code != "" {
-		return nil, &APIError{Status: res.StatusCode, Code: e.Error.Code, Message: e.Error.Message, RequestID: e.Error.RequestID}
+		return nil, &APIError{Status: res.StatusCode, Code: e.Error.Code, Message: e.Error.Message, Param: e.Error.Param, RequestID: e.Error.RequestID}
 	}
 	return nil, &APIError{Status: res.StatusCode, Message: truncate(strings.TrimSpace(string(b)), 200)}
 }

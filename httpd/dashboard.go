@@ -87,15 +87,21 @@ const (
 	maxCookieLen = 256
 )
 
-//go:embed dashboard/index.html dashboard/login.html dashboard/app.js dashboard/app.css
+// The dashboard's files. chart.min.js is Chart.js 3.9.1 (MIT, its notice in
+// dashboard/chart.js.LICENSE) as Debian's libjs-chart.js package ships it
+// (/usr/share/javascript/chart.js/chart.min.js), so that the charts need
+// no CDN; TestDashboard_Static pins its checksum.
+//
+//go:embed dashboard/index.html dashboard/login.html dashboard/app.js dashboard/app.css dashboard/chart.min.js
 var dashboardFiles embed.FS
 
 var (
 	dashboardPage = template.Must(template.ParseFS(dashboardFiles, "dashboard/index.html"))
 	loginPage     = template.Must(template.ParseFS(dashboardFiles, "dashboard/login.html"))
 	staticFiles   = loadStatic(map[string]string{
-		"app.js":  "text/javascript; charset=utf-8",
-		"app.css": "text/css; charset=utf-8",
+		"app.js":       "text/javascript; charset=utf-8",
+		"app.css":      "text/css; charset=utf-8",
+		"chart.min.js": "text/javascript; charset=utf-8",
 	})
 )
 
@@ -215,7 +221,7 @@ func (s *Server) handleDashboardLogin(rc *fasthttp.RequestCtx, _ []string) error
 		return nil
 	}
 	if err := sameOrigin(rc); err != nil {
-		s.Logger.Warn().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-in refused: cross-site request")
+		s.log(rc).Warn().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-in refused: cross-site request")
 		return s.writeLogin(rc, fasthttp.StatusForbidden, "Sign-in refused: the form was sent from another site.")
 	}
 	key := rc.PostArgs().Peek("api_key")
@@ -227,11 +233,11 @@ func (s *Server) handleDashboardLogin(rc *fasthttp.RequestCtx, _ []string) error
 		idx = subtle.ConstantTimeSelect(eq, i, idx)
 	}
 	if len(key) == 0 || match != 1 {
-		s.Logger.Warn().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-in refused: wrong API key")
+		s.log(rc).Warn().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-in refused: wrong API key")
 		return s.writeLogin(rc, fasthttp.StatusUnauthorized, "That API key is not valid.")
 	}
 	s.setSessionCookie(rc, s.newSession(s.keys[idx]), s.SessionTTL)
-	s.Logger.Info().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-in")
+	s.log(rc).Info().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-in")
 	redirectHome(rc)
 	return nil
 }
@@ -245,7 +251,7 @@ func (s *Server) handleDashboardLogout(rc *fasthttp.RequestCtx, _ []string) erro
 			return s.writeLogin(rc, fasthttp.StatusForbidden, "Sign-out refused: "+pay.ErrorMessage(err)+".")
 		}
 		s.sessions.revoke(sess.nonce)
-		s.Logger.Info().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-out")
+		s.log(rc).Info().Str("remote", rc.RemoteIP().String()).Msg("dashboard sign-out")
 	}
 	s.setSessionCookie(rc, "", -1)
 	redirectHome(rc)

@@ -2,6 +2,8 @@ package httpd_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -23,11 +25,17 @@ import (
 
 const dashKey = "dashboard-test-key-0123456789abcdef"
 
+// chartJSSHA256 is the checksum of Debian's libjs-chart.js 3.9.1+~0.2.1-2
+// /usr/share/javascript/chart.js/chart.min.js, vendored as
+// httpd/dashboard/chart.min.js.
+const chartJSSHA256 = "fbc45926e6b46845a0f905552a0e0b1331049bff1115ecf94dbe0904d895e710"
+
 // dashServer is an httpd.Server on 127.0.0.1:0 over a real bbolt file,
 // with the standard (report mode) provider.
 type dashServer struct {
-	t     *testing.T
+	t     testing.TB
 	srv   *httpd.Server
+	db    *store.DB
 	base  string
 	clock *storetest.Clock
 	hc    *http.Client
@@ -36,14 +44,14 @@ type dashServer struct {
 // standardSecret signs the test servers' standard webhooks.
 const standardSecret = "whsec_cGF5c3RhdGUtZGFzaGJvYXJkLXRlc3Qtc2VjcmV0"
 
-func newDashServer(t *testing.T, keys ...string) *dashServer {
+func newDashServer(t testing.TB, keys ...string) *dashServer {
 	t.Helper()
 	return newDashServerWith(t, nil, keys...)
 }
 
 // newDashServerWith is newDashServer with setup changing the server
 // before Open. The server also has a webhook inbox and the backup route.
-func newDashServerWith(t *testing.T, setup func(*httpd.Server), keys ...string) *dashServer {
+func newDashServerWith(t testing.TB, setup func(*httpd.Server), keys ...string) *dashServer {
 	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC())
 	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
@@ -73,7 +81,7 @@ func newDashServerWith(t *testing.T, setup func(*httpd.Server), keys ...string) 
 			t.Errorf("shutdown: %v", err)
 		}
 	})
-	return &dashServer{t: t, srv: srv, base: srv.URL(), clock: clock, hc: &http.Client{
+	return &dashServer{t: t, srv: srv, db: db, base: srv.URL(), clock: clock, hc: &http.Client{
 		Timeout:       10 * time.Second,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}}
@@ -604,6 +612,15 @@ func TestDashboard_Static(t *testing.T) {
 			}
 		}
 	}
+	// Chart.js is Debian's libjs-chart.js 3.9.1 as it is, served like
+	// the rest and listed before app.js.
+	chart := d.do("GET", "/dashboard/static/chart.min.js", "", "", nil)
+	if sum := sha256.Sum256([]byte(chart.body)); chart.status != http.StatusOK || hex.EncodeToString(sum[:]) != chartJSSHA256 {
+		t.Errorf("chart.min.js: status=%d, sha256 %x, want %s", chart.status, sum, chartJSSHA256)
+	}
+	if got := chart.header.Get("Content-Type"); !strings.HasPrefix(got, "text/javascript") {
+		t.Errorf("chart.min.js: Content-Type=%q", got)
+	}
 	js := d.do("GET", "/dashboard/static/app.js", "", "", nil).body
 	for _, bad := range []string{"innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("} {
 		if strings.Contains(js, bad) {
@@ -613,6 +630,9 @@ func TestDashboard_Static(t *testing.T) {
 	page := d.do("GET", "/", "", "", map[string]string{"Authorization": "Bearer " + dashKey}).body
 	if strings.Contains(page, "http://") || strings.Contains(page, "https://") || strings.Contains(page, "<script>") {
 		t.Errorf("the dashboard page loads external or inline script: %s", page)
+	}
+	if i, j := strings.Index(page, `src="/dashboard/static/chart.min.js"`), strings.Index(page, `src="/dashboard/static/app.js"`); i < 0 || j < i {
+		t.Errorf("the page does not load chart.min.js before app.js: %s", page)
 	}
 	if got, want := d.do("GET", "/dashboard/static/nope.js", "", "", nil).status, http.StatusNotFound; got != want {
 		t.Errorf("unknown file: status=%d, want %d", got, want)

@@ -131,7 +131,7 @@ func transient(code string) bool {
 func (s *Server) once(ctx context.Context, rc *fasthttp.RequestCtx, scoped string, status int, c finalize.Created, err error) error {
 	switch {
 	case err != nil && c.Held:
-		return s.failed(ctx, scoped, err)
+		return s.failed(ctx, rc, scoped, err)
 	case err != nil:
 		return keyRefused(rc, err)
 	case c.Claim == finalize.ClaimReplay:
@@ -176,19 +176,19 @@ func (s *Server) replay(ctx context.Context, rc *fasthttp.RequestCtx, rec pay.Id
 // failed settles a claimed key after the request failed, and returns err:
 // a transient error releases the key so a retry runs (or resumes); a
 // definite answer (invalid, not found, unsupported) is stored.
-func (s *Server) failed(ctx context.Context, scoped string, err error) error {
+func (s *Server) failed(ctx context.Context, rc *fasthttp.RequestCtx, scoped string, err error) error {
 	code := pay.ErrorCode(err)
 	if transient(code) {
 		// Nothing final was said: let a retry run or resume.
 		if rerr := s.Idempotency.Release(context.WithoutCancel(ctx), scoped); rerr != nil {
-			s.Logger.Warn().Err(rerr).Msg("release idempotency key")
+			s.log(rc).Warn().Err(rerr).Msg("release idempotency key")
 		}
 		return err
 	}
-	body := errorBody{Error: errorDetail{Code: code, Message: pay.ErrorMessage(err)}}
+	body := errorBody{Error: errorDetailOf(err)}
 	b, _ := json.Marshal(body)
 	if ferr := s.Idempotency.Finish(ctx, scoped, "", HTTPStatus(code), b); ferr != nil {
-		s.Logger.Warn().Err(ferr).Msg("store idempotent answer")
+		s.log(rc).Warn().Err(ferr).Msg("store idempotent answer")
 	}
 	return err
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/valyala/fasthttp"
 
@@ -23,11 +24,16 @@ type Payments interface {
 	// midway and answers a replay with the key's record.
 	CreateOnce(ctx context.Context, req finalize.CreateRequest, key finalize.IdemKey) (finalize.Created, error)
 	Report(ctx context.Context, paymentID string, r finalize.ReportRequest) (pay.Result, error)
-	// RefundOnce refunds a payment under an idempotency key, claimed in
-	// one transaction and finished with the PSP answer's finalize; it
-	// resumes a refund that stopped midway and answers a replay with the
-	// key's record.
-	RefundOnce(ctx context.Context, paymentID string, key finalize.IdemKey) (finalize.Refunded, error)
+	// RefundOnce refunds part or all of a payment under an idempotency
+	// key, claimed with the refund's creation and finished with the PSP
+	// answer's finalize; it resumes a refund that stopped midway and
+	// answers a replay with the key's record and its refund.
+	RefundOnce(ctx context.Context, paymentID string, req finalize.RefundRequest, key finalize.IdemKey) (finalize.Refunded, error)
+	// Refunds returns a payment's refunds, oldest first.
+	Refunds(ctx context.Context, paymentID string) ([]pay.Refund, error)
+	// Disputes returns disputes in a status ("" = any), soonest evidence
+	// deadline first.
+	Disputes(ctx context.Context, status pay.DisputeStatus, limit int) ([]pay.Dispute, error)
 	Get(ctx context.Context, id string) (pay.Payment, error)
 	List(ctx context.Context, f pay.PaymentFilter) ([]pay.Payment, string, error)
 }
@@ -76,7 +82,7 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	c, err := s.Payments.CreateOnce(ctx, req, finalize.IdemKey{Key: scoped, Fingerprint: fingerprint, Status: fasthttp.StatusCreated})
 	switch {
 	case err != nil && c.Held:
-		return s.failed(ctx, scoped, err)
+		return s.failed(ctx, rc, scoped, err)
 	case err != nil:
 		return keyRefused(rc, err)
 	case c.Claim == finalize.ClaimReplay:
@@ -142,12 +148,12 @@ func (s *Server) handleSyncPayment(rc *fasthttp.RequestCtx, params []string) err
 	}
 	st, err := pay.ParseStatus(body.Status)
 	if err != nil {
-		return pay.Errorf(pay.EINVALID, "field status: %s", pay.ErrorMessage(err))
+		return pay.Invalidf("status", "field status: %s", pay.ErrorMessage(err))
 	}
 	var expected uint64
 	if body.ExpectedVersion != nil {
 		if *body.ExpectedVersion == 0 {
-			return pay.Errorf(pay.EINVALID, "field expected_version: versions start at 1")
+			return pay.Invalidf("expected_version", "field expected_version: versions start at 1")
 		}
 		expected = *body.ExpectedVersion
 	}
@@ -157,7 +163,7 @@ func (s *Server) handleSyncPayment(rc *fasthttp.RequestCtx, params []string) err
 			return pay.Errorf(pay.EINVALID, `If-Match must be a quoted version, e.g. "3"`)
 		}
 		if expected != 0 && expected != v {
-			return pay.Errorf(pay.EINVALID, "If-Match and expected_version disagree")
+			return pay.Invalidf("expected_version", "If-Match and expected_version disagree")
 		}
 		expected = v
 	}
@@ -177,43 +183,17 @@ func (s *Server) handleSyncPayment(rc *fasthttp.RequestCtx, params []string) err
 	return nil
 }
 
-func (s *Server) handleRefundPayment(rc *fasthttp.RequestCtx, params []string) error {
-	id, err := paymentID(params[0])
-	if err != nil {
-		return err
-	}
-	if len(rc.PostBody()) > 0 {
-		var body struct{}
-		if err := decodeJSON(rc, &body); err != nil {
-			return err
-		}
-	}
-	key, err := idemKey(rc)
-	if err != nil {
-		return err
-	}
-	scoped, fingerprint := s.scopedKey(rc, "refund", key)
-	ctx, cancel := s.requestContext()
-	defer cancel()
-	r, err := s.Payments.RefundOnce(ctx, id, finalize.IdemKey{Key: scoped, Fingerprint: fingerprint, Status: fasthttp.StatusOK})
-	return s.once(ctx, rc, scoped, fasthttp.StatusOK, r, err)
-}
-
+// handleListPayments answers one page of the list as JSON, or with
+// Accept: text/csv every matching payment as CSV (csv.go).
 func (s *Server) handleListPayments(rc *fasthttp.RequestCtx, _ []string) error {
-	q := rc.QueryArgs()
-	f := pay.PaymentFilter{OrderID: string(q.Peek("order_id")), Cursor: string(q.Peek("cursor"))}
-	if st := string(q.Peek("status")); st != "" {
-		var err error
-		if f.Status, err = pay.ParseStatus(st); err != nil {
-			return pay.Errorf(pay.EINVALID, "query status: %s", pay.ErrorMessage(err))
-		}
+	f, err := listFilter(rc)
+	if err != nil {
+		return err
 	}
-	if f.OrderID != "" {
-		if err := pay.ValidateOrderID(f.OrderID); err != nil {
-			return err
-		}
+	rc.Response.Header.Set("Vary", "Accept")
+	if wantsCSV(rc) {
+		return s.writePaymentsCSV(rc, f)
 	}
-	var err error
 	if f.Limit, err = parseLimit(rc, 50, 500); err != nil {
 		return err
 	}
@@ -225,6 +205,59 @@ func (s *Server) handleListPayments(rc *fasthttp.RequestCtx, _ []string) error {
 	}
 	writeList(rc, list, viewJSON, next)
 	return nil
+}
+
+// listFilter reads the filters of GET /v1/payments: status, order_id,
+// customer_id, customer_email (ASCII letters in any case), created_from
+// (inclusive) and created_before (exclusive), each an RFC 3339 time or a
+// UTC day (YYYY-MM-DD), and cursor.
+func listFilter(rc *fasthttp.RequestCtx) (pay.PaymentFilter, error) {
+	q := rc.QueryArgs()
+	f := pay.PaymentFilter{
+		OrderID: string(q.Peek("order_id")), Cursor: string(q.Peek("cursor")),
+		CustomerID: string(q.Peek("customer_id")), CustomerEmail: string(q.Peek("customer_email")),
+	}
+	if st := string(q.Peek("status")); st != "" {
+		var err error
+		if f.Status, err = pay.ParseStatus(st); err != nil {
+			return f, pay.Invalidf("status", "query status: %s", pay.ErrorMessage(err))
+		}
+	}
+	if f.OrderID != "" {
+		if err := pay.ValidateOrderID(f.OrderID); err != nil {
+			return f, err
+		}
+	}
+	if err := pay.ValidateText("customer_id", f.CustomerID, 128); err != nil {
+		return f, err
+	}
+	if err := pay.ValidateText("customer_email", f.CustomerEmail, 254); err != nil {
+		return f, err
+	}
+	var err error
+	if f.CreatedFrom, err = queryTime(rc, "created_from"); err != nil {
+		return f, err
+	}
+	if f.CreatedBefore, err = queryTime(rc, "created_before"); err != nil {
+		return f, err
+	}
+	return f, nil
+}
+
+// queryTime reads the query parameter param as an RFC 3339 time or a UTC
+// day (its midnight); zero when absent.
+func queryTime(rc *fasthttp.RequestCtx, param string) (time.Time, error) {
+	v := string(rc.QueryArgs().Peek(param))
+	if v == "" {
+		return time.Time{}, nil
+	}
+	if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+		return t.UTC(), nil
+	}
+	if t, err := time.Parse(time.DateOnly, v); err == nil {
+		return t, nil
+	}
+	return time.Time{}, pay.Invalidf(param, "%s must be an RFC 3339 time or a date like 2025-03-01, got %q", param, truncate(v, 64))
 }
 
 func (s *Server) handlePaymentEvents(rc *fasthttp.RequestCtx, params []string) error {

@@ -3,10 +3,12 @@ package httpd_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -18,15 +20,30 @@ import (
 	"github.com/paystate/paystate/store/bolttest"
 )
 
+// failingUpdates is a store whose Update number failOn (from 1) fails
+// without running: a process that died before that commit.
+type failingUpdates struct {
+	pay.Store
+	n      atomic.Int32
+	failOn int32
+}
+
+func (f *failingUpdates) Update(ctx context.Context, fn func(pay.Tx) error) error {
+	if f.n.Add(1) == f.failOn {
+		return errors.New("the process died")
+	}
+	return f.Store.Update(ctx, fn)
+}
+
 // TestServer_RefundCommits counts the write transactions of a refund over
-// real HTTP and a real bbolt file, with the mock PSP: the key claimed in
-// one, the PSP's answer finalized with the key's answer in the second. A
-// replay writes nothing; a refund of a payment already refunded, under a
-// new key, claims and answers the key in one transaction without calling
-// the PSP; a refund of a payment not captured yet is answered from a read
-// transaction. A request that died after its claim committed is resumed
-// by the retry in two transactions, and the PSP, asked again under
-// "refund-<payment_id>", refunds once.
+// real HTTP and a real bbolt file, with the mock PSP: the key claimed with
+// the refund's creation in one, the PSP's answer finalized with the key's
+// answer in the second, 201 with the refund. A replay writes nothing and
+// answers the same refund; a refund that does not fit in what is left, of
+// a payment refunded already or not captured yet, is answered 409 from a
+// read transaction. A request that died after its claim committed is
+// resumed by the retry in two transactions, and the PSP, asked again
+// under "refund-<refund_id>", refunds once.
 func TestServer_RefundCommits(t *testing.T) {
 	t.Parallel()
 	d, cs := newCountingServer(t)
@@ -48,9 +65,13 @@ func TestServer_RefundCommits(t *testing.T) {
 		}
 		return p.ID
 	}
-	refund := func(id, key string) answer {
+	refund := func(id, key, body string) answer {
 		t.Helper()
-		return d.do("POST", "/v1/payments/"+id+"/refund", "", "", map[string]string{"Idempotency-Key": key})
+		ct := ""
+		if body != "" {
+			ct = "application/json"
+		}
+		return d.do("POST", "/v1/payments/"+id+"/refund", ct, body, map[string]string{"Idempotency-Key": key})
 	}
 	// commits runs fn and returns the write transactions it committed.
 	commits := func(fn func()) int64 {
@@ -59,24 +80,35 @@ func TestServer_RefundCommits(t *testing.T) {
 		fn()
 		return cs.N.Load() - before
 	}
-	wantRefunded := func(name string, a answer, replayed string) {
+	type refundBody struct {
+		ID, PaymentID, Status string
+		Amount                int64
+	}
+	wantRefund := func(name string, a answer, replayed string, amount int64) refundBody {
 		t.Helper()
-		var p struct{ Status string }
-		if err := json.Unmarshal([]byte(a.body), &p); err != nil || a.status != http.StatusOK || p.Status != "refunded" {
-			t.Fatalf("%s: status=%d %s (%v), want 200 refunded", name, a.status, a.body, err)
+		var r struct {
+			ID        string `json:"id"`
+			PaymentID string `json:"payment_id"`
+			Status    string `json:"status"`
+			Amount    int64  `json:"amount"`
+		}
+		if err := json.Unmarshal([]byte(a.body), &r); err != nil || a.status != http.StatusCreated || r.Status != "succeeded" || r.Amount != amount || !ids.ValidRefund(r.ID) {
+			t.Fatalf("%s: status=%d %s (%v), want 201 with a refund of %d succeeded", name, a.status, a.body, err, amount)
 		}
 		if got := a.header.Get("Idempotent-Replayed"); got != replayed {
 			t.Fatalf("%s: Idempotent-Replayed=%q, want %q", name, got, replayed)
 		}
+		return refundBody{r.ID, r.PaymentID, r.Status, r.Amount}
 	}
 	id := create("o-refund-commits", 1000)
+	var first refundBody
 
 	t.Run("OK", func(t *testing.T) {
 		var a answer
-		if got, want := commits(func() { a = refund(id, "refund-commits-1") }), int64(2); got != want {
+		if got, want := commits(func() { a = refund(id, "refund-commits-1", "") }), int64(2); got != want {
 			t.Errorf("write transactions of a refund=%d, want %d", got, want)
 		}
-		wantRefunded("refund", a, "")
+		first = wantRefund("refund", a, "", 1000)
 		if c, _ := psp.Charge(finalize.ChargeKey(id)); c.Refunds != 1 {
 			t.Fatalf("PSP refunds of the charge=%d, want 1", c.Refunds)
 		}
@@ -87,36 +119,70 @@ func TestServer_RefundCommits(t *testing.T) {
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if rec.State != pay.IdemDone || rec.StatusCode != http.StatusOK || rec.PaymentID != id || len(rec.Body) != 0 {
-			t.Fatalf("key record: state=%s status=%d payment=%s body=%d bytes, want done 200 %s and no body", rec.State, rec.StatusCode, rec.PaymentID, len(rec.Body), id)
+		if rec.State != pay.IdemDone || rec.StatusCode != http.StatusCreated || rec.PaymentID != id || len(rec.Body) != 0 {
+			t.Fatalf("key record: state=%s status=%d payment=%s body=%d bytes, want done 201 %s and no body", rec.State, rec.StatusCode, rec.PaymentID, len(rec.Body), id)
 		}
 	})
 
 	t.Run("Replay", func(t *testing.T) {
 		var a answer
-		if got, want := commits(func() { a = refund(id, "refund-commits-1") }), int64(0); got != want {
+		if got, want := commits(func() { a = refund(id, "refund-commits-1", "") }), int64(0); got != want {
 			t.Errorf("write transactions of a replayed refund=%d, want %d", got, want)
 		}
-		wantRefunded("replay", a, "true")
+		if r := wantRefund("replay", a, "true", 1000); r.ID != first.ID {
+			t.Fatalf("replay answered refund %s, the first answer %s", r.ID, first.ID)
+		}
 	})
 
-	t.Run("AlreadyRefunded", func(t *testing.T) {
+	t.Run("ErrAlreadyRefunded", func(t *testing.T) {
 		var a answer
-		if got, want := commits(func() { a = refund(id, "refund-commits-2") }), int64(1); got != want {
-			t.Errorf("write transactions of a refund of a refunded payment under a new key=%d, want %d", got, want)
+		if got, want := commits(func() { a = refund(id, "refund-commits-2", "") }), int64(0); got != want {
+			t.Errorf("write transactions of a refund of a refunded payment=%d, want %d", got, want)
 		}
-		wantRefunded("refund of a refunded payment", a, "")
-		// Its key holds the answer now: the retry is a replay.
-		if got, want := commits(func() { a = refund(id, "refund-commits-2") }), int64(0); got != want {
-			t.Errorf("write transactions of its replay=%d, want %d", got, want)
+		assertRefused(t, "refund of a refunded payment", a, http.StatusConflict, pay.ECONFLICT)
+	})
+
+	t.Run("Partial", func(t *testing.T) {
+		pid := create("o-refund-partial", 1000)
+		var a answer
+		if got, want := commits(func() { a = refund(pid, "refund-partial-1", `{"amount":300,"reason":"one item"}`) }), int64(2); got != want {
+			t.Errorf("write transactions of a partial refund=%d, want %d", got, want)
 		}
-		wantRefunded("its replay", a, "true")
+		wantRefund("partial refund", a, "", 300)
+		if got, want := commits(func() { a = refund(pid, "refund-partial-2", `{"amount":800}`) }), int64(0); got != want {
+			t.Errorf("write transactions of a refund that does not fit=%d, want %d", got, want)
+		}
+		assertRefused(t, "refund of more than is left", a, http.StatusConflict, pay.ERefundExceeds)
+		v := d.do("GET", "/v1/payments/"+pid, "", "", nil)
+		var p struct {
+			Status           string `json:"status"`
+			AmountRefunded   int64  `json:"amount_refunded"`
+			AmountRefundable int64  `json:"amount_refundable"`
+		}
+		if err := json.Unmarshal([]byte(v.body), &p); err != nil || p.Status != "captured" || p.AmountRefunded != 300 || p.AmountRefundable != 700 {
+			t.Fatalf("payment after a partial refund: %s (%v), want captured, 300 refunded, 700 refundable", v.body, err)
+		}
+		l := d.do("GET", "/v1/payments/"+pid+"/refunds", "", "", nil)
+		var list struct {
+			Data []struct {
+				Amount int64  `json:"amount"`
+				Reason string `json:"reason"`
+			} `json:"data"`
+		}
+		if err := json.Unmarshal([]byte(l.body), &list); err != nil || l.status != http.StatusOK || len(list.Data) != 1 || list.Data[0].Reason != "one item" {
+			t.Fatalf("refunds: %d %s (%v), want the one refund", l.status, l.body, err)
+		}
+		for _, bad := range []string{`{"amount":0}`, `{"amount":-5}`, `{"amount":"300"}`, `{"amount":300,"extra":1}`} {
+			if a := refund(pid, "refund-partial-bad", bad); a.status != http.StatusBadRequest {
+				t.Fatalf("refund %s: status=%d %s, want 400", bad, a.status, a.body)
+			}
+		}
 	})
 
 	t.Run("ErrNotCaptured", func(t *testing.T) {
 		pid := create("o-refund-processing", 1003)
 		var a answer
-		if got, want := commits(func() { a = refund(pid, "refund-commits-3") }), int64(0); got != want {
+		if got, want := commits(func() { a = refund(pid, "refund-commits-3", "") }), int64(0); got != want {
 			t.Errorf("write transactions of a refused refund=%d, want %d", got, want)
 		}
 		assertRefused(t, "refund of a processing payment", a, http.StatusConflict, pay.ECONFLICT)
@@ -125,38 +191,40 @@ func TestServer_RefundCommits(t *testing.T) {
 	t.Run("Resume", func(t *testing.T) {
 		pid := create("o-refund-resume", 2000)
 		ctx := context.Background()
-		// A request claimed the key, the PSP refunded, and the process died
-		// before the finalize committed.
+		// A request claimed the key with its refund, the PSP refunded,
+		// and the process died before the finalize committed.
+		dead := &failingUpdates{Store: cs, failOn: 2}
+		svc := d.srv.Payments.(*finalize.Payments)
+		deadSvc := &finalize.Payments{Store: dead, Finalizer: finalize.New(dead), Providers: svc.Providers, DefaultProvider: "mock",
+			Idempotency: &finalize.Idempotency{Store: dead, Owner: "dead"}}
 		key := httpd.ScopedKey("refund", "", "refund-commits-4")
 		fp := httpd.Fingerprint("POST", "/v1/payments/"+pid+"/refund", nil)
-		if _, claim, err := (&finalize.Idempotency{Store: cs, Owner: "dead"}).Begin(ctx, key, fp); err != nil || claim != finalize.ClaimNew {
-			t.Fatalf("claim: %v, %v", claim, err)
+		if r, err := deadSvc.RefundOnce(ctx, pid, finalize.RefundRequest{}, finalize.IdemKey{Key: key, Fingerprint: fp, Status: http.StatusCreated}); err == nil || !r.Held {
+			t.Fatalf("the dying request: held=%v (%v), want its failure with the key held", r.Held, err)
 		}
-		p, err := d.srv.Payments.Get(ctx, pid)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := psp.Refund(ctx, p, finalize.RefundKey(pid)); err != nil {
-			t.Fatal(err)
+		if c, _ := psp.Charge(finalize.ChargeKey(pid)); c.Refunds != 1 {
+			t.Fatalf("PSP refunds of the charge=%d, want 1", c.Refunds)
 		}
 
 		// While the key's lock holds, the retry is told to wait.
-		a := refund(pid, "refund-commits-4")
+		a := refund(pid, "refund-commits-4", "")
 		if a.status != http.StatusConflict || a.errCode() != pay.EKEYINUSE {
 			t.Fatalf("retry within the lock: status=%d: %s, want 409 %s", a.status, a.body, pay.EKEYINUSE)
 		}
 		d.clock.Add(finalize.DefaultIdemLock)
-		if got, want := commits(func() { a = refund(pid, "refund-commits-4") }), int64(2); got != want {
+		if got, want := commits(func() { a = refund(pid, "refund-commits-4", "") }), int64(2); got != want {
 			t.Errorf("write transactions of a resumed refund=%d, want %d", got, want)
 		}
-		wantRefunded("resumed refund", a, "")
+		resumed := wantRefund("resumed refund", a, "", 2000)
 		if c, _ := psp.Charge(finalize.ChargeKey(pid)); c.Refunds != 1 {
 			t.Fatalf("PSP refunds of the charge=%d, want 1", c.Refunds)
 		}
-		if got, want := commits(func() { a = refund(pid, "refund-commits-4") }), int64(0); got != want {
+		if got, want := commits(func() { a = refund(pid, "refund-commits-4", "") }), int64(0); got != want {
 			t.Errorf("write transactions of its replay=%d, want %d", got, want)
 		}
-		wantRefunded("replay of the resumed refund", a, "true")
+		if r := wantRefund("replay of the resumed refund", a, "true", 2000); r.ID != resumed.ID {
+			t.Fatalf("replay answered refund %s, the resumed one %s", r.ID, resumed.ID)
+		}
 	})
 }
 
@@ -225,7 +293,7 @@ func BenchmarkRefund(b *testing.B) {
 			}
 			_, _ = io.Copy(io.Discard, res.Body)
 			res.Body.Close()
-			if res.StatusCode != http.StatusOK {
+			if res.StatusCode != http.StatusCreated {
 				b.Fatalf("refund: status %d", res.StatusCode)
 			}
 		}

@@ -78,7 +78,7 @@ type customerAccountJSON struct {
 func deliveryState(rc *fasthttp.RequestCtx) (string, error) {
 	st := string(rc.QueryArgs().Peek("state"))
 	if !pay.ValidDeliveryState(st) {
-		return "", pay.Errorf(pay.EINVALID, "state must be one of pending, dead, done, got %q", st)
+		return "", pay.Invalidf("state", "state must be one of pending, dead, done, got %q", st)
 	}
 	return st, nil
 }
@@ -89,13 +89,13 @@ func sinceParam(rc *fasthttp.RequestCtx, required bool) (time.Time, error) {
 	v := string(rc.QueryArgs().Peek("since"))
 	if v == "" {
 		if required {
-			return time.Time{}, pay.Errorf(pay.EINVALID, "since is required: an RFC 3339 time such as 2025-03-01T00:00:00Z")
+			return time.Time{}, pay.Invalidf("since", "since is required: an RFC 3339 time such as 2025-03-01T00:00:00Z")
 		}
 		return time.Time{}, nil
 	}
 	t, err := time.Parse(time.RFC3339Nano, v)
 	if err != nil {
-		return time.Time{}, pay.Errorf(pay.EINVALID, "since must be an RFC 3339 time such as 2025-03-01T00:00:00Z, got %q", v)
+		return time.Time{}, pay.Invalidf("since", "since must be an RFC 3339 time such as 2025-03-01T00:00:00Z, got %q", v)
 	}
 	return t.UTC(), nil
 }
@@ -154,7 +154,7 @@ func (s *Server) handleRetryDeliveries(rc *fasthttp.RequestCtx, _ []string) erro
 		return notImplemented(rc)
 	}
 	if st := string(rc.QueryArgs().Peek("state")); st != pay.DeliveryDead {
-		return pay.Errorf(pay.EINVALID, "state must be dead: only dead letters are replayed, got %q", st)
+		return pay.Invalidf("state", "state must be dead: only dead letters are replayed, got %q", st)
 	}
 	since, err := sinceParam(rc, true)
 	if err != nil {

@@ -1,10 +1,8 @@
 package httpd
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
-	"encoding/hex"
 	"fmt"
 	"net"
 	"runtime/debug"
@@ -36,6 +34,8 @@ func (s *Server) routeTable() []route {
 		{method: "GET", pattern: "/v1/payments/{id}", auth: true, handle: s.handleGetPayment},
 		{method: "POST", pattern: "/v1/payments/{id}/sync", auth: true, handle: s.handleSyncPayment},
 		{method: "POST", pattern: "/v1/payments/{id}/refund", auth: true, handle: s.handleRefundPayment},
+		{method: "GET", pattern: "/v1/payments/{id}/refunds", auth: true, handle: s.handleListRefunds},
+		{method: "GET", pattern: "/v1/disputes", auth: true, handle: s.handleListDisputes},
 		{method: "GET", pattern: "/v1/payments/{id}/events", auth: true, handle: s.handlePaymentEvents},
 		{method: "GET", pattern: "/v1/review", auth: true, handle: s.handleListReview},
 		{method: "POST", pattern: "/v1/review/{id}/resolve", auth: true, handle: s.handleResolveReview},
@@ -44,6 +44,7 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: "/v1/deliveries/retry", auth: true, handle: s.handleRetryDeliveries},
 		{method: "GET", pattern: "/v1/customers/{id}", auth: true, handle: s.handleGetCustomer},
 		{method: "GET", pattern: "/v1/ledger/balances", auth: true, handle: s.handleLedgerBalances},
+		{method: "GET", pattern: "/v1/ledger/revenue", auth: true, handle: s.handleRevenue},
 		{method: "GET", pattern: "/admin/backup", auth: true, handle: s.handleBackup},
 		{method: "POST", pattern: "/webhooks/{provider}", handle: s.handleWebhook},
 		{method: "GET", pattern: "/metrics", handle: s.handleMetrics},
@@ -54,7 +55,8 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: "/dashboard/logout", handle: s.handleDashboardLogout},
 		{method: "GET", pattern: "/dashboard/static/{file}", handle: s.handleDashboardStatic},
 	}
-	rs = append(rs, s.pprofRoutes()...) // /debug/pprof, only with Pprof (pprof.go)
+	rs = append(rs, s.pprofRoutes()...)   // /debug/pprof, only with Pprof (pprof.go)
+	rs = append(rs, s.openapiRoutes()...) // /openapi.yaml and /openapi.json (openapi.go)
 	rs = append(rs, s.extraRoutes...)
 	for i := range rs {
 		rs[i].name = rs[i].pattern
@@ -102,7 +104,7 @@ func matchParts(parts, segs []string) ([]string, bool) {
 }
 
 // serve is the fasthttp handler: request id, the guard, routing, auth,
-// panic recovery, metrics and the access log.
+// panic recovery, metrics and the access log (access.go).
 //
 // Metric labels never come from the client: the route is its pattern
 // ("/webhooks/{provider}"), "unmatched" when no route matches, and the
@@ -110,25 +112,22 @@ func matchParts(parts, segs []string) ([]string, bool) {
 // becomes a label, so a stranger cannot grow the number of series.
 func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	start := time.Now()
-	rid := acceptRequestID(rc.Request.Header.Peek("X-Request-Id"))
-	rc.SetUserValue(ridKey, rid)
-	rc.Response.Header.Set("X-Request-Id", rid)
+	s.beginRequest(rc)
 
 	name, err := s.dispatch(rc)
 	if err != nil {
 		s.writeError(rc, err)
 	}
 
-	status := rc.Response.StatusCode()
 	elapsed := time.Since(start)
-	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_http_requests_total{route=%q,status="%d"}`, name, status)).Inc()
-	metrics.GetOrCreateHistogram(fmt.Sprintf(`paystate_http_request_duration_seconds{route=%q}`, name)).Update(elapsed.Seconds())
-	ev := s.Logger.Debug()
-	if status >= 500 {
-		ev = s.Logger.Warn()
-	}
-	ev.Str("request_id", rid).Str("method", string(rc.Method())).Str("route", name).Int("status", status).Dur("duration", elapsed).Msg("request")
+	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_http_requests_total{route=%q,status="%d"}`, name, rc.Response.StatusCode())).Inc()
+	metrics.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`paystate_http_request_duration_seconds{route=%q}`, name), httpBuckets).Update(elapsed.Seconds())
+	s.accessLog(rc, name, elapsed)
 }
+
+// httpBuckets are the upper bounds, in seconds, of the request duration
+// histogram: from a cached read to the request timeout.
+var httpBuckets = []float64{.0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30}
 
 // dispatch guards, routes, authenticates and runs one request, and returns
 // the route's name for metrics and logs. A panic anywhere below is
@@ -270,37 +269,6 @@ func hostName(h string) (string, bool) {
 		}
 	}
 	return strings.ToLower(name), true
-}
-
-type ctxKey int
-
-const ridKey ctxKey = 0
-
-func requestID(rc *fasthttp.RequestCtx) string {
-	if v, ok := rc.UserValue(ridKey).(string); ok {
-		return v
-	}
-	return ""
-}
-
-// acceptRequestID keeps a client's X-Request-Id if it is short and plain
-// (it ends up in logs), else makes a new one.
-func acceptRequestID(v []byte) string {
-	if n := len(v); n > 0 && n <= 128 {
-		ok := true
-		for _, c := range v {
-			if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '-' || c == '_' || c == '.' || c == ':') {
-				ok = false
-				break
-			}
-		}
-		if ok {
-			return string(v)
-		}
-	}
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	return "req_" + hex.EncodeToString(b[:])
 }
 
 // hashKey hashes an API key, so keys of any length compare in constant time.

@@ -20,11 +20,13 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 	"github.com/valyala/fasthttp"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -60,9 +62,14 @@ type Server struct {
 		Snapshot() (io.ReadCloser, int64, error)
 	}
 
-	// Ready reports whether the server can take traffic (storage open,
-	// workers running); nil means ready.
-	Ready func() error
+	// Ready are the parts GET /readyz checks (storage answers a write,
+	// every worker turned within three intervals: readyz.go); none means
+	// ready.
+	Ready []ReadyCheck
+
+	// Counts counts the payments per status for the paystate_payments
+	// gauge of GET /metrics, at each scrape; nil leaves the gauge out.
+	Counts PaymentCounter
 
 	// AllowedHosts restricts the Host of every request when API keys are
 	// configured (server.allowed_hosts): host names or IP addresses,
@@ -99,6 +106,10 @@ type Server struct {
 
 	// sessions are the dashboard sign-ins of this process (dashboard.go).
 	sessions sessionStore
+	// wasReady is the answer of the last GET /readyz, to log changes.
+	wasReady atomic.Bool
+	// counting is the count of payments of the scrapes in flight.
+	counting singleflight.Group
 	// extraRoutes are appended to the route table; only tests set them
 	// (export_test.go), to reach code paths no real route takes.
 	extraRoutes []route
@@ -228,8 +239,10 @@ func (s *Server) parseError(ctx *fasthttp.RequestCtx, err error) {
 		code, msg = pay.EINVALID, "malformed HTTP request"
 	}
 	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_http_requests_total{route="unparsed",status="%d"}`, status)).Inc()
-	writeJSON(ctx, status, errorBody{Error: errorDetail{Code: code, Message: msg}})
+	rid := s.beginRequest(ctx)
+	writeJSON(ctx, status, errorBody{Error: errorDetail{Code: code, Message: msg, RequestID: rid}})
 	ctx.SetConnectionClose()
+	s.accessLog(ctx, "unparsed", time.Since(ctx.Time()))
 }
 
 // expect answers "Expect: 100-continue": a body announced larger than

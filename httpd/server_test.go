@@ -179,7 +179,7 @@ func TestServer_MediaType(t *testing.T) {
 	// payment is not captured, which is the answer.
 	assertRefused(t, "refund without a body", d.do("POST", "/v1/payments/"+id+"/refund", "", "", key()), http.StatusConflict, pay.ECONFLICT)
 	// An empty create body is the body's fault, not its type's.
-	assertRefused(t, "create without a body", d.do("POST", "/v1/payments", "", "", key()), http.StatusBadRequest, pay.EINVALID)
+	assertRefused(t, "create without a body", d.do("POST", "/v1/payments", "", "", key()), http.StatusBadRequest, httpd.CodeInvalidRequest)
 	if _, st := d.version(id, ""); st != "created" {
 		t.Fatalf("a refused request changed the payment: status=%s", st)
 	}
@@ -248,7 +248,7 @@ func TestServer_RefundConflictNotKept(t *testing.T) {
 	}
 
 	retry := refund()
-	if got, want := retry.status, http.StatusOK; got != want {
+	if got, want := retry.status, http.StatusCreated; got != want {
 		t.Fatalf("retry after the conflict: status=%d, want %d: %s", got, want, retry.body)
 	}
 	if retry.header.Get("Idempotent-Replayed") != "" {
@@ -262,8 +262,8 @@ func TestServer_RefundConflictNotKept(t *testing.T) {
 	}
 	// Now the answer is final: replayed, the PSP not called again.
 	again := refund()
-	if again.status != http.StatusOK || again.header.Get("Idempotent-Replayed") != "true" {
-		t.Fatalf("third call: status=%d replayed=%q, want 200 replayed", again.status, again.header.Get("Idempotent-Replayed"))
+	if again.status != http.StatusCreated || again.header.Get("Idempotent-Replayed") != "true" {
+		t.Fatalf("third call: status=%d replayed=%q, want 201 replayed", again.status, again.header.Get("Idempotent-Replayed"))
 	}
 	if got, want := psp.Stats().Refunds, 1; got != want {
 		t.Fatalf("PSP refunds=%d, want %d", got, want)

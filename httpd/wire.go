@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"mime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +41,11 @@ type paymentJSON struct {
 	CreatedAt    string       `json:"created_at"`
 	UpdatedAt    string       `json:"updated_at"`
 	Conflict     bool         `json:"conflict,omitempty"`
+
+	// AmountRefunded is the sum of the payment's succeeded refunds,
+	// AmountRefundable what may still be refunded (0 unless captured).
+	AmountRefunded   int64 `json:"amount_refunded"`
+	AmountRefundable int64 `json:"amount_refundable"`
 }
 
 // toJSON builds the wire view of a payment.
@@ -50,6 +56,7 @@ func toJSON(v finalize.View) paymentJSON {
 		Provider: v.Provider, ProviderRef: v.ProviderRef,
 		Customer:  customerJSON{ID: v.Customer.ID, Email: v.Customer.Email},
 		CreatedAt: rfc3339(v.CreatedAt), UpdatedAt: rfc3339(v.UpdatedAt),
+		AmountRefunded: v.AmountRefunded, AmountRefundable: v.AmountRefundable,
 	}
 	if s, ok := v.ClientSecret(); ok {
 		out.ClientSecret = &s
@@ -177,7 +184,10 @@ func DecodeStrict(body []byte, v any) error {
 	return nil
 }
 
-// jsonError turns a decoding error into an invalid error naming the field.
+// jsonError turns a decoding error into an invalid error naming the field,
+// in the message and as its Param: a field of the wrong type by its path
+// ("customer.id"), an unknown field by its name; a malformed body names
+// none.
 func jsonError(err error) error {
 	var te *json.UnmarshalTypeError
 	var se *json.SyntaxError
@@ -187,13 +197,17 @@ func jsonError(err error) error {
 		if field == "" {
 			return pay.Errorf(pay.EINVALID, "request body must be a JSON object, got %s", te.Value)
 		}
-		return pay.Errorf(pay.EINVALID, "field %s: expected %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
+		return pay.Invalidf(field, "field %s: expected %s, got %s", field, jsonKind(te.Type.Kind().String()), te.Value)
 	case errors.As(err, &se):
 		return pay.Errorf(pay.EINVALID, "malformed JSON at byte %d: %s", se.Offset, se.Error())
 	case errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF):
 		return pay.Errorf(pay.EINVALID, "malformed JSON: the body ends early")
 	case strings.HasPrefix(err.Error(), "json: unknown field "):
-		return pay.Errorf(pay.EINVALID, "unknown field %s", strings.TrimPrefix(err.Error(), "json: unknown field "))
+		name := strings.TrimPrefix(err.Error(), "json: unknown field ")
+		if unq, uerr := strconv.Unquote(name); uerr == nil {
+			return pay.Invalidf(unq, "unknown field %s", name)
+		}
+		return pay.Errorf(pay.EINVALID, "unknown field %s", name)
 	}
 	return pay.Errorf(pay.EINVALID, "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
@@ -257,7 +271,7 @@ func checkDuplicateKeys(body []byte) error {
 				// "status" and "STATUS" are the same key here.
 				folded := strings.ToLower(t)
 				if top.keys[folded] {
-					return pay.Errorf(pay.EINVALID, "duplicated key %q in JSON object", t)
+					return pay.Invalidf(t, "duplicated key %q in JSON object", t)
 				}
 				top.keys[folded] = true
 				top.expect = false
@@ -282,7 +296,7 @@ func parseLimit(rc *fasthttp.RequestCtx, def, max int) (int, error) {
 	}
 	n, err := fasthttp.ParseUint(v)
 	if err != nil || n < 1 || n > max {
-		return 0, pay.Errorf(pay.EINVALID, "limit must be an integer from 1 to %d", max)
+		return 0, pay.Invalidf("limit", "limit must be an integer from 1 to %d", max)
 	}
 	return n, nil
 }

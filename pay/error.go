@@ -7,8 +7,15 @@ import (
 
 // Error codes. The httpd package maps each to an HTTP status; any error that
 // is not a *Error counts as EINTERNAL.
+//
+// The list stays short: a code says what the caller can do about the
+// error, the message says what was wrong. The codes are the wire's
+// error.code values, but for EINVALID: the domain says "invalid", the
+// HTTP API says "invalid_request" (SPEC §2, the name Stripe's API made
+// familiar), mapped in one place, httpd's error encoding. A validation
+// error also names the request field it is about in Error.Param.
 const (
-	EINVALID      = "invalid"      // the request is wrong; the message names the field
+	EINVALID      = "invalid"      // the request is wrong; the message (and Param) names the field
 	ENOTFOUND     = "not_found"    // no such payment, event, key or route
 	ECONFLICT     = "conflict"     // compare-and-set lost, or a record already exists
 	ELEASEHELD    = "lease_held"   // another worker holds the payment's lease
@@ -44,6 +51,12 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// Param is the request field an EINVALID error is about, named as the
+	// client sent it: "amount", "currency", "customer.email", "limit",
+	// "cursor" (nested fields joined with dots). It is empty when the
+	// error is about the request as a whole (a malformed body) or about
+	// a header, which the message names.
+	Param string
 }
 
 // Error implements the error interface.
@@ -54,6 +67,22 @@ func (e *Error) Error() string {
 // Errorf returns a *Error with the given code and formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// Invalidf returns an EINVALID *Error about the request field param, with
+// the formatted message.
+func Invalidf(param, format string, args ...any) *Error {
+	return &Error{Code: EINVALID, Message: fmt.Sprintf(format, args...), Param: param}
+}
+
+// ErrorParam returns the request field err is about (Error.Param), "" if
+// it names none or is not a *Error.
+func ErrorParam(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Param
+	}
+	return ""
 }
 
 // ErrorCode returns the code of err if it is (or wraps) a *Error, "" for nil,

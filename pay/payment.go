@@ -38,8 +38,13 @@ type Payment struct {
 	ClientSecret string // sensitive: see finalize.View
 	RedirectURL  string // sensitive: see finalize.View
 	ReturnURL    string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// AmountRefunded is the sum of the payment's succeeded refunds, and
+	// AmountRefundPending that of its pending ones: finalize moves them
+	// with the refunds, and their sum never exceeds Amount (Refundable).
+	AmountRefunded      int64
+	AmountRefundPending int64
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
 }
 
 // Source says which path made an observation.
@@ -75,6 +80,14 @@ type Observation struct {
 	// case-insensitively (Stripe sends them in lower case).
 	Amount   int64
 	Currency string
+	// Refund, when set, makes the observation one about a refund of the
+	// payment (a merchant's request, the PSP's answer or webhook, the
+	// sweeper): Status is then "" and the payment's status moves only
+	// when the refund completes it (captured → refunded).
+	Refund *RefundChange
+	// Dispute, when set, makes the observation one about a dispute of the
+	// payment; Status is then "" and the payment's status does not move.
+	Dispute *DisputeChange
 }
 
 // Result is what finalize did with an observation.
@@ -91,6 +104,10 @@ type Result struct {
 	// payment and was not applied (Decision then says what the state
 	// machine would have done); "" otherwise.
 	Rejected string
+	// Refund and Dispute are the refund or dispute an observation of one
+	// is about, as committed.
+	Refund  Refund
+	Dispute Dispute
 }
 
 // Step kinds in a payment's timeline.
@@ -102,11 +119,11 @@ const (
 	StepStale           = "stale"            // an older observation, ignored
 	StepConflict        = "version_conflict" // the caller's expected version was behind
 	StepAnomaly         = "conflicting_terminal"
-	StepFailedAttempt   = "failed_attempt" // the PSP reported a failed attempt; status unchanged
-	StepReview          = "review"         // put on the review queue
-	StepPSPError        = "psp_error"      // a PSP call failed
-	StepIgnoredEvent    = "ignored_event"  // a webhook event that carries no status
-	StepRefundRequested = "refund_requested"
+	StepFailedAttempt   = "failed_attempt"   // the PSP reported a failed attempt; status unchanged
+	StepReview          = "review"           // put on the review queue
+	StepPSPError        = "psp_error"        // a PSP call failed
+	StepIgnoredEvent    = "ignored_event"    // a webhook event that carries no status
+	StepRefundRequested = "refund_requested" // a refund was requested or learnt from the PSP (pending)
 )
 
 // Step is one entry of a payment's timeline. Steps that wrote the payment
@@ -127,22 +144,22 @@ type Step struct {
 
 // Wrote reports whether the step wrote a new version of the payment.
 func (s Step) Wrote() bool {
-	return s.Kind == StepCreated || s.Kind == StepTransition || s.Kind == StepUpdate
+	return s.Kind == StepCreated || s.Kind == StepTransition || s.Kind == StepUpdate || MoneyStep(s.Kind)
 }
 
 // ValidateOrderID checks the merchant's order reference.
 func ValidateOrderID(s string) error {
 	switch {
 	case s == "":
-		return Errorf(EINVALID, "order_id is required")
+		return Invalidf("order_id", "order_id is required")
 	case len(s) > MaxOrderIDLen:
-		return Errorf(EINVALID, "order_id is longer than %d bytes", MaxOrderIDLen)
+		return Invalidf("order_id", "order_id is longer than %d bytes", MaxOrderIDLen)
 	case !utf8.ValidString(s):
-		return Errorf(EINVALID, "order_id is not valid UTF-8")
+		return Invalidf("order_id", "order_id is not valid UTF-8")
 	}
 	for _, r := range s {
 		if !printable(r) {
-			return Errorf(EINVALID, "order_id contains a control, format or bidirectional character (%U)", r)
+			return Invalidf("order_id", "order_id contains a control, format or bidirectional character (%U)", r)
 		}
 	}
 	return nil
@@ -151,14 +168,14 @@ func ValidateOrderID(s string) error {
 // ValidateText checks an optional free-text field (customer id, e-mail).
 func ValidateText(field, s string, max int) error {
 	if len(s) > max {
-		return Errorf(EINVALID, "%s is longer than %d bytes", field, max)
+		return Invalidf(field, "%s is longer than %d bytes", field, max)
 	}
 	if !utf8.ValidString(s) {
-		return Errorf(EINVALID, "%s is not valid UTF-8", field)
+		return Invalidf(field, "%s is not valid UTF-8", field)
 	}
 	for _, r := range s {
 		if !printable(r) {
-			return Errorf(EINVALID, "%s contains a control, format or bidirectional character (%U)", field, r)
+			return Invalidf(field, "%s contains a control, format or bidirectional character (%U)", field, r)
 		}
 	}
 	return nil
@@ -173,7 +190,7 @@ func printable(r rune) bool {
 // ValidateCurrency checks an ISO 4217 code: three upper-case ASCII letters.
 func ValidateCurrency(s string) error {
 	if len(s) != 3 || strings.IndexFunc(s, func(r rune) bool { return r < 'A' || r > 'Z' }) >= 0 {
-		return Errorf(EINVALID, "currency must be an ISO 4217 code of three upper-case letters, got %q", s)
+		return Invalidf("currency", "currency must be an ISO 4217 code of three upper-case letters, got %q", s)
 	}
 	return nil
 }
@@ -182,10 +199,10 @@ func ValidateCurrency(s string) error {
 // MaxAmount.
 func ValidateAmount(n int64) error {
 	if n <= 0 {
-		return Errorf(EINVALID, "amount must be a positive number of minor units, got %d", n)
+		return Invalidf("amount", "amount must be a positive number of minor units, got %d", n)
 	}
 	if n > MaxAmount {
-		return Errorf(EINVALID, "amount must be at most %d minor units (10^15), got %d", MaxAmount, n)
+		return Invalidf("amount", "amount must be at most %d minor units (10^15), got %d", MaxAmount, n)
 	}
 	return nil
 }
@@ -209,7 +226,7 @@ func ValidateEmail(field, s string) error {
 	}
 	at := strings.LastIndexByte(s, '@')
 	if at <= 0 || at == len(s)-1 || strings.ContainsAny(s, " <>,;\"") {
-		return Errorf(EINVALID, "%s is not an e-mail address", field)
+		return Invalidf(field, "%s is not an e-mail address", field)
 	}
 	return nil
 }

@@ -34,6 +34,10 @@ type WebhookEvent struct {
 	// and "" = not said); finalize checks them against the payment.
 	Amount   int64
 	Currency string
+	// Refund and Dispute are set on an event about a refund or a
+	// dispute of the payment (Status is "" then).
+	Refund  *RefundChange
+	Dispute *DisputeChange
 	// Ignore marks an event type paystate does not act on (for example a
 	// Stripe event type it does not map): it is answered 2xx, counted and
 	// not stored.
@@ -56,8 +60,17 @@ type Provider interface {
 	// ("charge-<payment_id>"), so a retry cannot charge twice. A provider
 	// in report mode returns the payment's status unchanged.
 	Create(ctx context.Context, p Payment, key string) (PSPResult, error)
-	// Refund refunds the payment in full; EUNSUPPORTED if it cannot.
-	Refund(ctx context.Context, p Payment, key string) (PSPResult, error)
+	// Refund refunds r, a part or all of payment p, at the PSP under key
+	// (RefundKey: "refund-<refund id>"), so a retry cannot refund twice.
+	// Its answer is the refund's status: succeeded, pending (accepted,
+	// the outcome follows by webhook or RefundStatus) or failed. A
+	// provider in report mode calls no PSP and answers pending;
+	// EUNSUPPORTED if it cannot refund.
+	Refund(ctx context.Context, p Payment, r Refund, key string) (RefundResult, error)
+	// RefundStatus asks the PSP for the status of refund r of payment p
+	// (the sweeper, for a refund left pending); EUNSUPPORTED if the
+	// provider has no API for it.
+	RefundStatus(ctx context.Context, p Payment, r Refund) (RefundResult, error)
 	// Status asks the PSP for the payment's status; EUNSUPPORTED if the
 	// provider has no status API.
 	Status(ctx context.Context, p Payment) (PSPResult, error)

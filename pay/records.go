@@ -31,6 +31,15 @@ type OutboxRecord struct {
 	Customer  Customer
 	Provider  string
 	CreatedAt time.Time
+	// The events of a refund or a dispute (payment.refund.*,
+	// payment.dispute.*) name it and say its amount and status;
+	// AmountRefunded is the payment's after the event. They are zero on
+	// the events of a payment's status.
+	RefundID       string
+	DisputeID      string
+	ObjectAmount   int64
+	ObjectStatus   string
+	AmountRefunded int64
 }
 
 // InboxEvent is one accepted webhook: the inbox entry while it waits to be
@@ -52,6 +61,10 @@ type InboxEvent struct {
 	NextAttemptAt time.Time
 	LastError     string
 	Processed     bool
+	// Refund and Dispute are what an event about a refund or a dispute
+	// says of it; nil for events about the payment's status.
+	Refund  *RefundChange
+	Dispute *DisputeChange
 }
 
 // Review reasons.
@@ -162,9 +175,13 @@ type PSPCharge struct {
 	ClientSecret string // sensitive: only ever returned as the PSP's answer
 	RedirectURL  string
 	RefundKey    string // the key of the refund made, if any
-	Calls        int    // Create calls with the key, replays included
-	Refunds      int
-	CreatedAt    time.Time // a zero CreatedAt becomes Tx.Now
+	// AmountRefunded is what the PSP refunded of the charge so far. The
+	// mock keeps each refund as a record of its own too, under the
+	// refund's key, with Amount its amount and Status refunded or failed.
+	AmountRefunded int64
+	Calls          int // Create calls with the key, replays included
+	Refunds        int
+	CreatedAt      time.Time // a zero CreatedAt becomes Tx.Now
 }
 
 // Same reports whether a and b say the same thing (At aside).

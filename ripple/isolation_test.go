@@ -65,7 +65,7 @@ func TestRun_SilentEndpointDelaysNothingElse(t *testing.T) {
 	events := []string{"payment.captured", "payment.refunded"}
 	e := newEnv(t, t0, ripple.Config{
 		PointsPerUnit: 1,
-		Receipt:       ripple.ReceiptConfig{Addr: smtpd.Addr, From: "receipts@shop.example"},
+		Receipt:       ripple.ReceiptConfig{Addr: smtpd.Addr, From: "receipts@shop.example", TLS: ripple.TLSNone},
 		Webhooks: []ripple.EndpointConfig{
 			// The longest timeout, so that no attempt ends while the test runs.
 			{URL: silent.URL, Secrets: []string{secret(t)}, Events: events, Timeout: ripple.MaxWebhookTimeout, MaxInFlight: inFlight},
@@ -103,15 +103,16 @@ func TestRun_SilentEndpointDelaysNothingElse(t *testing.T) {
 			if c.Points != want || c.LastVisitAt.IsZero() {
 				return fmt.Errorf("customer %s: points=%d last visit=%s, want %d points and a visit", c.ID, c.Points, c.LastVisitAt, want)
 			}
-			statuses := []pay.Status{pay.Captured}
+			// Loyalty takes the refund's share back on its
+			// payment.refund.succeeded; the endpoint gets payment.refunded.
+			hook := pay.EffectWebhook + ":" + ripple.EndpointID(good.URL)
+			wants := [][2]string{{pay.EffectLoyalty, pay.EventType(pay.Captured)}, {hook, pay.EventType(pay.Captured)}}
 			if i < refunds {
-				statuses = append(statuses, pay.Refunded)
+				wants = append(wants, [2]string{pay.EffectLoyalty, pay.EventRefundSucceeded}, [2]string{hook, pay.EventType(pay.Refunded)})
 			}
-			for _, st := range statuses {
-				for _, tgt := range []string{pay.EffectLoyalty, pay.EffectWebhook + ":" + ripple.EndpointID(good.URL)} {
-					if d := e.delivery(p.ID, tgt, st); d.State != pay.DeliveryDone {
-						return fmt.Errorf("delivery of %s to %s is %s", pay.EventType(st), tgt, d.State)
-					}
+			for _, w := range wants {
+				if d := e.deliveryOf(p.ID, w[0], w[1]); d.State != pay.DeliveryDone {
+					return fmt.Errorf("delivery of %s to %s is %s", w[1], w[0], d.State)
 				}
 			}
 		}

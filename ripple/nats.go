@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -21,6 +22,13 @@ import (
 // EffectNATS is the effect, and the delivery target, of the JetStream
 // relay.
 const EffectNATS = "nats"
+
+// natsConnected is the gauge that is 1 while the relay is connected to a
+// NATS server and 0 while it reconnects; it is made with the first relay,
+// so a paystate without one does not export it.
+func natsConnected() *metrics.Gauge {
+	return metrics.GetOrCreateGauge(`paystate_relay_nats_connected`, nil)
+}
 
 // Defaults of the JetStream relay; the configuration's defaults are the
 // same.
@@ -174,12 +182,15 @@ func newNATSRelay(cfg NATSConfig, logger zerolog.Logger) (*NATSRelay, error) {
 		// is down.
 		nats.ReconnectBufSize(-1),
 		nats.ConnectHandler(func(nc *nats.Conn) {
+			natsConnected().Set(1)
 			logger.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("nats relay connected")
 		}),
 		nats.ReconnectHandler(func(nc *nats.Conn) {
+			natsConnected().Set(1)
 			logger.Info().Str("server", nc.ConnectedUrlRedacted()).Msg("nats relay connected")
 		}),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			natsConnected().Set(0)
 			if err != nil {
 				logger.Warn().Err(err).Msg("nats relay disconnected: reconnecting; its deliveries are retried meanwhile")
 			}
@@ -197,12 +208,17 @@ func newNATSRelay(cfg NATSConfig, logger zerolog.Logger) (*NATSRelay, error) {
 		return nil, fmt.Errorf("connect: %w", err)
 	}
 	r.nc = nc
+	if nc.IsConnected() {
+		natsConnected().Set(1)
+	} else {
+		natsConnected().Set(0)
+	}
 	if r.js, err = jetstream.New(nc); err != nil {
 		nc.Close()
 		return nil, err
 	}
 	if !nc.IsConnected() {
-		logger.Warn().Dur("timeout", connectTimeout).
+		logger.Warn().Stringer("timeout", connectTimeout).
 			Msg("nats relay: no server answered at start; reconnecting in the background, deliveries wait")
 		return r, nil
 	}

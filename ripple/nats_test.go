@@ -236,7 +236,7 @@ func TestNATS_ServerDown(t *testing.T) {
 		e.clock.Add(2 * time.Hour) // past the backoff
 		e.settle()
 		recs := e.outbox(p.ID)
-		want := []string{"paystate.payment.captured " + recs[0].ID, "paystate.payment.refunded " + recs[1].ID}
+		want := []string{"paystate.payment.captured " + recs[0].ID, "paystate.payment.refund.succeeded " + recs[1].ID, "paystate.payment.refunded " + recs[2].ID}
 		if got := summary(srv.Messages(ripple.DefaultNATSStream)); !slices.Equal(got, want) {
 			t.Fatalf("messages=%v, want %v", got, want)
 		}
@@ -349,7 +349,7 @@ func TestNATS_OrderPerPayment(t *testing.T) {
 		e.clock.Add(2 * time.Hour)
 		e.settle()
 		recs := e.outbox(p.ID)
-		want := []string{"paystate.payment.captured " + recs[0].ID, "paystate.payment.refunded " + recs[1].ID}
+		want := []string{"paystate.payment.captured " + recs[0].ID, "paystate.payment.refund.succeeded " + recs[1].ID, "paystate.payment.refunded " + recs[2].ID}
 		if got := summary(srv.Messages(ripple.DefaultNATSStream)); !slices.Equal(got, want) {
 			t.Fatalf("messages=%v, want %v", got, want)
 		}
@@ -381,7 +381,7 @@ func TestNATS_OrderPerPayment(t *testing.T) {
 		for _, m := range srv.Messages(ripple.DefaultNATSStream) {
 			seq[m.Header.Get(jetstream.MsgIDHeader)] = m.Sequence
 		}
-		if got, want := len(seq), 2*len(ps); got != want {
+		if got, want := len(seq), 3*len(ps); got != want { // captured, refund.succeeded, refunded
 			t.Fatalf("messages=%d, want %d", got, want)
 		}
 		for _, p := range ps {

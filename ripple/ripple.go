@@ -71,16 +71,21 @@ type Config struct {
 	// Shared says several paystate instances work on the store
 	// (PostgreSQL): before an effect outside the store (a webhook, a
 	// receipt, the NATS relay) is attempted, its delivery is claimed in a
-	// write transaction that moves it ClaimFor into the future, so no
+	// write transaction that moves it ClaimTTL into the future, so no
 	// other instance attempts it meanwhile; an instance that dies leaves
 	// a claim that expires and is taken over. Loyalty and retention need
 	// none: their effect and its record are one transaction. Off (bbolt,
 	// one process) the attempt reads the delivery without a write.
 	Shared bool
+	// ClaimTTL is how long a claim of Shared lasts; two thirds of it
+	// bound one attempt of any effect (at most AttemptTimeout), so that an
+	// attempt ends before its claim. Default ClaimFor.
+	ClaimTTL time.Duration
 }
 
-// ClaimFor is how long a claim of Config.Shared keeps a delivery from the
-// other instances: longer than an attempt may take.
+// ClaimFor is the default Config.ClaimTTL, how long a claim of
+// Config.Shared keeps a delivery from the other instances: longer than an
+// attempt may take.
 const ClaimFor = AttemptTimeout + 30*time.Second
 
 // EndpointConfig is one merchant webhook endpoint.
@@ -151,6 +156,22 @@ type Service struct {
 	recMu    sync.Mutex
 	recBusy  bool         // a record batch is being written
 	recQueue []*recording // attempts that wait for the next one
+
+	lastRun atomic.Int64 // unix ns of Run's last pass (Heartbeat)
+}
+
+// Heartbeat returns when Run last finished a pass, on Now's clock (zero
+// before the first), and Run's interval, the longest wait between two
+// passes: /readyz counts the workers stuck when three intervals pass
+// without one.
+func (s *Service) Heartbeat() (last time.Time, interval time.Duration) {
+	if ns := s.lastRun.Load(); ns != 0 {
+		last = time.Unix(0, ns).UTC()
+	}
+	if interval = s.Interval; interval <= 0 {
+		interval = DefaultInterval
+	}
+	return last, interval
 }
 
 // lane is one target's share of the workers: at most max of its
@@ -225,6 +246,9 @@ func New(store pay.Store, cfg Config) (*Service, error) {
 	}
 	if cfg.PointsPerUnit < 0 {
 		return nil, fmt.Errorf("ripple: points per unit must not be negative, got %d", cfg.PointsPerUnit)
+	}
+	if cfg.ClaimTTL <= 0 {
+		cfg.ClaimTTL = ClaimFor
 	}
 	s := &Service{
 		Store: store, Config: cfg, Logger: zerolog.Nop(), effects: map[string]effect{},
@@ -326,6 +350,7 @@ func (s *Service) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
+		s.lastRun.Store(s.now().UnixNano())
 		if err == nil && gauges {
 			err = s.refreshGauges(ctx)
 		}
@@ -772,7 +797,7 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 			return nil
 		}
 		if s.Config.Shared {
-			cur.NextAttemptAt = tx.Now().Add(ClaimFor)
+			cur.NextAttemptAt = tx.Now().Add(s.Config.ClaimTTL)
 			if err := tx.UpdateDelivery(cur); err != nil {
 				return err
 			}
@@ -801,7 +826,7 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 	case !ok:
 		out.permanent, err = true, fmt.Errorf("target %s is no longer configured", d.Target())
 	default:
-		actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+		actx, cancel := context.WithTimeout(ctx, min(AttemptTimeout, s.Config.ClaimTTL*2/3))
 		out, err = e.deliver(actx, d, rec)
 		cancel()
 	}

@@ -157,9 +157,16 @@ func deliveries(t *testing.T, db pay.Store, paymentID string) map[string]pay.Del
 // delivery returns the one delivery of a payment's event to a target.
 func (e *env) delivery(paymentID, target string, s pay.Status) pay.Delivery {
 	e.t.Helper()
-	d, ok := deliveries(e.t, e.db, paymentID)[target+" "+pay.EventType(s)]
+	return e.deliveryOf(paymentID, target, pay.EventType(s))
+}
+
+// deliveryOf is the delivery of the payment's record of type typ to
+// target.
+func (e *env) deliveryOf(paymentID, target, typ string) pay.Delivery {
+	e.t.Helper()
+	d, ok := deliveries(e.t, e.db, paymentID)[target+" "+typ]
 	if !ok {
-		e.t.Fatalf("no delivery of %s to %s for %s", pay.EventType(s), target, paymentID)
+		e.t.Fatalf("no delivery of %s to %s for %s", typ, target, paymentID)
 	}
 	return d
 }

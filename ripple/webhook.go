@@ -115,6 +115,26 @@ type EventData struct {
 	Status    string        `json:"status"`
 	Version   uint64        `json:"version"`
 	Customer  EventCustomer `json:"customer"`
+	// AmountRefunded is the payment's after the event; Refund and
+	// Dispute are set on the events of a refund (payment.refund.*) or a
+	// dispute (payment.dispute.*).
+	AmountRefunded int64         `json:"amount_refunded"`
+	Refund         *EventRefund  `json:"refund,omitempty"`
+	Dispute        *EventDispute `json:"dispute,omitempty"`
+}
+
+// EventRefund is the refund an Event is about.
+type EventRefund struct {
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+	Status string `json:"status"`
+}
+
+// EventDispute is the dispute an Event is about.
+type EventDispute struct {
+	ID     string `json:"id"`
+	Amount int64  `json:"amount"`
+	Status string `json:"status"`
 }
 
 // EventCustomer is the payment's customer in an Event.
@@ -125,14 +145,22 @@ type EventCustomer struct {
 
 // NewEvent returns the merchant webhook body of an outbox record.
 func NewEvent(rec pay.OutboxRecord) Event {
-	return Event{
+	e := Event{
 		ID: rec.ID, Type: rec.Type, Created: rec.CreatedAt.Unix(),
 		Data: EventData{
 			PaymentID: rec.PaymentID, OrderID: rec.OrderID, Amount: rec.Amount, Currency: rec.Currency,
 			Status: string(rec.Status), Version: rec.Version,
-			Customer: EventCustomer{ID: rec.Customer.ID, Email: rec.Customer.Email},
+			Customer:       EventCustomer{ID: rec.Customer.ID, Email: rec.Customer.Email},
+			AmountRefunded: rec.AmountRefunded,
 		},
 	}
+	if rec.RefundID != "" {
+		e.Data.Refund = &EventRefund{ID: rec.RefundID, Amount: rec.ObjectAmount, Status: rec.ObjectStatus}
+	}
+	if rec.DisputeID != "" {
+		e.Data.Dispute = &EventDispute{ID: rec.DisputeID, Amount: rec.ObjectAmount, Status: rec.ObjectStatus}
+	}
+	return e
 }
 
 func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {

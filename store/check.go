@@ -68,6 +68,8 @@ var familyChecks = []func(*checker){
 	(*checker).checkIdempotency,
 	(*checker).checkEffects,
 	(*checker).checkPSPAnswers,
+	(*checker).checkRefunds,
+	(*checker).checkDisputes,
 }
 
 // checker is one run of Check: the transaction it reads and the problems

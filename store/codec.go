@@ -9,6 +9,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fxamacker/cbor/v2"
 	"github.com/oklog/ulid/v2"
@@ -44,6 +45,10 @@ type paymentRecord struct {
 	ReturnURL     string `json:"return_url" cbor:"13,keyasint,omitempty"`
 	CreatedAt     stamp  `json:"created_at" cbor:"14,keyasint,omitzero"`
 	UpdatedAt     stamp  `json:"updated_at" cbor:"15,keyasint,omitzero"`
+	// Fields 16 and 17 came with partial refunds; a record without them
+	// has refunded nothing.
+	AmountRefunded      int64 `json:"-" cbor:"16,keyasint,omitempty"`
+	AmountRefundPending int64 `json:"-" cbor:"17,keyasint,omitempty"`
 }
 
 func fromPayment(p pay.Payment) paymentRecord {
@@ -53,6 +58,7 @@ func fromPayment(p pay.Payment) paymentRecord {
 		Provider: p.Provider, ProviderRef: p.ProviderRef, Status: string(p.Status), Version: p.Version,
 		ClientSecret: p.ClientSecret, RedirectURL: p.RedirectURL, ReturnURL: p.ReturnURL,
 		CreatedAt: at(p.CreatedAt), UpdatedAt: at(p.UpdatedAt),
+		AmountRefunded: p.AmountRefunded, AmountRefundPending: p.AmountRefundPending,
 	}
 }
 
@@ -63,6 +69,7 @@ func (r paymentRecord) payment() pay.Payment {
 		Provider: r.Provider, ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), Version: r.Version,
 		ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, ReturnURL: r.ReturnURL,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+		AmountRefunded: r.AmountRefunded, AmountRefundPending: r.AmountRefundPending,
 	}
 }
 
@@ -113,6 +120,56 @@ type inboxRecord struct {
 	NextAttemptAt stamp  `json:"next_attempt_at" cbor:"14,keyasint,omitzero"`
 	LastError     string `json:"last_error" cbor:"15,keyasint,omitempty"`
 	Processed     bool   `json:"processed" cbor:"16,keyasint,omitempty"`
+	// Fields 17 and 18 came with refunds and disputes.
+	Refund  *refundChangeRecord  `json:"-" cbor:"17,keyasint,omitempty"`
+	Dispute *disputeChangeRecord `json:"-" cbor:"18,keyasint,omitempty"`
+}
+
+// refundChangeRecord is what an inbox event says of a refund.
+type refundChangeRecord struct {
+	ID          ident  `cbor:"1,keyasint,omitzero"`
+	ProviderRef string `cbor:"2,keyasint,omitempty"`
+	Amount      int64  `cbor:"3,keyasint,omitempty"`
+	Reason      string `cbor:"4,keyasint,omitempty"`
+	Status      string `cbor:"5,keyasint,omitempty"`
+}
+
+// disputeChangeRecord is what an inbox event says of a dispute.
+type disputeChangeRecord struct {
+	ID            string `cbor:"1,keyasint,omitempty"`
+	Amount        int64  `cbor:"2,keyasint,omitempty"`
+	Currency      string `cbor:"3,keyasint,omitempty"`
+	Reason        string `cbor:"4,keyasint,omitempty"`
+	Status        string `cbor:"5,keyasint,omitempty"`
+	EvidenceDueBy stamp  `cbor:"6,keyasint,omitzero"`
+}
+
+func fromRefundChange(c *pay.RefundChange) *refundChangeRecord {
+	if c == nil {
+		return nil
+	}
+	return &refundChangeRecord{ID: ident(c.ID), ProviderRef: c.ProviderRef, Amount: c.Amount, Reason: c.Reason, Status: string(c.Status)}
+}
+
+func (r *refundChangeRecord) change() *pay.RefundChange {
+	if r == nil {
+		return nil
+	}
+	return &pay.RefundChange{ID: string(r.ID), ProviderRef: r.ProviderRef, Amount: r.Amount, Reason: r.Reason, Status: pay.RefundStatus(r.Status)}
+}
+
+func fromDisputeChange(c *pay.DisputeChange) *disputeChangeRecord {
+	if c == nil {
+		return nil
+	}
+	return &disputeChangeRecord{ID: c.ID, Amount: c.Amount, Currency: c.Currency, Reason: c.Reason, Status: string(c.Status), EvidenceDueBy: at(c.EvidenceDueBy)}
+}
+
+func (r *disputeChangeRecord) change() *pay.DisputeChange {
+	if r == nil {
+		return nil
+	}
+	return &pay.DisputeChange{ID: r.ID, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason, Status: pay.DisputeStatus(r.Status), EvidenceDueBy: r.EvidenceDueBy.UTC()}
 }
 
 func fromInbox(e pay.InboxEvent) inboxRecord {
@@ -121,6 +178,7 @@ func fromInbox(e pay.InboxEvent) inboxRecord {
 		ProviderRef: e.ProviderRef, Status: string(e.Status), StepKind: e.StepKind, Amount: e.Amount, Currency: e.Currency,
 		OccurredAt: at(e.OccurredAt), ReceivedAt: at(e.ReceivedAt), Body: e.Body,
 		Attempts: e.Attempts, NextAttemptAt: at(e.NextAttemptAt), LastError: e.LastError, Processed: e.Processed,
+		Refund: fromRefundChange(e.Refund), Dispute: fromDisputeChange(e.Dispute),
 	}
 }
 
@@ -130,6 +188,7 @@ func (r inboxRecord) event() pay.InboxEvent {
 		ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), StepKind: r.StepKind, Amount: r.Amount, Currency: r.Currency,
 		OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC(), Body: r.Body,
 		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Processed: r.Processed,
+		Refund: r.Refund.change(), Dispute: r.Dispute.change(),
 	}
 }
 
@@ -161,6 +220,12 @@ type outboxRecord struct {
 	CustomerEmail string `json:"customer_email" cbor:"12,keyasint,omitempty"`
 	Provider      string `json:"provider" cbor:"13,keyasint,omitempty"`
 	CreatedAt     stamp  `json:"created_at" cbor:"14,keyasint,omitzero"`
+	// Fields 15 to 19 came with refunds and disputes.
+	RefundID       ident  `json:"-" cbor:"15,keyasint,omitzero"`
+	DisputeID      string `json:"-" cbor:"16,keyasint,omitempty"`
+	ObjectAmount   int64  `json:"-" cbor:"17,keyasint,omitempty"`
+	ObjectStatus   string `json:"-" cbor:"18,keyasint,omitempty"`
+	AmountRefunded int64  `json:"-" cbor:"19,keyasint,omitempty"`
 }
 
 func fromOutbox(r pay.OutboxRecord) outboxRecord {
@@ -168,6 +233,8 @@ func fromOutbox(r pay.OutboxRecord) outboxRecord {
 		Seq: r.Seq, ID: ident(r.ID), Type: r.Type, PaymentID: ident(r.PaymentID), Status: string(r.Status), From: string(r.From),
 		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
 		CustomerID: r.Customer.ID, CustomerEmail: r.Customer.Email, Provider: r.Provider, CreatedAt: at(r.CreatedAt),
+		RefundID: ident(r.RefundID), DisputeID: r.DisputeID, ObjectAmount: r.ObjectAmount, ObjectStatus: r.ObjectStatus,
+		AmountRefunded: r.AmountRefunded,
 	}
 }
 
@@ -176,6 +243,8 @@ func (r outboxRecord) record() pay.OutboxRecord {
 		Seq: r.Seq, ID: string(r.ID), Type: r.Type, PaymentID: string(r.PaymentID), Status: pay.Status(r.Status), From: pay.Status(r.From),
 		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
 		Customer: pay.Customer{ID: r.CustomerID, Email: r.CustomerEmail}, Provider: r.Provider, CreatedAt: r.CreatedAt.UTC(),
+		RefundID: string(r.RefundID), DisputeID: r.DisputeID, ObjectAmount: r.ObjectAmount, ObjectStatus: r.ObjectStatus,
+		AmountRefunded: r.AmountRefunded,
 	}
 }
 
@@ -372,22 +441,77 @@ type ident string
 // codes are part of the file format: only ever append.
 var identPrefixes = []string{"pay_", "evt_", "dlv_"}
 
-// MarshalCBOR encodes the id.
+// MarshalCBOR encodes the id. It writes the CBOR heads itself: ids are
+// encoded many times per write transaction, and the library's general path
+// (parse, String to compare, Marshal of a fresh slice) was a fifth of a
+// webhook's encoding time.
 func (s ident) MarshalCBOR() ([]byte, error) {
 	for code, prefix := range identPrefixes {
 		rest, ok := strings.CutPrefix(string(s), prefix)
-		if !ok || len(rest) != ulid.EncodedSize {
+		if !ok || len(rest) != ulid.EncodedSize || !canonicalULID(rest) {
 			continue
 		}
-		if u, err := ulid.ParseStrict(rest); err == nil && u.String() == rest {
-			return cborMode.Marshal(append([]byte{byte(code)}, u[:]...))
+		out := make([]byte, 2, 2+len(ulid.ULID{}))
+		out[0], out[1] = 0x40|byte(1+len(ulid.ULID{})), byte(code) // byte string of 17
+		u, err := ulid.ParseStrict(rest)
+		if err != nil {
+			continue
 		}
+		return append(out, u[:]...), nil
+	}
+	if len(s) <= 0xffff {
+		return append(appendHead(make([]byte, 0, 3+len(s)), 3, len(s)), s...), nil
 	}
 	return cborMode.Marshal(string(s))
 }
 
-// UnmarshalCBOR decodes an id written by MarshalCBOR.
+// canonicalULID reports whether s has no lower-case letter, so that a ULID
+// parsed from it prints back as s (ulid.ParseStrict accepts either case).
+func canonicalULID(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if 'a' <= s[i] && s[i] <= 'z' {
+			return false
+		}
+	}
+	return true
+}
+
+// appendHead appends the head of a CBOR item of major type major (2 byte
+// string, 3 text) and length n <= 0xffff.
+func appendHead(b []byte, major byte, n int) []byte {
+	switch {
+	case n < 24:
+		return append(b, major<<5|byte(n))
+	case n <= 0xff:
+		return append(b, major<<5|24, byte(n))
+	}
+	return append(b, major<<5|25, byte(n>>8), byte(n))
+}
+
+// UnmarshalCBOR decodes an id written by MarshalCBOR. The two shapes it
+// writes (a byte string of 17, a definite text string) are read directly;
+// anything else goes through the library, which also reports what is wrong.
 func (s *ident) UnmarshalCBOR(data []byte) error {
+	if len(data) > 0 {
+		major, info := data[0]>>5, int(data[0]&0x1f)
+		head, n := 1, -1
+		switch {
+		case info < 24:
+			n = info
+		case info == 24 && len(data) >= 2:
+			head, n = 2, int(data[1])
+		case info == 25 && len(data) >= 3:
+			head, n = 3, int(data[1])<<8|int(data[2])
+		}
+		switch {
+		case major == 2 && n == 1+len(ulid.ULID{}) && len(data) == head+n && int(data[head]) < len(identPrefixes):
+			*s = ident(identPrefixes[data[head]] + ulid.ULID(data[head+1:]).String())
+			return nil
+		case major == 3 && n >= 0 && len(data) == head+n && utf8.Valid(data[head:]):
+			*s = ident(data[head:])
+			return nil
+		}
+	}
 	var v any
 	if err := decMode.Unmarshal(data, &v); err != nil {
 		return err
@@ -480,6 +604,66 @@ type pspChargeRecord struct {
 	Calls        int    `cbor:"9,keyasint,omitempty"`
 	Refunds      int    `cbor:"10,keyasint,omitempty"`
 	CreatedAt    stamp  `cbor:"11,keyasint,omitzero"`
+	// AmountRefunded came with partial refunds.
+	AmountRefunded int64 `cbor:"12,keyasint,omitempty"`
+}
+
+// refundRecord is the value of refunds; the refund id is the key.
+type refundRecord struct {
+	PaymentID   ident  `cbor:"1,keyasint,omitzero"`
+	Provider    string `cbor:"2,keyasint,omitempty"`
+	Amount      int64  `cbor:"3,keyasint,omitempty"`
+	Currency    string `cbor:"4,keyasint,omitempty"`
+	Reason      string `cbor:"5,keyasint,omitempty"`
+	Status      string `cbor:"6,keyasint,omitempty"`
+	ProviderRef string `cbor:"7,keyasint,omitempty"`
+	IdemKey     string `cbor:"8,keyasint,omitempty"`
+	EventID     ident  `cbor:"9,keyasint,omitzero"`
+	CreatedAt   stamp  `cbor:"10,keyasint,omitzero"`
+	UpdatedAt   stamp  `cbor:"11,keyasint,omitzero"`
+}
+
+func fromRefund(r pay.Refund) refundRecord {
+	return refundRecord{
+		PaymentID: ident(r.PaymentID), Provider: r.Provider, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason,
+		Status: string(r.Status), ProviderRef: r.ProviderRef, IdemKey: r.IdemKey, EventID: ident(r.EventID),
+		CreatedAt: at(r.CreatedAt), UpdatedAt: at(r.UpdatedAt),
+	}
+}
+
+func (r refundRecord) refund(id string) pay.Refund {
+	return pay.Refund{
+		ID: id, PaymentID: string(r.PaymentID), Provider: r.Provider, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason,
+		Status: pay.RefundStatus(r.Status), ProviderRef: r.ProviderRef, IdemKey: r.IdemKey, EventID: string(r.EventID),
+		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
+}
+
+// disputeRecord is the value of disputes; provider and dispute id are the
+// key.
+type disputeRecord struct {
+	PaymentID     ident  `cbor:"1,keyasint,omitzero"`
+	Amount        int64  `cbor:"2,keyasint,omitempty"`
+	Currency      string `cbor:"3,keyasint,omitempty"`
+	Reason        string `cbor:"4,keyasint,omitempty"`
+	Status        string `cbor:"5,keyasint,omitempty"`
+	EvidenceDueBy stamp  `cbor:"6,keyasint,omitzero"`
+	CreatedAt     stamp  `cbor:"7,keyasint,omitzero"`
+	UpdatedAt     stamp  `cbor:"8,keyasint,omitzero"`
+}
+
+func fromDispute(d pay.Dispute) disputeRecord {
+	return disputeRecord{
+		PaymentID: ident(d.PaymentID), Amount: d.Amount, Currency: d.Currency, Reason: d.Reason, Status: string(d.Status),
+		EvidenceDueBy: at(d.EvidenceDueBy), CreatedAt: at(d.CreatedAt), UpdatedAt: at(d.UpdatedAt),
+	}
+}
+
+func (r disputeRecord) dispute(provider, id string) pay.Dispute {
+	return pay.Dispute{
+		Provider: provider, ID: id, PaymentID: string(r.PaymentID), Amount: r.Amount, Currency: r.Currency, Reason: r.Reason,
+		Status: pay.DisputeStatus(r.Status), EvidenceDueBy: r.EvidenceDueBy.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
+	}
 }
 
 // encode marshals a record. The record types hold only strings, numbers,

@@ -32,6 +32,7 @@
 //	db.go: the schema
 //	meta                        "schema_version"                                 be64(SchemaVersion)
 //	meta                        "clean_shutdown"                                 be64(txid) ‖ be64(file mtime, unix ns); only while closed cleanly
+//	meta                        "ready_probe"                                    be64(unix ns of the last readiness probe; observe.go)
 //
 //	payments.go: payments and their indexes
 //	payments                    payment id                                       payment (CBOR)
@@ -84,6 +85,18 @@
 //	pspanswer.go: PSP answers
 //	psp_answers                 payment id                                       last PSP status answer (CBOR)
 //	psp_charges                 charge key ("charge-<payment id>")               the mock PSP's charge (CBOR)
+//	psp_charges                 refund key ("refund-<refund id>")                the mock PSP's refund (CBOR)
+//
+//	refunds.go: refunds
+//	refunds                     refund id                                        refund (CBOR)
+//	refunds_by_payment          str(payment id) ‖ refund id                      —
+//	refunds_by_ref              str(provider) ‖ provider refund ref              refund id
+//	refunds_pending             be64(updated_at) ‖ refund id                     —   (pending only)
+//
+//	disputes.go: disputes
+//	disputes                    str(provider) ‖ dispute id                       dispute (CBOR)
+//	disputes_by_payment         str(payment id) ‖ str(provider) ‖ dispute id     —
+//	disputes_by_due             status ‖ 0x00 ‖ be64(evidence_due_by, none = max) ‖ str(provider) ‖ dispute id   —
 //
 // CBOR values are the unexported record types of codec.go: maps keyed by
 // the small integer each field's tag fixes, empty fields left out, times
@@ -112,7 +125,11 @@
 // first pending entry of deliveries_by_state), and takes the records'
 // outbox_by_payment entries and "<effect>:<event id>" dedupe keys with
 // them; it moves meta "outbox_horizon" past what it removed, which verify
-// reads.
+// reads. RefundsForPayment and DisputesForPayment scan the payment's
+// prefix; PendingRefunds (the sweeper's refund candidates) seeks
+// refunds_pending after the last candidate of the page before;
+// ListDisputes scans each status's prefix of disputes_by_due, which
+// CountOpenDisputes counts for the open statuses.
 //
 // # Decisions callers rely on
 //
@@ -131,6 +148,12 @@
 //   - Inbox: MarkProcessed works for events that are not in the inbox, and
 //     PutInbox of an event already processed archives it as processed, not
 //     pending. DeferInbox of a processed event does nothing.
+//   - Refunds: InsertRefund and UpdateRefund sum the payment's pending
+//     and succeeded refunds in the transaction and refuse one that would
+//     take them past the payment's amount (pay.ERefundExceeds): with one
+//     writer at a time no two refunds can both fit in what only one of
+//     them fits. A refund's fields other than status, provider reference
+//     and event id never change.
 //   - Ledger: one AppendLedger call is one posting; it must balance per
 //     currency (EINVALID otherwise). Seq and At are written back into the
 //     caller's slice.

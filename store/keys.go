@@ -73,6 +73,17 @@ var (
 	bucketPSPAnswers = []byte("psp_answers")
 	bucketPSPCharges = []byte("psp_charges")
 
+	// Refunds (refunds.go).
+	bucketRefunds          = []byte("refunds")
+	bucketRefundsByPayment = []byte("refunds_by_payment")
+	bucketRefundsByRef     = []byte("refunds_by_ref")
+	bucketRefundsPending   = []byte("refunds_pending")
+
+	// Disputes (disputes.go).
+	bucketDisputes          = []byte("disputes")
+	bucketDisputesByPayment = []byte("disputes_by_payment")
+	bucketDisputesByDue     = []byte("disputes_by_due")
+
 	allBuckets = [][]byte{
 		bucketMeta,
 		bucketPayments, bucketPaymentsByStatus, bucketPaymentsByCreated, bucketPaymentsByOrder, bucketPaymentsByRef,
@@ -85,6 +96,8 @@ var (
 		bucketIdem,
 		bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesOpen, bucketDeliveriesByState, bucketCustomers, bucketEffects, bucketWebhookEndpoints,
 		bucketIdemByExpiry, bucketProcessedByTime, bucketPSPAnswers, bucketLeasesInForce, bucketPSPCharges,
+		bucketRefunds, bucketRefundsByPayment, bucketRefundsByRef, bucketRefundsPending,
+		bucketDisputes, bucketDisputesByPayment, bucketDisputesByDue,
 	}
 )
 
@@ -106,6 +119,7 @@ var appendOnly = func() map[string]bool {
 		bucketTimeline, bucketInboxByPayment, bucketInboxPending, bucketProcessedByTime,
 		bucketOutbox, bucketOutboxByPayment, bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesByState,
 		bucketLedger, bucketReviewByCreated, bucketIdemByExpiry, bucketEffects, bucketLeasesInForce, bucketPSPCharges,
+		bucketRefunds, bucketRefundsByPayment, bucketRefundsPending,
 	} {
 		m[string(b)] = true
 	}
@@ -132,6 +146,10 @@ var (
 	// be64(unix nanoseconds): every outbox record created before that time
 	// may have been purged (PurgeOutbox). Absent: none was.
 	keyOutboxHorizon = []byte("outbox_horizon")
+
+	// keyReadyProbe is the key the readiness check writes (WriteProbe);
+	// its value is be64(unix nanoseconds of the last probe).
+	keyReadyProbe = []byte("ready_probe")
 )
 
 // Key times are nanoseconds since the Unix epoch. Times outside what an
@@ -240,7 +258,7 @@ func encodeCursor(kind byte, k []byte) string {
 func decodeCursor(s string, kind byte, prefix []byte) ([]byte, error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) < 1+len(prefix)+8+1 || b[0] != kind || !bytes.HasPrefix(b[1:], prefix) {
-		return nil, pay.Errorf(pay.EINVALID, "cursor is not valid for this list")
+		return nil, pay.Invalidf("cursor", "cursor is not valid for this list")
 	}
 	return b[1:], nil
 }
@@ -393,4 +411,44 @@ func leaseInForceKey(expires time.Time, paymentID string) []byte {
 
 func idemExpiryKey(expires time.Time, key string) []byte {
 	return append(be64(keyTime(expires)), key...)
+}
+
+// Refunds.
+
+// refundPaymentKey is str(payment id) ‖ refund id: the key of
+// refunds_by_payment (refund ids are ULIDs: creation order).
+func refundPaymentKey(paymentID, refundID string) []byte {
+	return append(paymentPrefix(paymentID), refundID...)
+}
+
+// refundPendingKey is be64(updated_at) ‖ refund id: the key of
+// refunds_pending, which holds pending refunds only.
+func refundPendingKey(updated time.Time, refundID string) []byte {
+	return append(be64(keyTime(updated)), refundID...)
+}
+
+// Disputes.
+
+// disputeKey is str(provider) ‖ dispute id: the key of disputes.
+func disputeKey(provider, id string) []byte { return append(appendStr(nil, provider), id...) }
+
+// disputePaymentKey is str(payment id) ‖ disputeKey: the key of
+// disputes_by_payment.
+func disputePaymentKey(paymentID, provider, id string) []byte {
+	return append(paymentPrefix(paymentID), disputeKey(provider, id)...)
+}
+
+// disputeDuePrefix is status ‖ 0x00: the start of one status in
+// disputes_by_due. Statuses are known constants without a NUL byte.
+func disputeDuePrefix(s pay.DisputeStatus) []byte { return append([]byte(s), 0) }
+
+// disputeDueKey is status ‖ 0x00 ‖ be64(evidence_due_by) ‖ disputeKey,
+// a dispute without a deadline sorting last (MaxInt64).
+func disputeDueKey(s pay.DisputeStatus, due time.Time, provider, id string) []byte {
+	ns := keyTime(due)
+	if due.IsZero() {
+		ns = math.MaxInt64
+	}
+	k := binary.BigEndian.AppendUint64(disputeDuePrefix(s), ns)
+	return append(k, disputeKey(provider, id)...)
 }

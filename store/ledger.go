@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"math"
 	"slices"
 
 	bolt "go.etcd.io/bbolt"
@@ -88,6 +89,35 @@ func (t *tx) LedgerBalances() ([]pay.Balance, error) {
 	slices.SortFunc(out, func(a, b pay.Balance) int {
 		return cmp.Or(cmp.Compare(a.Account, b.Account), cmp.Compare(a.Currency, b.Currency))
 	})
+	return out, nil
+}
+
+// LedgerEntries returns up to limit journal lines with a Seq greater than
+// afterSeq, in Seq order: one seek and limit reads, so a reader pages
+// through the journal in short transactions.
+func (t *tx) LedgerEntries(afterSeq uint64, limit int) ([]pay.LedgerEntry, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if afterSeq == math.MaxUint64 {
+		return nil, nil
+	}
+	var out []pay.LedgerEntry
+	c := t.bucket(bucketLedger).Cursor()
+	for k, v := c.Seek(seqKey(afterSeq + 1)); k != nil && len(out) < limit; k, v = c.Next() {
+		var r ledgerRecord
+		if err := decodeAt("ledger entry", k, v, &r); err != nil {
+			return nil, err
+		}
+		seq, ok := trailingSeq(k)
+		if !ok || len(k) != 8 {
+			return nil, corrupt(bucketLedger, "key %x", k)
+		}
+		out = append(out, pay.LedgerEntry{
+			Seq: seq, PaymentID: string(r.PaymentID), EventID: string(r.EventID), Account: r.Account,
+			Currency: r.Currency, Amount: r.Amount, At: r.At.UTC(),
+		})
+	}
 	return out, nil
 }
 

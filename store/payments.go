@@ -32,12 +32,22 @@ func (t *tx) Payment(id string) (pay.Payment, error) {
 }
 
 // payment loads a payment and reports whether it exists.
+//
+// The last payment decoded is kept in t until t writes a payment: one
+// webhook's transaction reads its payment three times (to resolve the
+// event, in finalize.Apply, and for the compare-and-set), and decoding it
+// once is a tenth of that transaction's time. pay.Payment holds no
+// pointer or slice, so the copy handed out shares nothing.
 func (t *tx) payment(id string) (pay.Payment, bool, error) {
+	if t.cached.ID == id && id != "" {
+		return t.cached, true, nil
+	}
 	var r paymentRecord
 	if ok, err := t.getRecord(bucketPayments, []byte(id), &r); err != nil || !ok {
 		return pay.Payment{}, false, err
 	}
-	return r.payment(), true, nil
+	t.cached = r.payment()
+	return t.cached, true, nil
 }
 
 // PaymentByRef finds a payment by the provider's reference, or ENOTFOUND.
@@ -132,15 +142,21 @@ func paymentIndexes(p pay.Payment) []indexEntry {
 // writePayment stores p (times in UTC) and moves its index entries from
 // those of old (nil for a new payment) to those of p.
 func (t *tx) writePayment(old *pay.Payment, p pay.Payment) error {
+	t.cached = pay.Payment{}
 	next := paymentIndexes(p)
+	var kept []indexEntry // entries old has too, value and all: not written again
 	if old != nil {
 		for _, o := range paymentIndexes(*old) {
-			if !slices.ContainsFunc(next, func(n indexEntry) bool {
+			i := slices.IndexFunc(next, func(n indexEntry) bool {
 				return bytes.Equal(n.bucket, o.bucket) && bytes.Equal(n.key, o.key)
-			}) {
+			})
+			switch {
+			case i < 0:
 				if err := t.del(o.bucket, o.key); err != nil {
 					return err
 				}
+			case bytes.Equal(next[i].value, o.value):
+				kept = append(kept, o)
 			}
 		}
 	}
@@ -148,6 +164,11 @@ func (t *tx) writePayment(old *pay.Payment, p pay.Payment) error {
 		return err
 	}
 	for _, n := range next {
+		if slices.ContainsFunc(kept, func(k indexEntry) bool {
+			return bytes.Equal(n.bucket, k.bucket) && bytes.Equal(n.key, k.key)
+		}) {
+			continue
+		}
 		if err := t.put(n.bucket, n.key, n.value); err != nil {
 			return err
 		}
@@ -156,50 +177,67 @@ func (t *tx) writePayment(old *pay.Payment, p pay.Payment) error {
 }
 
 // ListPayments returns a page of payments and the cursor of the next page
-// ("" on the last page).
+// ("" on the last page), in the order f.Order names.
 //
-// Without filter the order is newest created first (payments_by_created).
-// With OrderID it is newest created first among that order's payments
-// (payments_by_order), and Status, if also set, filters those. With Status
-// alone it is newest updated first (payments_by_status); a payment that
-// changes while a client pages moves in that order, so it may be seen
-// twice or not at all. Limit 0 means DefaultListLimit; other values are
-// clamped to 1..MaxListLimit. A cursor that is not from the same kind of
-// list is EINVALID.
+// ByCreated walks payments_by_created newest first, from CreatedBefore
+// down to CreatedFrom when they are set: a date range costs what it holds.
+// ByOrder walks one order's payments (payments_by_order), newest created
+// first. ByStatus walks payments_by_status, newest updated first; a
+// payment that changes while a client pages moves in that order, so it
+// may be seen twice or not at all. Filters the index does not decide
+// (status within an order, a customer) are matched on each payment read:
+// a customer search reads every payment of the range it is given, as many
+// as it takes to fill the page. Limit 0 means DefaultListLimit; other
+// values are clamped to 1..MaxListLimit. A cursor that is not from the
+// same kind of list is EINVALID.
 func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
 	limit, err := pay.PaymentListLimit(f)
 	if err != nil {
 		return nil, "", err
 	}
 
-	// Pick the index.
+	// Pick the index, and in payments_by_created the range of keys.
 	var (
 		bucket []byte
 		kind   byte
 		prefix []byte
+		top    []byte // keys below this; nil: the end of the prefix
+		bottom []byte // keys at or above this
 	)
-	switch {
-	case f.OrderID != "":
+	switch f.Order() {
+	case pay.ByOrder:
 		if err := checkPart("order_id", f.OrderID, false); err != nil {
 			return nil, "", err
 		}
 		bucket, kind, prefix = bucketPaymentsByOrder, cursorOrder, orderPrefix(f.OrderID)
-	case f.Status != "":
+	case pay.ByStatus:
 		bucket, kind, prefix = bucketPaymentsByStatus, cursorStatus, statusPrefix(f.Status)
 	default:
-		bucket, kind, prefix = bucketPaymentsByCreated, cursorCreated, nil
+		bucket, kind = bucketPaymentsByCreated, cursorCreated
+		if !f.CreatedBefore.IsZero() {
+			top = be64(keyTime(f.CreatedBefore))
+		}
+		if !f.CreatedFrom.IsZero() {
+			bottom = be64(keyTime(f.CreatedFrom))
+		}
 	}
 
 	// Position on the first key of the page.
 	c := t.bucket(bucket).Cursor()
 	var k []byte
-	if f.Cursor != "" {
+	switch {
+	case f.Cursor != "":
 		from, err := decodeCursor(f.Cursor, kind, prefix)
 		if err != nil {
 			return nil, "", err
 		}
+		if top != nil && bytes.Compare(from, top) > 0 {
+			from = top
+		}
 		k = seekBefore(c, from)
-	} else {
+	case top != nil:
+		k = seekBefore(c, top)
+	default:
 		k = lastWithPrefix(c, prefix)
 	}
 
@@ -208,7 +246,7 @@ func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
 		out  []pay.Payment
 		last []byte
 	)
-	for ; k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Prev() {
+	for ; k != nil && bytes.HasPrefix(k, prefix) && (bottom == nil || bytes.Compare(k, bottom) >= 0); k, _ = c.Prev() {
 		_, id, ok := splitTimeID(k, len(prefix))
 		if !ok {
 			return nil, "", corrupt(bucket, "key %x", k)
@@ -219,7 +257,7 @@ func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
 		} else if !found {
 			return nil, "", corrupt(bucket, "key %x points to missing payment %s", k, id)
 		}
-		if f.Status != "" && p.Status != f.Status {
+		if !f.Match(p) {
 			continue
 		}
 		if len(out) == limit {

@@ -61,7 +61,7 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 	return t.putRecord(bucketPSPCharges, []byte(c.Key), pspChargeRecord{
 		PaymentID: ident(c.PaymentID), ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: c.Currency,
 		Status: string(c.Status), ClientSecret: c.ClientSecret, RedirectURL: c.RedirectURL, RefundKey: c.RefundKey,
-		Calls: c.Calls, Refunds: c.Refunds, CreatedAt: at(c.CreatedAt),
+		Calls: c.Calls, Refunds: c.Refunds, CreatedAt: at(c.CreatedAt), AmountRefunded: c.AmountRefunded,
 	})
 }
 
@@ -76,6 +76,6 @@ func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
 	return pay.PSPCharge{
 		Key: key, PaymentID: string(r.PaymentID), ProviderRef: r.ProviderRef, Amount: r.Amount, Currency: r.Currency,
 		Status: pay.Status(r.Status), ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, RefundKey: r.RefundKey,
-		Calls: r.Calls, Refunds: r.Refunds, CreatedAt: r.CreatedAt.UTC(),
+		Calls: r.Calls, Refunds: r.Refunds, CreatedAt: r.CreatedAt.UTC(), AmountRefunded: r.AmountRefunded,
 	}, nil
 }

@@ -19,6 +19,10 @@ type tx struct {
 	// indexSteps counts the status index entries Candidates visited, so a
 	// test can show that a pass costs O(candidates).
 	indexSteps int
+
+	// cached is the payment t decoded last, until t writes a payment
+	// (tx.payment).
+	cached pay.Payment
 }
 
 var _ pay.Tx = (*tx)(nil)

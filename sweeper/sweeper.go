@@ -56,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -99,7 +100,8 @@ var (
 	unresolvedGauge = metrics.GetOrCreateGauge(`paystate_sweeper_unresolved`, nil)
 	queueGauge      = metrics.GetOrCreateGauge(`paystate_review_queue_size`, nil)
 	alertGauge      = metrics.GetOrCreateGauge(`paystate_sweeper_drift_alert`, nil)
-	passSeconds     = metrics.GetOrCreateHistogram(`paystate_sweeper_pass_duration_seconds`)
+	passSeconds     = metrics.GetOrCreatePrometheusHistogramExt(`paystate_sweeper_pass_duration_seconds`,
+		[]float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 120, 300, 600})
 )
 
 func init() {
@@ -180,6 +182,26 @@ type Sweeper struct {
 	lmu         sync.Mutex
 	limiters    map[string]*rate.Limiter
 	noStatusAPI map[string]bool // providers whose Status answered EUNSUPPORTED
+
+	lastRun atomic.Int64 // unix ns of Run's last pass (Heartbeat)
+}
+
+// Heartbeat returns when Run last finished a pass, on Now's clock (zero
+// before the first), and the interval between passes: /readyz counts the
+// sweeper stuck when three intervals pass without one.
+func (s *Sweeper) Heartbeat() (last time.Time, interval time.Duration) {
+	if ns := s.lastRun.Load(); ns != 0 {
+		last = time.Unix(0, ns).UTC()
+	}
+	return last, or(s.Interval, DefaultInterval)
+}
+
+// now reads the injected clock, time.Now if none.
+func (s *Sweeper) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
 }
 
 // Report is what one pass did.
@@ -231,6 +253,7 @@ func (s *Sweeper) Run(ctx context.Context) error {
 		if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
 			s.Logger.Error().Err(err).Msg("sweeper pass")
 		}
+		s.lastRun.Store(s.now().UnixNano())
 		select {
 		case <-ctx.Done():
 			return nil
@@ -268,6 +291,9 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 		})
 	}
 	if err == nil {
+		err = s.sweepRefunds(ctx, now, &rep) // pending refunds, as payments (refunds.go)
+	}
+	if err == nil {
 		err = s.housekeeping(ctx, now, &rep)
 	}
 	if err == nil {
@@ -290,7 +316,7 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 		Int("reviewed", rep.Reviewed).Int("skipped", rep.Skipped).Int("errors", rep.Errors).
 		Int("purged_idempotency_keys", rep.PurgedIdemKeys).Int("purged_processed", rep.PurgedProcessed).
 		Int("purged_deliveries", rep.PurgedDeliveries).Int("purged_outbox", rep.PurgedOutbox).Int("review_queue", rep.ReviewQueue).
-		Dur("duration", time.Since(start)).Msg("sweeper pass")
+		Stringer("duration", time.Since(start).Round(time.Microsecond)).Msg("sweeper pass")
 	return rep.Changes(), nil
 }
 

@@ -8,6 +8,12 @@
 //
 //	go run ./bench/load -url http://127.0.0.1:8080 -n 5000 -c 32
 //
+// -url may list several servers, comma-separated (instances of one
+// paystate on a shared PostgreSQL): request i goes to server i mod their
+// number, so creates and webhooks are spread round robin (the webhook of
+// payment i goes to the server after the one that created it), and -wait
+// sums the status changes of all of them.
+//
 // -mode webhook first creates -n payments of the report-mode provider
 // (standard) through the API, which stay created (not timed), then posts
 // one signed Standard Webhook per payment (payment.captured, the payment's
@@ -55,14 +61,14 @@ func main() {
 
 // loader is one run's settings and HTTP client.
 type loader struct {
-	base string
-	key  string
-	c    int
-	hc   *http.Client
+	bases []string
+	key   string
+	c     int
+	hc    *http.Client
 }
 
 func run() error {
-	base := flag.String("url", "http://127.0.0.1:8080", "paystate base URL (loopback only)")
+	base := flag.String("url", "http://127.0.0.1:8080", "paystate base URL (loopback only); several, comma-separated: round robin")
 	key := flag.String("api-key", os.Getenv("PAYSTATE_API_KEY"), "API key, if the server has one")
 	mode := flag.String("mode", "create", `"create": create payments; "webhook": create payments of the standard provider, then send their webhooks`)
 	n := flag.Int("n", 2000, "payments to create (and, in webhook mode, webhooks to send)")
@@ -73,12 +79,16 @@ func run() error {
 	wait := flag.Bool("wait", true, "webhook mode: wait until the server has applied the webhooks")
 	flag.Parse()
 
-	u, err := url.Parse(*base)
-	if err != nil {
-		return err
-	}
-	if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
-		return errors.New("-url must be a loopback address: this tool loads a paystate on this machine only")
+	var bases []string
+	for b := range strings.SplitSeq(*base, ",") {
+		u, err := url.Parse(strings.TrimSpace(b))
+		if err != nil {
+			return fmt.Errorf("-url %q: %w", b, err)
+		}
+		if ip := net.ParseIP(u.Hostname()); u.Hostname() != "localhost" && (ip == nil || !ip.IsLoopback()) {
+			return errors.New("-url must be a loopback address: this tool loads a paystate on this machine only")
+		}
+		bases = append(bases, strings.TrimRight(strings.TrimSpace(b), "/"))
 	}
 	if *c < 1 || *n < 1 {
 		return errors.New("-n and -c must be at least 1")
@@ -86,7 +96,7 @@ func run() error {
 	ctx, cancel := context.WithTimeout(context.Background(), *d)
 	defer cancel()
 	l := &loader{
-		base: strings.TrimRight(*base, "/"), key: *key, c: *c,
+		bases: bases, key: *key, c: *c,
 		hc: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: *c}},
 	}
 	run := fmt.Sprint(time.Now().UnixNano())
@@ -108,7 +118,7 @@ func run() error {
 // createRequest is the create of payment i of this run.
 func (l *loader) createRequest(ctx context.Context, run string, i, amount int, provider string) (*http.Request, error) {
 	body := fmt.Sprintf(`{"order_id":"load-%s-%d","amount":%d,"currency":"EUR","provider":%q,"customer":{"id":"cus_%d"}}`, run, i, amount, provider, i%100)
-	req, err := http.NewRequestWithContext(ctx, "POST", l.base+"/v1/payments", strings.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, "POST", l.base(i)+"/v1/payments", strings.NewReader(body))
 	if err != nil {
 		return nil, err
 	}
@@ -170,7 +180,7 @@ func (l *loader) webhooks(ctx context.Context, run string, n int, secret string,
 	}
 	start := time.Now()
 	res = l.fire(ctx, n, func(i int) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, "POST", l.base+"/webhooks/standard", bytes.NewReader(bodies[i]))
+		req, err := http.NewRequestWithContext(ctx, "POST", l.base(i+1)+"/webhooks/standard", bytes.NewReader(bodies[i]))
 		if err != nil {
 			return nil, err
 		}
@@ -202,10 +212,27 @@ func (l *loader) webhooks(ctx context.Context, run string, n int, secret string,
 	}
 }
 
-// flipped reads paystate_finalize_outcomes_total{outcome="flipped"} (status
-// changes) from the server's /metrics; 0 if the server has none yet.
+// base is the server of request i: round robin over -url.
+func (l *loader) base(i int) string { return l.bases[i%len(l.bases)] }
+
+// flipped sums paystate_finalize_outcomes_total{outcome="flipped"} (status
+// changes) over the servers' /metrics.
 func (l *loader) flipped(ctx context.Context) (int64, error) {
-	req, err := http.NewRequestWithContext(ctx, "GET", l.base+"/metrics", nil)
+	var sum int64
+	for _, b := range l.bases {
+		n, err := l.flippedAt(ctx, b)
+		if err != nil {
+			return 0, fmt.Errorf("%s: %w", b, err)
+		}
+		sum += n
+	}
+	return sum, nil
+}
+
+// flippedAt reads paystate_finalize_outcomes_total{outcome="flipped"} from
+// the /metrics of the server at base; 0 if the server has none yet.
+func (l *loader) flippedAt(ctx context.Context, base string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, "GET", base+"/metrics", nil)
 	if err != nil {
 		return 0, err
 	}

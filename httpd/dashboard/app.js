@@ -1,8 +1,13 @@
 // paystate dashboard: plain JavaScript, no build step, no external resources.
+// Charts are drawn by Chart.js (chart.min.js, served next to this file).
 //
 // Everything that comes from the API is put into the page as text
 // (textContent, text nodes, attribute values), never parsed as HTML: order
 // ids, notes and error messages are merchant or PSP input.
+//
+// Links: every payment id is an <a href="/#/payments/<id>"> that opens the
+// payment's page, so it opens in a new tab and can be copied. The page never
+// shows a client secret or a redirect URL, whatever the API returns.
 'use strict';
 
 (function () {
@@ -70,8 +75,10 @@
     }
   }
 
-  async function api(method, path, body) {
-    const opts = { method: method, credentials: 'same-origin', headers: { 'Accept': 'application/json' } };
+  // api calls the JSON API with the session's CSRF token on writes; extra
+  // holds more request headers.
+  async function api(method, path, body, extra) {
+    const opts = { method: method, credentials: 'same-origin', headers: Object.assign({ 'Accept': 'application/json' }, extra || {}) };
     if (method !== 'GET' && method !== 'HEAD') opts.headers['X-CSRF-Token'] = csrf;
     if (body !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
@@ -114,6 +121,17 @@
   // ---- tabs and navigation -------------------------------------------------
 
   let activeTab = 'payments';
+  const TABS = ['payments', 'revenue', 'review', 'deliveries', 'charts'];
+
+  // paymentHref is the address of a payment's page.
+  function paymentHref(id) {
+    return '/#/payments/' + encodeURIComponent(id);
+  }
+
+  // paymentLink is a payment id as a link to its page.
+  function paymentLink(id, attrs) {
+    return el('a', Object.assign({ href: paymentHref(id), class: 'mono payment-link', 'data-payment-link': id }, attrs || {}), id);
+  }
 
   function selectTab(name) {
     activeTab = name;
@@ -123,35 +141,77 @@
     for (const p of document.querySelectorAll('[role="tabpanel"]')) {
       p.hidden = p.id !== 'panel-' + name;
     }
-    if (name === 'payments') loadPayments();
+    if (name === 'payments' && !openPaymentID) loadPayments();
+    if (name === 'revenue') loadRevenue();
     if (name === 'review') loadReview();
     if (name === 'deliveries') loadDeliveries();
     if (name === 'charts') drawCharts();
   }
 
+  // route shows what the address names: #/payments/<id> (also the older
+  // #payment/<id>) a payment's page, #<tab> a tab.
   function route() {
-    let h = location.hash.replace(/^#/, '');
+    let h = location.hash.replace(/^#\/?/, '');
     try { h = decodeURIComponent(h); } catch (e) { h = ''; }
-    if (h.startsWith('payment/')) {
+    const m = /^payments?\/(.+)$/.exec(h);
+    if (m) {
+      showPayment(m[1]);
       selectTab('payments');
-      openTimeline(h.slice('payment/'.length));
       return;
     }
-    if (['payments', 'review', 'deliveries', 'charts'].includes(h)) {
-      selectTab(h);
-      return;
+    showPayment('');
+    selectTab(TABS.includes(h) ? h : 'payments');
+  }
+
+  // showPayment switches the payments tab between the list ('') and the
+  // page of one payment.
+  function showPayment(id) {
+    const was = openPaymentID;
+    openPaymentID = id;
+    $('#payments-list').hidden = !!id;
+    $('#timeline').hidden = !id;
+    if (id) {
+      if (id !== was) {
+        clear($('#timeline')).append(el('p', { class: 'hint', text: 'Loading payment ' + id + '…' }));
+        window.scrollTo(0, 0);
+      }
+      openTimeline(id);
+    } else {
+      clear($('#timeline'));
     }
-    selectTab('payments');
   }
 
   // ---- payments ------------------------------------------------------------
 
-  const payments = { status: '', orderID: '', cursor: '', prev: [], next: '' };
+  // The list's filters as the user set them, and the paging cursors.
+  const payments = { status: '', orderID: '', customer: '', from: '', to: '', cursor: '', prev: [], next: '' };
 
-  async function loadPayments() {
-    const q = new URLSearchParams({ limit: String(PAGE_SIZE) });
+  // addDays returns the UTC day (YYYY-MM-DD) n days after day.
+  function addDays(day, n) {
+    const d = new Date(day + 'T00:00:00Z');
+    d.setUTCDate(d.getUTCDate() + n);
+    return d.toISOString().slice(0, 10);
+  }
+
+  // filterQuery is the API's query for the filters: a customer with an @ is
+  // an e-mail, else an id; the days are UTC and both inclusive.
+  function filterQuery() {
+    const q = new URLSearchParams();
     if (payments.status) q.set('status', payments.status);
     if (payments.orderID) q.set('order_id', payments.orderID);
+    if (payments.customer) q.set(payments.customer.includes('@') ? 'customer_email' : 'customer_id', payments.customer);
+    if (payments.from) q.set('created_from', payments.from);
+    if (payments.to) q.set('created_before', addDays(payments.to, 1));
+    return q;
+  }
+
+  function filtered() {
+    return !!(payments.status || payments.orderID || payments.customer || payments.from || payments.to);
+  }
+
+  async function loadPayments() {
+    const q = filterQuery();
+    q.set('limit', String(PAGE_SIZE));
     if (payments.cursor) q.set('cursor', payments.cursor);
     const body = $('#payments-body');
     try {
@@ -170,40 +230,85 @@
   function renderPayments(list) {
     const body = clear($('#payments-body'));
     if (list.length === 0) {
-      const filtered = payments.status || payments.orderID;
       body.append(el('div', { class: 'empty', id: 'payments-empty' },
-        filtered ? 'No payment matches these filters.' : 'No payments yet. Create one with POST /v1/payments.'));
+        filtered() ? 'No payment matches these filters.' : 'No payments yet. Create one with POST /v1/payments.'));
       return;
     }
     const rows = list.map((p) => el('tr', {
-      class: 'clickable' + (p.id === openPaymentID ? ' selected' : ''),
+      class: 'clickable',
       'data-payment-id': p.id,
-      onclick: () => { location.hash = '#payment/' + encodeURIComponent(p.id); },
+      // A click on the row opens the page; one on the link itself is the
+      // link's (a new tab with Ctrl or the middle button).
+      onclick: (ev) => { if (!ev.target.closest('a')) location.hash = '#/payments/' + encodeURIComponent(p.id); },
     },
-    el('td', { class: 'mono' }, el('button', { type: 'button', class: 'link mono', text: p.id })),
+    el('td', {}, paymentLink(p.id)),
     el('td', { class: 'order wrap', text: p.order_id }),
     el('td', { class: 'num', text: fmtAmount(p.amount, p.currency) }),
     el('td', {}, badge(p.status)),
-    el('td', { class: 'num', text: p.version }),
+    el('td', { class: 'customer wrap', text: [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') }),
     el('td', { text: p.provider }),
     el('td', { class: 'mono wrap', text: p.provider_ref || '' }),
+    el('td', { text: fmtTime(p.created_at) }),
     el('td', { text: fmtTime(p.updated_at) })));
     body.append(el('table', { id: 'payments-table' },
-      el('thead', {}, el('tr', {}, ['Payment', 'Order id', 'Amount', 'Status', 'Version', 'Provider', 'Provider ref', 'Updated'].map((h) => el('th', { text: h })))),
+      el('thead', {}, el('tr', {}, ['Payment', 'Order id', 'Amount', 'Status', 'Customer', 'Provider', 'Provider ref', 'Created', 'Updated'].map((h) => el('th', { text: h })))),
       el('tbody', {}, rows)));
   }
 
+  // exportCSV downloads the list with the current filters, every page of
+  // it, as the API's CSV (Accept: text/csv).
+  async function exportCSV() {
+    const out = $('#export-result');
+    out.className = 'hint';
+    out.textContent = 'Exporting…';
+    let res, text;
+    try {
+      res = await fetch('/v1/payments?' + filterQuery().toString(), { credentials: 'same-origin', headers: { 'Accept': 'text/csv' } });
+      text = await res.text();
+    } catch (e) {
+      out.className = 'error';
+      out.textContent = 'The export failed: ' + e.message;
+      return;
+    }
+    if (!res.ok) {
+      let msg = res.statusText;
+      try { msg = JSON.parse(text).error.message; } catch (e) { /* not JSON */ }
+      out.className = 'error';
+      out.textContent = 'The export failed: ' + msg;
+      return;
+    }
+    const m = /filename="([^"]+)"/.exec(res.headers.get('Content-Disposition') || '');
+    const name = m ? m[1] : 'payments.csv';
+    const rows = Math.max(0, text.split('\n').length - 2);
+    const url = URL.createObjectURL(new Blob([text], { type: 'text/csv' }));
+    const a = el('a', { href: url, download: name, hidden: true });
+    document.body.append(a);
+    a.click();
+    a.remove();
+    setTimeout(() => URL.revokeObjectURL(url), 60000);
+    out.textContent = 'Exported ' + rows + (rows === 1 ? ' payment' : ' payments') + ' to ' + name + '.';
+    out.dataset.rows = String(rows);
+  }
+
   function bindPayments() {
-    const st = $('#filter-status');
     $('#payment-filters').addEventListener('submit', (ev) => {
       ev.preventDefault();
-      payments.status = st.value;
+      const from = $('#filter-from').value, to = $('#filter-to').value;
+      if (from && to && from > to) {
+        clear($('#payments-body')).append(el('div', { class: 'empty error', id: 'payments-bad-range' }, 'The date range ends before it starts.'));
+        return;
+      }
+      payments.status = $('#filter-status').value;
       payments.orderID = $('#filter-order').value.trim();
+      payments.customer = $('#filter-customer').value.trim();
+      payments.from = from;
+      payments.to = to;
       payments.cursor = '';
       payments.prev = [];
       loadPayments();
     });
-    $('#payments-refresh').addEventListener('click', () => { loadPayments(); if (openPaymentID) openTimeline(openPaymentID); });
+    $('#payments-refresh').addEventListener('click', () => { loadPayments(); });
+    $('#payments-export').addEventListener('click', exportCSV);
     $('#page-older').addEventListener('click', () => {
       if (!payments.next) return;
       payments.prev.push(payments.cursor);
@@ -246,13 +351,10 @@
     return { text: text, wonSeq: won ? won.seq : null };
   }
 
+  // openTimeline (re)draws the page of payment id: its facts, the refund
+  // button when it is captured, and the timeline.
   async function openTimeline(id) {
-    openPaymentID = id;
     const box = $('#timeline');
-    box.hidden = false;
-    for (const tr of document.querySelectorAll('#payments-table tbody tr')) {
-      tr.classList.toggle('selected', tr.dataset.paymentId === id);
-    }
     let p, steps;
     try {
       const res = await Promise.all([
@@ -263,18 +365,20 @@
       steps = (res[1] && res[1].data) || [];
     } catch (err) {
       if (openPaymentID !== id) return;
-      clear(box).append(el('h2', {}, 'Payment ', el('span', { class: 'mono', text: id }), closeButton()), errorView(err, 'This payment'));
+      clear(box).append(backLink(), el('h2', {}, 'Payment ', el('span', { class: 'mono', id: 'timeline-id', text: id })), errorView(err, 'This payment'));
       return;
     }
     if (openPaymentID !== id) return;
     steps.sort((a, b) => a.seq - b.seq);
     const v = verdict(p, steps);
+    // Only these fields are shown: never client_secret or redirect_url.
     const facts = [
       ['Order id', p.order_id], ['Amount', fmtAmount(p.amount, p.currency)], ['Status', p.status],
       ['Version', p.version], ['Provider', p.provider], ['Provider ref', p.provider_ref || '—'],
       ['Customer', [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') || '—'],
       ['Created', fmtTime(p.created_at)], ['Updated', fmtTime(p.updated_at)],
     ];
+    if (Number(p.amount_refunded) > 0) facts.splice(2, 0, ['Refunded', fmtAmount(p.amount_refunded, p.currency)]);
     const rows = steps.map((s) => el('tr', {
       class: s.seq === v.wonSeq ? 'won' : (['duplicate', 'stale', 'version_conflict'].includes(s.kind) ? 'absorbed' : ''),
       'data-kind': s.kind,
@@ -288,24 +392,204 @@
     el('td', { class: 'mono wrap', text: s.event_id || '' }),
     el('td', { class: 'wrap', text: s.note || '' })));
     clear(box).append(
-      el('h2', {}, 'Payment ', el('span', { class: 'mono', id: 'timeline-id', text: p.id }), badge(p.status), closeButton()),
+      backLink(),
+      el('h2', {}, 'Payment ', el('a', { class: 'mono', id: 'timeline-id', href: paymentHref(p.id), text: p.id }), el('span', { id: 'payment-status' }, badge(p.status))),
       el('dl', { class: 'facts' }, facts.map(([k, val]) => el('div', {}, el('dt', { text: k }), el('dd', { text: val })))),
+      refundView(p),
       el('p', { class: 'verdict', id: 'timeline-verdict', text: v.text }),
       el('table', { id: 'timeline-table' },
         el('thead', {}, el('tr', {}, ['#', 'At', 'Source', 'Kind', 'From → to', 'Version', 'Event id', 'Note'].map((h) => el('th', { text: h })))),
         el('tbody', {}, rows)));
   }
 
-  function closeButton() {
-    return el('button', {
-      type: 'button', class: 'secondary close', text: 'Close',
-      onclick: () => {
-        openPaymentID = '';
-        $('#timeline').hidden = true;
-        history.replaceState(null, '', '#payments');
-        for (const tr of document.querySelectorAll('#payments-table tbody tr')) tr.classList.remove('selected');
-      },
-    });
+  function backLink() {
+    return el('a', { href: '#payments', class: 'back', id: 'payment-back', text: '← All payments' });
+  }
+
+  // ---- refunds -------------------------------------------------------------
+
+  // The refund being confirmed or sent. It outlives a redraw of the page
+  // (the page refreshes itself), and its idempotency key is kept until the
+  // refund is answered, so a retry after a lost answer cannot refund twice.
+  let refund = { id: '', key: '', busy: false, error: '', done: '' };
+
+  function newIdempotencyKey() {
+    const b = new Uint8Array(16);
+    crypto.getRandomValues(b);
+    return 'dashboard-refund-' + Array.from(b, (x) => x.toString(16).padStart(2, '0')).join('');
+  }
+
+  // refundable is what is left to refund of a payment, in minor units.
+  function refundable(p) {
+    if (typeof p.amount_refundable === 'number') return p.amount_refundable;
+    return Number(p.amount) - Number(p.amount_refunded || 0);
+  }
+
+  // refundView is the refund part of a payment's page: a button on a
+  // captured payment, then a confirmation that names the amount. The
+  // request carries no amount: the API refunds whatever is left.
+  function refundView(p) {
+    const box = el('section', { class: 'refund', id: 'refund' });
+    if (refund.id !== p.id) refund = { id: '', key: '', busy: false, error: '', done: '' };
+    if (refund.done && refund.id === p.id) {
+      box.append(el('p', { class: 'notice', id: 'refund-result', role: 'status', text: refund.done }));
+    }
+    const left = refundable(p);
+    if (p.status !== 'captured' || !(left > 0)) return box.childNodes.length ? box : null;
+    if (refund.id !== p.id || refund.done) {
+      box.append(el('button', {
+        type: 'button', class: 'danger', id: 'refund-start', text: 'Refund…',
+        onclick: () => { refund = { id: p.id, key: newIdempotencyKey(), busy: false, error: '', done: '' }; openTimeline(p.id); },
+      }));
+      return box;
+    }
+    const confirm = el('button', { type: 'button', class: 'danger', id: 'refund-confirm', disabled: refund.busy, text: refund.busy ? 'Refunding…' : 'Refund ' + fmtAmount(left, p.currency) });
+    const cancel = el('button', { type: 'button', class: 'secondary', id: 'refund-cancel', disabled: refund.busy, text: 'Cancel' });
+    confirm.addEventListener('click', () => sendRefund(p));
+    cancel.addEventListener('click', () => { refund = { id: '', key: '', busy: false, error: '', done: '' }; openTimeline(p.id); });
+    box.append(el('div', { class: 'confirm', role: 'alertdialog', 'aria-labelledby': 'refund-question' },
+      el('p', { id: 'refund-question' }, 'Refund ', el('strong', { text: fmtAmount(left, p.currency) }),
+        ' of order ', el('span', { class: 'wrap', text: p.order_id }), ' to the customer through ' + p.provider + '? This cannot be undone.'),
+      confirm, ' ', cancel,
+      refund.error ? el('p', { class: 'error', id: 'refund-error', role: 'alert', text: refund.error }) : null));
+    return box;
+  }
+
+  // sendRefund refunds the payment in full through the API's refund path,
+  // with the session's CSRF token and the confirmation's idempotency key.
+  async function sendRefund(p) {
+    refund.busy = true;
+    refund.error = '';
+    openTimeline(p.id);
+    try {
+      const res = await api('POST', '/v1/payments/' + encodeURIComponent(p.id) + '/refund', undefined, { 'Idempotency-Key': refund.key });
+      // The answer is the refund record (re_...) or the payment's view.
+      const done = res && /^re_/.test(res.id || '') ? 'Refund ' + res.id + ' is ' + res.status + '.'
+        : 'Refund sent: the payment is ' + ((res && res.status) || 'refunded') + '.';
+      refund = { id: p.id, key: '', busy: false, error: '', done: done };
+    } catch (err) {
+      refund.busy = false;
+      refund.error = 'The refund failed: ' + err.message + (err.requestID ? ' (request id ' + err.requestID + ')' : '');
+      // A refused refund (not captured any more, a key reused) needs a new
+      // key; a lost answer keeps it, so that Refund again asks the same.
+      if (err.status >= 400 && err.status < 500 && err.status !== 409) refund.key = newIdempotencyKey();
+    }
+    if (openPaymentID === p.id) openTimeline(p.id);
+  }
+
+  // ---- revenue -------------------------------------------------------------
+
+  let revenueCharts = [];
+
+  // majorUnits converts minor units to the currency's major unit.
+  function majorUnits(amount, currency) {
+    let digits = 2;
+    try {
+      digits = new Intl.NumberFormat('en', { style: 'currency', currency: currency }).resolvedOptions().maximumFractionDigits;
+    } catch (e) { /* an unknown code: cents */ }
+    return Number(amount) / Math.pow(10, digits);
+  }
+
+  // loadRevenue shows what the ledger says was captured, refunded and net
+  // per UTC day and currency over the chosen days, and the balances.
+  async function loadRevenue() {
+    const fromIn = $('#revenue-from'), toIn = $('#revenue-to');
+    const q = new URLSearchParams();
+    if (fromIn.value) q.set('from', fromIn.value);
+    if (toIn.value) q.set('to', toIn.value);
+    const body = $('#revenue-body');
+    let rev, bal;
+    try {
+      [rev, bal] = await Promise.all([api('GET', '/v1/ledger/revenue?' + q.toString()), api('GET', '/v1/ledger/balances')]);
+    } catch (err) {
+      destroyRevenueCharts();
+      clear(body).append(errorView(err, 'Revenue'));
+      return;
+    }
+    fromIn.value = rev.from;
+    toIn.value = rev.to;
+    renderRevenue(rev, (bal && bal.data) || []);
+  }
+
+  function destroyRevenueCharts() {
+    for (const c of revenueCharts) c.destroy();
+    revenueCharts = [];
+  }
+
+  function renderRevenue(rev, balances) {
+    destroyRevenueCharts();
+    const body = clear($('#revenue-body'));
+    const rows = rev.data || [];
+    const days = [];
+    for (let d = rev.from; d <= rev.to && days.length < 400; d = addDays(d, 1)) days.push(d);
+    const currencies = Array.from(new Set(rows.map((r) => r.currency))).sort();
+    const charts = el('div', { class: 'charts', id: 'revenue-charts' });
+    body.append(charts);
+    if (currencies.length === 0) {
+      charts.append(el('div', { class: 'empty', id: 'revenue-empty' }, 'Nothing was captured or refunded from ' + rev.from + ' to ' + rev.to + ' (UTC).'));
+    }
+    for (const cur of currencies) {
+      const byDay = new Map(rows.filter((r) => r.currency === cur).map((r) => [r.date, r]));
+      const sum = (k) => rows.filter((r) => r.currency === cur).reduce((n, r) => n + r[k], 0);
+      const canvas = el('canvas', { 'aria-label': 'Revenue in ' + cur + ' per day', role: 'img' });
+      charts.append(el('figure', { class: 'chart revenue-chart', 'data-currency': cur },
+        el('figcaption', {}, cur + ': captured ' + fmtAmount(sum('captured'), cur) + ', refunded ' + fmtAmount(sum('refunded'), cur) + ', net ' + fmtAmount(sum('net'), cur)),
+        el('div', { class: 'chart-box' }, canvas)));
+      // Bars in major units; each dataset keeps its minor units for the
+      // tooltip, which formats them as the tables do.
+      const minor = (k) => days.map((d) => (byDay.has(d) ? byDay.get(d)[k] : 0));
+      const dataset = (k, label, extra) => Object.assign({ label: label, data: minor(k).map((n) => majorUnits(n, cur)), minor: minor(k) }, extra);
+      revenueCharts.push(new Chart(canvas, {
+        type: 'bar',
+        data: {
+          labels: days,
+          datasets: [
+            dataset('captured', 'Captured', { backgroundColor: '#16794a', order: 2 }),
+            dataset('refunded', 'Refunded', { backgroundColor: '#b42318', order: 2 }),
+            dataset('net', 'Net', { type: 'line', borderColor: '#2456d3', backgroundColor: '#2456d3', pointRadius: 2, tension: 0.2, order: 1 }),
+          ],
+        },
+        options: {
+          animation: false,
+          maintainAspectRatio: false,
+          interaction: { mode: 'index', intersect: false },
+          plugins: { tooltip: { callbacks: { label: (c) => c.dataset.label + ': ' + fmtAmount(c.dataset.minor[c.dataIndex], cur) } } },
+          scales: { x: { ticks: { maxTicksLimit: 10 } }, y: { beginAtZero: true, title: { display: true, text: cur } } },
+        },
+      }));
+    }
+    if (rows.length) {
+      body.append(el('h3', { text: 'Per day (UTC)' }), el('table', { id: 'revenue-table' },
+        el('thead', {}, el('tr', {}, ['Date', 'Currency', 'Captured', 'Refunded', 'Net'].map((h) => el('th', { text: h })))),
+        el('tbody', {}, rows.map((r) => el('tr', { 'data-date': r.date, 'data-currency': r.currency },
+          el('td', { text: r.date }), el('td', { text: r.currency }),
+          el('td', { class: 'num captured', text: fmtAmount(r.captured, r.currency) }),
+          el('td', { class: 'num refunded', text: fmtAmount(r.refunded, r.currency) }),
+          el('td', { class: 'num net', text: fmtAmount(r.net, r.currency) }))))));
+    }
+    body.append(balancesView(balances));
+  }
+
+  // balancesView lists the ledger balance of each account and currency,
+  // and whether each currency's accounts sum to zero.
+  function balancesView(balances) {
+    const box = el('section', { id: 'balances' }, el('h3', { text: 'Ledger balances' }));
+    if (balances.length === 0) {
+      box.append(el('div', { class: 'empty', id: 'balances-empty' }, 'The ledger is empty: nothing was captured yet.'));
+      return box;
+    }
+    const sums = new Map();
+    for (const b of balances) sums.set(b.currency, (sums.get(b.currency) || 0) + b.amount);
+    const off = Array.from(sums).filter(([, n]) => n !== 0);
+    box.append(el('table', { id: 'balances-table' },
+      el('thead', {}, el('tr', {}, ['Account', 'Currency', 'Balance'].map((h) => el('th', { text: h })))),
+      el('tbody', {}, balances.map((b) => el('tr', { 'data-account': b.account, 'data-currency': b.currency },
+        el('td', { class: 'mono', text: b.account }), el('td', { text: b.currency }),
+        el('td', { class: 'num', text: fmtAmount(b.amount, b.currency) }))))),
+    el('p', { class: off.length ? 'error' : 'hint', id: 'balances-check' },
+      off.length ? 'The ledger does not balance in ' + off.map(([c]) => c).join(', ') + ': run paystate verify.'
+        : 'Balanced: in each currency the accounts sum to zero (debits positive, credits negative).'));
+    return box;
   }
 
   // ---- review --------------------------------------------------------------
@@ -382,7 +666,7 @@
     return el('article', { class: 'review-item', 'data-review-id': target },
       el('header', {}, badge(it.reason),
         orphan ? el('span', { class: 'mono', text: it.id })
-          : el('button', { type: 'button', class: 'link mono', text: it.payment_id, onclick: () => { location.hash = '#payment/' + encodeURIComponent(it.payment_id); } }),
+          : paymentLink(it.payment_id),
         current ? badge(current) : null),
       el('dl', { class: 'facts' }, facts),
       ev ? evidenceView(ev) : null, form);
@@ -479,7 +763,7 @@
           const v = d[c];
           if (c === 'state') return el('td', {}, badge(String(v)));
           if (c === 'payment_id' && v) {
-            return el('td', {}, el('button', { type: 'button', class: 'link mono', text: v, onclick: () => { location.hash = '#payment/' + encodeURIComponent(v); } }));
+            return el('td', {}, paymentLink(v));
           }
           if (typeof v === 'object' && v !== null) return el('td', { class: 'mono wrap', text: JSON.stringify(v) });
           const cls = c === 'attempts' ? 'num' : (c === 'id' || c.endsWith('_id') || c === 'endpoint' ? 'mono wrap' : 'wrap');
@@ -655,71 +939,59 @@
     for (const c of Object.values(charts)) drawChart(c);
   }
 
+  // chartColor is the i-th colour of the palette.
+  function chartColor(i) {
+    return PALETTE[i % PALETTE.length];
+  }
+
+  // drawChart draws a live chart with Chart.js: one line per series over
+  // the last HISTORY samples, and the last value of each in the legend.
   function drawChart(chart) {
     const fig = document.getElementById(chart.id);
     const canvas = fig.querySelector('canvas');
     const legend = clear(fig.querySelector('.legend'));
-    const w = canvas.clientWidth || 460;
-    const h = canvas.clientHeight || 180;
-    const dpr = window.devicePixelRatio || 1;
-    canvas.width = Math.round(w * dpr);
-    canvas.height = Math.round(h * dpr);
-    const g = canvas.getContext('2d');
-    g.setTransform(dpr, 0, 0, dpr, 0, 0);
-    g.clearRect(0, 0, w, h);
-    g.font = '11px system-ui, sans-serif';
-
+    const status = fig.querySelector('.chart-empty');
     const keys = Array.from(chart.series.keys()).sort();
-    const all = keys.flatMap((k) => chart.series.get(k));
-    if (all.length === 0) {
-      g.fillStyle = '#667085';
-      g.fillText(lastSample ? 'no data yet: nothing counted since paystate started' : 'waiting for two samples…', 12, h / 2);
-      return;
-    }
+    const empty = keys.every((k) => chart.series.get(k).length === 0);
+    status.hidden = !empty;
+    status.textContent = lastSample ? 'no data yet: nothing counted since paystate started' : 'waiting for two samples…';
+    const datasets = keys.map((k, i) => ({
+      label: k,
+      data: chart.series.get(k).map((p) => ({ x: p.t, y: p.v })),
+      borderColor: chartColor(i),
+      backgroundColor: chartColor(i),
+      borderWidth: 1.8,
+      pointRadius: 0,
+      tension: 0.2,
+    }));
     const now = Date.now();
-    const t0 = now - HISTORY * METRICS_EVERY;
-    let max = 0;
-    for (const p of all) max = Math.max(max, p.v);
-    max = niceMax(max);
-    const left = 44, right = 8, top = 8, bottom = 18;
-    const pw = w - left - right, ph = h - top - bottom;
-    const x = (t) => left + Math.max(0, (t - t0) / (now - t0)) * pw;
-    const y = (v) => top + ph - (v / max) * ph;
-
-    g.strokeStyle = '#dfe3ea';
-    g.fillStyle = '#667085';
-    g.lineWidth = 1;
-    for (let i = 0; i <= 4; i++) {
-      const v = max * i / 4;
-      const yy = Math.round(y(v)) + 0.5;
-      g.beginPath(); g.moveTo(left, yy); g.lineTo(w - right, yy); g.stroke();
-      g.fillText(fmtNum(v), 4, yy + 4);
+    if (!chart.chart) {
+      chart.chart = new Chart(canvas, {
+        type: 'line',
+        data: { datasets: datasets },
+        options: {
+          animation: false,
+          maintainAspectRatio: false,
+          parsing: false,
+          interaction: { mode: 'nearest', axis: 'x', intersect: false },
+          plugins: { legend: { display: false }, tooltip: { callbacks: { label: (c) => c.dataset.label + ': ' + fmtNum(c.parsed.y) + ' ' + chart.unit } } },
+          scales: {
+            x: { type: 'linear', ticks: { maxTicksLimit: 6, callback: (v) => new Date(v).toLocaleTimeString() } },
+            y: { beginAtZero: true, ticks: { callback: (v) => fmtNum(v) } },
+          },
+        },
+      });
+    } else {
+      chart.chart.data.datasets = datasets;
     }
-    g.fillText('−' + Math.round(HISTORY * METRICS_EVERY / 60000) + ' min', left, h - 4);
-    g.fillText('now', w - right - 20, h - 4);
-
+    chart.chart.options.scales.x.min = now - HISTORY * METRICS_EVERY;
+    chart.chart.options.scales.x.max = now;
+    chart.chart.update('none');
     keys.forEach((k, i) => {
       const pts = chart.series.get(k);
-      g.strokeStyle = PALETTE[i % PALETTE.length];
-      g.lineWidth = 1.8;
-      g.beginPath();
-      pts.forEach((p, j) => { if (j === 0) g.moveTo(x(p.t), y(p.v)); else g.lineTo(x(p.t), y(p.v)); });
-      g.stroke();
-      if (pts.length) {
-        const lp = pts[pts.length - 1];
-        g.fillStyle = PALETTE[i % PALETTE.length];
-        g.beginPath(); g.arc(x(lp.t), y(lp.v), 2.5, 0, 2 * Math.PI); g.fill();
-      }
       const last = pts.length ? pts[pts.length - 1].v : 0;
       legend.append(el('li', {}, el('span', { class: 'swatch c' + (i % PALETTE.length) }), k + ': ' + fmtNum(last) + ' ' + chart.unit));
     });
-  }
-
-  function niceMax(v) {
-    if (!(v > 0)) return 1;
-    const p = Math.pow(10, Math.floor(Math.log10(v)));
-    for (const m of [1, 2, 2.5, 5, 10]) if (v <= m * p) return m * p;
-    return 10 * p;
   }
 
   function fmtNum(v) {
@@ -736,6 +1008,7 @@
       b.addEventListener('click', () => { location.hash = '#' + b.dataset.tab; });
     }
     bindPayments();
+    $('#revenue-form').addEventListener('submit', (ev) => { ev.preventDefault(); loadRevenue(); });
     $('#review-refresh').addEventListener('click', loadReview);
     bindDeliveries();
     window.addEventListener('hashchange', route);
@@ -748,8 +1021,11 @@
     // otherwise be reset under the user's hands).
     setInterval(() => {
       if (document.hidden || activeTab !== 'payments') return;
-      if (!payments.cursor) loadPayments();
-      if (openPaymentID) openTimeline(openPaymentID);
+      if (openPaymentID) {
+        if (!refund.busy) openTimeline(openPaymentID);
+      } else if (!payments.cursor) {
+        loadPayments();
+      }
     }, REFRESH_EVERY);
   }
 

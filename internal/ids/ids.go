@@ -16,6 +16,7 @@ const (
 	PaymentPrefix  = "pay_"
 	EventPrefix    = "evt_"
 	DeliveryPrefix = "dlv_"
+	RefundPrefix   = "re_"
 )
 
 var (
@@ -35,6 +36,18 @@ func Payment(t time.Time) string { return New(PaymentPrefix, t) }
 
 // Event returns a new event id.
 func Event(t time.Time) string { return New(EventPrefix, t) }
+
+// Refund returns a new refund id.
+func Refund(t time.Time) string { return New(RefundPrefix, t) }
+
+// ValidRefund reports whether s has the form of a refund id.
+func ValidRefund(s string) bool {
+	if len(s) != len(RefundPrefix)+ulid.EncodedSize || s[:len(RefundPrefix)] != RefundPrefix {
+		return false
+	}
+	_, err := ulid.ParseStrict(s[len(RefundPrefix):])
+	return err == nil
+}
 
 // ValidPayment reports whether s has the form of a payment id.
 func ValidPayment(s string) bool {

@@ -1,7 +1,10 @@
 // Package simulate runs a complete paystate on a temporary database against
 // the mock PSP in chaos mode — webhooks racing the sync answer in both
 // orders, duplicated and reordered webhooks, lost sync answers, duplicate
-// client requests, refunds, the sweeper on a short clock — drives it over
+// client requests, partial refunds racing each other on one payment
+// (several at once whose amounts add up to more than the payment),
+// refunds that fail after they were accepted, disputes opened and lost,
+// the sweeper on a short clock — drives it over
 // HTTP only, and checks the invariants paystate promises: no secret for a
 // final payment, no effect applied twice, no lost update, and a history
 // that verifies. It is the engine of `paystate simulate` (cli/simulate.go);
@@ -46,6 +49,12 @@ type Options struct {
 	// workers after the load; default 2 minutes.
 	Settle time.Duration
 	Logger zerolog.Logger
+	// Progress, if set, is called as the simulation goes: with stage
+	// "payments" after each payment created (done of total = N), then
+	// with stage "settle" at each look at how many of them are final or
+	// on the review queue. It may be called from several goroutines at
+	// once.
+	Progress func(stage string, done, total int)
 }
 
 // Report is what a simulation measured. The invariant fields must be zero.
@@ -56,14 +65,27 @@ type Report struct {
 	VersionConflicts   int // version conflicts resolved by a re-read
 	DuplicatesAbsorbed int // duplicate webhooks, replayed requests and duplicate observations absorbed
 	DriftCorrected     int // payments the sweeper corrected against the PSP
-	Refunds            int
+	Refunds            int // refunds accepted (201), partial ones included
+	PartialRefunds     int // refunds of part of a payment accepted
+	RefundsRefused     int // refunds answered 409 refund_exceeds_amount: they did not fit
+	RefundsFailed      int // refunds the PSP failed after accepting them (amounts ending 06)
+	Disputes           int // disputes opened (amounts ending 05)
+	DisputesLost       int
 	ReviewQueue        int // payments left for a human
 
 	SecretsForFinal int // invariant: client secrets or redirect URLs returned for final payments
 	EffectsTwice    int // invariant: effects applied more than once
 	LostUpdates     int // invariant: final states that disagree with the PSP, versions that went back, verify mismatches
 	Unsettled       int // invariant: payments still open after the settle time
-	Problems        []string
+	// RefundedTooMuch counts payments whose succeeded and pending
+	// refunds exceed their amount, here or at the PSP (invariant).
+	RefundedTooMuch int
+	// LedgerUnbalanced counts ledger figures that are off: a currency
+	// whose accounts do not sum to zero, revenue other than what was
+	// captured less what was refunded, losses other than the lost
+	// disputes (invariant).
+	LedgerUnbalanced int
+	Problems         []string
 
 	Duration   time.Duration
 	Throughput float64 // payments per second during the load
@@ -74,7 +96,8 @@ type Report struct {
 
 // OK reports whether every invariant held.
 func (r Report) OK() bool {
-	return r.SecretsForFinal == 0 && r.EffectsTwice == 0 && r.LostUpdates == 0 && r.Unsettled == 0
+	return r.SecretsForFinal == 0 && r.EffectsTwice == 0 && r.LostUpdates == 0 && r.Unsettled == 0 &&
+		r.RefundedTooMuch == 0 && r.LedgerUnbalanced == 0
 }
 
 // Print writes the report as a table.
@@ -86,6 +109,10 @@ func (r Report) Print(w io.Writer) {
 	row("payments", r.Payments, "")
 	row("create requests (with duplicates)", r.Creates, "")
 	row("refunds", r.Refunds, "")
+	row("partial refunds", r.PartialRefunds, "")
+	row("refunds refused (would exceed the amount)", r.RefundsRefused, "")
+	row("refunds failed after acceptance", r.RefundsFailed, "")
+	row("disputes (lost)", fmt.Sprintf("%d (%d)", r.Disputes, r.DisputesLost), "")
 	row("races (webhook before sync answer)", r.Races, "")
 	row("version conflicts resolved", r.VersionConflicts, "")
 	row("duplicates absorbed", r.DuplicatesAbsorbed, "")
@@ -95,6 +122,8 @@ func (r Report) Print(w io.Writer) {
 	row("effects applied twice", r.EffectsTwice, "(must be 0)")
 	row("lost updates", r.LostUpdates, "(must be 0)")
 	row("payments not settled", r.Unsettled, "(must be 0)")
+	row("refunded more than captured", r.RefundedTooMuch, "(must be 0)")
+	row("ledger unbalanced", r.LedgerUnbalanced, "(must be 0)")
 	row("throughput (payments/s)", fmt.Sprintf("%.0f", r.Throughput), "")
 	row("create latency p50", r.P50.Round(time.Microsecond), "")
 	row("create latency p95", r.P95.Round(time.Microsecond), "")
@@ -187,6 +216,7 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	cfg.Providers.Mock.DuplicateRate = 0.3
 	cfg.Providers.Mock.Reorder = true
 	cfg.Providers.Mock.WebhookFirstRate = 0.3
+	cfg.Providers.Mock.DisputeAfter = config.Duration{Duration: 200 * time.Millisecond}
 	cfg.Sweeper.Interval = config.Duration{Duration: 200 * time.Millisecond}
 	cfg.Sweeper.MinAge = config.Duration{Duration: 500 * time.Millisecond}
 	cfg.Sweeper.RatePerSecond = 500
@@ -258,6 +288,11 @@ func (s *sim) absorbed() {
 func (s *sim) problem(format string, args ...any) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.problemLocked(format, args...)
+}
+
+// problemLocked is problem with s.mu held.
+func (s *sim) problemLocked(format string, args ...any) {
 	if len(s.report.Problems) < 20 {
 		s.report.Problems = append(s.report.Problems, fmt.Sprintf(format, args...))
 	}
@@ -342,7 +377,7 @@ func (s *sim) monotonic(id string, prev, next uint64) uint64 {
 var suffixes = []struct {
 	suffix int
 	weight int
-}{{0, 30}, {1, 10}, {2, 15}, {3, 15}, {4, 10}, {57, 20}}
+}{{0, 30}, {1, 10}, {2, 15}, {3, 15}, {4, 10}, {5, 5}, {6, 5}, {57, 10}}
 
 func (s *sim) amount() int64 {
 	n := s.intn(100)
@@ -361,6 +396,7 @@ func (s *sim) amount() int64 {
 func (s *sim) load(ctx context.Context) ([]string, []time.Duration) {
 	var (
 		next      atomic.Int64
+		created   atomic.Int64
 		mu        sync.Mutex
 		ids       []string
 		latencies []time.Duration
@@ -376,6 +412,9 @@ func (s *sim) load(ctx context.Context) ([]string, []time.Duration) {
 					return
 				}
 				id, lat := s.onePayment(ctx, i)
+				if s.opts.Progress != nil {
+					s.opts.Progress("payments", int(created.Add(1)), s.opts.N)
+				}
 				if id == "" {
 					continue
 				}
@@ -452,20 +491,54 @@ func (s *sim) onePayment(ctx context.Context, i int) (string, time.Duration) {
 	if r, err := s.do(ctx, "GET", "/v1/payments/"+id, nil, ""); err == nil && r.status == 200 {
 		version = s.monotonic(id, version, s.observe(r))
 	}
-	// Some captured payments are refunded.
-	if a.str("status") == "captured" && s.intn(10) == 0 {
-		r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", nil, "refund-"+key)
-		if err != nil || r.status != 200 {
-			s.problem("refund %s: %v %d %s", id, err, r.status, r.raw)
-		} else {
+	// Some captured payments are refunded: in full, or in parts sent at
+	// once whose amounts may add up to more than the payment.
+	if a.str("status") == "captured" {
+		switch n := s.intn(10); {
+		case n == 0:
+			s.refund(ctx, id, nil, "refund-"+key)
+		case n <= 2:
+			amount := int64(a.body["amount"].(float64))
+			var wg sync.WaitGroup
+			for j := range 2 + s.intn(3) {
+				part := amount/4 + int64(s.intn(int(amount/4)+1))
+				body := []byte(fmt.Sprintf(`{"amount":%d,"reason":"sim part %d"}`, part, j))
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					s.refund(ctx, id, body, fmt.Sprintf("refund-%s-%d", key, j))
+				}()
+			}
+			wg.Wait()
+		}
+		if r, err := s.do(ctx, "GET", "/v1/payments/"+id, nil, ""); err == nil && r.status == 200 {
 			s.monotonic(id, version, s.observe(r))
-			s.mu.Lock()
-			s.report.Refunds++
-			s.refunded[id] = true
-			s.mu.Unlock()
 		}
 	}
 	return id, lat
+}
+
+// refund asks for a refund of payment id (body nil: what is left) and
+// counts the answer: 201 accepted, 409 refund_exceeds_amount refused.
+func (s *sim) refund(ctx context.Context, id string, body []byte, key string) {
+	r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", body, key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err != nil:
+		s.problemLocked("refund %s: %v", id, err)
+	case r.status == 201:
+		s.report.Refunds++
+		if body != nil {
+			s.report.PartialRefunds++
+		}
+		s.refunded[id] = true
+	case r.status == 409 && (bytes.Contains(r.raw, []byte(pay.ERefundExceeds)) || bytes.Contains(r.raw, []byte(`"code":"conflict"`))):
+		// It did not fit, or the parts before it refunded the payment in full.
+		s.report.RefundsRefused++
+	default:
+		s.problemLocked("refund %s answered %d %s", id, r.status, r.raw)
+	}
 }
 
 // settle waits until every payment is final or on the review queue and
@@ -480,6 +553,9 @@ func (s *sim) settle(ctx context.Context, ids []string) error {
 		pending, err := s.pendingWork(ctx)
 		if err != nil {
 			return err
+		}
+		if s.opts.Progress != nil {
+			s.opts.Progress("settle", len(ids)-len(open), len(ids))
 		}
 		if len(open) == 0 && pending == 0 {
 			return nil
@@ -519,8 +595,23 @@ func (s *sim) openPayments(ctx context.Context, ids []string) ([]string, error) 
 			if err != nil {
 				return err
 			}
-			if !p.Status.Terminal() && !review[id] {
+			if review[id] {
+				continue
+			}
+			if !p.Status.Terminal() || p.AmountRefundPending > 0 {
 				open = append(open, id)
+				continue
+			}
+			// A payment the mock disputes (05) settles when its dispute
+			// is closed.
+			if p.Status == pay.Captured && p.Amount%100 == 5 {
+				ds, err := tx.DisputesForPayment(id)
+				if err != nil {
+					return err
+				}
+				if len(ds) == 0 || !ds[0].Status.Closed() {
+					open = append(open, id)
+				}
 			}
 		}
 		return nil
@@ -560,6 +651,7 @@ func (s *sim) pendingWork(ctx context.Context) (int, error) {
 func (s *sim) check(ctx context.Context, ids []string) error {
 	r := &s.report
 	points := map[string]int64{}
+	var revenue, lost int64 // what merchant_revenue and dispute_losses must hold (EUR)
 	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
 		items, err := tx.ListReview()
 		if err != nil {
@@ -582,9 +674,17 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 			s.checkPayment(p, steps, inReview[id])
 			if p.Customer.ID != "" {
 				points[p.Customer.ID] += 0
-				if p.Status == pay.Captured {
-					points[p.Customer.ID] += p.Amount / 100
+				if p.Status == pay.Captured || p.Status == pay.Refunded {
+					// The capture's points less the refunds' exact share.
+					full := p.Amount / 100
+					points[p.Customer.ID] += full - full*p.AmountRefunded/p.Amount
 				}
+			}
+			if p.Status == pay.Captured || p.Status == pay.Refunded {
+				revenue -= p.Amount - p.AmountRefunded
+			}
+			if err := s.checkMoney(tx, p, &lost); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -623,8 +723,46 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 		got, _ := a.body["points"].(float64)
 		if int64(got) != want {
 			r.EffectsTwice++
-			s.problem("customer %s has %v loyalty points, captures say %d", cus, got, want)
+			s.problem("customer %s has %v loyalty points, captures and refunds say %d", cus, got, want)
 		}
+	}
+
+	// The ledger: every currency sums to zero; revenue is what was
+	// captured less what was refunded, losses the lost disputes.
+	err = s.m.DB.View(ctx, func(tx pay.Tx) error {
+		bs, err := tx.LedgerBalances()
+		if err != nil {
+			return err
+		}
+		sums := map[string]int64{}
+		var gotRevenue, gotLost int64
+		for _, b := range bs {
+			sums[b.Currency] += b.Amount
+			if b.Currency == "EUR" && b.Account == pay.AccountMerchantRevenue {
+				gotRevenue = b.Amount
+			}
+			if b.Currency == "EUR" && b.Account == pay.AccountDisputeLosses {
+				gotLost = b.Amount
+			}
+		}
+		for cur, sum := range sums {
+			if sum != 0 {
+				r.LedgerUnbalanced++
+				s.problem("ledger in %s sums to %d", cur, sum)
+			}
+		}
+		if gotRevenue != revenue {
+			r.LedgerUnbalanced++
+			s.problem("merchant_revenue is %d, captures less refunds say %d", gotRevenue, revenue)
+		}
+		if gotLost != lost {
+			r.LedgerUnbalanced++
+			s.problem("dispute_losses is %d, the lost disputes say %d", gotLost, lost)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
 
 	r.DuplicatesAbsorbed += int(metrics.GetOrCreateCounter(`paystate_webhooks_total{provider="mock",outcome="duplicate"}`).Get() - s.dupBase)
@@ -679,6 +817,52 @@ func (s *sim) checkPayment(p pay.Payment, steps []pay.Step, inReview bool) {
 		r.LostUpdates++
 		s.problem("%s: charged %d times at the PSP", p.ID, c.Charges)
 	}
+}
+
+// checkMoney counts a payment's refunds and disputes and checks that its
+// refunds fit in its amount, here and at the PSP; it adds its lost
+// disputes to lost.
+func (s *sim) checkMoney(tx pay.Tx, p pay.Payment, lost *int64) error {
+	r := &s.report
+	refunds, err := tx.RefundsForPayment(p.ID)
+	if err != nil {
+		return err
+	}
+	var held int64
+	for _, f := range refunds {
+		switch f.Status {
+		case pay.RefundFailed:
+			r.RefundsFailed++
+		default:
+			held += f.Amount
+		}
+	}
+	if held > p.Amount || p.AmountRefunded+p.AmountRefundPending > p.Amount {
+		r.RefundedTooMuch++
+		s.problem("%s: refunds hold %d of an amount of %d", p.ID, held, p.Amount)
+	}
+	if c, ok := s.m.Mock.Charge("charge-" + p.ID); ok {
+		if c.AmountRefunded > c.Amount {
+			r.RefundedTooMuch++
+			s.problem("%s: the PSP refunded %d of %d", p.ID, c.AmountRefunded, c.Amount)
+		}
+		if c.AmountRefunded != p.AmountRefunded {
+			r.LostUpdates++
+			s.problem("%s: paystate refunded %d, the PSP %d", p.ID, p.AmountRefunded, c.AmountRefunded)
+		}
+	}
+	ds, err := tx.DisputesForPayment(p.ID)
+	if err != nil {
+		return err
+	}
+	for _, d := range ds {
+		r.Disputes++
+		if d.Status == pay.DisputeLost {
+			r.DisputesLost++
+			*lost += d.Amount
+		}
+	}
+	return nil
 }
 
 func percentile(d []time.Duration, p float64) time.Duration {

@@ -37,6 +37,10 @@ func TestRun(t *testing.T) {
 	if rep.DuplicatesAbsorbed == 0 {
 		t.Errorf("no duplicates absorbed")
 	}
+	// Partial refunds raced each other, and the mock disputed (05).
+	if rep.PartialRefunds == 0 || rep.Disputes == 0 {
+		t.Errorf("partial refunds=%d disputes=%d: the money chaos did not happen", rep.PartialRefunds, rep.Disputes)
+	}
 	if !strings.Contains(out.String(), "every invariant held") {
 		t.Errorf("table does not say the invariants held")
 	}

@@ -9,6 +9,16 @@
 // nothing. It is the engine of `paystate verify` (cli/verify.go, which
 // adds the file and journal checks of the store); the simulation and the
 // tests of other packages run it too.
+//
+// Refunds and disputes are checked against their payment and the ledger:
+// a payment's pending and succeeded refunds never exceed its amount, its
+// amount_refunded is the sum of the succeeded ones (refunded exactly when
+// it is the whole amount), each succeeded refund has one posting of its
+// amount (psp_receivable → merchant_revenue) under the event of its
+// success and a refund that did not succeed has none, each change of a
+// refund or dispute has its outbox record, and the disputes and
+// dispute_losses accounts hold, per payment, what its open and lost
+// disputes say.
 package verify
 
 import (
@@ -39,7 +49,30 @@ type Report struct {
 	Payments    int
 	Steps       int
 	Transitions int
+	Refunds     int
+	Disputes    int
 	Mismatches  []Mismatch
+
+	// What the ledger must hold, gathered payment by payment and checked
+	// in one pass over the journal (checkMoney).
+	refundEvents map[string]refundEvent      // event id → the refund it must post
+	disputeSums  map[string]*disputeExpected // payment id → its disputes' money
+}
+
+// refundEvent is what the posting of a refund's outcome must be: its
+// amount if it succeeded, nothing if not.
+type refundEvent struct {
+	paymentID, refundID string
+	amount              int64 // 0: no posting
+	debit, credit       int64 // what the journal holds under the event
+	lines               int
+}
+
+// disputeExpected is what the disputes and dispute_losses accounts must
+// hold for one payment.
+type disputeExpected struct {
+	open, lost       int64 // from the dispute records
+	disputes, losses int64 // from the journal
 }
 
 // OK reports whether nothing was found.
@@ -48,21 +81,49 @@ func (r Report) OK() bool { return len(r.Mismatches) == 0 }
 // verifyTx is what verify reads of a storage transaction.
 type verifyTx interface {
 	ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error)
+	PaymentCounts() (map[pay.Status]int, error)
 	Steps(paymentID string) ([]pay.Step, error)
 	OutboxForPayment(paymentID string) ([]pay.OutboxRecord, error)
 	OutboxHorizon() (time.Time, error)
 	InboxForPayment(paymentID string) ([]pay.InboxEvent, error)
 	LedgerBalances() ([]pay.Balance, error)
+	LedgerEntries(afterSeq uint64, limit int) ([]pay.LedgerEntry, error)
+	RefundsForPayment(paymentID string) ([]pay.Refund, error)
+	DisputesForPayment(paymentID string) ([]pay.Dispute, error)
+}
+
+// Options of RunWith.
+type Options struct {
+	// Progress, if set, is called after each payment with the number of
+	// payments checked so far (from 1 again if the store runs the read
+	// transaction a second time) and the number there are (0 if the store
+	// could not count them), for `paystate verify` to show progress.
+	Progress func(done, total int)
 }
 
 // Run verifies the whole store in one read transaction.
 func Run(ctx context.Context, s pay.Store) (Report, error) {
+	return RunWith(ctx, s, Options{})
+}
+
+// RunWith is Run with options.
+func RunWith(ctx context.Context, s pay.Store, opts Options) (Report, error) {
 	var r Report
 	err := s.View(ctx, func(tx pay.Tx) error {
 		r = Report{}
 		horizon, err := tx.OutboxHorizon()
 		if err != nil {
 			return fmt.Errorf("outbox horizon: %w", err)
+		}
+		total := 0
+		if opts.Progress != nil {
+			// Only for the progress: a count that fails leaves it
+			// unknown, and the checks below find what is wrong.
+			if counts, err := tx.PaymentCounts(); err == nil {
+				for _, n := range counts {
+					total += n
+				}
+			}
 		}
 		cursor := ""
 		for {
@@ -74,13 +135,19 @@ func Run(ctx context.Context, s pay.Store) (Report, error) {
 				if err := checkPayment(tx, p, horizon, &r); err != nil {
 					return fmt.Errorf("payment %s: %w", p.ID, err)
 				}
+				if opts.Progress != nil {
+					opts.Progress(r.Payments, total)
+				}
 			}
 			if next == "" {
 				break
 			}
 			cursor = next
 		}
-		return checkLedger(tx, &r)
+		if err := checkLedger(tx, &r); err != nil {
+			return err
+		}
+		return checkMoney(tx, &r)
 	})
 	return r, err
 }
@@ -113,6 +180,7 @@ func checkPayment(tx verifyTx, p pay.Payment, horizon time.Time, r *Report) erro
 		version     uint64
 		status      pay.Status
 		transitions []pay.Step
+		moneySteps  []pay.Step
 		eventSteps  = map[string]bool{}
 	)
 	for i, s := range steps {
@@ -148,6 +216,18 @@ func checkPayment(tx verifyTx, p pay.Payment, horizon time.Time, r *Report) erro
 			if s.To != status {
 				r.add(p.ID, "step %d updates status %s, but the payment was %s", s.Seq, s.To, status)
 			}
+		default: // a refund's or a dispute's change (pay.MoneyStep)
+			if s.From != status {
+				r.add(p.ID, "step %d (%s) starts from %s, but the payment was %s", s.Seq, s.Kind, s.From, status)
+			}
+			if s.To != s.From {
+				if !pay.CanTransition(s.From, s.To) || s.Kind != pay.StepRefundSucceeded {
+					r.add(p.ID, "step %d (%s): transition %s → %s is forbidden", s.Seq, s.Kind, s.From, s.To)
+				}
+				transitions = append(transitions, s)
+			}
+			status = s.To
+			moneySteps = append(moneySteps, s)
 		}
 	}
 	r.Transitions += len(transitions)
@@ -166,8 +246,19 @@ func checkPayment(tx verifyTx, p pay.Payment, horizon time.Time, r *Report) erro
 		byVersion[t.Version] = t
 	}
 	matched := make(map[uint64]bool, len(outbox))
-	var last uint64
+	var (
+		last  uint64
+		money []pay.OutboxRecord
+	)
 	for _, o := range outbox {
+		if o.RefundID != "" || o.DisputeID != "" {
+			money = append(money, o)
+			if o.Version < last {
+				r.add(p.ID, "outbox record %s (version %d) comes after the record of version %d", o.ID, o.Version, last)
+			}
+			last = max(last, o.Version)
+			continue
+		}
 		t, ok := byVersion[o.Version]
 		switch {
 		case !ok:
@@ -186,6 +277,10 @@ func checkPayment(tx verifyTx, p pay.Payment, horizon time.Time, r *Report) erro
 		if !matched[t.Version] && !t.At.Before(horizon) {
 			r.add(p.ID, "missing outbox record: transition to %s at version %d (step %d) has none", t.To, t.Version, t.Seq)
 		}
+	}
+
+	if err := checkRefundsAndDisputes(tx, p, moneySteps, transitions, money, horizon, r); err != nil {
+		return err
 	}
 
 	// Every processed webhook of the payment has its timeline step.
@@ -218,6 +313,190 @@ func checkLedger(tx verifyTx, r *Report) error {
 	for _, c := range curs {
 		if sum[c] != 0 {
 			r.add("", "ledger does not balance in %s: accounts sum to %d", c, sum[c])
+		}
+	}
+	return nil
+}
+
+// moneyRecords are the outbox records each kind of money step appends.
+var moneyRecords = map[string][]string{
+	pay.StepRefundSucceeded: {pay.EventRefundSucceeded},
+	pay.StepRefundFailed:    {pay.EventRefundFailed},
+	pay.StepDisputeOpened:   {pay.EventDisputeCreated},
+	pay.StepDisputeClosed:   {pay.EventDisputeClosed},
+}
+
+// checkRefundsAndDisputes checks a payment's refunds and disputes: their
+// sums against the payment, their steps against their outbox records, and
+// notes what the ledger must hold for them (checkMoney).
+func checkRefundsAndDisputes(tx verifyTx, p pay.Payment, steps, transitions []pay.Step, money []pay.OutboxRecord, horizon time.Time, r *Report) error {
+	refunds, err := tx.RefundsForPayment(p.ID)
+	if err != nil {
+		return err
+	}
+	disputes, err := tx.DisputesForPayment(p.ID)
+	if err != nil {
+		return err
+	}
+	r.Refunds += len(refunds)
+	r.Disputes += len(disputes)
+
+	// Sums.
+	var succeeded, pending int64
+	for _, f := range refunds {
+		switch f.Status {
+		case pay.RefundSucceeded:
+			succeeded += f.Amount
+		case pay.RefundPending:
+			pending += f.Amount
+		}
+		amount := int64(0)
+		if f.Status == pay.RefundSucceeded {
+			amount = f.Amount
+			if f.EventID == "" {
+				r.add(p.ID, "refund %s succeeded without the event of its success", f.ID)
+			}
+		}
+		if f.EventID != "" {
+			if r.refundEvents == nil {
+				r.refundEvents = map[string]refundEvent{}
+			}
+			r.refundEvents[f.EventID] = refundEvent{paymentID: p.ID, refundID: f.ID, amount: amount}
+		}
+	}
+	if succeeded+pending > p.Amount {
+		r.add(p.ID, "refunded more than captured: refunds succeeded %d and pending %d of an amount of %d", succeeded, pending, p.Amount)
+	}
+	if len(refunds) > 0 || p.AmountRefunded != 0 || p.AmountRefundPending != 0 {
+		if p.AmountRefunded != succeeded || p.AmountRefundPending != pending {
+			r.add(p.ID, "amount_refunded %d and pending %d, its refunds say %d and %d", p.AmountRefunded, p.AmountRefundPending, succeeded, pending)
+		}
+		if full := succeeded == p.Amount; full != (p.Status == pay.Refunded) {
+			r.add(p.ID, "status %s with %d of %d refunded", p.Status, succeeded, p.Amount)
+		}
+	}
+	if len(disputes) > 0 {
+		if r.disputeSums == nil {
+			r.disputeSums = map[string]*disputeExpected{}
+		}
+		e := &disputeExpected{}
+		for _, d := range disputes {
+			switch d.Status {
+			case pay.DisputeNeedsResponse, pay.DisputeUnderReview:
+				e.open += d.Amount
+			case pay.DisputeLost:
+				e.lost += d.Amount
+			}
+		}
+		r.disputeSums[p.ID] = e
+	}
+
+	// Each money step has its records at its version, each record a step.
+	type key struct {
+		version uint64
+		typ     string
+	}
+	have := map[key]int{}
+	for _, o := range money {
+		have[key{o.Version, o.Type}]++
+	}
+	wrote := map[uint64]pay.Step{}
+	for _, s := range steps {
+		wrote[s.Version] = s
+		for _, typ := range moneyRecords[s.Kind] {
+			if have[key{s.Version, typ}] == 0 && !s.At.Before(horizon) {
+				r.add(p.ID, "missing outbox record: %s at version %d (step %d) has no %s", s.Kind, s.Version, s.Seq, typ)
+			}
+		}
+	}
+	for _, t := range transitions {
+		wrote[t.Version] = t
+	}
+	for _, o := range money {
+		s, ok := wrote[o.Version]
+		okKind := false
+		if ok {
+			switch o.Type {
+			case pay.EventRefundSucceeded:
+				okKind = s.Kind == pay.StepRefundSucceeded || (s.Kind == pay.StepTransition && s.To == pay.Refunded)
+			case pay.EventRefundFailed:
+				okKind = s.Kind == pay.StepRefundFailed
+			case pay.EventDisputeCreated:
+				okKind = s.Kind == pay.StepDisputeOpened || s.Kind == pay.StepDisputeClosed
+			case pay.EventDisputeClosed:
+				okKind = s.Kind == pay.StepDisputeClosed
+			}
+		}
+		if !okKind {
+			r.add(p.ID, "outbox record %s (%s, version %d) matches no change of a refund or dispute", o.ID, o.Type, o.Version)
+		}
+	}
+	return nil
+}
+
+// checkMoney reads the journal once and checks what the refunds and
+// disputes of every payment said it must hold.
+func checkMoney(tx verifyTx, r *Report) error {
+	if len(r.refundEvents) == 0 && len(r.disputeSums) == 0 {
+		return nil
+	}
+	var after uint64
+	for {
+		lines, err := tx.LedgerEntries(after, 1000)
+		if err != nil {
+			return fmt.Errorf("ledger entries: %w", err)
+		}
+		for _, l := range lines {
+			after = l.Seq
+			if e, ok := r.refundEvents[l.EventID]; ok {
+				e.lines++
+				switch {
+				case l.Account == pay.AccountMerchantRevenue && l.Amount > 0:
+					e.debit += l.Amount
+				case l.Account == pay.AccountPSPReceivable && l.Amount < 0:
+					e.credit -= l.Amount
+				default:
+					e.lines += 100 // a line that is not of a refund's posting
+				}
+				r.refundEvents[l.EventID] = e
+			}
+			if d, ok := r.disputeSums[l.PaymentID]; ok {
+				switch l.Account {
+				case pay.AccountDisputes:
+					d.disputes += l.Amount
+				case pay.AccountDisputeLosses:
+					d.losses += l.Amount
+				}
+			}
+		}
+		if len(lines) < 1000 {
+			break
+		}
+	}
+	ids := make([]string, 0, len(r.refundEvents))
+	for id := range r.refundEvents {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		e := r.refundEvents[id]
+		switch {
+		case e.amount == 0 && e.lines > 0:
+			r.add(e.paymentID, "refund %s did not succeed but the ledger has %d lines under its event %s", e.refundID, e.lines, id)
+		case e.amount > 0 && (e.lines != 2 || e.debit != e.amount || e.credit != e.amount):
+			r.add(e.paymentID, "refund %s of %d: the ledger has %d lines under its event %s (revenue %d, receivable %d), want one posting of its amount",
+				e.refundID, e.amount, e.lines, id, e.debit, -e.credit)
+		}
+	}
+	pids := make([]string, 0, len(r.disputeSums))
+	for id := range r.disputeSums {
+		pids = append(pids, id)
+	}
+	sort.Strings(pids)
+	for _, id := range pids {
+		d := r.disputeSums[id]
+		if d.disputes != d.open || d.losses != d.lost {
+			r.add(id, "disputes: the ledger holds %d disputed and %d lost, the disputes say %d open and %d lost", d.disputes, d.losses, d.open, d.lost)
 		}
 	}
 	return nil

@@ -42,7 +42,8 @@ func TestProvider_MaxCharges(t *testing.T) {
 			}
 		}
 	}
-	if _, err := p.Refund(ctx, pms[4], "refund-"+pms[4].ID); err != nil {
+	kept := pay.Refund{ID: "re_01ARZ3NDEKTSV4RRFFQ69G5FA8", PaymentID: pms[4].ID, Amount: 100, Status: pay.RefundPending}
+	if _, err := p.Refund(ctx, pms[4], kept, pay.RefundKey(kept.ID)); err != nil {
 		t.Fatalf("Refund of a kept charge: %v", err)
 	}
 
@@ -56,7 +57,8 @@ func TestProvider_MaxCharges(t *testing.T) {
 				t.Fatalf("Status(%+v)=%+v, %v, want not found", q, st, err)
 			}
 		}
-		_, err := p.Refund(ctx, pm, "refund-"+pm.ID)
+		gone := pay.Refund{ID: "re_01ARZ3NDEKTSV4RRFFQ69G5FA9", PaymentID: pm.ID, Amount: 100, Status: pay.RefundPending}
+		_, err := p.Refund(ctx, pm, gone, pay.RefundKey(gone.ID))
 		wantCode(t, err, pay.EINVALID)
 	}
 

@@ -10,7 +10,19 @@
 //	02             requires_action + redirect URL    payment.requires_action, .captured captured
 //	03             processing + client secret        payment.processing, .captured      captured
 //	04             lost: EPSP "timeout"              none                               captured
+//	05             captured                          payment.captured, then             captured
+//	                                                 payment.dispute.created, .closed (lost)
+//	06             captured                          payment.captured                   captured
 //	other          captured                          payment.captured                   captured
+//
+// Refunds, of part or all of a captured charge, succeed at once
+// (payment.refund.succeeded follows), except for a payment whose amount
+// ends in 06: its refunds are accepted as pending and fail after
+// webhook_delay (payment.refund.failed), as a refund that the customer's
+// bank turns down. For 05 the customer's bank opens a dispute of the whole
+// amount after webhook_delay (payment.dispute.created, needs_response,
+// evidence due in seven days) and closes it lost after dispute_after
+// (payment.dispute.closed).
 //
 // For 02 and 03 the customer's action (or the bank's answer) happens after
 // webhook_delay: only then does Status say captured. For 04 the PSP took the
@@ -84,6 +96,14 @@ const (
 // Config.MaxCharges is 0 (see Config.MaxCharges).
 const DefaultMaxCharges = 25_000
 
+// DefaultDisputeAfter is Config.DisputeAfter when it is 0
+// (providers.mock.dispute_after).
+const DefaultDisputeAfter = 2 * time.Second
+
+// disputeEvidenceWindow is how long after a dispute opens its evidence is
+// due.
+const disputeEvidenceWindow = 7 * 24 * time.Hour
+
 // Config is the [providers.mock] section of the configuration, plus the
 // webhook tolerance of [webhook_inbox].
 type Config struct {
@@ -108,6 +128,9 @@ type Config struct {
 	// Tolerance is how far a webhook's timestamp may be from now in
 	// ParseWebhook; 0 means stdwebhook.DefaultTolerance.
 	Tolerance time.Duration
+	// DisputeAfter is how long after it opens the dispute of an amount
+	// ending in 05 closes (lost); 0 means DefaultDisputeAfter.
+	DisputeAfter time.Duration
 	// MaxCharges bounds the charges the mock remembers; 0 means
 	// DefaultMaxCharges. Past it, each new charge makes the mock forget
 	// its oldest one: Status of that payment answers not found, Refund is
@@ -189,6 +212,7 @@ type Provider struct {
 	rnd        *rand.Rand
 	byKey      map[string]*charge
 	byRef      map[string]*charge
+	refunds    map[string]*refund // by refund key; forgotten with their charge
 	// order holds the remembered charges in the order they were made; once
 	// it holds maxCharges it is a ring whose oldest charge is at
 	// order[oldest], replaced by the next charge. (A slice of pointers
@@ -223,7 +247,11 @@ type Charge struct {
 	Status      pay.Status // the PSP's current status
 	Charges     int        // times money was taken for the key: 1
 	Calls       int        // Create calls with the key, replays included
-	Refunds     int        // refunds made: 0 or 1
+	Refunds     int        // refunds made, failed ones included
+	// AmountRefunded is what was refunded so far (refunds pending at the
+	// PSP included, failed ones not); Status is refunded once it is the
+	// whole amount.
+	AmountRefunded int64
 }
 
 // charge is the in-memory state of one charge, guarded by Provider.mu.
@@ -285,6 +313,12 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 	if cfg.MaxCharges < 0 {
 		return nil, fmt.Errorf("providers.mock.max_charges: must not be negative, got %d", cfg.MaxCharges)
 	}
+	if cfg.DisputeAfter < 0 {
+		return nil, fmt.Errorf("providers.mock.dispute_after: must not be negative, got %s", cfg.DisputeAfter)
+	}
+	if cfg.DisputeAfter == 0 {
+		cfg.DisputeAfter = DefaultDisputeAfter
+	}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	p := &Provider{
@@ -301,6 +335,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		webhookURL: cfg.WebhookURL,
 		byKey:      make(map[string]*charge),
 		byRef:      make(map[string]*charge),
+		refunds:    make(map[string]*refund),
 		maxCharges: cmp.Or(cfg.MaxCharges, DefaultMaxCharges),
 	}
 	p.idle = sync.NewCond(&p.mu)
@@ -390,9 +425,10 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 		Calls:       1,
 	}}
 	var (
-		events []string   // webhook types, in the order they happen
-		final  pay.Status // the status reached after the delay, if it changes
-		lost   bool       // the answer to this call is dropped
+		events   []string   // webhook types, in the order they happen
+		final    pay.Status // the status reached after the delay, if it changes
+		lost     bool       // the answer to this call is dropped
+		disputed bool       // the customer's bank disputes it later
 	)
 	switch pm.Amount % 100 {
 	case 1:
@@ -413,6 +449,10 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 		c.Status = pay.Captured
 		lost = true
 		p.stats.LostAnswers++
+	case 5:
+		c.Status = pay.Captured
+		events = []string{stdwebhook.TypeCaptured}
+		disputed = true
 	default:
 		c.Status = pay.Captured
 		events = []string{stdwebhook.TypeCaptured}
@@ -436,53 +476,98 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 	}
 	// The webhooks race the answer returned below.
 	p.schedule(c, events, res.Status, final)
+	if disputed {
+		p.scheduleDispute(c)
+	}
 	if lost {
 		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "mock: timeout waiting for the PSP's answer")
 	}
 	return res, nil
 }
 
-// Refund refunds a captured payment in full and sends payment.refunded. A
-// second call with the same key refunds nothing and answers refunded. A
-// payment unknown to the PSP or not captured there is EINVALID.
-func (p *Provider) Refund(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+// Refund refunds r, part or all of a captured charge, under key
+// ("refund-<refund id>"). It succeeds at once and payment.refund.succeeded
+// follows, except for a payment whose amount ends in 06: the refund is
+// accepted as pending and fails after webhook_delay
+// (payment.refund.failed). A second call with the same key refunds nothing
+// and answers the refund as it is now. A payment unknown to the PSP or not
+// captured there, and a refund of more than is left, are EINVALID.
+func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key string) (pay.RefundResult, error) {
 	if err := ctx.Err(); err != nil {
-		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "mock: %v", err)
+		return pay.RefundResult{}, pay.Errorf(pay.EPSP, "mock: %v", err)
 	}
-	if key == "" {
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: idempotency key is required")
+	switch {
+	case key == "":
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: idempotency key is required")
+	case r.Amount <= 0:
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: refund amount must be positive, got %d", r.Amount)
 	}
-
+	if err := p.loadRefund(ctx, key); err != nil {
+		return pay.RefundResult{}, err
+	}
 	c, err := p.lookup(ctx, pm)
 	if err != nil {
-		return pay.PSPResult{}, err
+		return pay.RefundResult{}, err
+	}
+	if rf, ok := p.refunds[key]; ok {
+		res := rf.result()
+		p.mu.Unlock()
+		return res, nil
 	}
 	switch {
 	case c == nil:
 		p.mu.Unlock()
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: the PSP has no charge for payment %s", pm.ID)
-	case c.refundKey == key:
-		res := c.result()
-		p.mu.Unlock()
-		return res, nil
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: the PSP has no charge for payment %s", pm.ID)
 	case c.Status != pay.Captured:
 		status := c.Status
 		p.mu.Unlock()
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mock: payment %s cannot be refunded: it is %s at the PSP", pm.ID, status)
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: payment %s cannot be refunded: it is %s at the PSP", pm.ID, status)
+	case r.Amount > c.Amount-c.AmountRefunded:
+		left := c.Amount - c.AmountRefunded
+		p.mu.Unlock()
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: refund of %d exceeds what is left of payment %s: %d", r.Amount, pm.ID, left)
 	}
-	c.Status = pay.Refunded
+	rf := &refund{key: key, id: r.ID, paymentID: c.PaymentID, ref: "mock_re_" + digest(key), amount: r.Amount, currency: c.Currency, status: pay.RefundSucceeded}
+	if c.Amount%100 == 6 {
+		rf.status = pay.RefundPending // the bank turns it down later
+	}
+	c.AmountRefunded += r.Amount
+	if c.AmountRefunded == c.Amount {
+		c.Status = pay.Refunded
+	}
 	c.refundKey = key
 	c.Refunds++
+	p.refunds[key] = rf
 	p.stats.Refunds++
-	res := c.result()
-	rec := c.record()
+	res := rf.result()
+	recs := []pay.PSPCharge{c.record(), rf.record()}
 	p.mu.Unlock()
-	if err := p.save(ctx, rec); err != nil {
-		return pay.PSPResult{}, err
+	for _, rec := range recs {
+		if err := p.save(ctx, rec); err != nil {
+			return pay.RefundResult{}, err
+		}
 	}
-
-	p.schedule(c, []string{stdwebhook.TypeRefunded}, pay.Refunded, "")
+	p.scheduleRefund(c, rf)
 	return res, nil
+}
+
+// RefundStatus answers the PSP's status of a refund, found by its key
+// ("refund-<refund id>"); one the PSP does not know is Found false.
+func (p *Provider) RefundStatus(ctx context.Context, pm pay.Payment, r pay.Refund) (pay.RefundResult, error) {
+	if err := ctx.Err(); err != nil {
+		return pay.RefundResult{}, pay.Errorf(pay.EPSP, "mock: %v", err)
+	}
+	key := pay.RefundKey(r.ID)
+	if err := p.loadRefund(ctx, key); err != nil {
+		return pay.RefundResult{}, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	rf, ok := p.refunds[key]
+	if !ok {
+		return pay.RefundResult{Found: false, Raw: "mock refund=" + r.ID + " not found"}, nil
+	}
+	return rf.result(), nil
 }
 
 // Status answers the PSP's current status of a payment, found by its
@@ -573,6 +658,11 @@ func (p *Provider) rememberLocked(c *charge) {
 		old := p.order[p.oldest]
 		delete(p.byKey, old.Key)
 		delete(p.byRef, old.ProviderRef)
+		for k, rf := range p.refunds {
+			if rf.paymentID == old.PaymentID {
+				delete(p.refunds, k)
+			}
+		}
 		p.order[p.oldest] = c
 		p.oldest = (p.oldest + 1) % p.maxCharges
 		p.stats.Forgotten++
@@ -616,6 +706,7 @@ func (p *Provider) load(ctx context.Context, key string) error {
 			Charge: Charge{
 				Key: rec.Key, PaymentID: rec.PaymentID, ProviderRef: rec.ProviderRef, Amount: rec.Amount,
 				Currency: rec.Currency, Status: rec.Status, Charges: 1, Calls: rec.Calls, Refunds: rec.Refunds,
+				AmountRefunded: rec.AmountRefunded,
 			},
 			clientSecret: rec.ClientSecret, redirectURL: rec.RedirectURL, refundKey: rec.RefundKey,
 		})
@@ -642,7 +733,7 @@ func (c *charge) record() pay.PSPCharge {
 	return pay.PSPCharge{
 		Key: c.Key, PaymentID: c.PaymentID, ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: c.Currency,
 		Status: c.Status, ClientSecret: c.clientSecret, RedirectURL: c.redirectURL, RefundKey: c.refundKey,
-		Calls: c.Calls, Refunds: c.Refunds,
+		Calls: c.Calls, Refunds: c.Refunds, AmountRefunded: c.AmountRefunded,
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
+	"github.com/paystate/paystate/psp/stdwebhook"
 )
 
 const (
@@ -154,6 +155,20 @@ func (rc *receiver) attemptCount() int {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
 	return rc.attempts
+}
+
+// wantTypesInAnyOrder fails the test unless the webhooks of payment id
+// are of the types want, in any order (webhooks of one payment sent by
+// different goroutines race each other).
+func (rc *receiver) wantTypesInAnyOrder(t *testing.T, id string, want ...string) {
+	t.Helper()
+	got := types(rc.forPayment(id))
+	slices.Sort(got)
+	want = slices.Clone(want)
+	slices.Sort(want)
+	if !slices.Equal(got, want) {
+		t.Fatalf("webhooks %v, want %v in any order", got, want)
+	}
 }
 
 // wantTypes fails the test unless the webhooks of payment id arrived with
@@ -587,11 +602,26 @@ func TestProvider_Webhooks(t *testing.T) {
 	})
 }
 
+// refundOf is a refund of pm as paystate makes it before the PSP call.
+func refundOf(pm pay.Payment, id string, amount int64) pay.Refund {
+	return pay.Refund{ID: id, PaymentID: pm.ID, Amount: amount, Currency: pm.Currency, Status: pay.RefundPending}
+}
+
+// parseEvent decodes a delivered body in the wire format.
+func parseEvent(t *testing.T, d delivery) pay.WebhookEvent {
+	t.Helper()
+	e, err := stdwebhook.ParseEvent(d.Body)
+	if err != nil {
+		t.Fatalf("webhook %s: %v", d.ID, err)
+	}
+	return e
+}
+
 func TestProvider_Refund(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 
-	t.Run("OK", func(t *testing.T) {
+	t.Run("Partial", func(t *testing.T) {
 		t.Parallel()
 		rc := newReceiver(t, 0)
 		p := newProvider(t, mock.Config{}, rc)
@@ -600,35 +630,74 @@ func TestProvider_Refund(t *testing.T) {
 		pm.ProviderRef, pm.Status = res.ProviderRef, res.Status
 		p.Wait()
 
-		for range 2 {
-			r, err := p.Refund(ctx, pm, "refund-"+pm.ID)
+		r1, r2 := refundOf(pm, "re_01ARZ3NDEKTSV4RRFFQ69G5FA1", 300), refundOf(pm, "re_01ARZ3NDEKTSV4RRFFQ69G5FA2", 700)
+		for i, r := range []pay.Refund{r1, r1, r2} {
+			got, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Status != pay.Refunded || r.ProviderRef != pm.ProviderRef || !r.Found {
-				t.Fatalf("Refund=%+v", r)
+			if got.Status != pay.RefundSucceeded || got.ProviderRef == "" || !got.Found {
+				t.Fatalf("Refund %d=%+v, want succeeded", i, got)
 			}
 		}
-		if c, _ := p.Charge("charge-" + pm.ID); c.Refunds != 1 || c.Status != pay.Refunded {
-			t.Fatalf("charge=%+v, want one refund", c)
+		c, _ := p.Charge("charge-" + pm.ID)
+		if c.Refunds != 2 || c.AmountRefunded != 1000 || c.Status != pay.Refunded {
+			t.Fatalf("charge=%+v, want two refunds of 1000 in all, refunded", c)
 		}
 		p.Wait()
 		rc.check(t)
-		rc.wantTypes(t, pm.ID, "payment.captured", "payment.refunded")
+		rc.wantTypesInAnyOrder(t, pm.ID, "payment.captured", "payment.refund.succeeded", "payment.refund.succeeded")
+		found := false
+		for _, d := range rc.forPayment(pm.ID) {
+			if e := parseEvent(t, d); e.Refund != nil && e.Refund.ID == r1.ID {
+				found = e.Refund.Amount == 300 && e.Refund.Status == pay.RefundSucceeded
+			}
+		}
+		if !found {
+			t.Fatalf("no payment.refund.succeeded of refund %s of 300", r1.ID)
+		}
+		if st, err := p.RefundStatus(ctx, pm, r2); err != nil || st.Status != pay.RefundSucceeded {
+			t.Fatalf("RefundStatus=%+v, %v", st, err)
+		}
 		if st, err := p.Status(ctx, pm); err != nil || st.Status != pay.Refunded {
 			t.Fatalf("Status=%+v, %v", st, err)
 		}
 	})
 
-	t.Run("ErrOtherKey", func(t *testing.T) {
+	t.Run("Fails06", func(t *testing.T) {
+		t.Parallel()
+		rc := newReceiver(t, 0)
+		p := newProvider(t, mock.Config{}, rc)
+		pm := payment("pay_refund06", 1006)
+		res := create(t, p, pm)
+		pm.ProviderRef, pm.Status = res.ProviderRef, res.Status
+		r := refundOf(pm, "re_01ARZ3NDEKTSV4RRFFQ69G5FA3", 1006)
+		got, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
+		if err != nil || got.Status != pay.RefundPending {
+			t.Fatalf("Refund=%+v, %v; want accepted as pending", got, err)
+		}
+		p.Wait()
+		rc.check(t)
+		rc.wantTypesInAnyOrder(t, pm.ID, "payment.captured", "payment.refund.failed")
+		if st, err := p.RefundStatus(ctx, pm, r); err != nil || st.Status != pay.RefundFailed {
+			t.Fatalf("RefundStatus=%+v, %v; want failed", st, err)
+		}
+		if c, _ := p.Charge("charge-" + pm.ID); c.AmountRefunded != 0 || c.Status != pay.Captured {
+			t.Fatalf("charge=%+v, want captured with nothing refunded", c)
+		}
+	})
+
+	t.Run("ErrExceeds", func(t *testing.T) {
 		t.Parallel()
 		p := newProvider(t, mock.Config{}, nil)
 		pm := payment("pay_refund2", 1000)
 		create(t, p, pm)
-		if _, err := p.Refund(ctx, pm, "refund-"+pm.ID); err != nil {
+		r := refundOf(pm, "re_01ARZ3NDEKTSV4RRFFQ69G5FA4", 600)
+		if _, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID)); err != nil {
 			t.Fatal(err)
 		}
-		_, err := p.Refund(ctx, pm, "refund-again")
+		r2 := refundOf(pm, "re_01ARZ3NDEKTSV4RRFFQ69G5FA5", 600)
+		_, err := p.Refund(ctx, pm, r2, pay.RefundKey(r2.ID))
 		wantCode(t, err, pay.EINVALID)
 	})
 
@@ -637,7 +706,8 @@ func TestProvider_Refund(t *testing.T) {
 		p := newProvider(t, mock.Config{WebhookDelay: time.Hour}, nil)
 		for _, pm := range []pay.Payment{payment("pay_failed", 1001), payment("pay_pending", 1002)} {
 			create(t, p, pm)
-			_, err := p.Refund(ctx, pm, "refund-"+pm.ID)
+			r := refundOf(pm, "re_01ARZ3NDEKTSV4RRFFQ69G5FA6", 100)
+			_, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
 			wantCode(t, err, pay.EINVALID)
 		}
 	})
@@ -645,11 +715,50 @@ func TestProvider_Refund(t *testing.T) {
 	t.Run("ErrUnknown", func(t *testing.T) {
 		t.Parallel()
 		p := newProvider(t, mock.Config{}, nil)
-		_, err := p.Refund(ctx, payment("pay_nobody", 1000), "refund-pay_nobody")
+		pm := payment("pay_nobody", 1000)
+		r := refundOf(pm, "re_01ARZ3NDEKTSV4RRFFQ69G5FA7", 100)
+		_, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
 		wantCode(t, err, pay.EINVALID)
-		_, err = p.Refund(ctx, payment("pay_nobody", 1000), "")
+		_, err = p.Refund(ctx, pm, r, "")
 		wantCode(t, err, pay.EINVALID)
+		if st, err := p.RefundStatus(ctx, pm, r); err != nil || st.Found {
+			t.Fatalf("RefundStatus of an unknown refund=%+v, %v; want not found", st, err)
+		}
 	})
+}
+
+// TestProvider_Dispute05: an amount ending in 05 is captured, then
+// disputed (needs_response, evidence due in a week) and, after
+// dispute_after, the dispute closes lost; the charge stays captured.
+func TestProvider_Dispute05(t *testing.T) {
+	t.Parallel()
+	rc := newReceiver(t, 0)
+	p := newProvider(t, mock.Config{DisputeAfter: time.Millisecond}, rc)
+	pm := payment("pay_dispute", 1005)
+	if res := create(t, p, pm); res.Status != pay.Captured {
+		t.Fatalf("Create=%+v, want captured", res)
+	}
+	p.Wait()
+	rc.check(t)
+	rc.wantTypesInAnyOrder(t, pm.ID, "payment.captured", "payment.dispute.created", "payment.dispute.closed")
+	var opened, closed pay.WebhookEvent
+	for _, d := range rc.forPayment(pm.ID) {
+		switch d.Type {
+		case "payment.dispute.created":
+			opened = parseEvent(t, d)
+		case "payment.dispute.closed":
+			closed = parseEvent(t, d)
+		}
+	}
+	if d := opened.Dispute; d == nil || d.Status != pay.DisputeNeedsResponse || d.Amount != 1005 || !d.EvidenceDueBy.Equal(t0.Add(7*24*time.Hour).Truncate(time.Second)) {
+		t.Fatalf("opened %+v, want needs_response of 1005 due a week later", d)
+	}
+	if d := closed.Dispute; d == nil || d.Status != pay.DisputeLost || d.ID != opened.Dispute.ID || closed.EventID == opened.EventID {
+		t.Fatalf("closed %+v, want the same dispute lost", d)
+	}
+	if c, _ := p.Charge("charge-" + pm.ID); c.Status != pay.Captured {
+		t.Fatalf("charge=%+v, want captured", c)
+	}
 }
 
 func TestProvider_Status(t *testing.T) {

@@ -145,7 +145,7 @@ func (p *Provider) deliver(e stdwebhook.Event) bool {
 			p.Logger.Warn().Err(err).Str("payment_id", e.PaymentID).Str("event_id", e.ID).Str("type", e.Type).Int("attempts", attempt).Msg("mock webhook dropped after every attempt failed")
 			return true
 		}
-		p.Logger.Debug().Err(err).Str("payment_id", e.PaymentID).Str("event_id", e.ID).Int("attempt", attempt).Dur("retry_in", wait).Msg("mock webhook attempt failed")
+		p.Logger.Debug().Err(err).Str("payment_id", e.PaymentID).Str("event_id", e.ID).Int("attempt", attempt).Stringer("retry_in", wait).Msg("mock webhook attempt failed")
 		if !p.sleep(wait) {
 			return false
 		}

@@ -9,7 +9,7 @@
 //	}
 //
 // The suite calls the provider as paystate does (keys "charge-<payment_id>"
-// and "refund-<payment_id>", fresh payment ids from package ids) and checks
+// and "refund-<refund_id>", fresh ids from package ids) and checks
 // the contract of pay.Provider: answers carry a valid status, a client
 // secret only while the status shows secrets, a redirect URL only for
 // requires_action, never a secret in Raw, an amount and currency (where the
@@ -271,6 +271,11 @@ func testStatusNotFound(t *testing.T, h Harness) {
 	}
 }
 
+// testRefund makes two partial refunds of a captured payment, each
+// asked twice with its own key ("refund-<refund id>"): every answer is a
+// refund status with the PSP's reference, the same for the same key
+// (unless Stateless), and RefundStatus (where the provider has one) knows
+// the refund.
 func testRefund(t *testing.T, h Harness) {
 	p, _ := create(t, h)
 	if h.Capture != nil {
@@ -279,27 +284,43 @@ func testRefund(t *testing.T, h Harness) {
 	if p.Status != pay.Captured {
 		t.Fatalf("payment %s is %s after capture, want captured", p.ID, p.Status)
 	}
-	for i := range 2 {
-		r, err := h.Provider.Refund(context.Background(), p, "refund-"+p.ID)
-		if err != nil {
-			t.Fatalf("Refund %d: %v", i+1, err)
+	refs := map[string]string{}
+	for _, amount := range []int64{p.Amount / 4, p.Amount / 2} {
+		r := pay.Refund{ID: ids.Refund(time.Now()), PaymentID: p.ID, Amount: amount, Currency: p.Currency, Status: pay.RefundPending}
+		for i := range 2 {
+			res, err := h.Provider.Refund(context.Background(), p, r, pay.RefundKey(r.ID))
+			if err != nil {
+				t.Fatalf("Refund %s try %d: %v", r.ID, i+1, err)
+			}
+			if !res.Status.Valid() || res.ProviderRef == "" || !res.Found {
+				t.Fatalf("Refund %s try %d: %+v, want a refund status and the PSP's reference", r.ID, i+1, res)
+			}
+			if strings.Contains(res.Raw, "secret") {
+				t.Fatalf("Refund %s: Raw holds a secret: %q", r.ID, res.Raw)
+			}
+			if prev, ok := refs[r.ID]; ok && prev != res.ProviderRef && !h.Stateless {
+				t.Fatalf("Refund %s try %d: ProviderRef=%s, the first answer said %s", r.ID, i+1, res.ProviderRef, prev)
+			}
+			refs[r.ID] = res.ProviderRef
 		}
-		checkResult(t, "Refund", r)
-		if got, want := r.Status, pay.Refunded; got != want {
-			t.Fatalf("Refund %d: Status=%s, want %s", i+1, got, want)
+		r.ProviderRef = refs[r.ID] // as paystate records it from the answer
+		st, err := h.Provider.RefundStatus(context.Background(), p, r)
+		if pay.ErrorCode(err) == pay.EUNSUPPORTED {
+			continue
 		}
-		if got, want := r.ProviderRef, p.ProviderRef; got != want {
-			t.Fatalf("Refund %d: ProviderRef=%s, want %s", i+1, got, want)
+		if err != nil || !st.Found || !st.Status.Valid() {
+			t.Fatalf("RefundStatus %s: %+v, %v; want the refund found", r.ID, st, err)
 		}
-		if r.ClientSecret != "" || r.RedirectURL != "" {
-			t.Fatalf("Refund %d: secrets in %+v", i+1, r)
-		}
+	}
+	if len(refs) != 2 {
+		t.Fatalf("refunds made: %v, want two", refs)
 	}
 }
 
 func testRefundErrNoKey(t *testing.T, h Harness) {
 	p, _ := create(t, h)
-	_, err := h.Provider.Refund(context.Background(), p, "")
+	r := pay.Refund{ID: ids.Refund(time.Now()), PaymentID: p.ID, Amount: p.Amount, Currency: p.Currency, Status: pay.RefundPending}
+	_, err := h.Provider.Refund(context.Background(), p, r, "")
 	wantCode(t, err, pay.EINVALID)
 }
 

@@ -5,10 +5,15 @@
 // stdwebhook), signed with providers.standard.webhook_secret.
 //
 // Create calls no PSP: the payment stays created until a report or a
-// webhook. There is no refund and no status API (EUNSUPPORTED): the sweeper
-// resolves these payments from the archived webhook history. A webhook
-// finds its payment by data.payment_id (paystate's id, which the merchant
-// passes to its PSP as metadata) or by data.provider_ref.
+// webhook. A refund calls no PSP either: it is recorded pending (the
+// merchant's code refunds at its PSP, passing paystate's refund id) and
+// settled by a signed payment.refund.succeeded or payment.refund.failed
+// webhook whose data.refund is {id, amount}. Disputes arrive as
+// payment.dispute.created and payment.dispute.closed. There is no status
+// API (EUNSUPPORTED): the sweeper resolves these payments from the
+// archived webhook history. A webhook finds its payment by
+// data.payment_id (paystate's id, which the merchant passes to its PSP as
+// metadata) or by data.provider_ref.
 package standard
 
 import (
@@ -74,10 +79,17 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 	}, nil
 }
 
-// Refund is EUNSUPPORTED: in report mode the merchant refunds at its PSP
-// and the bridge reports it with a payment.refunded webhook.
-func (p *Provider) Refund(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
-	return pay.PSPResult{}, pay.Errorf(pay.EUNSUPPORTED, "provider standard cannot refund: refund at the PSP; its payment.refunded webhook updates the payment")
+// Refund calls no PSP: the refund is pending until the bridge reports its
+// outcome (payment.refund.succeeded or payment.refund.failed, data.refund
+// naming paystate's refund id or the PSP's reference).
+func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key string) (pay.RefundResult, error) {
+	return pay.RefundResult{Status: pay.RefundPending, Found: true, Raw: "standard: report mode, no PSP call"}, nil
+}
+
+// RefundStatus is EUNSUPPORTED: the provider has no status API; a
+// pending refund waits for its webhook.
+func (p *Provider) RefundStatus(ctx context.Context, pm pay.Payment, r pay.Refund) (pay.RefundResult, error) {
+	return pay.RefundResult{}, pay.Errorf(pay.EUNSUPPORTED, "provider standard has no status API")
 }
 
 // Status is EUNSUPPORTED: the provider has no status API, so the sweeper

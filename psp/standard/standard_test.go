@@ -56,11 +56,18 @@ func TestProvider_Create(t *testing.T) {
 	}
 }
 
+// TestProvider_Unsupported: a refund calls no PSP and is pending (its
+// webhook settles it); there is no status API, for payments or refunds.
 func TestProvider_Unsupported(t *testing.T) {
 	t.Parallel()
 	p := mustNew(t, standard.Config{})
 	pm := pay.Payment{ID: "pay_1", Status: pay.Captured}
-	_, err := p.Refund(context.Background(), pm, "refund-pay_1")
+	r := pay.Refund{ID: "re_1", PaymentID: pm.ID, Amount: 100, Status: pay.RefundPending}
+	res, err := p.Refund(context.Background(), pm, r, pay.RefundKey(r.ID))
+	if err != nil || res.Status != pay.RefundPending || res.ProviderRef != "" {
+		t.Fatalf("Refund=%+v, %v; want pending, no PSP reference", res, err)
+	}
+	_, err = p.RefundStatus(context.Background(), pm, r)
 	wantCode(t, err, pay.EUNSUPPORTED)
 	_, err = p.Status(context.Background(), pm)
 	wantCode(t, err, pay.EUNSUPPORTED)

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -18,7 +20,47 @@ const (
 	TypeProcessing     = "payment.processing"
 	TypeRequiresAction = "payment.requires_action"
 	TypeRefunded       = "payment.refunded"
+
+	// Events about one refund of a payment, whose data.refund is {id,
+	// amount}: id is paystate's refund id ("re_...", which the
+	// merchant's code passes to its PSP) or the PSP's reference of the
+	// refund; an optional provider_ref gives the PSP's reference next to
+	// paystate's id.
+	TypeRefundSucceeded = "payment.refund.succeeded"
+	TypeRefundFailed    = "payment.refund.failed"
+
+	// Events about a dispute of a payment, whose data.dispute is {id,
+	// amount, reason, status, evidence_due_by}: id is the PSP's, status
+	// a dispute status (created: needs_response, the default, or
+	// under_review; closed: won or lost), evidence_due_by unix seconds
+	// or an RFC 3339 time.
+	TypeDisputeCreated = "payment.dispute.created"
+	TypeDisputeClosed  = "payment.dispute.closed"
 )
+
+// refundStatus maps each refund event type to the refund status it
+// reports.
+var refundStatus = map[string]pay.RefundStatus{
+	TypeRefundSucceeded: pay.RefundSucceeded,
+	TypeRefundFailed:    pay.RefundFailed,
+}
+
+// RefundStatusOf returns the refund status a refund event type reports
+// and whether typ is one.
+func RefundStatusOf(typ string) (pay.RefundStatus, bool) {
+	s, ok := refundStatus[typ]
+	return s, ok
+}
+
+// IsDisputeType reports whether typ is an event type about a dispute.
+func IsDisputeType(typ string) bool { return typ == TypeDisputeCreated || typ == TypeDisputeClosed }
+
+// Known reports whether typ is an event type of the wire format.
+func Known(typ string) bool {
+	_, payment := eventStatus[typ]
+	_, refund := refundStatus[typ]
+	return payment || refund || IsDisputeType(typ)
+}
 
 // eventStatus maps each known event type to the status it reports.
 var eventStatus = map[string]pay.Status{
@@ -52,6 +94,12 @@ func TypeOf(s pay.Status) string {
 //	{"id": "evt_...", "type": "payment.captured", "created": 1700000000,
 //	 "data": {"payment_id": "pay_...", "provider_ref": "...", "amount": 1000, "currency": "EUR"}}
 //
+// An event about a refund or a dispute carries it in data as well:
+//
+//	"data": {"payment_id": "pay_...", "refund": {"id": "re_...", "amount": 250}}
+//	"data": {"payment_id": "pay_...", "dispute": {"id": "dp_1", "amount": 1000,
+//	         "reason": "fraudulent", "status": "needs_response", "evidence_due_by": 1700600000}}
+//
 // Amount and Currency are evidence: an event whose amount or currency
 // differs from the payment's is not applied (finalize puts the payment on
 // the review queue as amount_mismatch). 0 and "" mean not said.
@@ -63,6 +111,26 @@ type Event struct {
 	ProviderRef string
 	Amount      int64
 	Currency    string
+	// Refund is data.refund of a refund event; Dispute data.dispute of a
+	// dispute event.
+	Refund  *Refund
+	Dispute *Dispute
+}
+
+// Refund is data.refund: the refund an event is about.
+type Refund struct {
+	ID          string // paystate's refund id, or the PSP's reference
+	ProviderRef string // optional: the PSP's reference next to paystate's id
+	Amount      int64  // 0 = not said
+}
+
+// Dispute is data.dispute: the dispute an event is about.
+type Dispute struct {
+	ID            string
+	Amount        int64 // 0 = not said: the whole payment
+	Reason        string
+	Status        pay.DisputeStatus
+	EvidenceDueBy time.Time // zero = not said
 }
 
 // wireEvent is the JSON form of Event. Pointers tell a missing field from a
@@ -75,10 +143,49 @@ type wireEvent struct {
 }
 
 type wireData struct {
-	PaymentID   string `json:"payment_id,omitempty"`
+	PaymentID   string       `json:"payment_id,omitempty"`
+	ProviderRef string       `json:"provider_ref,omitempty"`
+	Amount      int64        `json:"amount"`
+	Currency    string       `json:"currency,omitempty"`
+	Refund      *wireRefund  `json:"refund,omitempty"`
+	Dispute     *wireDispute `json:"dispute,omitempty"`
+}
+
+type wireRefund struct {
+	ID          string `json:"id"`
 	ProviderRef string `json:"provider_ref,omitempty"`
 	Amount      int64  `json:"amount"`
-	Currency    string `json:"currency,omitempty"`
+}
+
+type wireDispute struct {
+	ID            string          `json:"id"`
+	Amount        int64           `json:"amount"`
+	Reason        string          `json:"reason,omitempty"`
+	Status        string          `json:"status,omitempty"`
+	EvidenceDueBy json.RawMessage `json:"evidence_due_by,omitempty"`
+}
+
+// dueBy reads evidence_due_by: unix seconds or an RFC 3339 time; zero
+// when absent or null.
+func (d *wireDispute) dueBy() (time.Time, error) {
+	raw := strings.TrimSpace(string(d.EvidenceDueBy))
+	if raw == "" || raw == "null" {
+		return time.Time{}, nil
+	}
+	var n int64
+	if err := json.Unmarshal(d.EvidenceDueBy, &n); err == nil {
+		if n <= 0 {
+			return time.Time{}, pay.Invalidf("data.dispute.evidence_due_by", "data.dispute.evidence_due_by must be a positive unix time, got %d", n)
+		}
+		return time.Unix(n, 0).UTC(), nil
+	}
+	var s string
+	if err := json.Unmarshal(d.EvidenceDueBy, &s); err == nil {
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, pay.Invalidf("data.dispute.evidence_due_by", "data.dispute.evidence_due_by must be unix seconds or an RFC 3339 time, got %s", quoteShort(raw))
 }
 
 // EncodeEvent returns the JSON body of e. It checks e as ParseEvent would, so
@@ -95,6 +202,15 @@ func EncodeEvent(e Event) ([]byte, error) {
 			Amount:      e.Amount,
 			Currency:    e.Currency,
 		},
+	}
+	if r := e.Refund; r != nil {
+		w.Data.Refund = &wireRefund{ID: r.ID, ProviderRef: r.ProviderRef, Amount: r.Amount}
+	}
+	if d := e.Dispute; d != nil {
+		w.Data.Dispute = &wireDispute{ID: d.ID, Amount: d.Amount, Reason: d.Reason, Status: string(d.Status)}
+		if !d.EvidenceDueBy.IsZero() {
+			w.Data.Dispute.EvidenceDueBy = json.RawMessage(strconv.FormatInt(d.EvidenceDueBy.Unix(), 10))
+		}
 	}
 	if err := w.validate(); err != nil {
 		return nil, err
@@ -114,7 +230,7 @@ func DecodeEvent(body []byte) (Event, error) {
 	if err := w.validate(); err != nil {
 		return Event{}, err
 	}
-	return Event{
+	e := Event{
 		ID:          w.ID,
 		Type:        w.Type,
 		Created:     time.Unix(*w.Created, 0).UTC(),
@@ -122,7 +238,24 @@ func DecodeEvent(body []byte) (Event, error) {
 		ProviderRef: w.Data.ProviderRef,
 		Amount:      w.Data.Amount,
 		Currency:    w.Data.Currency,
-	}, nil
+	}
+	if r := w.Data.Refund; r != nil {
+		e.Refund = &Refund{ID: r.ID, ProviderRef: r.ProviderRef, Amount: r.Amount}
+	}
+	if d := w.Data.Dispute; d != nil {
+		due, _ := d.dueBy() // checked by validate
+		e.Dispute = &Dispute{ID: d.ID, Amount: d.Amount, Reason: d.Reason, Status: disputeStatus(w.Type, d.Status), EvidenceDueBy: due}
+	}
+	return e, nil
+}
+
+// disputeStatus is the status of a dispute event: data.dispute.status,
+// needs_response when a created event does not say.
+func disputeStatus(typ, s string) pay.DisputeStatus {
+	if s == "" && typ == TypeDisputeCreated {
+		return pay.DisputeNeedsResponse
+	}
+	return pay.DisputeStatus(s)
 }
 
 // ParseEvent parses a webhook body of the wire format (DecodeEvent) into the
@@ -133,7 +266,7 @@ func ParseEvent(body []byte) (pay.WebhookEvent, error) {
 		return pay.WebhookEvent{}, err
 	}
 	st, _ := StatusOf(e.Type)
-	return pay.WebhookEvent{
+	out := pay.WebhookEvent{
 		EventID:     e.ID,
 		Type:        e.Type,
 		PaymentID:   e.PaymentID,
@@ -142,7 +275,26 @@ func ParseEvent(body []byte) (pay.WebhookEvent, error) {
 		Amount:      e.Amount,
 		Currency:    strings.ToUpper(e.Currency),
 		OccurredAt:  e.Created,
-	}, nil
+	}
+	if rs, ok := RefundStatusOf(e.Type); ok {
+		// The refund's amount is the refund's, not the payment's: it is
+		// evidence about the refund only.
+		c := &pay.RefundChange{Status: rs, Amount: e.Refund.Amount, ProviderRef: e.Refund.ProviderRef}
+		if ids.ValidRefund(e.Refund.ID) {
+			c.ID = e.Refund.ID
+		} else {
+			c.ProviderRef = e.Refund.ID
+		}
+		out.Refund, out.Amount = c, 0
+	}
+	if d := e.Dispute; d != nil {
+		out.Dispute = &pay.DisputeChange{ID: d.ID, Amount: d.Amount, Reason: d.Reason, Status: d.Status, EvidenceDueBy: d.EvidenceDueBy}
+		if out.Currency != "" {
+			out.Dispute.Currency = out.Currency
+		}
+		out.Amount = 0
+	}
+	return out, nil
 }
 
 // validate checks the fields of a decoded or to-be-encoded event.
@@ -156,9 +308,10 @@ func (w wireEvent) validate() error {
 	if w.Type == "" {
 		return pay.Errorf(pay.EINVALID, "type is required")
 	}
-	if _, ok := StatusOf(w.Type); !ok {
-		return pay.Errorf(pay.EINVALID, "type %s is not one of %s, %s, %s, %s, %s",
-			quoteShort(w.Type), TypeCaptured, TypeFailed, TypeProcessing, TypeRequiresAction, TypeRefunded)
+	if !Known(w.Type) {
+		return pay.Errorf(pay.EINVALID, "type %s is not one of %s, %s, %s, %s, %s, %s, %s, %s, %s",
+			quoteShort(w.Type), TypeCaptured, TypeFailed, TypeProcessing, TypeRequiresAction, TypeRefunded,
+			TypeRefundSucceeded, TypeRefundFailed, TypeDisputeCreated, TypeDisputeClosed)
 	}
 	if w.Created == nil {
 		return pay.Errorf(pay.EINVALID, "created is required")
@@ -183,6 +336,62 @@ func (w wireEvent) validate() error {
 	}
 	if c := w.Data.Currency; c != "" && pay.ValidateCurrency(strings.ToUpper(c)) != nil {
 		return pay.Errorf(pay.EINVALID, "data.currency must be an ISO 4217 code of three letters, got %s", quoteShort(c))
+	}
+	return w.validateMoney()
+}
+
+// validateMoney checks data.refund of a refund event and data.dispute of
+// a dispute event; other events must carry neither.
+func (w wireEvent) validateMoney() error {
+	_, refund := RefundStatusOf(w.Type)
+	dispute := IsDisputeType(w.Type)
+	switch r := w.Data.Refund; {
+	case !refund && r != nil:
+		return pay.Invalidf("data.refund", "data.refund is only for %s and %s events", TypeRefundSucceeded, TypeRefundFailed)
+	case refund && r == nil:
+		return pay.Invalidf("data.refund", "data.refund is required for a %s event", w.Type)
+	case refund && r.ID == "":
+		return pay.Invalidf("data.refund.id", "data.refund.id is required")
+	case refund:
+		if err := pay.ValidateText("data.refund.id", r.ID, MaxIDLen); err != nil {
+			return err
+		}
+		if err := pay.ValidateText("data.refund.provider_ref", r.ProviderRef, MaxIDLen); err != nil {
+			return err
+		}
+		if r.Amount < 0 {
+			return pay.Invalidf("data.refund.amount", "data.refund.amount must not be negative, got %d", r.Amount)
+		}
+	}
+	switch d := w.Data.Dispute; {
+	case !dispute && d != nil:
+		return pay.Invalidf("data.dispute", "data.dispute is only for %s and %s events", TypeDisputeCreated, TypeDisputeClosed)
+	case dispute && d == nil:
+		return pay.Invalidf("data.dispute", "data.dispute is required for a %s event", w.Type)
+	case dispute && d.ID == "":
+		return pay.Invalidf("data.dispute.id", "data.dispute.id is required")
+	case dispute:
+		if err := pay.ValidateText("data.dispute.id", d.ID, MaxIDLen); err != nil {
+			return err
+		}
+		if err := pay.ValidateText("data.dispute.reason", d.Reason, pay.MaxRefundReason); err != nil {
+			return err
+		}
+		if d.Amount < 0 {
+			return pay.Invalidf("data.dispute.amount", "data.dispute.amount must not be negative, got %d", d.Amount)
+		}
+		st := disputeStatus(w.Type, d.Status)
+		switch {
+		case !st.Valid():
+			return pay.Invalidf("data.dispute.status", "data.dispute.status %s is not one of needs_response, under_review, won, lost", quoteShort(d.Status))
+		case w.Type == TypeDisputeClosed && !st.Closed():
+			return pay.Invalidf("data.dispute.status", "data.dispute.status of a %s event must be won or lost, got %s", w.Type, quoteShort(d.Status))
+		case w.Type == TypeDisputeCreated && st.Closed():
+			return pay.Invalidf("data.dispute.status", "data.dispute.status of a %s event must be needs_response or under_review, got %s", w.Type, quoteShort(d.Status))
+		}
+		if _, err := d.dueBy(); err != nil {
+			return err
+		}
 	}
 	return nil
 }

@@ -46,7 +46,12 @@ func FuzzParseWebhook(f *testing.F) {
 		if e.EventID == "" || e.EventID != id {
 			t.Fatalf("EventID=%q, header %q", e.EventID, id)
 		}
-		if !e.Status.Valid() || stdwebhook.TypeOf(e.Status) != e.Type {
+		switch {
+		case e.Refund != nil || e.Dispute != nil:
+			if e.Status != "" || (e.Refund != nil) == (e.Dispute != nil) {
+				t.Fatalf("Status=%q, refund %v, dispute %v for type %q", e.Status, e.Refund, e.Dispute, e.Type)
+			}
+		case !e.Status.Valid() || stdwebhook.TypeOf(e.Status) != e.Type:
 			t.Fatalf("Status=%q for type %q", e.Status, e.Type)
 		}
 		if e.PaymentID == "" && e.ProviderRef == "" {

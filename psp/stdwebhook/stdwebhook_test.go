@@ -561,7 +561,7 @@ func TestParseEvent_Testdata(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if !strings.HasPrefix(filepath.Base(file), strings.Replace(e.Type, ".", "_", 1)) {
+			if !strings.HasPrefix(filepath.Base(file), strings.ReplaceAll(e.Type, ".", "_")) {
 				t.Fatalf("type %s does not match the file name", e.Type)
 			}
 			got, err := json.MarshalIndent(e, "", "  ")

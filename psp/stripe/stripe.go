@@ -30,8 +30,16 @@
 // payment_intent.requires_action → requires_action,
 // payment_intent.payment_failed → a failed_attempt step in the timeline
 // (status unchanged), charge.refunded → refunded when the charge is refunded
-// in full (a partial refund, made at Stripe, is recorded as an ignored_event
-// step: paystate refunds in full only). Every other event type is answered
+// in full (a partial one is recorded as an ignored_event step: its refund's
+// own event says more). charge.refund.updated, refund.updated and
+// refund.failed are about one refund (its status: succeeded, pending and
+// requires_action → pending, failed and canceled → failed), found by
+// metadata.paystate_refund_id (every refund paystate makes carries it) or
+// its id; a refund made at Stripe is learnt from them. charge.dispute.created,
+// .updated and .closed are about a dispute (needs_response, under_review,
+// won, lost; an inquiry's warning_* statuses map as a chargeback's,
+// warning_closed and charge_refunded to won), found by its payment_intent.
+// Every other event type is answered
 // 2xx and not stored (WebhookEvent.Ignore). An event names its payment by
 // metadata.paystate_payment_id and by the PaymentIntent id (for a charge:
 // its payment_intent), which is the payment's provider_ref. Every
@@ -51,7 +59,8 @@
 // Events of another Stripe API version than the library's
 // (stripe.APIVersion) are accepted: paystate reads only a handful of fields
 // (id, type, created, and of the object id, object, metadata, payment_intent,
-// refunded) that have kept their shape across API versions, and decodes them
+// refunded, amount, currency, status, reason, evidence_details.due_by) that
+// have kept their shape across API versions, and decodes them
 // itself rather than into the library's types. The first event of each
 // other version is logged as a warning and every one is counted in
 // paystate_stripe_webhook_version_mismatch_total, so a webhook endpoint
@@ -107,7 +116,21 @@ const (
 	TypeProcessing     = "payment_intent.processing"
 	TypeRequiresAction = "payment_intent.requires_action"
 	TypeChargeRefunded = "charge.refunded"
+
+	// Events about one refund (the object is a refund).
+	TypeChargeRefundUpdated = "charge.refund.updated"
+	TypeRefundUpdated       = "refund.updated"
+	TypeRefundFailed        = "refund.failed"
+
+	// Events about a dispute (the object is a dispute).
+	TypeDisputeCreated = "charge.dispute.created"
+	TypeDisputeUpdated = "charge.dispute.updated"
+	TypeDisputeClosed  = "charge.dispute.closed"
 )
+
+// MetadataRefundID is the refund metadata key that carries paystate's
+// refund id.
+const MetadataRefundID = "paystate_refund_id"
 
 // maxIDLen bounds the ids read from an event (event, PaymentIntent, payment).
 const maxIDLen = 255
@@ -341,42 +364,103 @@ func searchable(id string) bool {
 	return true
 }
 
-// Refund refunds the payment's PaymentIntent in full under key
-// ("refund-<payment_id>"). A refund Stripe answers succeeded or pending is
-// refunded: Stripe has accepted it and takes it from the balance at once;
-// pending only means the customer's bank has not confirmed yet (a refund
-// that fails later is not followed). A PaymentIntent already refunded in
-// full (charge_already_refunded, for example from the Stripe dashboard) is
-// refunded too. A refund in any other state is an EPSP error.
-func (p *Provider) Refund(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+// Refund refunds r, part or all of the payment's PaymentIntent, under key
+// ("refund-<refund id>"), with its amount and metadata.paystate_refund_id
+// (and paystate_payment_id), and maps what Stripe answers: succeeded →
+// succeeded; pending or requires_action → pending (the outcome follows by
+// charge.refund.updated, or the sweeper asks); failed or canceled →
+// failed. A PaymentIntent refunded in full already
+// (charge_already_refunded, for example from the Stripe dashboard) refunds
+// nothing more: the refund failed, and the charge.refunded event of the
+// refund made elsewhere settles the payment.
+func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key string) (pay.RefundResult, error) {
 	switch {
 	case key == "":
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
 	case pm.ProviderRef == "":
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: payment %s has no PaymentIntent to refund", pm.ID)
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "stripe: payment %s has no PaymentIntent to refund", pm.ID)
+	case r.Amount <= 0:
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "stripe: refund amount must be positive, got %d", r.Amount)
 	}
-	params := &stripego.RefundCreateParams{PaymentIntent: stripego.String(pm.ProviderRef)}
+	params := &stripego.RefundCreateParams{PaymentIntent: stripego.String(pm.ProviderRef), Amount: stripego.Int64(r.Amount)}
 	if pm.ID != "" {
 		params.AddMetadata(MetadataPaymentID, pm.ID)
+	}
+	if r.ID != "" {
+		params.AddMetadata(MetadataRefundID, r.ID)
 	}
 	params.SetIdempotencyKey(key)
 	re, err := p.api.V1Refunds.Create(ctx, params)
 	if code := errorCode(err); code == stripego.ErrorCodeChargeAlreadyRefunded {
-		return pay.PSPResult{
-			Status: pay.Refunded, ProviderRef: pm.ProviderRef, Found: true,
-			Raw: "stripe payment_intent=" + pm.ProviderRef + " already refunded",
+		return pay.RefundResult{
+			Status: pay.RefundFailed, Found: true,
+			Raw: "stripe payment_intent=" + pm.ProviderRef + " already refunded in full",
 		}, nil
 	}
 	if err != nil {
-		return pay.PSPResult{}, apiError("create refund", err)
+		return pay.RefundResult{}, apiError("create refund", err)
 	}
-	raw := fmt.Sprintf("stripe refund=%s status=%s payment_intent=%s", re.ID, re.Status, pm.ProviderRef)
-	switch re.Status {
-	case stripego.RefundStatusSucceeded, stripego.RefundStatusPending:
-		return pay.PSPResult{Status: pay.Refunded, ProviderRef: pm.ProviderRef, Found: true, Raw: raw}, nil
-	default:
-		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: refund %s of %s is %s", re.ID, pm.ProviderRef, re.Status)
+	return refundResult(re)
+}
+
+// RefundStatus retrieves a refund by its provider reference, or, without
+// one (the answer to the refund was lost), finds it among the
+// PaymentIntent's refunds by metadata.paystate_refund_id; a refund Stripe
+// does not know is Found false.
+func (p *Provider) RefundStatus(ctx context.Context, pm pay.Payment, r pay.Refund) (pay.RefundResult, error) {
+	if r.ProviderRef != "" {
+		re, err := p.api.V1Refunds.Retrieve(ctx, r.ProviderRef, &stripego.RefundRetrieveParams{})
+		if isMissing(err) {
+			return pay.RefundResult{Found: false, Raw: "stripe refund=" + r.ProviderRef + " not found"}, nil
+		}
+		if err != nil {
+			return pay.RefundResult{}, apiError("retrieve refund", err)
+		}
+		return refundResult(re)
 	}
+	if pm.ProviderRef == "" {
+		return pay.RefundResult{Found: false, Raw: "stripe: payment " + pm.ID + " has no PaymentIntent"}, nil
+	}
+	params := &stripego.RefundListParams{PaymentIntent: stripego.String(pm.ProviderRef)}
+	params.Limit = stripego.Int64(100)
+	for re, err := range p.api.V1Refunds.List(ctx, params).All(ctx) {
+		if err != nil {
+			return pay.RefundResult{}, apiError("list refunds", err)
+		}
+		if re != nil && re.Metadata[MetadataRefundID] == r.ID {
+			return refundResult(re)
+		}
+	}
+	return pay.RefundResult{Found: false, Raw: "stripe: no refund of " + pm.ProviderRef + " with metadata." + MetadataRefundID + "=" + r.ID}, nil
+}
+
+// RefundStatusOf maps a Stripe refund status to a refund status; ok is
+// false for a status paystate does not know.
+func RefundStatusOf(s stripego.RefundStatus) (pay.RefundStatus, bool) {
+	switch s {
+	case stripego.RefundStatusSucceeded:
+		return pay.RefundSucceeded, true
+	case stripego.RefundStatusPending, stripego.RefundStatusRequiresAction:
+		return pay.RefundPending, true
+	case stripego.RefundStatusFailed, stripego.RefundStatusCanceled:
+		return pay.RefundFailed, true
+	}
+	return "", false
+}
+
+// refundResult maps a Stripe refund to the provider's answer.
+func refundResult(re *stripego.Refund) (pay.RefundResult, error) {
+	if re == nil || re.ID == "" {
+		return pay.RefundResult{}, pay.Errorf(pay.EPSP, "stripe: answer without a refund id")
+	}
+	st, ok := RefundStatusOf(re.Status)
+	if !ok {
+		return pay.RefundResult{}, pay.Errorf(pay.EPSP, "stripe: refund %s has unknown status %q", re.ID, re.Status)
+	}
+	return pay.RefundResult{
+		Status: st, ProviderRef: re.ID, Found: true,
+		Raw: fmt.Sprintf("stripe refund=%s status=%s amount=%d", re.ID, re.Status, re.Amount),
+	}, nil
 }
 
 // Cancel cancels the payment's PaymentIntent under key
@@ -597,6 +681,13 @@ type object struct {
 	Refunded      *bool             `json:"refunded"`
 	Amount        int64             `json:"amount"`
 	Currency      string            `json:"currency"`
+	// A refund's or a dispute's status, a dispute's reason and evidence
+	// deadline.
+	Status          string `json:"status"`
+	Reason          string `json:"reason"`
+	EvidenceDetails *struct {
+		DueBy int64 `json:"due_by"`
+	} `json:"evidence_details"`
 }
 
 // mapEvent maps a verified Stripe event to paystate's event.
@@ -632,6 +723,10 @@ func mapEvent(ev stripego.Event) (pay.WebhookEvent, error) {
 		e.StepKind, want = pay.StepFailedAttempt, "payment_intent"
 	case TypeChargeRefunded:
 		want = "charge"
+	case TypeChargeRefundUpdated, TypeRefundUpdated, TypeRefundFailed:
+		want = "refund"
+	case TypeDisputeCreated, TypeDisputeUpdated, TypeDisputeClosed:
+		want = "dispute"
 	default:
 		e.Ignore = true
 		return e, nil
@@ -667,9 +762,14 @@ func mapEvent(ev stripego.Event) (pay.WebhookEvent, error) {
 		return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object.currency %q is not a currency code", ev.ID, cut(obj.Currency, 40))
 	}
 
-	if want == "payment_intent" {
+	switch want {
+	case "payment_intent":
 		e.ProviderRef = obj.ID
-	} else {
+	case "refund", "dispute":
+		if err := moneyEvent(ev.ID, &e, obj, want); err != nil {
+			return pay.WebhookEvent{}, err
+		}
+	default:
 		ref, err := intentRef(obj.PaymentIntent)
 		if err != nil {
 			return pay.WebhookEvent{}, pay.Errorf(pay.EINVALID, "stripe event %s: data.object.payment_intent: %s", ev.ID, err)
@@ -743,4 +843,65 @@ func cut(s string, n int) string {
 		return s
 	}
 	return s[:n] + "..."
+}
+
+// DisputeStatusOf maps a Stripe dispute status to a dispute status; ok is
+// false for a status paystate does not know. An inquiry's statuses
+// (warning_*) map as a chargeback's; an inquiry closed without becoming
+// one (warning_closed), or a dispute closed because the charge was
+// refunded (charge_refunded), is won: the disputed amount is not lost.
+func DisputeStatusOf(s string) (pay.DisputeStatus, bool) {
+	switch s {
+	case "needs_response", "warning_needs_response":
+		return pay.DisputeNeedsResponse, true
+	case "under_review", "warning_under_review":
+		return pay.DisputeUnderReview, true
+	case "won", "warning_closed", "charge_refunded":
+		return pay.DisputeWon, true
+	case "lost":
+		return pay.DisputeLost, true
+	}
+	return "", false
+}
+
+// moneyEvent fills in the event about a refund or a dispute (kind): the
+// object's payment_intent is the payment's provider_ref, its amount is
+// the refund's or dispute's (not evidence about the payment).
+func moneyEvent(id string, e *pay.WebhookEvent, obj object, kind string) error {
+	ref, err := intentRef(obj.PaymentIntent)
+	if err != nil {
+		return pay.Errorf(pay.EINVALID, "stripe event %s: data.object.payment_intent: %s", id, err)
+	}
+	e.ProviderRef = ref
+	amount := obj.Amount
+	e.Amount = 0
+	if kind == "refund" {
+		st, ok := RefundStatusOf(stripego.RefundStatus(obj.Status))
+		if !ok {
+			return pay.Errorf(pay.EINVALID, "stripe event %s: refund status %q is not one paystate knows", id, cut(obj.Status, 40))
+		}
+		c := &pay.RefundChange{ProviderRef: obj.ID, Amount: amount, Status: st}
+		rid := obj.Metadata[MetadataRefundID]
+		if err := pay.ValidateText("data.object.metadata."+MetadataRefundID, rid, maxIDLen); err != nil {
+			return err
+		}
+		c.ID = rid
+		e.Refund = c
+		return nil
+	}
+	st, ok := DisputeStatusOf(obj.Status)
+	if !ok {
+		return pay.Errorf(pay.EINVALID, "stripe event %s: dispute status %q is not one paystate knows", id, cut(obj.Status, 40))
+	}
+	if err := pay.ValidateText("data.object.reason", obj.Reason, pay.MaxRefundReason); err != nil {
+		return err
+	}
+	d := &pay.DisputeChange{ID: obj.ID, Amount: amount, Currency: e.Currency, Reason: obj.Reason, Status: st}
+	if obj.EvidenceDetails != nil && obj.EvidenceDetails.DueBy > 0 {
+		d.EvidenceDueBy = time.Unix(obj.EvidenceDetails.DueBy, 0).UTC()
+	}
+	// A dispute carries no metadata of paystate's: its PaymentIntent,
+	// when paystate knows it, names the payment.
+	e.Dispute, e.Untagged = d, true
+	return nil
 }

@@ -465,64 +465,77 @@ func TestProvider_Refund(t *testing.T) {
 		pm.ProviderRef, pm.Status = res.ProviderRef, pay.Captured
 		return pm
 	}
+	refund := func(pm pay.Payment, amount int64) pay.Refund {
+		return pay.Refund{ID: ids.Refund(time.Now()), PaymentID: pm.ID, Amount: amount, Currency: pm.Currency, Status: pay.RefundPending}
+	}
 
-	for _, tc := range []struct{ refund string }{{"succeeded"}, {"pending"}} {
+	for _, tc := range []struct {
+		refund string
+		want   pay.RefundStatus
+	}{{"succeeded", pay.RefundSucceeded}, {"pending", pay.RefundPending}, {"failed", pay.RefundFailed}} {
 		t.Run("OK_"+tc.refund, func(t *testing.T) {
 			t.Parallel()
 			fake := stripetest.NewFake(t)
 			fake.SetRefundStatus(tc.refund)
 			p := newProvider(t, fake.URL())
 			pm := captured(t, fake, p)
-			r, err := p.Refund(ctx, pm, "refund-"+pm.ID)
+			r := refund(pm, 250)
+			res, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Status != pay.Refunded || r.ProviderRef != pm.ProviderRef || !r.Found {
-				t.Fatalf("Refund=%+v", r)
+			if res.Status != tc.want || !strings.HasPrefix(res.ProviderRef, "re_") || !res.Found {
+				t.Fatalf("Refund=%+v, want %s", res, tc.want)
 			}
 			req := one(t, fake.Find("POST", "/v1/refunds"), "refund")
-			if req.IdempotencyKey != "refund-"+pm.ID || req.Form.Get("payment_intent") != pm.ProviderRef || req.Form.Get("amount") != "" {
-				t.Fatalf("refund request %+v, want key refund-%s, payment_intent %s, no amount (in full)", req, pm.ID, pm.ProviderRef)
+			if req.IdempotencyKey != "refund-"+r.ID || req.Form.Get("payment_intent") != pm.ProviderRef || req.Form.Get("amount") != "250" ||
+				req.Form.Get("metadata[paystate_refund_id]") != r.ID || req.Form.Get("metadata[paystate_payment_id]") != pm.ID {
+				t.Fatalf("refund request %+v, want key refund-%s, payment_intent %s, amount 250, the ids in metadata", req, r.ID, pm.ProviderRef)
+			}
+			// RefundStatus by the reference, and without it by metadata.
+			for _, q := range []pay.Refund{{ID: r.ID, ProviderRef: res.ProviderRef}, {ID: r.ID}} {
+				st, err := p.RefundStatus(ctx, pm, q)
+				if err != nil || !st.Found || st.Status != tc.want || st.ProviderRef != res.ProviderRef {
+					t.Fatalf("RefundStatus(%+v)=%+v, %v; want %s %s", q, st, err, tc.want, res.ProviderRef)
+				}
 			}
 		})
 	}
 
-	t.Run("SameKeyTwice", func(t *testing.T) {
+	t.Run("Parts", func(t *testing.T) {
 		t.Parallel()
 		fake, p := fakeProvider(t)
 		pm := captured(t, fake, p)
-		for range 2 {
-			if r, err := p.Refund(ctx, pm, "refund-"+pm.ID); err != nil || r.Status != pay.Refunded {
-				t.Fatalf("Refund=%+v, %v", r, err)
+		for _, amount := range []int64{300, pm.Amount - 300} {
+			r := refund(pm, amount)
+			for range 2 { // the same key twice refunds once
+				if res, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID)); err != nil || res.Status != pay.RefundSucceeded {
+					t.Fatalf("Refund %d=%+v, %v", amount, res, err)
+				}
 			}
 		}
-		if pi, _ := fake.Intent(pm.ProviderRef); pi.Refunds != 1 {
-			t.Fatalf("Refunds=%d, want 1", pi.Refunds)
+		if pi, _ := fake.Intent(pm.ProviderRef); pi.Refunds != 2 || pi.AmountRefunded != pm.Amount {
+			t.Fatalf("Refunds=%d of %d, want 2 of %d", pi.Refunds, pi.AmountRefunded, pm.Amount)
+		}
+		// Nothing is left: the refund fails.
+		if res, err := p.Refund(ctx, pm, refund(pm, 1), pay.RefundKey("re_more")); err != nil || res.Status != pay.RefundFailed {
+			t.Fatalf("Refund past the amount=%+v, %v; want failed", res, err)
 		}
 	})
 
 	t.Run("AlreadyRefundedAtStripe", func(t *testing.T) {
 		t.Parallel()
-		// Refunded from the dashboard first: charge_already_refunded.
+		// Refunded in full from the dashboard first: charge_already_refunded.
 		fake, p := fakeProvider(t)
 		pm := captured(t, fake, p)
-		if _, err := p.Refund(ctx, pm, "dashboard-refund"); err != nil {
+		if _, err := p.Refund(ctx, pm, refund(pm, pm.Amount), "dashboard-refund"); err != nil {
 			t.Fatal(err)
 		}
-		r, err := p.Refund(ctx, pm, "refund-"+pm.ID)
-		if err != nil || r.Status != pay.Refunded {
-			t.Fatalf("Refund=%+v, %v; want refunded", r, err)
+		r := refund(pm, 100)
+		res, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
+		if err != nil || res.Status != pay.RefundFailed {
+			t.Fatalf("Refund=%+v, %v; want failed: nothing is left", res, err)
 		}
-	})
-
-	t.Run("ErrFailed", func(t *testing.T) {
-		t.Parallel()
-		fake := stripetest.NewFake(t)
-		fake.SetRefundStatus("failed")
-		p := newProvider(t, fake.URL())
-		pm := captured(t, fake, p)
-		_, err := p.Refund(ctx, pm, "refund-"+pm.ID)
-		wantCode(t, err, pay.EPSP)
 	})
 
 	t.Run("ErrNotCaptured", func(t *testing.T) {
@@ -530,7 +543,8 @@ func TestProvider_Refund(t *testing.T) {
 		_, p := fakeProvider(t)
 		pm := payment()
 		pm.ProviderRef = create(t, p, pm).ProviderRef
-		_, err := p.Refund(ctx, pm, "refund-"+pm.ID)
+		r := refund(pm, 100)
+		_, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
 		wantCode(t, err, pay.EINVALID)
 	})
 
@@ -538,9 +552,10 @@ func TestProvider_Refund(t *testing.T) {
 		t.Parallel()
 		fake, p := fakeProvider(t)
 		pm := payment()
-		_, err := p.Refund(ctx, pm, "refund-"+pm.ID)
+		r := refund(pm, 100)
+		_, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
 		wantCode(t, err, pay.EINVALID)
-		_, err = p.Refund(ctx, pay.Payment{ID: pm.ID, ProviderRef: "pi_x"}, "")
+		_, err = p.Refund(ctx, pay.Payment{ID: pm.ID, ProviderRef: "pi_x"}, r, "")
 		wantCode(t, err, pay.EINVALID)
 		if len(fake.Requests()) != 0 {
 			t.Fatal("a request reached the API")
@@ -553,16 +568,20 @@ func TestProvider_Refund(t *testing.T) {
 		p := newProvider(t, rec.URL())
 		pm := payment()
 		pm.ProviderRef, pm.Status = "pi_3QkB9xJ2eZvKYlo21Kx7Gd4P", pay.Captured
-		r, err := p.Refund(ctx, pm, "refund-"+pm.ID)
+		r := refund(pm, 400)
+		res, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Status != pay.Refunded {
-			t.Fatalf("Refund=%+v", r)
+		if !res.Status.Valid() || res.ProviderRef == "" {
+			t.Fatalf("Refund=%+v", res)
 		}
 		req := one(t, rec.Find("POST", "/v1/refunds"), "refund")
-		if req.IdempotencyKey != "refund-"+pm.ID || req.Form.Get("payment_intent") != pm.ProviderRef {
+		if req.IdempotencyKey != "refund-"+r.ID || req.Form.Get("payment_intent") != pm.ProviderRef || req.Form.Get("amount") != "400" {
 			t.Fatalf("refund request %+v", req)
+		}
+		if st, err := p.RefundStatus(ctx, pm, pay.Refund{ID: r.ID, ProviderRef: res.ProviderRef}); err != nil || !st.Found {
+			t.Fatalf("RefundStatus=%+v, %v", st, err)
 		}
 	})
 }

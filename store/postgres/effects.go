@@ -219,14 +219,15 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 		return err
 	}
 	_, err := t.exec("put psp charge", `INSERT INTO psp_charges (key, payment_id, provider_ref, amount, currency, status,
-			client_secret, redirect_url, refund_key, calls, refunds, created_at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+			client_secret, redirect_url, refund_key, calls, refunds, created_at, amount_refunded)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
 		ON CONFLICT (key) DO UPDATE SET payment_id = excluded.payment_id, provider_ref = excluded.provider_ref,
 			amount = excluded.amount, currency = excluded.currency, status = excluded.status,
 			client_secret = excluded.client_secret, redirect_url = excluded.redirect_url, refund_key = excluded.refund_key,
-			calls = excluded.calls, refunds = excluded.refunds, created_at = excluded.created_at`,
+			calls = excluded.calls, refunds = excluded.refunds, created_at = excluded.created_at,
+			amount_refunded = excluded.amount_refunded`,
 		c.Key, c.PaymentID, c.ProviderRef, c.Amount, c.Currency, string(c.Status),
-		c.ClientSecret, c.RedirectURL, c.RefundKey, c.Calls, c.Refunds, created)
+		c.ClientSecret, c.RedirectURL, c.RefundKey, c.Calls, c.Refunds, created, c.AmountRefunded)
 	return err
 }
 
@@ -236,14 +237,14 @@ func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
 		return pay.PSPCharge{}, err
 	}
 	c, found, err := queryOne(t, "read psp charge", `SELECT payment_id, provider_ref, amount, currency, status,
-			client_secret, redirect_url, refund_key, calls, refunds, created_at FROM psp_charges WHERE key = $1`,
+			client_secret, redirect_url, refund_key, calls, refunds, created_at, amount_refunded FROM psp_charges WHERE key = $1`,
 		func(r pgx.Row) (pay.PSPCharge, error) {
 			var (
 				c       pay.PSPCharge
 				created int64
 			)
 			err := r.Scan(&c.PaymentID, &c.ProviderRef, &c.Amount, &c.Currency, &c.Status,
-				&c.ClientSecret, &c.RedirectURL, &c.RefundKey, &c.Calls, &c.Refunds, &created)
+				&c.ClientSecret, &c.RedirectURL, &c.RefundKey, &c.Calls, &c.Refunds, &created, &c.AmountRefunded)
 			c.CreatedAt = fromNS(created)
 			return c, err
 		}, key)

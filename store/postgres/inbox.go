@@ -18,7 +18,7 @@ const eventOrder = `octet_length(provider), provider, event_id`
 
 // inboxCols are the columns scanInbox reads, in its order.
 const inboxCols = `provider, event_id, type, payment_id, provider_ref, status, step_kind, amount, currency,
-	occurred_at, received_at, body, attempts, next_attempt_at, last_error, processed`
+	occurred_at, received_at, body, attempts, next_attempt_at, last_error, processed, detail`
 
 // scanInbox reads the inboxCols of a row.
 func scanInbox(r pgx.Row) (pay.InboxEvent, error) {
@@ -26,9 +26,13 @@ func scanInbox(r pgx.Row) (pay.InboxEvent, error) {
 		e                        pay.InboxEvent
 		occurred, received, next int64
 		attempts                 int64
+		detail                   []byte
 	)
 	err := r.Scan(&e.Provider, &e.EventID, &e.Type, &e.PaymentID, &e.ProviderRef, &e.Status, &e.StepKind, &e.Amount, &e.Currency,
-		&occurred, &received, &e.Body, &attempts, &next, &e.LastError, &e.Processed)
+		&occurred, &received, &e.Body, &attempts, &next, &e.LastError, &e.Processed, &detail)
+	if err == nil {
+		e.Refund, e.Dispute, err = decodeDetail(detail)
+	}
 	e.OccurredAt, e.ReceivedAt, e.NextAttemptAt = fromNS(occurred), fromNS(received), fromNS(next)
 	e.Attempts, e.Body = int(attempts), nilIfEmpty(e.Body)
 	return e, err
@@ -67,6 +71,11 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	c := enc{what: "webhook event " + e.Provider + "/" + e.EventID}
 	args := []any{e.Provider, e.EventID, e.Type, e.PaymentID, e.ProviderRef, string(e.Status), e.StepKind, e.Amount, e.Currency,
 		c.stamp(e.OccurredAt), c.stamp(e.ReceivedAt), orEmpty(e.Body), int64(e.Attempts), c.stamp(e.NextAttemptAt), e.LastError}
+	detail, err := encodeDetail(e.Refund, e.Dispute)
+	if err != nil {
+		return false, err
+	}
+	args = append(args, detail)
 	if c.err != nil {
 		return false, c.err
 	}
@@ -75,7 +84,7 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	}
 	n, err := t.exec("put inbox", `INSERT INTO inbox (`+inboxCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2))
+			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2), $16::jsonb)
 		ON CONFLICT DO NOTHING`, args...)
 	return n == 1, err
 }

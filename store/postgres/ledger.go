@@ -4,6 +4,7 @@ package postgres
 // account and currency (balances), written together by AppendLedger.
 
 import (
+	"math"
 	"slices"
 
 	"github.com/jackc/pgx/v5"
@@ -126,4 +127,25 @@ func (t *tx) LedgerBalances() ([]pay.Balance, error) {
 		err := r.Scan(&b.Account, &b.Currency, &b.Amount)
 		return b, err
 	})
+}
+
+// LedgerEntries returns up to limit journal lines with a Seq greater than
+// afterSeq, in Seq order (a range scan of the primary key).
+func (t *tx) LedgerEntries(afterSeq uint64, limit int) ([]pay.LedgerEntry, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	if afterSeq >= math.MaxInt64 {
+		return nil, nil
+	}
+	return queryAll(t, "read ledger", `SELECT seq, payment_id, event_id, account, currency, amount, at FROM ledger
+		WHERE seq > $1 ORDER BY seq LIMIT $2`, func(r pgx.Row) (pay.LedgerEntry, error) {
+		var (
+			e       pay.LedgerEntry
+			seq, ns int64
+		)
+		err := r.Scan(&seq, &e.PaymentID, &e.EventID, &e.Account, &e.Currency, &e.Amount, &ns)
+		e.Seq, e.At = uint64(seq), fromNS(ns)
+		return e, err
+	}, int64(afterSeq), limit)
 }

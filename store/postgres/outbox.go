@@ -17,7 +17,7 @@ import (
 
 // outboxCols are the columns scanOutbox reads, in its order.
 const outboxCols = `seq, id, type, payment_id, status, from_status, version, order_id, amount, currency,
-	customer_id, customer_email, provider, created_at`
+	customer_id, customer_email, provider, created_at, refund_id, dispute_id, object_amount, object_status, amount_refunded`
 
 // scanOutbox reads the outboxCols of a row.
 func scanOutbox(r pgx.Row) (pay.OutboxRecord, error) {
@@ -26,7 +26,7 @@ func scanOutbox(r pgx.Row) (pay.OutboxRecord, error) {
 		seq, version, created int64
 	)
 	err := r.Scan(&seq, &o.ID, &o.Type, &o.PaymentID, &o.Status, &o.From, &version, &o.OrderID, &o.Amount, &o.Currency,
-		&o.Customer.ID, &o.Customer.Email, &o.Provider, &created)
+		&o.Customer.ID, &o.Customer.Email, &o.Provider, &created, &o.RefundID, &o.DisputeID, &o.ObjectAmount, &o.ObjectStatus, &o.AmountRefunded)
 	o.Seq, o.Version, o.CreatedAt = uint64(seq), uint64(version), fromNS(created)
 	return o, err
 }
@@ -47,13 +47,14 @@ func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 	}
 	e := enc{what: "outbox record " + r.ID}
 	args := []any{r.ID, r.Type, r.PaymentID, string(r.Status), string(r.From), e.u64("version", r.Version), r.OrderID, r.Amount, r.Currency,
-		r.Customer.ID, r.Customer.Email, r.Provider, e.stamp(r.CreatedAt)}
+		r.Customer.ID, r.Customer.Email, r.Provider, e.stamp(r.CreatedAt), r.RefundID, r.DisputeID, r.ObjectAmount, r.ObjectStatus, r.AmountRefunded}
 	if e.err != nil {
 		return e.err
 	}
 	_, err := t.exec("append outbox", `WITH s AS (UPDATE meta SET value = value + 1 WHERE key = 'outbox_seq' RETURNING value)
 		INSERT INTO outbox (`+outboxCols+`)
-		SELECT s.value, $1, $2, $3, $4, $5, $6::bigint, $7, $8::bigint, $9, $10, $11, $12, $13::bigint FROM s`, args...)
+		SELECT s.value, $1, $2, $3, $4, $5, $6::bigint, $7, $8::bigint, $9, $10, $11, $12, $13::bigint,
+			$14, $15, $16::bigint, $17, $18::bigint FROM s`, args...)
 	return err
 }
 

@@ -23,7 +23,7 @@ const (
 
 // paymentCols are the columns scanPayment reads, in its order.
 const paymentCols = `id, order_id, amount, currency, customer_id, customer_email, provider, provider_ref,
-	status, version, client_secret, redirect_url, return_url, created_at, updated_at`
+	status, version, client_secret, redirect_url, return_url, created_at, updated_at, amount_refunded, amount_refund_pending`
 
 // scanPayment reads the paymentCols of a row.
 func scanPayment(r pgx.Row) (pay.Payment, error) {
@@ -33,7 +33,7 @@ func scanPayment(r pgx.Row) (pay.Payment, error) {
 		created, updated int64
 	)
 	err := r.Scan(&p.ID, &p.OrderID, &p.Amount, &p.Currency, &p.Customer.ID, &p.Customer.Email, &p.Provider, &p.ProviderRef,
-		&p.Status, &version, &p.ClientSecret, &p.RedirectURL, &p.ReturnURL, &created, &updated)
+		&p.Status, &version, &p.ClientSecret, &p.RedirectURL, &p.ReturnURL, &created, &updated, &p.AmountRefunded, &p.AmountRefundPending)
 	p.Version, p.CreatedAt, p.UpdatedAt = uint64(version), fromNS(created), fromNS(updated)
 	return p, err
 }
@@ -77,7 +77,7 @@ func paymentArgs(p pay.Payment) ([]any, error) {
 	e := enc{what: "payment " + p.ID}
 	args := []any{p.ID, p.OrderID, p.Amount, p.Currency, p.Customer.ID, p.Customer.Email, p.Provider, p.ProviderRef,
 		string(p.Status), e.u64("version", p.Version), p.ClientSecret, p.RedirectURL, p.ReturnURL,
-		e.stamp(p.CreatedAt), e.stamp(p.UpdatedAt)}
+		e.stamp(p.CreatedAt), e.stamp(p.UpdatedAt), p.AmountRefunded, p.AmountRefundPending}
 	return args, e.err
 }
 
@@ -100,7 +100,7 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 		return err
 	}
 	n, err := t.exec("insert payment", `INSERT INTO payments (`+paymentCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING`, args...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17) ON CONFLICT DO NOTHING`, args...)
 	if err != nil || n == 1 {
 		return err
 	}
@@ -145,8 +145,9 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 	if p.Version == prev+1 && prev < 1<<63 {
 		n, err := t.exec("update payment", `UPDATE payments SET order_id = $2, amount = $3, currency = $4, customer_id = $5,
 			customer_email = $6, provider = $7, provider_ref = $8, status = $9, version = $10, client_secret = $11,
-			redirect_url = $12, return_url = $13, created_at = $14, updated_at = $15
-			WHERE id = $1 AND version = $16 AND ($8 = '' OR NOT EXISTS (
+			redirect_url = $12, return_url = $13, created_at = $14, updated_at = $15,
+			amount_refunded = $16, amount_refund_pending = $17
+			WHERE id = $1 AND version = $18 AND ($8 = '' OR NOT EXISTS (
 				SELECT 1 FROM payments o WHERE o.provider = $7 AND o.provider_ref = $8 AND o.id <> $1))`,
 			append(args, int64(prev))...)
 		if err != nil || n == 1 {
@@ -169,20 +170,22 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 }
 
 // ListPayments returns a page of payments and the cursor of the next page
-// ("" on the last page), as the bbolt store does: without filter newest
-// created first (payments_by_created); with OrderID newest created first
-// among that order's payments (payments_by_order), Status, if also set,
-// filtering those; with Status alone newest updated first
-// (payments_by_status). Limit 0 means DefaultListLimit; other values are
-// clamped to 1..MaxListLimit. A cursor that is not from the same kind of
-// list is EINVALID.
+// ("" on the last page), as the bbolt store does, in the order f.Order
+// names: ByCreated newest created first (payments_by_created, within
+// CreatedFrom and CreatedBefore when set); ByOrder newest created first
+// among that order's payments (payments_by_order); ByStatus newest updated
+// first (payments_by_status). The other filters are WHERE conditions; a
+// customer has no index, so a customer search reads the payments of its
+// range until the page is full. Limit 0 means DefaultListLimit; other
+// values are clamped to 1..MaxListLimit. A cursor that is not from the
+// same kind of list is EINVALID.
 func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
 	limit, err := pay.PaymentListLimit(f)
 	if err != nil {
 		return nil, "", err
 	}
 
-	// Pick the index: its filter, its time column and the cursor's kind.
+	// Pick the index: its time column and the cursor's kind.
 	var (
 		where  []string
 		args   []any
@@ -191,21 +194,36 @@ func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
 		prefix []byte
 	)
 	arg := func(v any) string { args = append(args, v); return "$" + strconv.Itoa(len(args)) }
-	switch {
-	case f.OrderID != "":
+	switch f.Order() {
+	case pay.ByOrder:
 		if err := checkPart("order_id", f.OrderID, false); err != nil {
 			return nil, "", err
 		}
 		kind, prefix = cursorOrder, orderPrefix(f.OrderID)
-		where = append(where, "order_id = "+arg(f.OrderID))
-		if f.Status != "" {
-			where = append(where, "status = "+arg(string(f.Status)))
-		}
-	case f.Status != "":
+	case pay.ByStatus:
 		kind, prefix, col = cursorStatus, statePrefix(string(f.Status)), "updated_at"
-		where = append(where, "status = "+arg(string(f.Status)))
 	default:
 		kind = cursorCreated
+	}
+
+	// The filters (pay.PaymentFilter.Match, as SQL).
+	if f.OrderID != "" {
+		where = append(where, "order_id = "+arg(f.OrderID))
+	}
+	if f.Status != "" {
+		where = append(where, "status = "+arg(string(f.Status)))
+	}
+	if f.CustomerID != "" {
+		where = append(where, "customer_id = "+arg(f.CustomerID))
+	}
+	if f.CustomerEmail != "" {
+		where = append(where, `lower(customer_email COLLATE "C") = `+arg(pay.FoldEmail(f.CustomerEmail)))
+	}
+	if !f.CreatedFrom.IsZero() {
+		where = append(where, "created_at >= "+arg(keyNS(f.CreatedFrom)))
+	}
+	if !f.CreatedBefore.IsZero() {
+		where = append(where, "created_at < "+arg(keyNS(f.CreatedBefore)))
 	}
 	if f.Cursor != "" {
 		ns, id, err := decodeCursor(f.Cursor, kind, prefix)

@@ -318,12 +318,12 @@ func encodeCursor(kind byte, prefix []byte, ns int64, id string) string {
 func decodeCursor(s string, kind byte, prefix []byte) (ns int64, id string, err error) {
 	b, err := base64.RawURLEncoding.DecodeString(s)
 	if err != nil || len(b) < 1+len(prefix)+8+1 || b[0] != kind || !bytes.HasPrefix(b[1:], prefix) {
-		return 0, "", pay.Errorf(pay.EINVALID, "cursor is not valid for this list")
+		return 0, "", pay.Invalidf("cursor", "cursor is not valid for this list")
 	}
 	rest := b[1+len(prefix):]
 	id = string(rest[8:])
 	if len(id) > pay.MaxStoredPart || storableText(id) != nil {
-		return 0, "", pay.Errorf(pay.EINVALID, "cursor is not valid for this list")
+		return 0, "", pay.Invalidf("cursor", "cursor is not valid for this list")
 	}
 	return int64(binary.BigEndian.Uint64(rest[:8])), id, nil
 }

@@ -447,6 +447,78 @@ func testListPayments(t *testing.T, open Opener) {
 		wantIDs(t, got[0])
 	})
 
+	t.Run("Search", func(t *testing.T) {
+		// A customer id, an e-mail (ASCII case folded) and a creation
+		// range: newest created first, whatever else is set, paged.
+		t.Parallel()
+		e := newEnv(t, open)
+		for i := range 10 {
+			p := newPayment(i, t0.Add(time.Duration(i)*time.Hour))
+			switch i % 3 {
+			case 0:
+				p.Customer = pay.Customer{ID: "cus_A", Email: "Ada.Lovelace@Example.com"}
+			case 1:
+				p.Customer = pay.Customer{ID: "cus_AB", Email: "ada.lovelace@example.com.evil"}
+			default:
+				p.Customer = pay.Customer{ID: "cus_B", Email: "ÁDA@example.com"}
+			}
+			e.insert(p)
+		}
+		e.move(paymentID(3), pay.Captured, t0.Add(20*time.Hour))
+		e.move(paymentID(6), pay.Captured, t0.Add(21*time.Hour))
+		at := func(h int) time.Time { return t0.Add(time.Duration(h) * time.Hour) }
+		all := func(t *testing.T, f pay.PaymentFilter) []pay.Payment {
+			var out []pay.Payment
+			for _, page := range pages(t, e, f) {
+				out = append(out, page...)
+			}
+			return out
+		}
+		for name, tt := range map[string]struct {
+			f    pay.PaymentFilter
+			want []int
+		}{
+			"CustomerID":      {pay.PaymentFilter{CustomerID: "cus_A", Limit: 2}, []int{9, 6, 3, 0}},
+			"CustomerIDExact": {pay.PaymentFilter{CustomerID: "cus_"}, nil},
+			"Email":           {pay.PaymentFilter{CustomerEmail: "ada.lovelace@example.com", Limit: 3}, []int{9, 6, 3, 0}},
+			"EmailUpper":      {pay.PaymentFilter{CustomerEmail: "ADA.LOVELACE@EXAMPLE.COM"}, []int{9, 6, 3, 0}},
+			"EmailASCIIOnly":  {pay.PaymentFilter{CustomerEmail: "áda@example.com"}, nil},
+			"EmailNonASCII":   {pay.PaymentFilter{CustomerEmail: "ÁDA@EXAMPLE.COM"}, []int{8, 5, 2}},
+			"Range":           {pay.PaymentFilter{CreatedFrom: at(2), CreatedBefore: at(5), Limit: 2}, []int{4, 3, 2}},
+			"From":            {pay.PaymentFilter{CreatedFrom: at(7)}, []int{9, 8, 7}},
+			"Before":          {pay.PaymentFilter{CreatedBefore: at(1).Add(time.Nanosecond)}, []int{1, 0}},
+			"RangeCustomer":   {pay.PaymentFilter{CustomerID: "cus_A", CreatedFrom: at(1), CreatedBefore: at(9), Limit: 1}, []int{6, 3}},
+			"RangeStatus":     {pay.PaymentFilter{Status: pay.Captured, CreatedBefore: at(5)}, []int{3}},
+			"StatusCustomer":  {pay.PaymentFilter{Status: pay.Created, CustomerID: "cus_A", Limit: 1}, []int{9, 0}},
+			"OrderCustomer":   {pay.PaymentFilter{OrderID: "order-3", CustomerID: "cus_A"}, []int{3}},
+			"OrderOther":      {pay.PaymentFilter{OrderID: "order-3", CustomerID: "cus_B"}, nil},
+			"OrderRange":      {pay.PaymentFilter{OrderID: "order-3", CreatedFrom: at(4)}, nil},
+			"Nothing":         {pay.PaymentFilter{CreatedFrom: at(100)}, nil},
+		} {
+			t.Run(name, func(t *testing.T) { wantIDs(t, all(t, tt.f), tt.want...) })
+		}
+
+		// A cursor of one range continues it, not the whole list.
+		var next string
+		e.view(func(tx pay.Tx) (err error) {
+			_, next, err = tx.ListPayments(pay.PaymentFilter{CreatedBefore: at(5), Limit: 2})
+			return err
+		})
+		wantIDs(t, all(t, pay.PaymentFilter{CreatedBefore: at(5), CreatedFrom: at(1), Cursor: next}), 2, 1)
+
+		// An empty or backwards range is refused, naming the field.
+		e.view(func(tx pay.Tx) error {
+			for _, f := range []pay.PaymentFilter{{CreatedFrom: at(3), CreatedBefore: at(3)}, {CreatedFrom: at(4), CreatedBefore: at(3)}} {
+				_, _, err := tx.ListPayments(f)
+				wantCode(t, err, pay.EINVALID)
+				if got, want := pay.ErrorParam(err), "created_before"; got != want {
+					t.Errorf("ListPayments(%v..%v): param %q, want %q", f.CreatedFrom, f.CreatedBefore, got, want)
+				}
+			}
+			return nil
+		})
+	})
+
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)

@@ -661,6 +661,56 @@ func testLedger(t *testing.T, open Opener) {
 		}
 	})
 
+	t.Run("Entries", func(t *testing.T) {
+		// The journal, paged by Seq: every line once, in order, with its
+		// fields and time as written.
+		t.Parallel()
+		e := newEnv(t, open)
+		var want []pay.LedgerEntry
+		for i := range 5 {
+			lines := posting(paymentID(i), "EUR", int64(100+i))
+			for j := range lines {
+				lines[j].At = t0.Add(time.Duration(i) * time.Hour)
+			}
+			e.update(func(tx pay.Tx) error { return tx.AppendLedger(lines) })
+			want = append(want, lines...)
+		}
+		var got []pay.LedgerEntry
+		for after := uint64(0); ; {
+			var page []pay.LedgerEntry
+			e.view(func(tx pay.Tx) (err error) { page, err = tx.LedgerEntries(after, 3); return err })
+			if len(page) > 3 {
+				t.Fatalf("LedgerEntries(%d, 3) returned %d lines", after, len(page))
+			}
+			if len(page) == 0 {
+				break
+			}
+			got = append(got, page...)
+			after = page[len(page)-1].Seq
+		}
+		if len(got) != len(want) {
+			t.Fatalf("%d journal lines, want %d", len(got), len(want))
+		}
+		for i := range want {
+			g, w := got[i], want[i]
+			if g.Seq != w.Seq || g.PaymentID != w.PaymentID || g.EventID != w.EventID || g.Account != w.Account ||
+				g.Currency != w.Currency || g.Amount != w.Amount || !g.At.Equal(w.At) || g.At.Location() != time.UTC {
+				t.Fatalf("line %d: %+v, want %+v", i, g, w)
+			}
+		}
+		e.view(func(tx pay.Tx) error {
+			if rest, err := tx.LedgerEntries(want[len(want)-1].Seq, 10); err != nil || len(rest) != 0 {
+				t.Fatalf("LedgerEntries after the last line: %v, %v; want none", rest, err)
+			}
+			if rest, err := tx.LedgerEntries(math.MaxUint64, 10); err != nil || len(rest) != 0 {
+				t.Fatalf("LedgerEntries(MaxUint64): %v, %v; want none", rest, err)
+			}
+			_, err := tx.LedgerEntries(0, 0)
+			wantCode(t, err, pay.EINVALID)
+			return nil
+		})
+	})
+
 	t.Run("ErrOverflow", func(t *testing.T) {
 		// A posting that would take a balance past the int64 range is
 		// refused, naming the account and currency, and writes none of

@@ -39,6 +39,7 @@ func Run(t *testing.T, open Opener) {
 		fn   func(*testing.T, Opener)
 	}{
 		{"Tx", testTx},
+		{"WriteProbe", testWriteProbe},
 		// Payments and their indexes.
 		{"InsertPayment", testInsertPayment},
 		{"UpdatePayment", testUpdatePayment},
@@ -46,6 +47,7 @@ func Run(t *testing.T, open Opener) {
 		{"ListPayments", testListPayments},
 		{"Candidates", testCandidates},
 		{"CandidatesAfter", testCandidatesAfter},
+		{"PaymentCounts", testPaymentCounts},
 		// Timeline.
 		{"Timeline", testTimeline},
 		// Inbox and processed event ids.
@@ -76,6 +78,10 @@ func Run(t *testing.T, open Opener) {
 		// PSP answers.
 		{"PSPAnswer", testPSPAnswer},
 		{"PSPCharge", testPSPCharge},
+		// Refunds and disputes.
+		{"Refunds", testRefunds},
+		{"RefundsConcurrent", testRefundsConcurrent},
+		{"Disputes", testDisputes},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
 	}

@@ -22,7 +22,8 @@ import (
 // works as at Stripe (the same key with the same parameters replays the
 // first answer; with other parameters it is an idempotency_error). It
 // answers the endpoints the stripe provider uses: create, retrieve, cancel
-// and search PaymentIntents, and create refunds. Every request is recorded.
+// and search PaymentIntents, and create (in full or in part), retrieve and
+// list refunds. Every request is recorded.
 type Fake struct {
 	srv *httptest.Server
 
@@ -30,6 +31,8 @@ type Fake struct {
 	createStatus func(paymentID string, amount int64) string
 	refundStatus string
 	intents      map[string]*FakeIntent
+	refunds      map[string]map[string]any // refund id → the refund as answered
+	refundOrder  []string
 	keys         map[string]stored // idempotency key → first answer
 	fail         []int
 	drop         int
@@ -48,6 +51,8 @@ type FakeIntent struct {
 	FailedTry    bool // last_payment_error is set
 	Refunds      int  // refunds made
 	Cancels      int  // successful cancel calls
+	// AmountRefunded is what its refunds took back.
+	AmountRefunded int64
 }
 
 // stored is the answer kept for an idempotency key.
@@ -65,6 +70,7 @@ func NewFake(tb testing.TB) *Fake {
 	f := &Fake{
 		refundStatus: "succeeded",
 		intents:      map[string]*FakeIntent{},
+		refunds:      map[string]map[string]any{},
 		keys:         map[string]stored{},
 	}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
@@ -222,6 +228,15 @@ func (f *Fake) route(method, path string, form url.Values) (int, any) {
 		return f.search(form.Get("query"))
 	case method == http.MethodPost && path == "/v1/refunds":
 		return f.refund(form)
+	case method == http.MethodGet && path == "/v1/refunds":
+		return f.listRefunds(form.Get("payment_intent"))
+	case method == http.MethodGet && strings.HasPrefix(path, "/v1/refunds/"):
+		id := strings.TrimPrefix(path, "/v1/refunds/")
+		re, ok := f.refunds[id]
+		if !ok {
+			return missing("refund", id)
+		}
+		return http.StatusOK, re
 	case m != nil && method == http.MethodGet && m[2] == "":
 		pi, ok := f.intents[m[1]]
 		if !ok {
@@ -298,18 +313,54 @@ func (f *Fake) refund(form url.Values) (int, any) {
 	switch {
 	case !ok:
 		return missing("payment_intent", id)
-	case pi.Refunds > 0:
+	case pi.AmountRefunded >= pi.Amount:
 		return http.StatusBadRequest, errorBody("invalid_request_error", "charge_already_refunded",
 			"Charge for PaymentIntent "+id+" has already been refunded.", nil)
 	case pi.Status != "succeeded":
 		return http.StatusBadRequest, errorBody("invalid_request_error", "payment_intent_unexpected_state",
 			"This PaymentIntent does not have a successful charge to refund.", nil)
 	}
-	pi.Refunds++
-	return http.StatusOK, map[string]any{
-		"id": "re_fake" + randHex(8), "object": "refund", "amount": pi.Amount, "currency": pi.Currency,
-		"payment_intent": id, "status": f.refundStatus, "metadata": map[string]string{},
+	amount := pi.Amount - pi.AmountRefunded // no amount: the rest
+	if v := form.Get("amount"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n <= 0 {
+			return http.StatusBadRequest, errorBody("invalid_request_error", "parameter_invalid_integer", "Invalid integer: amount", nil)
+		}
+		if n > amount {
+			return http.StatusBadRequest, errorBody("invalid_request_error", "amount_too_large",
+				fmt.Sprintf("Refund amount (%d) is greater than unrefunded amount on charge (%d)", n, amount), nil)
+		}
+		amount = n
 	}
+	pi.Refunds++
+	if f.refundStatus != "failed" && f.refundStatus != "canceled" {
+		pi.AmountRefunded += amount
+	}
+	meta := map[string]string{}
+	for k, vs := range form {
+		if name, ok := strings.CutPrefix(k, "metadata["); ok && len(vs) > 0 {
+			meta[strings.TrimSuffix(name, "]")] = vs[0]
+		}
+	}
+	re := map[string]any{
+		"id": "re_fake" + randHex(8), "object": "refund", "amount": amount, "currency": pi.Currency,
+		"payment_intent": id, "status": f.refundStatus, "metadata": meta,
+	}
+	f.refunds[re["id"].(string)] = re
+	f.refundOrder = append(f.refundOrder, re["id"].(string))
+	return http.StatusOK, re
+}
+
+// listRefunds answers the refunds of a PaymentIntent, newest first, in
+// one page.
+func (f *Fake) listRefunds(pi string) (int, any) {
+	data := []any{}
+	for i := len(f.refundOrder) - 1; i >= 0; i-- {
+		if re := f.refunds[f.refundOrder[i]]; pi == "" || re["payment_intent"] == pi {
+			data = append(data, re)
+		}
+	}
+	return http.StatusOK, map[string]any{"object": "list", "url": "/v1/refunds", "has_more": false, "data": data}
 }
 
 // json is the PaymentIntent as Stripe sends it, with the fields the

@@ -1,0 +1,102 @@
+package httpd
+
+import (
+	"github.com/valyala/fasthttp"
+
+	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/pay"
+)
+
+// refundRequest is the body of POST /v1/payments/{id}/refund; an empty
+// body refunds whatever is left.
+type refundRequest struct {
+	Amount *int64 `json:"amount"`
+	Reason string `json:"reason"`
+}
+
+// refundJSON is a refund on the wire.
+type refundJSON struct {
+	ID          string `json:"id"`
+	PaymentID   string `json:"payment_id"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	Reason      string `json:"reason,omitempty"`
+	Status      string `json:"status"`
+	ProviderRef string `json:"provider_ref"`
+	CreatedAt   string `json:"created_at"`
+	UpdatedAt   string `json:"updated_at"`
+}
+
+func refundToJSON(r pay.Refund) refundJSON {
+	return refundJSON{
+		ID: r.ID, PaymentID: r.PaymentID, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason,
+		Status: string(r.Status), ProviderRef: r.ProviderRef, CreatedAt: rfc3339(r.CreatedAt), UpdatedAt: rfc3339(r.UpdatedAt),
+	}
+}
+
+// handleRefundPayment refunds part or all of a payment under the
+// request's Idempotency-Key and answers 201 with the refund (pending,
+// succeeded or failed, as the PSP answered). A refund that does not fit
+// in what is left is 409 refund_exceeds_amount.
+func (s *Server) handleRefundPayment(rc *fasthttp.RequestCtx, params []string) error {
+	id, err := paymentID(params[0])
+	if err != nil {
+		return err
+	}
+	var body refundRequest
+	if len(rc.PostBody()) > 0 {
+		if err := decodeJSON(rc, &body); err != nil {
+			return err
+		}
+	}
+	req := finalize.RefundRequest{Reason: body.Reason}
+	if body.Amount != nil {
+		if *body.Amount <= 0 {
+			return pay.Invalidf("amount", "amount must be a positive number of minor units, got %d (leave it out to refund what is left)", *body.Amount)
+		}
+		req.Amount = *body.Amount
+	}
+	if err := req.Validate(); err != nil {
+		return err
+	}
+	key, err := idemKey(rc)
+	if err != nil {
+		return err
+	}
+	scoped, fingerprint := s.scopedKey(rc, "refund", key)
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	r, err := s.Payments.RefundOnce(ctx, id, req, finalize.IdemKey{Key: scoped, Fingerprint: fingerprint, Status: fasthttp.StatusCreated})
+	switch {
+	case err != nil && r.Held:
+		return s.failed(ctx, rc, scoped, err)
+	case err != nil:
+		return keyRefused(rc, err)
+	case r.Claim == finalize.ClaimReplay:
+		rc.Response.Header.Set("Idempotent-Replayed", "true")
+		if r.Refund.ID == "" || r.Record.StatusCode >= 300 {
+			writeRaw(rc, r.Record.StatusCode, r.Record.Body)
+			return nil
+		}
+		writeJSON(rc, r.Record.StatusCode, refundToJSON(r.Refund))
+		return nil
+	}
+	writeJSON(rc, fasthttp.StatusCreated, refundToJSON(r.Refund))
+	return nil
+}
+
+// handleListRefunds answers a payment's refunds, oldest first.
+func (s *Server) handleListRefunds(rc *fasthttp.RequestCtx, params []string) error {
+	id, err := paymentID(params[0])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	refunds, err := s.Payments.Refunds(ctx, id)
+	if err != nil {
+		return err
+	}
+	writeList(rc, refunds, refundToJSON)
+	return nil
+}

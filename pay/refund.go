@@ -1,0 +1,205 @@
+package pay
+
+import "time"
+
+// ERefundExceeds is the error code of a refund that would take the sum of
+// a payment's pending and succeeded refunds past its amount. The store
+// refuses it inside the transaction that would insert the refund, so
+// concurrent refunds cannot over-refund (HTTP 409).
+const ERefundExceeds = "refund_exceeds_amount"
+
+// ReasonRefundUnresolved is the review reason of a refund left pending
+// past sweeper.give_up_after that the PSP does not settle (or cannot say
+// about): a human looks at it at the PSP.
+const ReasonRefundUnresolved = "refund_unresolved"
+
+// MaxRefundReason is the longest refund reason accepted, in bytes.
+const MaxRefundReason = 500
+
+// RefundStatus is the state of one refund. The wire strings are part of
+// the contract.
+type RefundStatus string
+
+const (
+	// RefundPending is set when the refund is requested (before the PSP
+	// is called) and kept while the PSP has accepted it without a final
+	// answer. The PSP's answer, webhook or the sweeper moves it on. Its
+	// amount counts against what may still be refunded.
+	RefundPending RefundStatus = "pending"
+	// RefundSucceeded is terminal: the money went back to the customer.
+	// Its amount is in the payment's AmountRefunded and the ledger.
+	RefundSucceeded RefundStatus = "succeeded"
+	// RefundFailed is terminal: the PSP refused the refund or it failed
+	// after it was accepted. Its amount is free to be refunded again.
+	RefundFailed RefundStatus = "failed"
+)
+
+// RefundStatuses lists every refund status.
+var RefundStatuses = []RefundStatus{RefundPending, RefundSucceeded, RefundFailed}
+
+// Valid reports whether s is a known refund status.
+func (s RefundStatus) Valid() bool {
+	return s == RefundPending || s == RefundSucceeded || s == RefundFailed
+}
+
+// Terminal reports whether s is a final outcome.
+func (s RefundStatus) Terminal() bool { return s == RefundSucceeded || s == RefundFailed }
+
+// ParseRefundStatus returns the refund status named s or an invalid error.
+func ParseRefundStatus(s string) (RefundStatus, error) {
+	st := RefundStatus(s)
+	if !st.Valid() {
+		return "", Invalidf("status", "refund status %q is not one of pending, succeeded, failed", s)
+	}
+	return st, nil
+}
+
+// DecideRefund is the transition table of a refund, the same rules as
+// Decide's for a payment: a pending refund takes any outcome; an outcome
+// seen again is a duplicate; a terminal refund reported pending is stale
+// (the acceptance came after its outcome); succeeded against failed is a
+// conflict a human decides.
+func DecideRefund(cur, obs RefundStatus) Decision {
+	switch {
+	case cur == obs:
+		return Duplicate
+	case !cur.Terminal():
+		return Apply
+	case !obs.Terminal():
+		return Stale
+	}
+	return ConflictingTerminal
+}
+
+// Refund is one refund of a payment: a part (or all) of its amount given
+// back to the customer. A payment may have several.
+type Refund struct {
+	ID          string // "re_" + ULID, assigned by paystate
+	PaymentID   string
+	Provider    string // the payment's provider
+	Amount      int64  // minor units, > 0, in the payment's currency
+	Currency    string
+	Reason      string
+	Status      RefundStatus
+	ProviderRef string // the PSP's id of the refund, once known
+	// IdemKey is the scoped idempotency key of the merchant request that
+	// created it ("" for a refund made at the PSP and learnt from it): a
+	// retry of that request finds its refund by it.
+	IdemKey string
+	// EventID is the outbox record of the refund's outcome
+	// (payment.refund.succeeded or .failed): the ledger posting of a
+	// succeeded refund carries it.
+	EventID   string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}
+
+// RefundChange is what an observation says about one refund (see
+// Observation.Refund): a request for a new one, or the PSP's word on one.
+type RefundChange struct {
+	// ID is paystate's id of the refund; "" for a new one (a request, or
+	// a refund made at the PSP) or when only ProviderRef is known.
+	ID string
+	// ProviderRef is the PSP's id of the refund, when known.
+	ProviderRef string
+	// Amount is the refund's amount: required for a new refund, evidence
+	// for a known one (0 = not said).
+	Amount int64
+	// Reason is a new refund's reason.
+	Reason string
+	// Status is the refund's observed status.
+	Status RefundStatus
+	// IdemKey is a new refund's scoped idempotency key (a merchant
+	// request).
+	IdemKey string
+	// Request marks the merchant's request for a new refund: it must fit
+	// in what is left (else ERefundExceeds) and the payment must be
+	// captured. A refund learnt from the PSP that does not fit goes on
+	// the review queue instead.
+	Request bool
+}
+
+// RefundResult is a provider's answer to a refund or to a question about
+// one.
+type RefundResult struct {
+	Status      RefundStatus
+	ProviderRef string // the PSP's id of the refund
+	Found       bool   // false: the PSP does not know the refund
+	Raw         string // the answer as text, kept as evidence
+}
+
+// RefundKey is the PSP idempotency key of a refund: "refund-<refund id>",
+// derived from business data, so stable across retries.
+func RefundKey(refundID string) string { return "refund-" + refundID }
+
+// ValidateRefund checks a refund's stored fields.
+func ValidateRefund(r Refund) error {
+	switch {
+	case r.ID == "":
+		return Invalidf("id", "refund id is required")
+	case r.PaymentID == "":
+		return Invalidf("payment_id", "refund %s: payment id is required", r.ID)
+	case !r.Status.Valid():
+		return Invalidf("status", "refund %s: status %q is not a refund status", r.ID, r.Status)
+	case r.CreatedAt.IsZero() || r.UpdatedAt.IsZero():
+		return Invalidf("created_at", "refund %s: created_at and updated_at are required", r.ID)
+	}
+	if err := ValidateAmount(r.Amount); err != nil {
+		return err
+	}
+	return ValidateText("reason", r.Reason, MaxRefundReason)
+}
+
+// Refundable returns what is left to refund of p: its amount less its
+// succeeded and pending refunds.
+func (p Payment) Refundable() int64 {
+	return p.Amount - p.AmountRefunded - p.AmountRefundPending
+}
+
+// Ledger accounts of disputes; refunds post to AccountPSPReceivable and
+// AccountMerchantRevenue, reversing the capture by the refund's amount.
+const (
+	// AccountDisputes holds the amount of open disputes: opening one
+	// moves the disputed amount there from the merchant's balance at the
+	// PSP (AccountPSPReceivable).
+	AccountDisputes = "disputes"
+	// AccountDisputeLosses is where a lost dispute's amount ends.
+	AccountDisputeLosses = "dispute_losses"
+)
+
+// Step kinds of refunds and disputes. Each writes the payment (a new
+// version): refunds move AmountRefunded and AmountRefundPending, and a
+// dispute's version bump orders the money moves of one payment.
+const (
+	StepRefundSucceeded = "refund_succeeded"
+	StepRefundFailed    = "refund_failed"
+	StepDisputeOpened   = "dispute_opened"
+	StepDisputeUpdated  = "dispute_updated"
+	StepDisputeClosed   = "dispute_closed"
+)
+
+// Outbox event types of refunds and disputes.
+const (
+	EventRefundSucceeded = "payment.refund.succeeded"
+	EventRefundFailed    = "payment.refund.failed"
+	EventDisputeCreated  = "payment.dispute.created"
+	EventDisputeClosed   = "payment.dispute.closed"
+)
+
+// MoneyStep reports whether a step kind is one of a refund or a dispute.
+func MoneyStep(kind string) bool {
+	switch kind {
+	case StepRefundRequested, StepRefundSucceeded, StepRefundFailed, StepDisputeOpened, StepDisputeUpdated, StepDisputeClosed:
+		return true
+	}
+	return false
+}
+
+// RefundFilter selects refunds for the sweeper: pending ones updated
+// before a time, oldest first, paged after (UpdatedAt, ID).
+type RefundFilter struct {
+	UpdatedBefore time.Time
+	AfterUpdated  time.Time
+	AfterID       string
+	Limit         int
+}
