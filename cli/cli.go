@@ -1,6 +1,6 @@
 // Package cli is paystate's command line: one file per subcommand (serve,
-// check, version, verify, backup, migrate, simulate, review), each a
-// function of its arguments and output streams, so that tests run a
+// check, version, verify, backup, migrate, simulate, review, reconcile),
+// each a function of its arguments and output streams, so that tests run a
 // command without a process. main.go owns the process around it: the
 // signals, and the exit code, which it takes from ExitCode. The engines
 // behind verify and simulate are internal/verify and internal/simulate;
@@ -87,6 +87,8 @@ commands:
   simulate [-n 1000] [-concurrency 32]
                            run a paystate against the mock PSP in chaos mode and check its invariants
   review list|resolve      the review queue of a running server (-url, -api-key or PAYSTATE_API_KEY)
+  reconcile import -format stripe|generic FILE | reconcile stripe -since DATE
+                           match the PSP's settlement report against the ledger; exit 3 if something did not match
   help [COMMAND]           print this, or a command's flags (also: paystate COMMAND -h)
 
 Every configuration key can also be set in the environment as
@@ -97,15 +99,16 @@ configuration error, 3 a check (verify, simulate) found a problem.
 
 // commands are the subcommands, by name.
 var commands = map[string]func(ctx context.Context, args []string, stdout, stderr io.Writer) error{
-	"serve":    runServe,
-	"check":    runCheck,
-	"version":  runVersion,
-	"verify":   runVerify,
-	"backup":   runBackup,
-	"migrate":  runMigrate,
-	"copy":     runCopy,
-	"simulate": runSimulate,
-	"review":   runReview,
+	"serve":     runServe,
+	"check":     runCheck,
+	"version":   runVersion,
+	"verify":    runVerify,
+	"backup":    runBackup,
+	"migrate":   runMigrate,
+	"copy":      runCopy,
+	"simulate":  runSimulate,
+	"review":    runReview,
+	"reconcile": runReconcile,
 }
 
 // Run runs the subcommand args[0] (serve if args is empty or starts with

@@ -93,6 +93,7 @@ type Config struct {
 	Sweeper      Sweeper      `toml:"sweeper"`
 	Ripple       Ripple       `toml:"ripple"`
 	Loyalty      Loyalty      `toml:"loyalty"`
+	Reconcile    Reconcile    `toml:"reconcile"`
 	Receipt      Receipt      `toml:"receipt"`
 	Webhooks     []Webhook    `toml:"webhooks"`
 	Providers    Providers    `toml:"providers"`
@@ -215,6 +216,14 @@ type Ripple struct {
 type Loyalty struct {
 	// PointsPerUnit is the points credited per major currency unit.
 	PointsPerUnit int64 `toml:"points_per_unit"`
+}
+
+// Reconcile is the [reconcile] section: settlement reconciliation.
+type Reconcile struct {
+	// SettleWithin is how long a captured payment may wait for the PSP's
+	// settlement report: older and in no report, a run lists it
+	// missing_at_psp.
+	SettleWithin Duration `toml:"settle_within"`
 }
 
 // Receipt is the [receipt] section: the e-mail receipt effect, one
@@ -438,6 +447,7 @@ func DefaultConfig() Config {
 			Retention:   Duration{30 * 24 * time.Hour},
 		},
 		Loyalty:   Loyalty{PointsPerUnit: 1},
+		Reconcile: Reconcile{SettleWithin: Duration{7 * 24 * time.Hour}},
 		Receipt:   Receipt{From: "receipts@example.com", TLS: "starttls"},
 		Providers: defaultProviders(),
 		Relay:     Relay{NATS: NATS{Stream: "PAYSTATE", SubjectPrefix: "paystate"}},

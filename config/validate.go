@@ -203,6 +203,7 @@ func (c Config) Validate() error {
 	if n := c.Loyalty.PointsPerUnit; n < 0 || n > MaxPointsPerUnit {
 		p.addf("loyalty.points_per_unit", "must be between 0 and %d, got %d", MaxPointsPerUnit, n)
 	}
+	p.within("reconcile.settle_within", c.Reconcile.SettleWithin, time.Hour, 0)
 	if c.Receipt.SMTPAddr != "" {
 		if err := checkHostPort(c.Receipt.SMTPAddr, true); err != nil {
 			p.addf("receipt.smtp_addr", "%v", err)

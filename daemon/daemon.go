@@ -32,6 +32,7 @@ import (
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/reconcile"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
@@ -201,7 +202,7 @@ func (m *Main) Open() (err error) {
 		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration, Pprof: cfg.Server.Pprof,
 		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
 		Idempotency: idem,
-		Deliveries:  m.Ripple, Customers: m.Ripple,
+		Deliveries:  m.Ripple, Customers: m.Ripple, Reconciliation: reconcile.Runs{Store: m.Store},
 		Counts: m.Payments, Ready: m.readyChecks(m.Now()), Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,
 	}

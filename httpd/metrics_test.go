@@ -93,9 +93,13 @@ func TestServer_Metrics(t *testing.T) {
 				t.Errorf("%s%v: %d buckets, want le buckets", name, m.GetLabel(), len(h.GetBucket()))
 			}
 		}
-		for _, suffix := range []string{`_bucket{`, `_sum{`, `_count{`} {
-			if !strings.Contains(text, "\n"+name+suffix) {
-				t.Errorf("histogram %s: no %s series", name, strings.TrimSuffix(suffix, "{"))
+		if len(mf.GetMetric()) == 0 {
+			continue // registered, nothing observed yet in this process
+		}
+		for _, suffix := range []string{`_bucket`, `_sum`, `_count`} {
+			// _sum and _count of a histogram without labels have none.
+			if !strings.Contains(text, "\n"+name+suffix+"{") && !strings.Contains(text, "\n"+name+suffix+" ") {
+				t.Errorf("histogram %s: no %s series", name, suffix)
 			}
 		}
 		if !strings.Contains(text, `le="+Inf"`) {

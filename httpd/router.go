@@ -36,6 +36,8 @@ func (s *Server) routeTable() []route {
 		{method: "POST", pattern: "/v1/payments/{id}/refund", auth: true, handle: s.handleRefundPayment},
 		{method: "GET", pattern: "/v1/payments/{id}/refunds", auth: true, handle: s.handleListRefunds},
 		{method: "GET", pattern: "/v1/disputes", auth: true, handle: s.handleListDisputes},
+		{method: "GET", pattern: "/v1/reconciliation/runs", auth: true, handle: s.handleListReconRuns},
+		{method: "GET", pattern: "/v1/reconciliation/runs/{id}", auth: true, handle: s.handleGetReconRun},
 		{method: "GET", pattern: "/v1/payments/{id}/events", auth: true, handle: s.handlePaymentEvents},
 		{method: "GET", pattern: "/v1/review", auth: true, handle: s.handleListReview},
 		{method: "POST", pattern: "/v1/review/{id}/resolve", auth: true, handle: s.handleResolveReview},

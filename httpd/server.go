@@ -54,6 +54,9 @@ type Server struct {
 	Review      Review
 	Deliveries  Deliveries
 	Customers   Customers
+	// Reconciliation serves the settlement reconciliation runs; nil
+	// answers 501.
+	Reconciliation Reconciliation
 
 	// Backup takes a consistent copy of the database to a local file and
 	// returns it open, with its size; closing it removes the file (GET

@@ -290,4 +290,27 @@ type Tx interface {
 	// CountOpenDisputes returns how many disputes are needs_response or
 	// under_review.
 	CountOpenDisputes() (int, error)
+
+	// Settlement reconciliation (reconcile.go).
+
+	// PutSettlement stores s under (s.Provider, s.ID), replacing the one
+	// before; a settlement of a payment (PaymentID set) needs the payment
+	// stored (ENOTFOUND).
+	PutSettlement(s Settlement) error
+	// Settlement returns one settlement, or ENOTFOUND.
+	Settlement(provider, id string) (Settlement, error)
+	// SettlementsForPayment returns a payment's settlements, by provider
+	// and id.
+	SettlementsForPayment(paymentID string) ([]Settlement, error)
+	// ListSettlements returns up to limit (1..MaxListLimit) settlements
+	// after (afterProvider, afterID), by provider and id ("" "" starts at
+	// the first).
+	ListSettlements(afterProvider, afterID string, limit int) ([]Settlement, error)
+	// PutReconRun stores a reconciliation run, replacing one with its id.
+	PutReconRun(r ReconRun) error
+	// ReconRun returns one reconciliation run, or ENOTFOUND.
+	ReconRun(id string) (ReconRun, error)
+	// ListReconRuns returns up to limit (1..MaxListLimit) runs with an id
+	// before beforeID ("" = from the newest), newest first.
+	ListReconRuns(beforeID string, limit int) ([]ReconRun, error)
 }

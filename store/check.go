@@ -70,6 +70,7 @@ var familyChecks = []func(*checker){
 	(*checker).checkPSPAnswers,
 	(*checker).checkRefunds,
 	(*checker).checkDisputes,
+	(*checker).checkSettlements, // reconcile.go
 }
 
 // checker is one run of Check: the transaction it reads and the problems

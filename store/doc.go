@@ -98,6 +98,11 @@
 //	disputes_by_payment         str(payment id) ‖ str(provider) ‖ dispute id     —
 //	disputes_by_due             status ‖ 0x00 ‖ be64(evidence_due_by, none = max) ‖ str(provider) ‖ dispute id   —
 //
+//	reconcile.go: settlement reconciliation
+//	settlements                 str(provider) ‖ balance-transaction id           settlement (CBOR): a matched, posted line
+//	settlements_by_payment      str(payment id) ‖ str(provider) ‖ balance-transaction id   —; settlements of a payment only
+//	recon_runs                  run id ("rr_" + ULID, time-ordered)              run with its unmatched items (CBOR)
+//
 // CBOR values are the unexported record types of codec.go: maps keyed by
 // the small integer each field's tag fixes, empty fields left out, times
 // as integer nanoseconds; the domain types in package pay carry no tags.

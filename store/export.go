@@ -45,6 +45,8 @@ type ExportSink interface {
 	PSPCharge(c pay.PSPCharge) error
 	Refund(r pay.Refund) error
 	Dispute(d pay.Dispute) error
+	Settlement(s pay.Settlement) error
+	ReconRun(r pay.ReconRun) error
 
 	// Counters is called last, with the single values: the last outbox
 	// and ledger Seq given out (at least the highest stored, more when the
@@ -63,8 +65,8 @@ const exportPage = 500
 // timelines, inbox events, processed event ids, leases, outbox records,
 // deliveries (pending, done, dead), ledger lines, balances, review items,
 // idempotency keys, customer accounts, effect records, webhook endpoints,
-// PSP answers, the mock PSP's charges, refunds and disputes, then the
-// counters. Index
+// PSP answers, the mock PSP's charges, refunds and disputes, settlements
+// and reconciliation runs, then the counters. Index
 // buckets are not exported: they are derived from the records.
 //
 // Records are read through the pay.Tx methods (ListPayments, Steps,
@@ -105,6 +107,8 @@ func (db *DB) Export(ctx context.Context, sink ExportSink) error {
 			{"psp charges", e.pspCharges},
 			{"refunds", e.refunds},
 			{"disputes", e.disputes},
+			{"settlements", e.settlements},       // reconcile.go
+			{"reconciliation runs", e.reconRuns}, // reconcile.go
 			{"counters", e.counters},
 		} {
 			if err := ctx.Err(); err != nil {
@@ -462,7 +466,7 @@ func (e *exporter) counters() error {
 var exportBuckets = [][]byte{
 	bucketPayments, bucketTimeline, bucketInbox, bucketProcessed, bucketLeases, bucketOutbox, bucketDeliveries,
 	bucketLedger, bucketBalances, bucketReview, bucketIdem, bucketCustomers, bucketEffects, bucketWebhookEndpoints,
-	bucketPSPAnswers, bucketPSPCharges, bucketRefunds, bucketDisputes,
+	bucketPSPAnswers, bucketPSPCharges, bucketRefunds, bucketDisputes, bucketSettlements, bucketReconRuns,
 }
 
 // ExportSize returns how many records Export would hand out (the counters

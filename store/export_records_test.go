@@ -28,6 +28,7 @@ func exported(r *filltest.Records) map[string]int {
 		"balances": len(r.Balances), "review": len(r.ReviewItems), "idempotency_keys": len(r.IdemKeys),
 		"customers": len(r.Customers), "effects": len(r.Effects), "webhook_endpoints": len(r.Endpoints),
 		"psp_answers": len(r.PSPAnswers), "psp_charges": len(r.PSPCharges), "refunds": len(r.Refunds), "disputes": len(r.Disputes),
+		"settlements": len(r.Settlements), "recon_runs": len(r.ReconRuns),
 	}
 }
 
@@ -38,6 +39,7 @@ var indexBuckets = []string{
 	"inbox_by_payment", "inbox_pending", "processed_by_time", "leases_in_force", "outbox_by_payment",
 	"deliveries_due", "deliveries_open", "deliveries_by_state", "review_by_created", "idempotency_keys_by_expiry",
 	"refunds_by_payment", "refunds_by_ref", "refunds_pending", "disputes_by_payment", "disputes_by_due",
+	"settlements_by_payment",
 }
 
 // fillStart is the time of the stores that export fills.

@@ -84,6 +84,11 @@ var (
 	bucketDisputesByPayment = []byte("disputes_by_payment")
 	bucketDisputesByDue     = []byte("disputes_by_due")
 
+	// Settlement reconciliation (reconcile.go).
+	bucketSettlements          = []byte("settlements")
+	bucketSettlementsByPayment = []byte("settlements_by_payment")
+	bucketReconRuns            = []byte("recon_runs")
+
 	allBuckets = [][]byte{
 		bucketMeta,
 		bucketPayments, bucketPaymentsByStatus, bucketPaymentsByCreated, bucketPaymentsByOrder, bucketPaymentsByRef,
@@ -98,6 +103,7 @@ var (
 		bucketIdemByExpiry, bucketProcessedByTime, bucketPSPAnswers, bucketLeasesInForce, bucketPSPCharges,
 		bucketRefunds, bucketRefundsByPayment, bucketRefundsByRef, bucketRefundsPending,
 		bucketDisputes, bucketDisputesByPayment, bucketDisputesByDue,
+		bucketSettlements, bucketSettlementsByPayment, bucketReconRuns,
 	}
 )
 
@@ -119,7 +125,7 @@ var appendOnly = func() map[string]bool {
 		bucketTimeline, bucketInboxByPayment, bucketInboxPending, bucketProcessedByTime,
 		bucketOutbox, bucketOutboxByPayment, bucketDeliveries, bucketDeliveriesDue, bucketDeliveriesByState,
 		bucketLedger, bucketReviewByCreated, bucketIdemByExpiry, bucketEffects, bucketLeasesInForce, bucketPSPCharges,
-		bucketRefunds, bucketRefundsByPayment, bucketRefundsPending,
+		bucketRefunds, bucketRefundsByPayment, bucketRefundsPending, bucketReconRuns,
 	} {
 		m[string(b)] = true
 	}
@@ -451,4 +457,16 @@ func disputeDueKey(s pay.DisputeStatus, due time.Time, provider, id string) []by
 	}
 	k := binary.BigEndian.AppendUint64(disputeDuePrefix(s), ns)
 	return append(k, disputeKey(provider, id)...)
+}
+
+// Settlement reconciliation.
+
+// settlementKey is str(provider) ‖ balance-transaction id: the key of
+// settlements.
+func settlementKey(provider, id string) []byte { return append(appendStr(nil, provider), id...) }
+
+// settlementPaymentKey is str(payment id) ‖ settlementKey: the key of
+// settlements_by_payment.
+func settlementPaymentKey(paymentID, provider, id string) []byte {
+	return append(paymentPrefix(paymentID), settlementKey(provider, id)...)
 }

@@ -112,6 +112,8 @@ var importTables = []struct{ name, cols, key string }{
 	{"psp_charges", "key, payment_id, provider_ref, amount, currency, status, client_secret, redirect_url, refund_key, calls, refunds, created_at, amount_refunded", "key"},
 	{"refunds", refundCols, "id"},
 	{"disputes", disputeCols, "provider, id"},
+	{"settlements", settlementCols, "provider, id"},
+	{"recon_runs", reconRunCols, "id"},
 }
 
 // NewImporter returns an Importer on a connection of its own, taken from

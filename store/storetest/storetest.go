@@ -82,6 +82,9 @@ func Run(t *testing.T, open Opener) {
 		{"Refunds", testRefunds},
 		{"RefundsConcurrent", testRefundsConcurrent},
 		{"Disputes", testDisputes},
+		// Settlement reconciliation.
+		{"Settlements", testSettlements},
+		{"ReconRuns", testReconRuns},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
 	}

@@ -241,6 +241,21 @@ func Fill(ctx context.Context, s pay.Store) error {
 				return err
 			}
 		}
+		// A settlement of a payment and one of none, and a run.
+		for _, st := range []pay.Settlement{
+			{Provider: "stripe", ID: "txn_1", Kind: pay.SettleCharge, PaymentID: ids[0], ProviderRef: "psp_ref_1", Amount: 1500, Fee: 45, PayoutID: "po_1"},
+			{Provider: "stripe", ID: "txn_fee", Kind: pay.SettleFee, Fee: 250},
+		} {
+			st.Currency, st.RunID, st.CreatedAt, st.UpdatedAt = "EUR", "rr_1", now, now.Add(time.Second)
+			if err := tx.PutSettlement(st); err != nil {
+				return err
+			}
+		}
+		if err := tx.PutReconRun(pay.ReconRun{ID: "rr_1", Provider: "stripe", Source: "import:stripe:report.csv", Lines: 3, Matched: 2,
+			MissingLocally: 1, Posted: 2, CreatedAt: now, Items: []pay.ReconItem{{Kind: pay.ReconMissingLocally, Line: 4, LineID: "txn_x",
+				ProviderRef: "pi_x", Amount: 700, Currency: "EUR", Note: "no payment"}}}); err != nil {
+			return err
+		}
 		return nil
 	})
 	if err != nil {
@@ -292,6 +307,8 @@ type Records struct {
 	PSPCharges    []pay.PSPCharge
 	Refunds       []pay.Refund
 	Disputes      []pay.Dispute
+	Settlements   []pay.Settlement
+	ReconRuns     []pay.ReconRun
 	Single        *Counters // the counters; nil until the export reached them
 }
 
@@ -385,6 +402,15 @@ func (r *Records) Refund(f pay.Refund) error { r.Refunds = append(r.Refunds, f);
 // Dispute keeps d.
 func (r *Records) Dispute(d pay.Dispute) error { r.Disputes = append(r.Disputes, d); return nil }
 
+// Settlement keeps s.
+func (r *Records) Settlement(s pay.Settlement) error {
+	r.Settlements = append(r.Settlements, s)
+	return nil
+}
+
+// ReconRun keeps x.
+func (r *Records) ReconRun(x pay.ReconRun) error { r.ReconRuns = append(r.ReconRuns, x); return nil }
+
 // Counters keeps the single values.
 func (r *Records) Counters(outboxSeq, ledgerSeq, rippleCursor uint64, outboxHorizon time.Time) error {
 	r.Single = &Counters{outboxSeq, ledgerSeq, rippleCursor, outboxHorizon}
@@ -395,7 +421,8 @@ func (r *Records) Counters(outboxSeq, ledgerSeq, rippleCursor uint64, outboxHori
 func (r *Records) Len() int {
 	return len(r.Payments) + len(r.Steps) + len(r.Inbox) + len(r.ProcessedIDs) + len(r.Leases) + len(r.OutboxRecords) +
 		len(r.Deliveries) + len(r.Ledger) + len(r.Balances) + len(r.ReviewItems) + len(r.IdemKeys) + len(r.Customers) +
-		len(r.Effects) + len(r.Endpoints) + len(r.PSPAnswers) + len(r.PSPCharges) + len(r.Refunds) + len(r.Disputes)
+		len(r.Effects) + len(r.Endpoints) + len(r.PSPAnswers) + len(r.PSPCharges) + len(r.Refunds) + len(r.Disputes) +
+		len(r.Settlements) + len(r.ReconRuns)
 }
 
 // Keys are the keys of the records ReadDump fetches one by one.

@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/reconcile"
+	"github.com/paystate/paystate/ripple"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/postgres"
+)
+
+// ErrUnreconciled is reconcile's error when a line or a payment did not
+// match: the process exits ExitVerify (3).
+var ErrUnreconciled = errors.New("reconcile: the settlement report does not match")
+
+// runReconcile is `paystate reconcile import|stripe`: settlement
+// reconciliation of a report file or of Stripe's balance transactions
+// against the database (reconcile.Engine), with a table of the run.
+func runReconcile(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	const about = `Match the PSP's settlement report line by line against the database:
+a charge by the payment's provider reference, a refund by the refund's,
+a dispute by its id. A matched line posts its fee (psp_fees) and payout
+(payouts) once, keyed by the PSP's balance-transaction id; a report read
+twice posts nothing new. Lines for nothing known here go to the review
+queue (unreconciled); payments captured longer ago than
+reconcile.settle_within and in no report are listed. Exit 3 when
+something did not match.
+
+  reconcile import -format stripe|generic [-provider NAME] FILE
+  reconcile stripe -since DATE
+
+A bbolt database must not be open in a running paystate (stop it, or use
+PostgreSQL).`
+	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
+		w := stdout
+		if len(args) == 0 {
+			w = stderr
+		}
+		fmt.Fprintf(w, "usage: paystate reconcile import|stripe [flags]\n\n%s\n", about)
+		if len(args) == 0 {
+			return usageError(errors.New("reconcile: import or stripe is required"))
+		}
+		return errHelp
+	}
+	switch args[0] {
+	case "import":
+		return reconcileImport(ctx, args[1:], stdout, stderr)
+	case "stripe":
+		return reconcileStripe(ctx, args[1:], stdout, stderr)
+	}
+	return usageError(fmt.Errorf("reconcile: unknown subcommand %q, want import or stripe", args[0]))
+}
+
+// reconcileFlags are the flags both subcommands share.
+type reconcileFlags struct {
+	fs      *flags
+	db      *string
+	cfgPath *string
+}
+
+func newReconcileFlags(name, synopsis, about string) reconcileFlags {
+	fs := newFlags(name, synopsis, about)
+	return reconcileFlags{
+		fs:      fs,
+		db:      fs.String("db", "./paystate.db", "database file (bbolt)"),
+		cfgPath: fs.String("config", "", "config file: its storage (bbolt storage.path or PostgreSQL storage.dsn), reconcile.settle_within and providers.stripe"),
+	}
+}
+
+// open loads the config and opens its store; close closes it.
+func (rf reconcileFlags) open(ctx context.Context) (pay.Store, config.Config, error) {
+	cfg, _, err := loadConfig(*rf.cfgPath)
+	if err != nil {
+		return nil, cfg, err
+	}
+	if *rf.cfgPath != "" && cfg.Storage.Backend == "postgres" {
+		db, err := postgres.Open(ctx, cfg.Storage.DSN, nil)
+		if err != nil {
+			return nil, cfg, fmt.Errorf("reconcile: %w", err)
+		}
+		return db, cfg, nil
+	}
+	path := *rf.db
+	if *rf.cfgPath != "" && !rf.fs.set("db") {
+		path = cfg.Storage.Path
+	}
+	if _, err := os.Stat(path); err != nil {
+		return nil, cfg, fmt.Errorf("reconcile: database %s: %w", path, err)
+	}
+	db, err := store.Open(path, nil)
+	if errors.Is(err, store.ErrLocked) {
+		return nil, cfg, fmt.Errorf("%w (a running paystate holds the file: stop it first)", err)
+	} else if err != nil {
+		return nil, cfg, err
+	}
+	return db, cfg, nil
+}
+
+// parseWithFile parses args that end in one FILE argument.
+func parseWithFile(fs *flags, args []string, stdout, stderr io.Writer) (string, error) {
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fs.usage(stdout)
+		return "", errHelp
+	case err != nil:
+		fs.usage(stderr)
+		return "", usageError(fmt.Errorf("%s: %w", fs.Name(), err))
+	case fs.NArg() != 1:
+		fs.usage(stderr)
+		return "", usageError(fmt.Errorf("%s: one FILE is required, got %d arguments", fs.Name(), fs.NArg()))
+	}
+	return fs.Arg(0), nil
+}
+
+// reconcileImport is `paystate reconcile import -format F FILE`.
+func reconcileImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	rf := newReconcileFlags("reconcile import", "reconcile import -format stripe|generic [-provider NAME] [-db FILE | -config FILE] FILE",
+		`Read a settlement report (Stripe's itemized balance change or payout
+reconciliation CSV, or the generic CSV: id, provider_ref, type, amount,
+fee, currency, payout_id, available_on; amounts in major units) and match
+it. A malformed file is refused with its line number; nothing is posted.`)
+	format := rf.fs.String("format", "", "stripe or generic (required)")
+	provider := rf.fs.String("provider", "", "the provider whose payments the report settles (default: stripe for -format stripe; required for generic)")
+	file, err := parseWithFile(rf.fs, args, stdout, stderr)
+	if err != nil {
+		return err
+	}
+	var read func(io.Reader) ([]pay.SettlementLine, error)
+	switch *format {
+	case "stripe":
+		read = reconcile.ReadStripe
+		if *provider == "" {
+			*provider = "stripe"
+		}
+	case "generic":
+		read = reconcile.ReadGeneric
+		if *provider == "" {
+			return usageError(errors.New("reconcile import: -provider is required with -format generic"))
+		}
+	default:
+		return usageError(fmt.Errorf("reconcile import: -format %q: want stripe or generic", *format))
+	}
+	// The whole file is read and checked before the store is opened: a
+	// malformed file posts nothing.
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("reconcile import: %w", err)
+	}
+	lines, err := read(f)
+	_ = f.Close()
+	if err != nil {
+		return fmt.Errorf("reconcile import: %s: %s", file, pay.ErrorMessage(err))
+	}
+	db, cfg, err := rf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	eng := &reconcile.Engine{Store: db, SettleWithin: cfg.Reconcile.SettleWithin.Duration}
+	run, err := eng.Run(ctx, *provider, "import:"+*format+":"+file, lines)
+	if err != nil {
+		return err
+	}
+	return printRun(stdout, run)
+}
+
+// reconcileStripe is `paystate reconcile stripe -since DATE`.
+func reconcileStripe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	rf := newReconcileFlags("reconcile stripe", "reconcile stripe -since DATE [-db FILE | -config FILE]",
+		`Read Stripe's balance transactions created since DATE (paged, through
+the API at providers.stripe.api_base with providers.stripe.secret_key)
+and match them. Balance transactions name no payout: their fees are
+posted, their payouts when a payout reconciliation report is imported.`)
+	since := rf.fs.String("since", "", "the first day (2006-01-02, UTC) or time (RFC 3339) of the balance transactions (required)")
+	if err := rf.fs.parse(args, stdout, stderr); err != nil {
+		return err
+	}
+	from, err := parseSince(*since)
+	if err != nil {
+		return usageError(err)
+	}
+	cfg, _, err := loadConfig(*rf.cfgPath)
+	if err != nil {
+		return err
+	}
+	st := cfg.Providers.Stripe
+	if st == nil || st.SecretKey == "" {
+		return usageError(errors.New("reconcile stripe: providers.stripe.secret_key is required (config file or PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY)"))
+	}
+	lines, err := reconcile.Stripe{SecretKey: st.SecretKey, APIBase: st.APIBase}.Lines(ctx, from)
+	if err != nil {
+		return fmt.Errorf("reconcile stripe: %w", err)
+	}
+	db, cfg, err := rf.open(ctx)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	eng := &reconcile.Engine{Store: db, SettleWithin: cfg.Reconcile.SettleWithin.Duration}
+	run, err := eng.Run(ctx, "stripe", "api:stripe:since "+from.Format(time.RFC3339), lines)
+	if err != nil {
+		return err
+	}
+	return printRun(stdout, run)
+}
+
+// parseSince reads -since: a date or an RFC 3339 time.
+func parseSince(s string) (time.Time, error) {
+	if s == "" {
+		return time.Time{}, errors.New("reconcile stripe: -since is required")
+	}
+	for _, layout := range []string{"2006-01-02", time.RFC3339} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, fmt.Errorf("reconcile stripe: -since %q: want a date (2006-01-02) or an RFC 3339 time", s)
+}
+
+// printRun prints a run as a table and returns ErrUnreconciled (exit 3)
+// if something did not match.
+func printRun(w io.Writer, run pay.ReconRun) error {
+	fmt.Fprintf(w, "run %s  provider %s  source %s\n", run.ID, run.Provider, clean(run.Source))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "lines\tmatched\tposted\tamount_mismatch\tmissing_locally\tmissing_at_psp")
+	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\n", run.Lines, run.Matched, run.Posted, run.Mismatched, run.MissingLocally, run.MissingAtPSP)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(run.Items) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "KIND\tLINE\tID\tREFERENCE\tPAYMENT\tAMOUNT\tEXPECTED\tNOTE")
+		for _, it := range run.Items {
+			line, expected := "-", "-"
+			if it.Line > 0 {
+				line = fmt.Sprint(it.Line)
+			}
+			if it.Kind == pay.ReconAmountMismatch {
+				expected = ripple.FormatAmount(it.Expected, it.Currency)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.Kind, line, dash(clean(it.LineID)), dash(clean(it.ProviderRef)), dash(it.PaymentID),
+				ripple.FormatAmount(it.Amount, it.Currency), expected, clean(it.Note))
+		}
+		if err := tw.Flush(); err != nil {
+			return err
+		}
+		if n := run.Mismatched + run.MissingLocally + run.MissingAtPSP; n > len(run.Items) {
+			fmt.Fprintf(w, "(%d more not listed)\n", n-len(run.Items))
+		}
+	}
+	if !run.OK() {
+		return &exitError{code: ExitVerify, err: fmt.Errorf("%w: %d amount mismatches, %d missing locally, %d missing at the PSP",
+			ErrUnreconciled, run.Mismatched, run.MissingLocally, run.MissingAtPSP)}
+	}
+	return nil
+}
+
+// dash is s, or "-" when it is empty.
+func dash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return "-"
+	}
+	return s
+}

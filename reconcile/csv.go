@@ -1,0 +1,240 @@
+package reconcile
+
+import (
+	"bytes"
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/ripple"
+)
+
+// MaxLines bounds the lines of one report file.
+const MaxLines = 1_000_000
+
+// row is one record of a CSV file, read through its header.
+type row struct {
+	line   int
+	cols   map[string]int
+	record []string
+}
+
+// get returns the value of column name, "" if the file has no such column.
+func (r row) get(name string) string {
+	i, ok := r.cols[name]
+	if !ok {
+		return ""
+	}
+	return strings.TrimSpace(r.record[i])
+}
+
+// errorf is an error about the row, with its line number and column.
+func (r row) errorf(col, format string, args ...any) error {
+	return pay.Invalidf(col, "line %d: %s: %s", r.line, col, fmt.Sprintf(format, args...))
+}
+
+// readCSV reads a CSV file with a header row naming its columns (any
+// order, case and surrounding space ignored; a byte order mark before
+// the first is skipped), checks that the required columns are there, and
+// calls fn with every record. Every error names its line.
+func readCSV(r io.Reader, required []string, fn func(row) error) error {
+	br := &bomSkipper{r: r}
+	cr := csv.NewReader(br)
+	cr.ReuseRecord = true
+	header, err := cr.Read()
+	if errors.Is(err, io.EOF) {
+		return pay.Invalidf("header", "line 1: the file is empty: a header row is required")
+	} else if err != nil {
+		return csvError(err)
+	}
+	cols := make(map[string]int, len(header))
+	for i, h := range header {
+		h = strings.ToLower(strings.TrimSpace(h))
+		if h == "" {
+			continue
+		}
+		if _, dup := cols[h]; dup {
+			return pay.Invalidf("header", "line 1: column %q appears twice", h)
+		}
+		cols[h] = i
+	}
+	for _, c := range required {
+		if _, ok := cols[c]; !ok {
+			return pay.Invalidf("header", "line 1: column %q is missing", c)
+		}
+	}
+	for n := 0; ; n++ {
+		rec, err := cr.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		} else if err != nil {
+			return csvError(err)
+		}
+		line, _ := cr.FieldPos(0)
+		if n >= MaxLines {
+			return pay.Invalidf("lines", "line %d: more than %d lines", line, MaxLines)
+		}
+		if err := fn(row{line: line, cols: cols, record: rec}); err != nil {
+			return err
+		}
+	}
+}
+
+// csvError is a CSV syntax error with its line.
+func csvError(err error) error {
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		return pay.Invalidf("csv", "line %d: %v", pe.Line, pe.Err)
+	}
+	return fmt.Errorf("read csv: %w", err)
+}
+
+// bomSkipper drops a UTF-8 byte order mark at the start of a stream.
+type bomSkipper struct {
+	r    io.Reader
+	done bool
+	buf  []byte
+}
+
+func (b *bomSkipper) Read(p []byte) (int, error) {
+	if !b.done {
+		b.done = true
+		head := make([]byte, 3)
+		n, err := io.ReadFull(b.r, head)
+		head = head[:n]
+		if !bytes.HasPrefix(head, []byte("\xef\xbb\xbf")) {
+			b.buf = head
+		}
+		if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+			return 0, err
+		}
+	}
+	if len(b.buf) > 0 {
+		n := copy(p, b.buf)
+		b.buf = b.buf[n:]
+		return n, nil
+	}
+	return b.r.Read(p)
+}
+
+// parseCurrency checks a three-letter currency code and returns it upper
+// case.
+func parseCurrency(r row, col string) (string, error) {
+	c := strings.ToUpper(r.get(col))
+	if len(c) != 3 || strings.Trim(c, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") != "" {
+		return "", r.errorf(col, "%q is not a three-letter currency code", r.get(col))
+	}
+	return c, nil
+}
+
+// parseAmount reads a decimal amount in major units ("-12.50") of a
+// currency as minor units (-1250), exactly: no floating point, no more
+// decimals than the currency has (trailing zeros aside). An empty value
+// is 0 when optional.
+func parseAmount(r row, col, currency string, optional bool) (int64, error) {
+	s := r.get(col)
+	if s == "" {
+		if optional {
+			return 0, nil
+		}
+		return 0, r.errorf(col, "an amount is required")
+	}
+	v, err := ParseAmount(s, currency)
+	if err != nil {
+		return 0, r.errorf(col, "%v", err)
+	}
+	return v, nil
+}
+
+// ParseAmount reads a decimal amount in major units of currency ("12.50",
+// "-4", "1500" for JPY) as minor units, exactly.
+func ParseAmount(s, currency string) (int64, error) {
+	exp := ripple.MinorUnits(strings.ToUpper(currency))
+	orig := s
+	neg := false
+	switch {
+	case strings.HasPrefix(s, "-"):
+		neg, s = true, s[1:]
+	case strings.HasPrefix(s, "+"):
+		s = s[1:]
+	}
+	whole, frac, dot := strings.Cut(s, ".")
+	if (whole == "" && frac == "") || (dot && frac == "") || !digits(whole) || !digits(frac) {
+		return 0, fmt.Errorf("%q is not a decimal amount", orig)
+	}
+	frac = strings.TrimRight(frac, "0")
+	if len(frac) > exp {
+		return 0, fmt.Errorf("%q has more decimals than %s's %d", orig, strings.ToUpper(currency), exp)
+	}
+	frac += strings.Repeat("0", exp-len(frac))
+	var v uint64
+	for _, c := range whole + frac {
+		d := uint64(c - '0')
+		if v > (math.MaxInt64-d)/10 {
+			return 0, fmt.Errorf("%q is too large", orig)
+		}
+		v = v*10 + d
+	}
+	if neg {
+		return -int64(v), nil
+	}
+	return int64(v), nil
+}
+
+// digits reports whether s holds ASCII digits only ("" does).
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseTime reads an optional time: RFC 3339, "2006-01-02 15:04:05"
+// (UTC, as Stripe's reports write it) or a date.
+func parseTime(r row, col string) (time.Time, error) {
+	s := r.get(col)
+	if s == "" {
+		return time.Time{}, nil
+	}
+	for _, layout := range []string{time.RFC3339Nano, "2006-01-02 15:04:05", "2006-01-02"} {
+		if t, err := time.Parse(layout, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, r.errorf(col, "%q is not a time (RFC 3339, 2006-01-02 15:04:05 or 2006-01-02)", s)
+}
+
+// checkText refuses a value too long to store.
+func checkText(r row, col string) (string, error) {
+	s := r.get(col)
+	if len(s) > pay.MaxStoredPart {
+		return "", r.errorf(col, "longer than %d bytes", pay.MaxStoredPart)
+	}
+	return s, nil
+}
+
+// readLines reads a settlement CSV whose header has the required columns,
+// one line at a time through parse, and returns every line, or the first
+// fault (nothing of a malformed file).
+func readLines(r io.Reader, required []string, parse func(row) (pay.SettlementLine, error)) ([]pay.SettlementLine, error) {
+	var out []pay.SettlementLine
+	err := readCSV(r, required, func(rw row) error {
+		l, err := parse(rw)
+		if err != nil {
+			return err
+		}
+		out = append(out, l)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
