@@ -27,6 +27,8 @@ import (
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/reconcile"
 )
 
 const chromiumPath = "/usr/bin/chromium"
@@ -533,11 +535,12 @@ func TestBrowser_MerchantDashboard(t *testing.T) {
 		t.Fatalf("customer and day: %v, want [%s]", got, ada)
 	}
 
-	// Refund the captured payment from its page, after a confirmation.
+	// Refund the captured payment from its page, all of it, after a
+	// confirmation.
 	b.do("open the captured payment",
 		chromedp.Click(chromedp.CSS(link(ada))),
-		chromedp.WaitVisible(chromedp.CSS("#refund-start")),
-		chromedp.Click(chromedp.CSS("#refund-start")),
+		chromedp.WaitVisible(chromedp.CSS("#refund-rest")),
+		chromedp.Click(chromedp.CSS("#refund-rest")),
 		chromedp.WaitVisible(chromedp.CSS("#refund-confirm")),
 	)
 	question := eval[string](b, `document.getElementById('refund-question').textContent`)
@@ -550,7 +553,7 @@ func TestBrowser_MerchantDashboard(t *testing.T) {
 	b.screenshot("refund-confirm")
 	b.do("confirm the refund", chromedp.Click(chromedp.CSS("#refund-confirm")), chromedp.WaitVisible(chromedp.CSS("#refund-result")))
 	b.poll("the page shows the payment refunded", `document.querySelector('#payment-status .badge').textContent === 'refunded'`)
-	if eval[bool](b, `document.getElementById('refund-start') !== null`) {
+	if eval[bool](b, `document.getElementById('refund-start') !== null || document.getElementById('refund-rest') !== null`) {
 		t.Error("a refunded payment still offers a refund")
 	}
 	b.screenshot("refunded")
@@ -586,5 +589,259 @@ func TestBrowser_MerchantDashboard(t *testing.T) {
 	}
 	b.screenshot("revenue")
 	noSecret("the revenue view")
+	b.assertCleanConsole()
+}
+
+// sendStandardDispute delivers a signed standard payment.dispute.* event
+// and waits until GET /v1/disputes shows the dispute in status.
+func sendStandardDispute(t *testing.T, in *daemontest.Instance, eventID, typ, paymentID, disputeID, status string, amount int64, due time.Time) {
+	t.Helper()
+	body := []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"currency":"EUR","dispute":{"id":%q,"amount":%d,"reason":"fraudulent","status":%q,"evidence_due_by":%d}}}`,
+		eventID, typ, time.Now().Unix(), paymentID, disputeID, amount, status, due.Unix()))
+	r := in.Do("POST", "/webhooks/standard", body, testkit.SignStandard(t, in.Main.Config.Providers.Standard.WebhookSecret, eventID, time.Now(), body))
+	if r.Status != 200 {
+		t.Fatalf("dispute webhook: %d %s", r.Status, r.Body)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		l := in.Do("GET", "/v1/disputes?status="+status, nil, nil)
+		if !strings.Contains(string(l.Body), `"id":"`+disputeID+`"`) {
+			return fmt.Errorf("dispute %s not %s yet: %d %s", disputeID, status, l.Status, l.Body)
+		}
+		return nil
+	})
+}
+
+// TestBrowser_RefundsDisputes is the money beyond the happy path on the
+// dashboard: a partial refund through the payment's form (in major units,
+// after a confirmation, its idempotency key kept across a lost answer),
+// then the rest; open disputes with their evidence deadlines, soonest
+// first and the overdue one marked; and the reconciliation runs.
+func TestBrowser_RefundsDisputes(t *testing.T) {
+	t.Parallel()
+	in := daemontest.Boot(t, nil)
+	c := in.Create(`{"order_id":"order-partial","amount":1500,"currency":"EUR","customer":{"id":"cus_partial"}}`, "rd-partial")
+	if c.Status != 201 || c.Str("status") != "captured" {
+		t.Fatalf("create: %d %s", c.Status, c.Body)
+	}
+	id := c.Str("id")
+	refunds := func() []any {
+		t.Helper()
+		r := in.Do("GET", "/v1/payments/"+id+"/refunds", nil, nil)
+		if r.Status != 200 {
+			t.Fatalf("GET refunds: %d %s", r.Status, r.Body)
+		}
+		data, _ := r.JSON["data"].([]any)
+		return data
+	}
+
+	b := newBrowser(t)
+	b.signIn(in.Base)
+	b.do("open the payment's page", chromedp.Navigate(in.Base+"/#/payments/"+id), chromedp.WaitVisible(chromedp.CSS("#refund-form")))
+	if !eval[bool](b, `document.getElementById('refunds-empty') !== null`) {
+		t.Error("a payment with no refunds does not say so")
+	}
+
+	// Amounts the form refuses before asking anything: more than is left,
+	// more decimals than the currency has, not a number.
+	for _, tc := range []struct{ in, want string }{
+		{"20", "at most"},
+		{"4.505", "decimals"},
+		{"4.5.0", "not an amount"},
+		{"0", "more than zero"},
+	} {
+		eval[bool](b, `(document.getElementById('refund-amount').value = `+jsString(tc.in)+`, true)`)
+		b.do("refund "+tc.in, chromedp.Click(chromedp.CSS("#refund-start")), chromedp.WaitVisible(chromedp.CSS("#refund-error")))
+		msg := eval[string](b, `document.getElementById('refund-error').textContent`)
+		if !strings.HasPrefix(msg, "Amount:") || !strings.Contains(msg, tc.want) {
+			t.Errorf("refund %q: error %q, want it to name the amount and say %q", tc.in, msg, tc.want)
+		}
+		if eval[bool](b, `document.getElementById('refund-confirm') !== null`) {
+			t.Fatalf("refund %q: the form asks to confirm an amount it should refuse", tc.in)
+		}
+	}
+	if n := len(refunds()); n != 0 {
+		t.Fatalf("%d refunds after refused input, want 0", n)
+	}
+
+	// The first answer to the refund is lost on the way back (the request
+	// reached paystate): Send again repeats it under the same key.
+	eval[bool](b, `(() => {
+		const real = window.fetch;
+		window.refundKeys = [];
+		let lose = true;
+		window.fetch = async (url, opts) => {
+			if (opts && opts.method === 'POST' && String(url).endsWith('/refund')) {
+				window.refundKeys.push(opts.headers['Idempotency-Key']);
+				const res = await real(url, opts);
+				if (lose) { lose = false; await res.text(); throw new TypeError('connection reset'); }
+				return res;
+			}
+			return real(url, opts);
+		};
+		document.getElementById('refund-amount').value = '4.50';
+		document.getElementById('refund-amount').dispatchEvent(new Event('input'));
+		return true;
+	})()`)
+	b.do("ask for 4.50", chromedp.SendKeys(chromedp.CSS("#refund-reason"), "one item returned"),
+		chromedp.Click(chromedp.CSS("#refund-start")), chromedp.WaitVisible(chromedp.CSS("#refund-confirm")))
+	question := eval[string](b, `document.getElementById('refund-question').textContent`)
+	for _, want := range []string{"4.50", "15.00", "order-partial", "one item returned"} {
+		if !strings.Contains(question, want) {
+			t.Errorf("the confirmation %q lacks %q", question, want)
+		}
+	}
+	if n := len(refunds()); n != 0 {
+		t.Fatalf("%d refunds before the confirmation, want 0", n)
+	}
+	b.screenshot("partial-confirm")
+	b.do("confirm; the answer is lost", chromedp.Click(chromedp.CSS("#refund-confirm")), chromedp.WaitVisible(chromedp.CSS("#refund-error")))
+	b.poll("Send again is offered", `document.getElementById('refund-confirm').textContent === 'Send again'`)
+	if eval[bool](b, `document.getElementById('refund-cancel') !== null`) {
+		t.Error("a refund sent without an answer can be cancelled (its key would be lost)")
+	}
+	b.do("send again", chromedp.Click(chromedp.CSS("#refund-confirm")), chromedp.WaitVisible(chromedp.CSS("#refund-result")))
+	keys := eval[[]string](b, `window.refundKeys`)
+	if len(keys) != 2 || keys[0] == "" || keys[0] != keys[1] {
+		t.Fatalf("idempotency keys sent %q, want the same key twice", keys)
+	}
+	list := refunds()
+	if len(list) != 1 {
+		t.Fatalf("%d refunds after a resend, want 1: %v", len(list), list)
+	}
+	re, _ := list[0].(map[string]any)
+	if re["amount"] != float64(450) || re["reason"] != "one item returned" || re["status"] != "succeeded" {
+		t.Fatalf("refund %v, want 450 succeeded for one item returned", re)
+	}
+	p := in.Do("GET", "/v1/payments/"+id, nil, nil)
+	if got, want := p.Num("amount_refunded"), float64(450); got != want || p.Str("status") != "captured" {
+		t.Fatalf("amount_refunded=%v status=%s, want %v captured: %s", got, p.Str("status"), want, p.Body)
+	}
+	reID, _ := re["id"].(string)
+	row := fmt.Sprintf(`#refunds-table tr[data-refund-id=%q]`, reID)
+	b.poll("the refund is listed", `document.querySelector(`+jsString(row)+`) !== null`)
+	cells := eval[[]string](b, `Array.from(document.querySelectorAll(`+jsString(row+" td")+`)).map(td => td.textContent)`)
+	if got := strings.Join(cells, "|"); !strings.Contains(got, "4.50") || !strings.Contains(got, "succeeded") || !strings.Contains(got, "one item returned") {
+		t.Errorf("refund row %q lacks the amount, status or reason", got)
+	}
+	left := eval[string](b, `Array.from(document.querySelectorAll('#timeline dl.facts div')).filter(d => d.querySelector('dt').textContent === 'Left to refund').map(d => d.querySelector('dd').textContent).join()`)
+	if !strings.Contains(left, "10.50") {
+		t.Errorf("left to refund %q, want 10.50", left)
+	}
+	b.screenshot("partial-refunded")
+
+	// The rest: 10.50, and the payment is refunded.
+	b.do("refund the rest", chromedp.Click(chromedp.CSS("#refund-rest")), chromedp.WaitVisible(chromedp.CSS("#refund-confirm")))
+	if q := eval[string](b, `document.getElementById('refund-question').textContent`); !strings.Contains(q, "10.50") {
+		t.Errorf("the confirmation of the rest %q does not name 10.50", q)
+	}
+	b.do("confirm the rest", chromedp.Click(chromedp.CSS("#refund-confirm")), chromedp.WaitVisible(chromedp.CSS("#refund-result")))
+	b.poll("the page shows the payment refunded", `document.querySelector('#payment-status .badge').textContent === 'refunded' && document.querySelectorAll('#refunds-table tbody tr').length === 2`)
+	if eval[bool](b, `document.getElementById('refund-form') !== null`) {
+		t.Error("a refunded payment still offers a refund")
+	}
+	if p := in.Do("GET", "/v1/payments/"+id, nil, nil); p.Num("amount_refunded") != 1500 || p.Str("status") != "refunded" {
+		t.Fatalf("after the rest: %s", p.Body)
+	}
+
+	// Disputes of three report-mode payments: one past its evidence
+	// deadline, one under review (evidence sent), one due in five days.
+	now := time.Now().UTC().Truncate(time.Second)
+	a := reportCaptured(t, in, "order-dispute-a", "rd-a")
+	d := reportCaptured(t, in, "order-dispute-b", "rd-b")
+	e := reportCaptured(t, in, "order-dispute-c", "rd-c")
+	dueA, dueB, dueC := now.Add(5*24*time.Hour), now.Add(-26*time.Hour), now.Add(2*24*time.Hour)
+	sendStandardDispute(t, in, "evt_dp_a_created", "payment.dispute.created", a, "dp_browser_a", "needs_response", 1500, dueA)
+	sendStandardDispute(t, in, "evt_dp_b_created", "payment.dispute.created", d, "dp_browser_b", "needs_response", 1500, dueB)
+	sendStandardDispute(t, in, "evt_dp_c_created", "payment.dispute.created", e, "dp_browser_c", "under_review", 1500, dueC)
+	b.do("open the disputes", chromedp.Click(chromedp.CSS("#tab-disputes")), chromedp.WaitVisible(chromedp.CSS(`#disputes-table tr[data-dispute-id="dp_browser_a"]`)))
+	order := eval[[]string](b, `Array.from(document.querySelectorAll('#disputes-table tbody tr')).map(tr => tr.dataset.disputeId + ':' + (tr.dataset.overdue || 'no'))`)
+	if got, want := strings.Join(order, ","), "dp_browser_b:true,dp_browser_c:no,dp_browser_a:no"; got != want {
+		t.Fatalf("disputes %s, want %s (soonest deadline first, the past one overdue)", got, want)
+	}
+	rowA := eval[string](b, `document.querySelector('#disputes-table tr[data-dispute-id="dp_browser_a"]').textContent`)
+	for _, want := range []string{dueA.Format("2006-01-02 15:04:05Z"), "in 5 days", "needs_response", a, "15.00"} {
+		if !strings.Contains(rowA, want) {
+			t.Errorf("dispute row %q lacks %q", rowA, want)
+		}
+	}
+	rowB := eval[string](b, `document.querySelector('#disputes-table tr[data-dispute-id="dp_browser_b"] td.deadline').textContent`)
+	if !strings.Contains(rowB, dueB.Format("2006-01-02 15:04:05Z")) || !strings.Contains(rowB, "overdue by 26 hours") {
+		t.Errorf("overdue deadline %q", rowB)
+	}
+	// The tab counts those that need a response.
+	b.poll("the tab counts them", `document.getElementById('disputes-count').textContent === '2'`)
+	b.screenshot("disputes")
+
+	// Closed, a dispute leaves the open list.
+	sendStandardDispute(t, in, "evt_dp_a_closed", "payment.dispute.closed", a, "dp_browser_a", "lost", 1500, dueA)
+	b.do("refresh the disputes", chromedp.Click(chromedp.CSS("#disputes-refresh")))
+	b.poll("the closed one is gone", `document.querySelector('#disputes-table tr[data-dispute-id="dp_browser_a"]') === null && document.querySelector('#disputes-table tr[data-dispute-id="dp_browser_b"]') !== null`)
+	b.do("show the lost ones", chromedp.SetValue(chromedp.CSS("#dispute-status"), "lost"),
+		chromedp.WaitVisible(chromedp.CSS(`#disputes-table tr[data-dispute-id="dp_browser_a"][data-status="lost"]`)))
+
+	// Reconciliation: before any run the panel says so.
+	b.do("open reconciliation", chromedp.Click(chromedp.CSS("#tab-reconciliation")), chromedp.WaitVisible(chromedp.CSS("#reconciliation-empty")))
+	if r := in.Do("GET", "/v1/reconciliation/runs", nil, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"data":[]`) {
+		t.Errorf("GET /v1/reconciliation/runs before any run: %d %s", r.Status, r.Body)
+	}
+	// A settlement report of the standard PSP: a charge that matches, one
+	// settled for another amount, one paystate does not know.
+	run, err := (&reconcile.Engine{Store: in.Main.Store}).Run(context.Background(), "standard", "import:generic:browser.csv", []pay.SettlementLine{
+		{Line: 2, ID: "txn_browser_ok", Kind: pay.SettleCharge, ProviderRef: "psp_rd-a", Amount: 1500, Fee: 45, Currency: "EUR"},
+		{Line: 3, ID: "txn_browser_short", Kind: pay.SettleCharge, ProviderRef: "psp_rd-b", Amount: 1400, Fee: 42, Currency: "EUR"},
+		{Line: 4, ID: "txn_browser_unknown", Kind: pay.SettleCharge, ProviderRef: "psp_nobody_knows", Amount: 900, Fee: 27, Currency: "EUR"},
+	})
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if run.Matched != 1 || run.Mismatched != 1 || run.MissingLocally != 1 {
+		t.Fatalf("run %+v, want 1 matched, 1 mismatched, 1 missing locally", run)
+	}
+	b.do("refresh the runs", chromedp.Click(chromedp.CSS("#reconciliation-refresh")))
+	runRow := fmt.Sprintf(`#reconciliation-table tr[data-run-id=%q]`, run.ID)
+	b.do("see the run", chromedp.WaitVisible(chromedp.CSS(runRow)), chromedp.WaitVisible(chromedp.CSS("#reconciliation-lines")))
+	counts := eval[[]string](b, `['lines', 'matched', 'mismatched', 'missing_locally', 'missing_at_psp'].map(k => document.querySelector(`+jsString(runRow)+` + ' td.' + k).textContent)`)
+	if got, want := strings.Join(counts, ","), "3,1,1,1,0"; got != want {
+		t.Errorf("run counts %s, want %s", got, want)
+	}
+	lines := eval[[]string](b, `Array.from(document.querySelectorAll('#reconciliation-lines tbody tr')).map(tr => tr.dataset.kind + ':' + tr.dataset.providerRef)`)
+	if got, want := strings.Join(lines, ","), "amount_mismatch:psp_rd-b,missing_locally:psp_nobody_knows"; got != want {
+		t.Errorf("unmatched lines %s, want %s", got, want)
+	}
+	if text := eval[string](b, `document.getElementById('reconciliation-lines').textContent`); !strings.Contains(text, "14.00") || !strings.Contains(text, "txn_browser_unknown") {
+		t.Errorf("unmatched lines %q lack the amount settled or the line's id", text)
+	}
+	b.screenshot("reconciliation")
+	// A later run where everything matched opens first; the earlier one's
+	// lines are a click away.
+	again, err := (&reconcile.Engine{Store: in.Main.Store}).Run(context.Background(), "standard", "import:generic:again.csv", []pay.SettlementLine{
+		{Line: 2, ID: "txn_browser_ok", Kind: pay.SettleCharge, ProviderRef: "psp_rd-a", Amount: 1500, Fee: 45, Currency: "EUR"},
+	})
+	if err != nil || !again.OK() || again.Posted != 0 {
+		t.Fatalf("second run %+v, %v: want all matched, nothing posted", again, err)
+	}
+	b.do("refresh the runs again", chromedp.Click(chromedp.CSS("#reconciliation-refresh")),
+		chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#reconciliation-table tr[data-run-id=%q]`, again.ID))),
+		chromedp.WaitVisible(chromedp.CSS("#reconciliation-lines-empty")))
+	if got := eval[[]string](b, `Array.from(document.querySelectorAll('#reconciliation-table tbody tr')).map(tr => tr.dataset.runId)`); len(got) != 2 || got[0] != again.ID || got[1] != run.ID {
+		t.Errorf("runs %v, want [%s %s] (newest first)", got, again.ID, run.ID)
+	}
+	b.do("open the first run's lines", chromedp.Click(chromedp.CSS(runRow+" button.show-run")), chromedp.WaitVisible(chromedp.CSS("#reconciliation-lines")))
+
+	// A payment waiting for its customer: its page, refunds part included,
+	// shows no client secret or redirect URL, and offers no refund.
+	wait := in.Create(`{"order_id":"order-rd-wait","amount":1500,"currency":"EUR","provider":"standard"}`, "rd-wait").Str("id")
+	const secret, redirect = "pi_rd_secret_d0n7_5h0w", "https://psp.example/3ds/rd-d0n7-5h0w"
+	if s := in.Do("POST", "/v1/payments/"+wait+"/sync", []byte(`{"status":"requires_action","client_secret":"`+secret+`","redirect_url":"`+redirect+`"}`), nil); s.Str("client_secret") != secret {
+		t.Fatalf("the API view of a requires_action payment has no client secret: %s", s.Body)
+	}
+	b.do("open the waiting payment", chromedp.Navigate(in.Base+"/#/payments/"+wait), chromedp.WaitVisible(chromedp.CSS("#refunds-empty")))
+	html := eval[string](b, `document.documentElement.outerHTML`)
+	if strings.Contains(html, secret) || strings.Contains(html, redirect) {
+		t.Error("the page of a requires_action payment shows its client secret or redirect URL")
+	}
+	if eval[bool](b, `document.getElementById('refund-form') !== null`) {
+		t.Error("a payment that is not captured offers a refund")
+	}
 	b.assertCleanConsole()
 }

@@ -641,3 +641,69 @@ func TestDashboard_Static(t *testing.T) {
 		t.Errorf("path traversal: status=%d, want %d", got, want)
 	}
 }
+
+// TestDashboard_PartialRefund is the request the dashboard's refund form
+// sends with a session: a partial amount and a reason, under an
+// Idempotency-Key, refused without the session's CSRF token or from
+// another site, and answered once under its key.
+func TestDashboard_PartialRefund(t *testing.T) {
+	t.Parallel()
+	d := newDashServer(t, dashKey)
+	sess := d.signIn(dashKey)
+	token := d.csrf(sess)
+	id := d.createPayment(dashKey)
+	if a := d.do("POST", "/v1/payments/"+id+"/sync", "application/json", `{"status":"captured","provider_ref":"psp_partial"}`,
+		map[string]string{"Authorization": "Bearer " + dashKey}); a.status != http.StatusOK {
+		t.Fatalf("sync captured: status=%d: %s", a.status, a.body)
+	}
+	const body = `{"amount":400,"reason":"one item returned"}`
+	refund := func(hdr map[string]string) answer {
+		hdr["Idempotency-Key"] = "dashboard-refund-0123456789abcdef"
+		return d.do("POST", "/v1/payments/"+id+"/refund", "application/json", body, hdr)
+	}
+	refunds := func() int {
+		t.Helper()
+		a := d.do("GET", "/v1/payments/"+id+"/refunds", "", "", map[string]string{"Cookie": sess})
+		var l struct{ Data []json.RawMessage }
+		if err := json.Unmarshal([]byte(a.body), &l); err != nil || a.status != http.StatusOK {
+			t.Fatalf("GET refunds with session: status=%d: %s", a.status, a.body)
+		}
+		return len(l.Data)
+	}
+
+	for name, hdr := range map[string]map[string]string{
+		"NoToken":        {"Cookie": sess},
+		"WrongToken":     {"Cookie": sess, httpd.CSRFHeader: strings.Repeat("A", len(token))},
+		"CrossOrigin":    {"Cookie": sess, httpd.CSRFHeader: token, "Origin": "https://evil.example"},
+		"CrossSiteFetch": {"Cookie": sess, httpd.CSRFHeader: token, "Sec-Fetch-Site": "cross-site"},
+	} {
+		if a := refund(hdr); a.status != http.StatusUnauthorized || a.errCode() != pay.EUNAUTHORIZED {
+			t.Errorf("%s: status=%d code=%s, want %d %s: %s", name, a.status, a.errCode(), http.StatusUnauthorized, pay.EUNAUTHORIZED, a.body)
+		}
+	}
+	if n := refunds(); n != 0 {
+		t.Fatalf("refused requests made %d refunds", n)
+	}
+
+	ok := map[string]string{"Cookie": sess, httpd.CSRFHeader: token, "Origin": d.base, "Sec-Fetch-Site": "same-origin"}
+	a := refund(ok)
+	if got, want := a.status, http.StatusCreated; got != want {
+		t.Fatalf("refund with session and token: status=%d, want %d: %s", got, want, a.body)
+	}
+	var r struct {
+		ID     string
+		Amount int64
+		Reason string
+	}
+	if err := json.Unmarshal([]byte(a.body), &r); err != nil || r.Amount != 400 || r.Reason != "one item returned" || !strings.HasPrefix(r.ID, "re_") {
+		t.Fatalf("refund answer %s (%v), want re_… of 400 for one item returned", a.body, err)
+	}
+	// The form sends the same request again when the answer was lost.
+	again := refund(ok)
+	if again.status != http.StatusCreated || again.header.Get("Idempotent-Replayed") != "true" || !strings.Contains(again.body, r.ID) {
+		t.Fatalf("resend under the same key: status=%d replayed=%q: %s", again.status, again.header.Get("Idempotent-Replayed"), again.body)
+	}
+	if got, want := refunds(), 1; got != want {
+		t.Fatalf("%d refunds, want %d", got, want)
+	}
+}

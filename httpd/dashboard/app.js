@@ -121,7 +121,7 @@
   // ---- tabs and navigation -------------------------------------------------
 
   let activeTab = 'payments';
-  const TABS = ['payments', 'revenue', 'review', 'deliveries', 'charts'];
+  const TABS = ['payments', 'revenue', 'review', 'disputes', 'reconciliation', 'deliveries', 'charts'];
 
   // paymentHref is the address of a payment's page.
   function paymentHref(id) {
@@ -144,6 +144,8 @@
     if (name === 'payments' && !openPaymentID) loadPayments();
     if (name === 'revenue') loadRevenue();
     if (name === 'review') loadReview();
+    if (name === 'disputes') loadDisputes();
+    if (name === 'reconciliation') loadReconciliation();
     if (name === 'deliveries') loadDeliveries();
     if (name === 'charts') drawCharts();
   }
@@ -351,18 +353,22 @@
     return { text: text, wonSeq: won ? won.seq : null };
   }
 
-  // openTimeline (re)draws the page of payment id: its facts, the refund
-  // button when it is captured, and the timeline.
+  // openTimeline (re)draws the page of payment id: its facts, its refunds
+  // with the refund form when it is captured, and the timeline.
   async function openTimeline(id) {
     const box = $('#timeline');
-    let p, steps;
+    let p, steps, refunds = [], refundsErr = null;
     try {
       const res = await Promise.all([
         api('GET', '/v1/payments/' + encodeURIComponent(id)),
         api('GET', '/v1/payments/' + encodeURIComponent(id) + '/events'),
+        // The refunds are shown, or why not, without losing the page.
+        api('GET', '/v1/payments/' + encodeURIComponent(id) + '/refunds').catch((err) => ({ error: err })),
       ]);
       p = res[0];
       steps = (res[1] && res[1].data) || [];
+      if (res[2] && res[2].error instanceof APIError) refundsErr = res[2].error;
+      else refunds = (res[2] && res[2].data) || [];
     } catch (err) {
       if (openPaymentID !== id) return;
       clear(box).append(backLink(), el('h2', {}, 'Payment ', el('span', { class: 'mono', id: 'timeline-id', text: id })), errorView(err, 'This payment'));
@@ -378,7 +384,9 @@
       ['Customer', [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') || '—'],
       ['Created', fmtTime(p.created_at)], ['Updated', fmtTime(p.updated_at)],
     ];
-    if (Number(p.amount_refunded) > 0) facts.splice(2, 0, ['Refunded', fmtAmount(p.amount_refunded, p.currency)]);
+    if (Number(p.amount_refunded) > 0 || p.status === 'captured') {
+      facts.splice(2, 0, ['Refunded', fmtAmount(p.amount_refunded || 0, p.currency)], ['Left to refund', fmtAmount(refundable(p), p.currency)]);
+    }
     const rows = steps.map((s) => el('tr', {
       class: s.seq === v.wonSeq ? 'won' : (['duplicate', 'stale', 'version_conflict'].includes(s.kind) ? 'absorbed' : ''),
       'data-kind': s.kind,
@@ -395,7 +403,7 @@
       backLink(),
       el('h2', {}, 'Payment ', el('a', { class: 'mono', id: 'timeline-id', href: paymentHref(p.id), text: p.id }), el('span', { id: 'payment-status' }, badge(p.status))),
       el('dl', { class: 'facts' }, facts.map(([k, val]) => el('div', {}, el('dt', { text: k }), el('dd', { text: val })))),
-      refundView(p),
+      refundView(p, refunds, refundsErr),
       el('p', { class: 'verdict', id: 'timeline-verdict', text: v.text }),
       el('table', { id: 'timeline-table' },
         el('thead', {}, el('tr', {}, ['#', 'At', 'Source', 'Kind', 'From → to', 'Version', 'Event id', 'Note'].map((h) => el('th', { text: h })))),
@@ -408,10 +416,29 @@
 
   // ---- refunds -------------------------------------------------------------
 
-  // The refund being confirmed or sent. It outlives a redraw of the page
-  // (the page refreshes itself), and its idempotency key is kept until the
-  // refund is answered, so a retry after a lost answer cannot refund twice.
-  let refund = { id: '', key: '', busy: false, error: '', done: '' };
+  // The refund being entered, confirmed or sent, on the open payment's
+  // page. It outlives a redraw of the page (the page refreshes itself).
+  // Its idempotency key is made when a refund is asked for and kept, with
+  // the amount and reason it was made for, until paystate answers: after a
+  // lost answer, "Send again" repeats the same request under the same key,
+  // so the refund cannot be made twice. stage is 'idle' (the form),
+  // 'confirm' (the question, or a resend after a lost answer) or 'busy'
+  // (sent, no answer yet).
+  const NO_REFUND = { id: '', stage: 'idle', key: '', amount: 0, reason: '', sent: false, amountText: '', reasonText: '', error: '', done: '' };
+  let refund = Object.assign({}, NO_REFUND);
+
+  function resetRefund(id, fields) {
+    refund = Object.assign({}, NO_REFUND, { id: id || '' }, fields || {});
+  }
+
+  // refundInUse reports whether the user is busy with a refund, so the
+  // periodic refresh leaves the page alone.
+  function refundInUse() {
+    if (refund.id !== openPaymentID) return false;
+    if (refund.stage !== 'idle' || refund.amountText || refund.reasonText) return true;
+    const box = $('#refund');
+    return !!(box && box.contains(document.activeElement));
+  }
 
   function newIdempotencyKey() {
     const b = new Uint8Array(16);
@@ -425,54 +452,169 @@
     return Number(p.amount) - Number(p.amount_refunded || 0);
   }
 
-  // refundView is the refund part of a payment's page: a button on a
-  // captured payment, then a confirmation that names the amount. The
-  // request carries no amount: the API refunds whatever is left.
-  function refundView(p) {
-    const box = el('section', { class: 'refund', id: 'refund' });
-    if (refund.id !== p.id) refund = { id: '', key: '', busy: false, error: '', done: '' };
-    if (refund.done && refund.id === p.id) {
-      box.append(el('p', { class: 'notice', id: 'refund-result', role: 'status', text: refund.done }));
+  // currencyDigits is the number of decimals of a currency's major unit
+  // (2 for EUR, 0 for JPY); 2 for a code the browser does not know.
+  function currencyDigits(currency) {
+    try {
+      return new Intl.NumberFormat('en', { style: 'currency', currency: currency }).resolvedOptions().maximumFractionDigits;
+    } catch (e) {
+      return 2;
     }
+  }
+
+  // parseMajor reads an amount typed in major units ("4.50", "4,5", "12")
+  // into minor units, with no floating point: { minor } or { error }, the
+  // error naming the field.
+  function parseMajor(text, currency) {
+    const digits = currencyDigits(currency);
+    const s = String(text || '').trim();
+    if (!s) return { error: 'Amount: enter the amount to refund in ' + currency + ', or use Refund the rest.' };
+    const m = /^(\d{1,15})(?:[.,](\d*))?$/.exec(s);
+    if (!m) return { error: 'Amount: "' + s + '" is not an amount in ' + currency + ' (write it like ' + (digits ? '4.50' : '450') + ').' };
+    const frac = m[2] || '';
+    if (frac.length > digits) {
+      return { error: 'Amount: ' + currency + (digits ? ' has ' + digits + ' decimals' : ' has no decimals') + ', got "' + s + '".' };
+    }
+    const minor = Number(m[1]) * Math.pow(10, digits) + Number((frac + '0'.repeat(digits)).slice(0, digits) || '0');
+    if (!Number.isSafeInteger(minor)) return { error: 'Amount: "' + s + '" is too large.' };
+    if (minor <= 0) return { error: 'Amount: the refund must be more than zero.' };
+    return { minor: minor };
+  }
+
+  // refundsTable lists a payment's refunds, oldest first.
+  function refundsTable(list, currency) {
+    return el('table', { id: 'refunds-table' },
+      el('thead', {}, el('tr', {}, ['Refund', 'Amount', 'Status', 'Reason', 'Requested', 'Updated', 'Provider ref'].map((h) => el('th', { text: h })))),
+      el('tbody', {}, list.map((r) => el('tr', { 'data-refund-id': r.id, 'data-status': r.status },
+        el('td', { class: 'mono', text: r.id }),
+        el('td', { class: 'num amount', text: fmtAmount(r.amount, r.currency || currency) }),
+        el('td', { class: 'status' }, badge(r.status)),
+        el('td', { class: 'wrap reason', text: r.reason || '' }),
+        el('td', { text: fmtTime(r.created_at) }),
+        el('td', { text: fmtTime(r.updated_at) }),
+        el('td', { class: 'mono wrap', text: r.provider_ref || '' })))));
+  }
+
+  // refundView is the refund part of a payment's page: its refunds, and on
+  // a captured payment with something left a form for a partial refund
+  // and a button for the rest, each asking for a confirmation that names
+  // the amount. The request always names the amount confirmed: if another
+  // refund took part of it meanwhile, paystate refuses it (409) rather
+  // than refund something else.
+  function refundView(p, list, listErr) {
+    if (refund.id !== p.id) resetRefund(p.id);
+    const box = el('section', { class: 'refund', id: 'refund' }, el('h3', { text: 'Refunds' }));
+    if (listErr) box.append(errorView(listErr, 'The refunds'));
+    else if (list.length === 0) box.append(el('p', { class: 'hint', id: 'refunds-empty', text: 'No refunds.' }));
+    else box.append(refundsTable(list, p.currency));
+    if (refund.done) box.append(el('p', { class: 'notice', id: 'refund-result', role: 'status', text: refund.done }));
     const left = refundable(p);
-    if (p.status !== 'captured' || !(left > 0)) return box.childNodes.length ? box : null;
-    if (refund.id !== p.id || refund.done) {
-      box.append(el('button', {
-        type: 'button', class: 'danger', id: 'refund-start', text: 'Refund…',
-        onclick: () => { refund = { id: p.id, key: newIdempotencyKey(), busy: false, error: '', done: '' }; openTimeline(p.id); },
-      }));
+    if (refund.stage !== 'idle') {
+      box.append(refundConfirm(p));
       return box;
     }
-    const confirm = el('button', { type: 'button', class: 'danger', id: 'refund-confirm', disabled: refund.busy, text: refund.busy ? 'Refunding…' : 'Refund ' + fmtAmount(left, p.currency) });
-    const cancel = el('button', { type: 'button', class: 'secondary', id: 'refund-cancel', disabled: refund.busy, text: 'Cancel' });
-    confirm.addEventListener('click', () => sendRefund(p));
-    cancel.addEventListener('click', () => { refund = { id: '', key: '', busy: false, error: '', done: '' }; openTimeline(p.id); });
-    box.append(el('div', { class: 'confirm', role: 'alertdialog', 'aria-labelledby': 'refund-question' },
-      el('p', { id: 'refund-question' }, 'Refund ', el('strong', { text: fmtAmount(left, p.currency) }),
-        ' of order ', el('span', { class: 'wrap', text: p.order_id }), ' to the customer through ' + p.provider + '? This cannot be undone.'),
-      confirm, ' ', cancel,
-      refund.error ? el('p', { class: 'error', id: 'refund-error', role: 'alert', text: refund.error }) : null));
+    if (p.status !== 'captured' || !(left > 0)) return box;
+    const amount = el('input', {
+      type: 'text', id: 'refund-amount', name: 'amount', inputmode: 'decimal', autocomplete: 'off', size: '12',
+      placeholder: majorText(left, p.currency), value: refund.amountText,
+    });
+    const reason = el('input', { type: 'text', id: 'refund-reason', name: 'reason', maxlength: '500', size: '32', placeholder: 'e.g. one item returned', value: refund.reasonText });
+    const error = el('p', { class: 'error', id: 'refund-error', role: 'alert', text: refund.error, hidden: !refund.error });
+    amount.addEventListener('input', () => { refund.amountText = amount.value; });
+    reason.addEventListener('input', () => { refund.reasonText = reason.value; });
+    // ask moves to the confirmation of minor units with a new key.
+    const ask = (minor) => {
+      const why = reason.value.trim();
+      const problem = minor > left ? 'Amount: at most ' + fmtAmount(left, p.currency) + ' is left to refund.'
+        : (new TextEncoder().encode(why).length > 500 ? 'Reason: at most 500 bytes.' : '');
+      if (problem) {
+        refund.error = error.textContent = problem;
+        error.hidden = false;
+        return;
+      }
+      refund = Object.assign(refund, { stage: 'confirm', key: newIdempotencyKey(), amount: minor, reason: why, sent: false, error: '', done: '' });
+      openTimeline(p.id);
+    };
+    const form = el('form', { class: 'filters refund-form', id: 'refund-form', novalidate: true },
+      el('label', {}, 'Amount (' + p.currency + ')', amount),
+      el('label', {}, 'Reason (optional)', reason),
+      el('button', { type: 'submit', class: 'danger', id: 'refund-start', text: 'Refund…' }),
+      el('button', { type: 'button', class: 'secondary', id: 'refund-rest', text: (left < Number(p.amount) ? 'Refund the rest' : 'Refund all') + ' (' + fmtAmount(left, p.currency) + ')…', onclick: () => ask(left) }));
+    form.addEventListener('submit', (e) => {
+      e.preventDefault();
+      const r = parseMajor(amount.value, p.currency);
+      if (r.error) {
+        refund.error = error.textContent = r.error;
+        error.hidden = false;
+        amount.focus();
+        return;
+      }
+      ask(r.minor);
+    });
+    box.append(form, el('p', { class: 'hint', id: 'refund-left' },
+      'Refunded ' + fmtAmount(p.amount_refunded || 0, p.currency) + ' of ' + fmtAmount(p.amount, p.currency) + '; ' + fmtAmount(left, p.currency) + ' left.'), error);
     return box;
   }
 
-  // sendRefund refunds the payment in full through the API's refund path,
-  // with the session's CSRF token and the confirmation's idempotency key.
+  // majorText is minor units written in major units, as the form reads them.
+  function majorText(minor, currency) {
+    const digits = currencyDigits(currency);
+    const s = String(Math.trunc(Number(minor))).padStart(digits + 1, '0');
+    return digits ? s.slice(0, -digits) + '.' + s.slice(-digits) : s;
+  }
+
+  // refundConfirm asks to confirm the refund in refund (or, after a lost
+  // answer, to send the same request again).
+  function refundConfirm(p) {
+    const busy = refund.stage === 'busy';
+    const confirm = el('button', {
+      type: 'button', class: 'danger', id: 'refund-confirm', disabled: busy,
+      text: busy ? 'Refunding…' : (refund.sent ? 'Send again' : 'Refund ' + fmtAmount(refund.amount, p.currency)),
+    });
+    confirm.addEventListener('click', () => sendRefund(p));
+    // Once sent without an answer, the key is kept: no way back but an
+    // answer (or leaving the page).
+    const cancel = refund.sent ? null : el('button', { type: 'button', class: 'secondary', id: 'refund-cancel', disabled: busy, text: 'Cancel' });
+    if (cancel) {
+      cancel.addEventListener('click', () => {
+        resetRefund(p.id, { amountText: refund.amountText, reasonText: refund.reasonText });
+        openTimeline(p.id);
+      });
+    }
+    return el('div', { class: 'confirm', role: 'alertdialog', 'aria-labelledby': 'refund-question' },
+      el('p', { id: 'refund-question' }, 'Refund ', el('strong', { text: fmtAmount(refund.amount, p.currency) }),
+        ' of ' + fmtAmount(p.amount, p.currency) + ' (order ', el('span', { class: 'wrap', text: p.order_id }), ') to the customer through ' + p.provider,
+        refund.reason ? [', reason “', el('span', { class: 'wrap', id: 'refund-question-reason', text: refund.reason }), '”'] : null,
+        '? This cannot be undone.'),
+      confirm, ' ', cancel,
+      refund.error ? el('p', { class: 'error', id: 'refund-error', role: 'alert', text: refund.error }) : null);
+  }
+
+  // sendRefund asks the API for the confirmed refund, with the session's
+  // CSRF token and the refund's idempotency key.
   async function sendRefund(p) {
-    refund.busy = true;
-    refund.error = '';
+    const asked = refund;
+    asked.stage = 'busy';
+    asked.error = '';
+    asked.sent = true;
     openTimeline(p.id);
+    const body = { amount: asked.amount };
+    if (asked.reason) body.reason = asked.reason;
     try {
-      const res = await api('POST', '/v1/payments/' + encodeURIComponent(p.id) + '/refund', undefined, { 'Idempotency-Key': refund.key });
-      // The answer is the refund record (re_...) or the payment's view.
-      const done = res && /^re_/.test(res.id || '') ? 'Refund ' + res.id + ' is ' + res.status + '.'
-        : 'Refund sent: the payment is ' + ((res && res.status) || 'refunded') + '.';
-      refund = { id: p.id, key: '', busy: false, error: '', done: done };
+      const res = (await api('POST', '/v1/payments/' + encodeURIComponent(p.id) + '/refund', body, { 'Idempotency-Key': asked.key })) || {};
+      const amount = typeof res.amount === 'number' ? res.amount : asked.amount;
+      resetRefund(p.id, { done: 'Refund ' + (res.id || '') + ' of ' + fmtAmount(amount, p.currency) + ': ' + (res.status || 'sent') + '.' });
     } catch (err) {
-      refund.busy = false;
-      refund.error = 'The refund failed: ' + err.message + (err.requestID ? ' (request id ' + err.requestID + ')' : '');
-      // A refused refund (not captured any more, a key reused) needs a new
-      // key; a lost answer keeps it, so that Refund again asks the same.
-      if (err.status >= 400 && err.status < 500 && err.status !== 409) refund.key = newIdempotencyKey();
+      const msg = 'The refund failed: ' + err.message + (err.requestID ? ' (request id ' + err.requestID + ')' : '');
+      if (err.status >= 400 && err.status < 500 && err.code !== 'idempotency_key_in_use') {
+        // Refused (too much, not captured any more, signed out): nothing
+        // was refunded under this key; back to the form, a new key next.
+        resetRefund(p.id, { amountText: asked.amountText, reasonText: asked.reasonText, error: msg });
+      } else {
+        // No answer (network, 5xx, still in flight): keep the key.
+        asked.stage = 'confirm';
+        asked.error = msg + '. Send again asks for the same refund under the same idempotency key, so it cannot be made twice.';
+      }
     }
     if (openPaymentID === p.id) openTimeline(p.id);
   }
@@ -709,6 +851,219 @@
     const old = $('#review-notice');
     if (old) old.remove();
     body.parentNode.insertBefore(n, body);
+  }
+
+  // ---- disputes ------------------------------------------------------------
+
+  const OPEN_DISPUTES = ['needs_response', 'under_review'];
+  const HOUR = 3600 * 1000;
+
+  // deadlineOf is a dispute's evidence deadline in ms, Infinity when the
+  // PSP gave none (listed last).
+  function deadlineOf(d) {
+    const t = d.evidence_due_by ? Date.parse(d.evidence_due_by) : NaN;
+    return isNaN(t) ? Infinity : t;
+  }
+
+  // fmtSpan writes a duration in ms as minutes, hours or days.
+  function fmtSpan(ms) {
+    const h = ms / HOUR;
+    if (h < 1) return Math.max(1, Math.round(ms / 60000)) + ' min';
+    if (h < 48) return Math.round(h) + (Math.round(h) === 1 ? ' hour' : ' hours');
+    return Math.round(h / 24) + ' days';
+  }
+
+  // loadDisputes lists the disputes in the chosen status ("open": needs
+  // response or under review), soonest evidence deadline first. A dispute
+  // that still needs a response past its deadline is marked overdue.
+  async function loadDisputes() {
+    const sel = $('#dispute-status').value;
+    const statuses = sel === 'open' ? OPEN_DISPUTES : [sel];
+    const body = $('#disputes-body');
+    let items = [];
+    try {
+      const res = await Promise.all(statuses.map((st) => {
+        const q = new URLSearchParams({ limit: '500' });
+        if (st) q.set('status', st);
+        return api('GET', '/v1/disputes?' + q.toString());
+      }));
+      for (const r of res) items = items.concat((r && r.data) || []);
+    } catch (err) {
+      clear(body).append(errorView(err, 'Disputes'));
+      return;
+    }
+    items.sort((a, b) => (deadlineOf(a) - deadlineOf(b)) || String(a.created_at).localeCompare(String(b.created_at)));
+    if (sel === 'open' || sel === 'needs_response') setDisputesCount(items.filter((d) => d.status === 'needs_response').length);
+    clear(body);
+    if (items.length === 0) {
+      body.append(el('div', { class: 'empty', id: 'disputes-empty' },
+        sel === 'open' ? 'No open disputes: no chargeback waits for an answer.' : 'No ' + (sel || '') + ' disputes.'));
+      return;
+    }
+    const now = Date.now();
+    body.append(el('table', { id: 'disputes-table' },
+      el('thead', {}, el('tr', {}, ['Evidence due by', 'Status', 'Payment', 'Amount', 'Reason', 'Dispute', 'Provider', 'Opened'].map((h) => el('th', { text: h })))),
+      el('tbody', {}, items.map((d) => {
+        const due = deadlineOf(d);
+        const overdue = d.status === 'needs_response' && due < now;
+        let when = '';
+        if (due === Infinity) when = 'no deadline given';
+        else if (OPEN_DISPUTES.includes(d.status)) when = due < now ? 'overdue by ' + fmtSpan(now - due) : 'in ' + fmtSpan(due - now);
+        return el('tr', { 'data-dispute-id': d.id, 'data-payment-id': d.payment_id, 'data-status': d.status, class: overdue ? 'overdue' : null, 'data-overdue': overdue ? 'true' : null },
+          el('td', { class: 'deadline' }, el('span', { class: 'due', text: due === Infinity ? '—' : fmtTime(d.evidence_due_by) }),
+            overdue ? [' ', badge('overdue')] : null, when ? el('div', { class: 'hint when', text: when }) : null),
+          el('td', {}, badge(d.status)),
+          el('td', {}, d.payment_id ? paymentLink(d.payment_id) : '—'),
+          el('td', { class: 'num amount', text: fmtAmount(d.amount, d.currency) }),
+          el('td', { class: 'wrap', text: d.reason || '' }),
+          el('td', { class: 'mono wrap', text: d.id }),
+          el('td', { text: d.provider || '' }),
+          el('td', { text: fmtTime(d.created_at) }));
+      }))));
+  }
+
+  // countDisputes sets the tab's count of disputes that need a response.
+  async function countDisputes() {
+    try {
+      const res = await api('GET', '/v1/disputes?status=needs_response&limit=500');
+      setDisputesCount(((res && res.data) || []).length);
+    } catch (e) { /* the tab shows the error when opened */ }
+  }
+
+  function setDisputesCount(n) {
+    const c = $('#disputes-count');
+    c.textContent = String(n);
+    c.hidden = !(n > 0);
+  }
+
+  // ---- reconciliation ------------------------------------------------------
+
+  // A run's counts, as GET /v1/reconciliation/runs lists them (a count, or
+  // the lines themselves).
+  const RUN_COUNTS = [['lines', 'Lines'], ['matched', 'Matched'], ['posted', 'Posted'], ['mismatched', 'Amount mismatch'], ['missing_locally', 'Missing here'], ['missing_at_psp', 'Missing at the PSP']];
+  const UNMATCHED = ['mismatched', 'missing_locally', 'missing_at_psp'];
+  // The columns of an unmatched line shown first; any other field follows.
+  const LINE_COLUMNS = ['kind', 'problem', 'reason', 'line', 'line_id', 'id', 'provider_ref', 'payment_id', 'type', 'amount', 'expected', 'expected_amount', 'fee', 'net', 'currency', 'payout_id', 'available_on', 'captured_at', 'note'];
+  const MONEY_COLUMNS = ['amount', 'expected', 'fee', 'net'];
+  // The run whose lines are shown: the newest, until the user picks one.
+  let openRunID = '';
+  let runPicked = false;
+
+  function countOf(v) {
+    if (Array.isArray(v)) return v.length;
+    if (typeof v === 'number') return v;
+    return v === undefined || v === null ? 0 : Number(v) || 0;
+  }
+
+  function unmatchedCount(run) {
+    return UNMATCHED.reduce((n, k) => n + countOf(run[k]), 0);
+  }
+
+  function noRunsView(code) {
+    return el('div', { class: 'empty', id: 'reconciliation-empty', 'data-error': code || null },
+      'No reconciliation runs yet: import a settlement report with ', el('code', { text: 'paystate reconcile import -format stripe|generic FILE' }),
+      ' or read Stripe\'s with ', el('code', { text: 'paystate reconcile stripe -since DATE' }), '.');
+  }
+
+  // loadReconciliation lists the last runs and the unmatched lines of the
+  // chosen one (the latest at first). paystate answers 404 when it has no
+  // run to list, which is shown as such.
+  async function loadReconciliation() {
+    const body = $('#reconciliation-body');
+    let runs;
+    try {
+      const res = await api('GET', '/v1/reconciliation/runs');
+      runs = (res && res.data) || [];
+    } catch (err) {
+      clear($('#reconciliation-run'));
+      clear(body).append(err.status === 404 ? noRunsView(err.code) : errorView(err, 'Reconciliation runs'));
+      return;
+    }
+    clear(body);
+    if (runs.length === 0) {
+      clear($('#reconciliation-run'));
+      body.append(noRunsView(''));
+      return;
+    }
+    runs = runs.slice(0, 20);
+    if (!runPicked || !runs.some((r) => r.id === openRunID)) {
+      openRunID = runs[0].id;
+      runPicked = false;
+    }
+    body.append(el('table', { id: 'reconciliation-table' },
+      el('thead', {}, el('tr', {}, ['Run', 'Provider', 'Source', 'At'].concat(RUN_COUNTS.map(([, h]) => h), ['']).map((h) => el('th', { text: h })))),
+      el('tbody', {}, runs.map((r) => {
+        const open = el('button', { type: 'button', class: 'secondary show-run', text: 'Unmatched lines' });
+        open.addEventListener('click', () => { openRunID = r.id; runPicked = true; markRun(); loadRun(r.id); });
+        const bad = unmatchedCount(r);
+        return el('tr', { 'data-run-id': r.id, class: bad ? 'unmatched' : null, 'data-ok': bad ? 'false' : 'true' },
+          el('td', { class: 'mono wrap', text: r.id }),
+          el('td', { text: r.provider || '' }),
+          el('td', { class: 'wrap', text: r.source || '' }),
+          el('td', { text: fmtTime(r.finished_at || r.created_at || r.started_at || r.at) }),
+          RUN_COUNTS.map(([k]) => el('td', { class: 'num ' + k + (UNMATCHED.includes(k) && countOf(r[k]) > 0 ? ' bad' : ''), text: String(countOf(r[k])) })),
+          el('td', {}, open));
+      }))));
+    markRun();
+    loadRun(openRunID);
+  }
+
+  function markRun() {
+    for (const tr of document.querySelectorAll('#reconciliation-table tbody tr')) {
+      tr.classList.toggle('selected', tr.dataset.runId === openRunID);
+    }
+  }
+
+  // linesOf finds a run's unmatched lines: one list (items, unmatched),
+  // or a list per kind, each line then tagged with its kind.
+  function linesOf(run) {
+    for (const k of ['items', 'unmatched', 'unmatched_lines']) {
+      if (Array.isArray(run[k])) return run[k];
+    }
+    const out = [];
+    for (const k of UNMATCHED) {
+      if (Array.isArray(run[k])) for (const l of run[k]) out.push(Object.assign({ kind: k }, l));
+    }
+    if (out.length === 0 && Array.isArray(run.lines)) return run.lines.filter((l) => !l.matched && l.status !== 'matched');
+    return out;
+  }
+
+  // loadRun shows the unmatched lines of run id.
+  async function loadRun(id) {
+    const box = $('#reconciliation-run');
+    let res;
+    try {
+      res = await api('GET', '/v1/reconciliation/runs/' + encodeURIComponent(id));
+    } catch (err) {
+      if (openRunID === id) clear(box).append(errorView(err, 'Run ' + id));
+      return;
+    }
+    if (openRunID !== id) return;
+    const run = (res && res.run) || res || {};
+    const lines = linesOf(Object.assign({}, run, res && res.run ? res : {}));
+    clear(box).append(el('h3', { id: 'reconciliation-run-title' }, 'Run ', el('span', { class: 'mono', text: id }),
+      ': ' + countOf(run.lines) + ' lines, ' + countOf(run.matched) + ' matched, ' + unmatchedCount(run) + ' unmatched'));
+    if (lines.length === 0) {
+      box.append(el('div', { class: 'empty', id: 'reconciliation-lines-empty' }, unmatchedCount(run) ? 'paystate did not list the unmatched lines of this run.' : 'Every line of this run matched the ledger.'));
+      return;
+    }
+    const seen = new Set();
+    for (const l of lines) for (const k of Object.keys(l)) seen.add(k);
+    const cols = LINE_COLUMNS.filter((c) => seen.has(c)).concat(Array.from(seen).filter((c) => !LINE_COLUMNS.includes(c)).sort());
+    box.append(el('table', { id: 'reconciliation-lines' },
+      el('thead', {}, el('tr', {}, cols.map((c) => el('th', { text: c.replace(/_/g, ' ') })))),
+      el('tbody', {}, lines.map((l) => el('tr', { 'data-kind': l.kind || l.problem || l.reason || '', 'data-provider-ref': l.provider_ref || null },
+        cols.map((c) => {
+          const v = l[c];
+          if (v === undefined || v === null) return el('td', {});
+          if (['kind', 'problem', 'reason'].includes(c)) return el('td', {}, badge(String(v)));
+          if (c === 'payment_id' && v) return el('td', {}, paymentLink(String(v)));
+          if (typeof v === 'number' && l.currency && (MONEY_COLUMNS.includes(c) || c.endsWith('_amount'))) {
+            return el('td', { class: 'num ' + c, text: fmtAmount(v, l.currency) });
+          }
+          if (typeof v === 'object') return el('td', { class: 'mono wrap', text: JSON.stringify(v) });
+          return el('td', { class: (c === 'id' || c.endsWith('_id') || c.endsWith('_ref') ? 'mono wrap ' : 'wrap ') + c, text: c.endsWith('_at') ? fmtTime(v) : String(v) });
+        }))))));
   }
 
   // ---- deliveries ----------------------------------------------------------
@@ -1010,10 +1365,14 @@
     bindPayments();
     $('#revenue-form').addEventListener('submit', (ev) => { ev.preventDefault(); loadRevenue(); });
     $('#review-refresh').addEventListener('click', loadReview);
+    $('#disputes-refresh').addEventListener('click', loadDisputes);
+    $('#dispute-status').addEventListener('change', loadDisputes);
+    $('#reconciliation-refresh').addEventListener('click', loadReconciliation);
     bindDeliveries();
     window.addEventListener('hashchange', route);
     window.addEventListener('resize', () => { if (activeTab === 'charts') drawCharts(); });
     route();
+    countDisputes();
     pollMetrics();
     setInterval(pollMetrics, METRICS_EVERY);
     // The first page of payments and the open timeline follow live changes;
@@ -1022,7 +1381,7 @@
     setInterval(() => {
       if (document.hidden || activeTab !== 'payments') return;
       if (openPaymentID) {
-        if (!refund.busy) openTimeline(openPaymentID);
+        if (!refundInUse()) openTimeline(openPaymentID);
       } else if (!payments.cursor) {
         loadPayments();
       }
