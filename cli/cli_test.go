@@ -10,7 +10,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -228,24 +227,6 @@ func TestRun_URLForms(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestServe_Listen: serve -listen wins over the file and over
 // PAYSTATE_SERVER_LISTEN; the environment wins over the file.
 func TestServe_Listen(t *testing.T) {
@@ -258,7 +239,7 @@ func TestServe_Listen(t *testing.T) {
 	started := func(t *testing.T, args ...string) string {
 		t.Helper()
 		ctx, cancel := context.WithCancel(context.Background())
-		var stdout, stderr syncBuffer
+		var stdout, stderr testkit.SyncBuffer
 		done := make(chan error, 1)
 		go func() { done <- Run(ctx, args, &stdout, &stderr) }()
 		var listen string

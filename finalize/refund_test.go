@@ -8,39 +8,21 @@ import (
 	"testing"
 	"time"
 
+	testbackends "github.com/paystate/paystate/internal/testkit/backends"
+
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit"
-	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/ripple"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
-	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/store/storetest"
 )
 
-// backends are the two stores the money tests run on: a bbolt file in
-// the test's directory and a schema of its own on a real PostgreSQL.
-var backends = []struct {
-	name string
-	open func(t *testing.T, now func() time.Time) pay.Store
-}{
-	{"bolt", func(t *testing.T, now func() time.Time) pay.Store {
-		return bolttest.MustOpen(t, &store.Options{Now: now})
-	}},
-	{"postgres", func(t *testing.T, now func() time.Time) pay.Store {
-		db, err := postgres.Open(context.Background(), pgtest.Schema(t), &postgres.Options{Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		return db
-	}},
-}
+// backends are the two stores the tests run on.
+var backends = testbackends.All
 
 // balances returns the ledger's balances as account → amount (EUR).
 func balances(t *testing.T, db pay.Store) map[string]int64 {
@@ -85,11 +67,11 @@ func verified(t *testing.T, db pay.Store) verify.Report {
 func TestRefunds_Concurrent(t *testing.T) {
 	t.Parallel()
 	for _, be := range backends {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			t.Parallel()
 			ctx := context.Background()
 			clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
-			db := be.open(t, clock.Now)
+			db := be.Open(t, clock.Now)
 			psp, err := mock.New(mock.Config{}, mock.WithRetry(1, 0), mock.WithStore(db), mock.WithNow(clock.Now))
 			if err != nil {
 				t.Fatal(err)
@@ -358,9 +340,9 @@ func TestRefunds_EventsLateTwiceOutOfOrder(t *testing.T) {
 	t.Parallel()
 	for _, be := range backends {
 		for _, later := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/later=%v", be.name, later), func(t *testing.T) {
+			t.Run(fmt.Sprintf("%s/later=%v", be.Name, later), func(t *testing.T) {
 				t.Parallel()
-				e := newMoneyEnv(t, be.open)
+				e := newMoneyEnv(t, be.Open)
 				refund := func(id, typ string, amount int64) stdwebhook.Event {
 					return stdwebhook.Event{ID: id, Type: typ, Refund: &stdwebhook.Refund{ID: id[len("evt_"):], Amount: amount}}
 				}
@@ -494,7 +476,7 @@ func TestRefunds_EventsLateTwiceOutOfOrder(t *testing.T) {
 // with its event and posting; refunds that come after are duplicates.
 func TestRefunds_RefundedInFull(t *testing.T) {
 	t.Parallel()
-	e := newMoneyEnv(t, backends[0].open)
+	e := newMoneyEnv(t, backends[0].Open)
 	pending := e.refund(300, "pending")
 	e.send(stdwebhook.Event{ID: "evt_full", Type: stdwebhook.TypeRefunded}, false)
 	p := e.payment()

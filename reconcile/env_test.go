@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	testbackends "github.com/paystate/paystate/internal/testkit/backends"
+
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/leakcheck"
 	"github.com/paystate/paystate/internal/testkit"
@@ -15,9 +17,6 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stdwebhook"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
-	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -26,22 +25,7 @@ import (
 func TestMain(m *testing.M) { leakcheck.MainThen(m, pgtest.Stop) }
 
 // backends are the two stores the tests run on.
-var backends = []struct {
-	name string
-	open func(t *testing.T, now func() time.Time) pay.Store
-}{
-	{"bolt", func(t *testing.T, now func() time.Time) pay.Store {
-		return bolttest.MustOpen(t, &store.Options{Now: now})
-	}},
-	{"postgres", func(t *testing.T, now func() time.Time) pay.Store {
-		db, err := postgres.Open(context.Background(), pgtest.Schema(t), &postgres.Options{Now: now})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		return db
-	}},
-}
+var backends = testbackends.All
 
 const secret = "whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA="
 

@@ -47,8 +47,8 @@ func TestEngine_Run(t *testing.T) {
 	}
 	for _, b := range backends {
 		for _, f := range formats {
-			t.Run(b.name+"/"+f.name, func(t *testing.T) {
-				e := newEnv(t, b.open)
+			t.Run(b.Name+"/"+f.name, func(t *testing.T) {
+				e := newEnv(t, b.Open)
 				ctx := context.Background()
 				eng := &reconcile.Engine{Store: e.db, SettleWithin: 7 * 24 * time.Hour, Now: e.clock.Now}
 				before, lines0 := e.balances(), e.ledgerLines()
@@ -143,7 +143,7 @@ func TestEngine_Run(t *testing.T) {
 // TestEngine_PayoutLater shows a line first settled without a payout
 // posting its fee, and seen again with its payout posting the payout only.
 func TestEngine_PayoutLater(t *testing.T) {
-	e := newEnv(t, backends[0].open)
+	e := newEnv(t, backends[0].Open)
 	ctx := context.Background()
 	eng := &reconcile.Engine{Store: e.db, Now: e.clock.Now}
 	csv := func(payout string) []pay.SettlementLine {

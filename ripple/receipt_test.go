@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paystate/paystate/internal/testkit"
+
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 	"github.com/rs/zerolog"
@@ -447,24 +449,6 @@ func TestReceipt_RefusedRecipient(t *testing.T) {
 	}
 }
 
-// syncBuffer is a log sink for a logger used from several goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // TestReceipt_WrongPassword: a refused AUTH fails the attempt with the
 // server's 535, sends nothing, is retried, and the password appears
 // neither in the delivery's error nor in the log.
@@ -476,7 +460,7 @@ func TestReceipt_WrongPassword(t *testing.T) {
 	e, p := receiptEnv(t, ripple.ReceiptConfig{
 		Addr: srv.addr, From: "receipts@shop.example", Username: mailUser, Password: wrong, RootCAs: cert.pool,
 	}, 3)
-	var logs syncBuffer
+	var logs testkit.SyncBuffer
 	e.svc.Logger = zerolog.New(&logs)
 	e.runOnce()
 	d := e.delivery(p.ID, pay.EffectReceipt, pay.Captured)
