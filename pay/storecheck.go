@@ -142,3 +142,42 @@ func CheckStoredDelivery(d Delivery) error {
 	}
 	return nil
 }
+
+// RefundHolds reports whether a refund in status s holds part of its
+// payment's amount: a pending or succeeded one.
+func RefundHolds(s RefundStatus) bool { return s == RefundPending || s == RefundSucceeded }
+
+// RefundOfPayment is the first check every store makes when it writes
+// refund r of payment p: an empty Currency or Provider of r is p's, a
+// different one is EINVALID. It returns r with them filled in.
+func RefundOfPayment(r Refund, p Payment) (Refund, error) {
+	if r.Currency == "" {
+		r.Currency = p.Currency
+	}
+	if r.Provider == "" {
+		r.Provider = p.Provider
+	}
+	switch {
+	case r.Currency != p.Currency:
+		return r, Invalidf("currency", "refund %s is in %s, payment %s in %s", r.ID, r.Currency, p.ID, p.Currency)
+	case r.Provider != p.Provider:
+		return r, Invalidf("provider", "refund %s is of provider %s, payment %s of %s", r.ID, r.Provider, p.ID, p.Provider)
+	}
+	return r, nil
+}
+
+// CheckRefundFits is the last: if r holds part of p's amount
+// (RefundHolds), othersHeld — what p's other refunds hold — plus r's
+// amount must not exceed it, else ERefundExceeds. A store checks it inside
+// the transaction that holds p, so the sum cannot change before the
+// commit.
+func CheckRefundFits(r Refund, p Payment, othersHeld int64) error {
+	if !RefundHolds(r.Status) {
+		return nil
+	}
+	if held := othersHeld + r.Amount; othersHeld > p.Amount || held > p.Amount {
+		return Errorf(ERefundExceeds, "refund of %d %s would take the refunded and pending refunds of payment %s to %d, more than its amount %d",
+			r.Amount, p.Currency, p.ID, held, p.Amount)
+	}
+	return nil
+}

@@ -13,7 +13,6 @@ import (
 
 // counts reports whether a refund in status s holds part of its
 // payment's amount: pending and succeeded refunds do, failed ones not.
-func counts(s pay.RefundStatus) bool { return s == pay.RefundPending || s == pay.RefundSucceeded }
 
 // InsertRefund stores a new refund (see pay.Tx.InsertRefund). An empty
 // Currency or Provider is the payment's.
@@ -79,41 +78,27 @@ func (t *tx) refundOfPayment(r pay.Refund, self string) (pay.Refund, error) {
 	} else if !ok {
 		return r, pay.Errorf(pay.ENOTFOUND, "refund %s: payment %s not found", r.ID, r.PaymentID)
 	}
-	if r.Currency == "" {
-		r.Currency = p.Currency
-	}
-	if r.Provider == "" {
-		r.Provider = p.Provider
-	}
-	switch {
-	case r.Currency != p.Currency:
-		return r, pay.Invalidf("currency", "refund %s is in %s, payment %s in %s", r.ID, r.Currency, p.ID, p.Currency)
-	case r.Provider != p.Provider:
-		return r, pay.Invalidf("provider", "refund %s is of provider %s, payment %s of %s", r.ID, r.Provider, p.ID, p.Provider)
+	if r, err = pay.RefundOfPayment(r, p); err != nil {
+		return r, err
 	}
 	if r.ProviderRef != "" {
 		if v := t.bucket(bucketRefundsByRef).Get(refKey(r.Provider, r.ProviderRef)); v != nil && string(v) != r.ID {
 			return r, pay.Errorf(pay.ECONFLICT, "%s refund reference %s already belongs to refund %s", r.Provider, r.ProviderRef, v)
 		}
 	}
-	if !counts(r.Status) {
-		return r, nil
-	}
-	others, err := t.RefundsForPayment(p.ID)
-	if err != nil {
-		return r, err
-	}
-	held := r.Amount
-	for _, o := range others {
-		if o.ID != self && o.ID != r.ID && counts(o.Status) {
-			held += o.Amount
+	var othersHeld int64
+	if pay.RefundHolds(r.Status) {
+		others, err := t.RefundsForPayment(p.ID)
+		if err != nil {
+			return r, err
+		}
+		for _, o := range others {
+			if o.ID != self && o.ID != r.ID && pay.RefundHolds(o.Status) {
+				othersHeld += o.Amount
+			}
 		}
 	}
-	if held > p.Amount {
-		return r, pay.Errorf(pay.ERefundExceeds, "refund of %d %s would take the refunded and pending refunds of payment %s to %d, more than its amount %d",
-			r.Amount, p.Currency, p.ID, held, p.Amount)
-	}
-	return r, nil
+	return r, pay.CheckRefundFits(r, p, othersHeld)
 }
 
 // refundIndexes lists the index entries of r.
@@ -253,7 +238,7 @@ func (c *checker) checkRefunds() {
 		if r.Status == pay.RefundPending {
 			nPending++
 		}
-		if counts(r.Status) {
+		if pay.RefundHolds(r.Status) {
 			held[r.PaymentID] += r.Amount
 		}
 		return nil

@@ -30,7 +30,6 @@ func scanRefund(r pgx.Row) (pay.Refund, error) {
 
 // counts reports whether a refund in status s holds part of its
 // payment's amount: pending and succeeded refunds do, failed ones not.
-func counts(s pay.RefundStatus) bool { return s == pay.RefundPending || s == pay.RefundSucceeded }
 
 // InsertRefund stores a new refund (see pay.Tx.InsertRefund). It takes
 // the payment's lock first, so the sum of the payment's refunds it checks
@@ -122,30 +121,18 @@ func (t *tx) refundOfPayment(r pay.Refund) (pay.Refund, error) {
 	} else if err != nil {
 		return r, err
 	}
-	if r.Currency == "" {
-		r.Currency = p.Currency
-	}
-	if r.Provider == "" {
-		r.Provider = p.Provider
-	}
-	switch {
-	case r.Currency != p.Currency:
-		return r, pay.Invalidf("currency", "refund %s is in %s, payment %s in %s", r.ID, r.Currency, p.ID, p.Currency)
-	case r.Provider != p.Provider:
-		return r, pay.Invalidf("provider", "refund %s is of provider %s, payment %s of %s", r.ID, r.Provider, p.ID, p.Provider)
-	case !counts(r.Status):
-		return r, nil
-	}
-	others, _, err := queryOne(t, "sum refunds", `SELECT COALESCE(SUM(amount), 0)::bigint FROM refunds
-		WHERE payment_id = $1 AND id <> $2 AND status IN ('pending', 'succeeded')`, scalar[int64], p.ID, r.ID)
-	if err != nil {
+	if r, err = pay.RefundOfPayment(r, p); err != nil {
 		return r, err
 	}
-	if held := others + r.Amount; others > p.Amount || held > p.Amount {
-		return r, pay.Errorf(pay.ERefundExceeds, "refund of %d %s would take the refunded and pending refunds of payment %s to %d, more than its amount %d",
-			r.Amount, p.Currency, p.ID, held, p.Amount)
+	var othersHeld int64
+	if pay.RefundHolds(r.Status) {
+		othersHeld, _, err = queryOne(t, "sum refunds", `SELECT COALESCE(SUM(amount), 0)::bigint FROM refunds
+			WHERE payment_id = $1 AND id <> $2 AND status IN ('pending', 'succeeded')`, scalar[int64], p.ID, r.ID)
+		if err != nil {
+			return r, err
+		}
 	}
-	return r, nil
+	return r, pay.CheckRefundFits(r, p, othersHeld)
 }
 
 // refundRefConflict returns the ECONFLICT of r's provider reference, held
