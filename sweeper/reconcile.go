@@ -344,15 +344,7 @@ func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Sta
 		p     pay.Payment
 	)
 	// Read first: a payment already on the queue costs no write transaction.
-	queued := false
-	if err := s.Store.View(ctx, func(tx pay.Tx) error {
-		_, err := tx.Review(paymentID)
-		queued = err == nil
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil
-		}
-		return err
-	}); err != nil || queued {
+	if queued, err := s.queued(ctx, paymentID); err != nil || queued {
 		return err
 	}
 	err := s.Store.Update(ctx, func(tx pay.Tx) error {
@@ -380,4 +372,19 @@ func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Sta
 			Str("reason", pay.ReasonUnresolved).Str("note", note).Msg("payment needs a human: on the review queue")
 	}
 	return nil
+}
+
+// queued reports whether the review queue holds the item id, from a read
+// transaction.
+func (s *Sweeper) queued(ctx context.Context, id string) (bool, error) {
+	queued := false
+	err := s.Store.View(ctx, func(tx pay.Tx) error {
+		_, err := tx.Review(id)
+		queued = err == nil
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			return nil
+		}
+		return err
+	})
+	return queued, err
 }

@@ -144,15 +144,7 @@ func (s *Sweeper) sweepRefund(ctx context.Context, r pay.Refund, now time.Time, 
 // (refund_unresolved, item "refund_<refund id>"), once.
 func (s *Sweeper) refundReview(ctx context.Context, r pay.Refund, note string, rep *Report) error {
 	id := "refund_" + r.ID
-	queued := false
-	if err := s.Store.View(ctx, func(tx pay.Tx) error {
-		_, err := tx.Review(id)
-		queued = err == nil
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil
-		}
-		return err
-	}); err != nil || queued {
+	if queued, err := s.queued(ctx, id); err != nil || queued {
 		return err
 	}
 	var added bool

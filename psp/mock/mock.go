@@ -688,16 +688,25 @@ func (p *Provider) lookup(ctx context.Context, pm pay.Payment) (*charge, error) 
 	return p.lookupLocked(pm), nil
 }
 
+// stored reads the record of key (a charge or a refund, what) from the
+// store; ok is false if the store has none.
+func (p *Provider) stored(ctx context.Context, key, what string) (rec pay.PSPCharge, ok bool, err error) {
+	err = p.store.View(ctx, func(tx pay.Tx) (err error) { rec, err = tx.PSPCharge(key); return err })
+	switch {
+	case pay.ErrorCode(err) == pay.ENOTFOUND:
+		return rec, false, nil
+	case err != nil:
+		return rec, false, pay.Errorf(pay.EPSP, "mock: read %s %s: %s", what, key, pay.ErrorMessage(err))
+	}
+	return rec, true, nil
+}
+
 // load reads the charge of key from the store into memory, if the store
 // has it and memory does not.
 func (p *Provider) load(ctx context.Context, key string) error {
-	var rec pay.PSPCharge
-	err := p.store.View(ctx, func(tx pay.Tx) (err error) { rec, err = tx.PSPCharge(key); return err })
-	switch {
-	case pay.ErrorCode(err) == pay.ENOTFOUND:
-		return nil
-	case err != nil:
-		return pay.Errorf(pay.EPSP, "mock: read charge %s: %s", key, pay.ErrorMessage(err))
+	rec, ok, err := p.stored(ctx, key, "charge")
+	if err != nil || !ok {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()

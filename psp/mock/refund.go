@@ -68,13 +68,9 @@ func (p *Provider) loadRefund(ctx context.Context, key string) error {
 	if ok || p.store == nil {
 		return nil
 	}
-	var rec pay.PSPCharge
-	err := p.store.View(ctx, func(tx pay.Tx) (err error) { rec, err = tx.PSPCharge(key); return err })
-	switch {
-	case pay.ErrorCode(err) == pay.ENOTFOUND:
-		return nil
-	case err != nil:
-		return pay.Errorf(pay.EPSP, "mock: read refund %s: %s", key, pay.ErrorMessage(err))
+	rec, found, err := p.stored(ctx, key, "refund")
+	if err != nil || !found {
+		return err
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
