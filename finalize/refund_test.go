@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -486,8 +487,12 @@ func TestRefunds_RefundedInFull(t *testing.T) {
 	if got := e.refundOf(pending.ID); got.Status != pay.RefundSucceeded {
 		t.Fatalf("the pending refund is %s, want succeeded", got.Status)
 	}
+	// Both refunds are made at the test's one instant, so their order (by
+	// id within one time) is not the order they were made in: the rest is
+	// the one that is not the pending refund.
 	refunds, err := e.svc.Refunds(context.Background(), p.ID)
-	if err != nil || len(refunds) != 2 || refunds[1].Amount != 700 || refunds[1].Status != pay.RefundSucceeded {
+	rest := slices.IndexFunc(refunds, func(r pay.Refund) bool { return r.ID != pending.ID })
+	if err != nil || len(refunds) != 2 || rest < 0 || refunds[rest].Amount != 700 || refunds[rest].Status != pay.RefundSucceeded {
 		t.Fatalf("refunds %+v (%v), want the 300 and the rest, 700, succeeded", refunds, err)
 	}
 	e.send(stdwebhook.Event{ID: "evt_late", Type: stdwebhook.TypeRefundSucceeded, Refund: &stdwebhook.Refund{ID: pending.ID, Amount: 300}}, false)
