@@ -47,6 +47,9 @@ func (t *tx) indexIdem(key string, expires time.Time) error {
 	if err != nil {
 		return err
 	}
+	if found && keyTime(old.ExpiresAt.Time) == keyTime(expires) {
+		return nil // the entry is there already: a finish or a take-over
+	}
 	if found {
 		if err := t.del(bucketIdemByExpiry, idemExpiryKey(old.ExpiresAt.Time, key)); err != nil {
 			return err
