@@ -178,6 +178,8 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 	// commit per webhook); if it cannot be applied now (its lease is
 	// held, its payment unknown, any error) that transaction rolls back
 	// and the event is stored alone, for RunOnce to apply with backoff.
+	// The archived copy is made before the writer runs the transaction.
+	archived := append([]byte(nil), Redact(body)...)
 	store := func(inline bool) error {
 		return in.Store.Update(ctx, func(tx pay.Tx) error {
 			inserted, notOurs = false, false
@@ -192,7 +194,7 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 				PaymentID: paymentID, ProviderRef: ev.ProviderRef,
 				Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
 				OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
-				Body: append([]byte(nil), Redact(body)...), NextAttemptAt: tx.Now(),
+				Body: archived, NextAttemptAt: tx.Now(),
 				Refund: ev.Refund, Dispute: ev.Dispute,
 			}
 			if inline {
@@ -513,14 +515,23 @@ func (in *Inbox) deferEvent(ctx context.Context, ev pay.InboxEvent, reason strin
 // archived history is shown as review evidence and copied into backups.
 var secretFields = []string{"client_secret", "redirect_url", "next_action"}
 
+// secretQuoted are secretFields in quotes, as a JSON key appears.
+var secretQuoted = func() [][]byte {
+	out := make([][]byte, len(secretFields))
+	for i, f := range secretFields {
+		out[i] = []byte(`"` + f + `"`)
+	}
+	return out
+}()
+
 // Redact returns body with the values of secret fields, at any depth,
 // replaced by "[redacted]". A body without such a field, or one that is not
 // JSON, is returned unchanged; one with it is re-encoded (key order and
 // spacing change, content does not).
 func Redact(body []byte) []byte {
 	found := false
-	for _, f := range secretFields {
-		found = found || bytes.Contains(body, []byte(`"`+f+`"`))
+	for _, f := range secretQuoted {
+		found = found || bytes.Contains(body, f)
 	}
 	if !found {
 		return body
