@@ -46,6 +46,8 @@ environment variables, then the flags.`)
 	for _, w := range config.EnvWarnings(cfg, os.Environ()) {
 		logger.Warn().Msg(w)
 	}
+	gogc, memLimit := tuneGC(os.Getenv)
+	logger.Debug().Str("gogc", gogc).Str("gomemlimit", memLimit).Msg("garbage collector")
 	m := daemon.New(cfg, logger)
 	if err := m.Open(); err != nil {
 		return err

@@ -1,0 +1,36 @@
+package cli
+
+import (
+	"runtime/debug"
+	"strconv"
+)
+
+// The garbage collector's settings of `paystate serve` when the
+// environment sets none. Go's default (GOGC=100) collects whenever the heap
+// has doubled; paystate's live heap is small (tens of MiB) and every
+// request allocates, so at full speed the collector took about a fifth of
+// the CPU of a webhook (BENCHMARKS.md). serveGCPercent collects at 5 × the
+// live heap instead, and serveMemoryLimit is a soft limit: near it the
+// collector runs as often as it must, so the heap stays under it unless the
+// live heap itself is larger. 192 MiB leaves room for stacks and the rest
+// of the process in a 256 MiB container. GOGC and GOMEMLIMIT, when set, win
+// (the Go runtime reads them at start).
+const (
+	serveGCPercent   = 400
+	serveMemoryLimit = 192 << 20
+)
+
+// tuneGC applies serveGCPercent and serveMemoryLimit unless GOGC or
+// GOMEMLIMIT is set, and says what is in force, for the log.
+func tuneGC(getenv func(string) string) (gogc, memLimit string) {
+	gogc, memLimit = getenv("GOGC"), getenv("GOMEMLIMIT")
+	if gogc == "" {
+		debug.SetGCPercent(serveGCPercent)
+		gogc = strconv.Itoa(serveGCPercent)
+	}
+	if memLimit == "" {
+		debug.SetMemoryLimit(serveMemoryLimit)
+		memLimit = strconv.Itoa(serveMemoryLimit>>20) + "MiB"
+	}
+	return gogc, memLimit
+}
