@@ -6,7 +6,7 @@
 # how to read the output.
 #
 #   bench/pg/run.sh              # the PostgreSQL figures
-#   bench/pg/run.sh --go-bench   # then BenchmarkWebhooks of ./httpd, in the same run
+#   bench/pg/run.sh --go-bench   # then paystate's webhook path (./httpd), in the same run
 #
 # Settings (environment):
 #   PG_DURATION=10        seconds per pgbench run (-T)
@@ -226,7 +226,13 @@ if [ "$gobench" = 1 ]; then
   elif ! grep -q '^BenchmarkWebhooks$' <<<"$list"; then
     echo "BenchmarkWebhooks is not in ./httpd (go test -list found none): skipped"
   else
-    echo "# go test -run '^\$' -bench 'BenchmarkWebhooks' -benchtime 5s ./httpd/"
-    go test -run '^$' -bench 'BenchmarkWebhooks' -benchtime 5s ./httpd/
+    # The durable path (each webhook stored and applied in one commit) at
+    # 1 client and at 256, with serve's garbage-collector defaults
+    # (cli/gc.go) unless GOGC or GOMEMLIMIT is set.
+    export GOGC=${GOGC:-400} GOMEMLIMIT=${GOMEMLIMIT:-192MiB}
+    echo "# GOGC=$GOGC GOMEMLIMIT=$GOMEMLIMIT go test -run '^\$' -bench 'BenchmarkLoneWebhook/inline\$' -benchtime 2000x ./httpd/"
+    go test -run '^$' -bench 'BenchmarkLoneWebhook/inline$' -benchtime 2000x ./httpd/
+    echo "# GOGC=$GOGC GOMEMLIMIT=$GOMEMLIMIT go test -run '^\$' -bench 'BenchmarkWebhooks/ratio\$' -benchtime 16384x ./httpd/"
+    go test -run '^$' -bench 'BenchmarkWebhooks/ratio$' -benchtime 16384x ./httpd/
   fi
 fi
