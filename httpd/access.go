@@ -52,18 +52,24 @@ func (s *Server) log(rc *fasthttp.RequestCtx) *zerolog.Logger {
 
 // accessLog writes the request's one access line, at info: method, route
 // pattern (never the raw path), status, duration with its unit, bytes of
-// the response body and the request id.
+// the response body and the request id. The line is written when the
+// handler returns; a body streamed after that with no length known in
+// advance (the CSV export) is logged as streamed=true without bytes, and
+// the stream's own line says how many bytes it sent.
 func (s *Server) accessLog(rc *fasthttp.RequestCtx, route string, elapsed time.Duration) {
-	n := rc.Response.Header.ContentLength()
-	if !rc.Response.IsBodyStream() {
-		n = len(rc.Response.Body())
-	}
-	s.Logger.Info().Str("request_id", requestID(rc)).
+	e := s.Logger.Info().Str("request_id", requestID(rc)).
 		Str("method", truncate(string(rc.Method()), 32)).Str("route", route).
 		Int("status", rc.Response.StatusCode()).
-		Stringer("duration", elapsed.Round(time.Microsecond)).
-		Int("bytes", max(n, 0)).
-		Msg("request")
+		Stringer("duration", elapsed.Round(time.Microsecond))
+	switch n := rc.Response.Header.ContentLength(); {
+	case !rc.Response.IsBodyStream():
+		e = e.Int("bytes", len(rc.Response.Body()))
+	case n >= 0:
+		e = e.Int("bytes", n)
+	default:
+		e = e.Bool("streamed", true)
+	}
+	e.Msg("request")
 }
 
 // acceptRequestID keeps a client's X-Request-Id when it is 1 to

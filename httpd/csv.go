@@ -136,19 +136,34 @@ type csvExport struct {
 // run writes the export into pw and closes it: cleanly at the end, with
 // the error when a page cannot be read or the client went away.
 func (e *csvExport) run(pw *io.PipeWriter) {
-	w := csv.NewWriter(pw)
+	out := &countingWriter{w: pw}
+	w := csv.NewWriter(out)
 	rows, err := e.write(w)
 	if err == nil {
 		w.Flush()
 		err = w.Error()
 	}
 	if err != nil {
-		e.log.Error().Err(err).Int("rows", rows).Msg("payments CSV export ended early")
+		e.log.Error().Err(err).Int("rows", rows).Int64("bytes", out.n).Msg("payments CSV export ended early")
 		_ = pw.CloseWithError(err)
 		return
 	}
-	e.log.Debug().Int("rows", rows).Msg("payments CSV export sent")
+	// The access line was written when the stream started (streamed=true):
+	// this line, at the same level, says what was sent.
+	e.log.Info().Int("rows", rows).Int64("bytes", out.n).Msg("payments CSV export sent")
 	_ = pw.Close()
+}
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // write writes the header and every page, flushing each page.

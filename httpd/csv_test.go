@@ -14,6 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+
+	"github.com/paystate/paystate/httpd"
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -375,4 +379,40 @@ func (d *dashServer) get(tb testing.TB, path, accept string) []byte {
 		tb.Fatalf("GET %s: status=%d: %.300s", path, a.status, a.body)
 	}
 	return []byte(a.body)
+}
+
+// TestPayments_CSVLogged: the access line of a CSV export, written when the
+// stream starts, says streamed=true rather than a byte count it cannot
+// know, and the export's own line at info gives the rows and the bytes the
+// client received.
+func TestPayments_CSVLogged(t *testing.T) {
+	t.Parallel()
+	var logs testkit.SyncBuffer
+	d := newDashServerWith(t, func(s *httpd.Server) { s.Logger = zerolog.New(&logs).Level(zerolog.InfoLevel) }, dashKey)
+	d.create(`{"order_id":"o-1","amount":1500,"currency":"EUR"}`)
+	d.create(`{"order_id":"o-2","amount":2500,"currency":"EUR"}`)
+	a := d.do("GET", "/v1/payments", "", "", with(bearer(), "Accept", "text/csv", "X-Request-Id", "csv-logged"))
+	if a.status != http.StatusOK || !strings.Contains(a.body, "o-2") {
+		t.Fatalf("GET /v1/payments as CSV: status=%d: %s", a.status, a.body)
+	}
+	// The client has read to the end, after the export wrote its line.
+	var access, sent []map[string]any
+	for _, l := range strings.Split(logs.String(), "\n") {
+		var m map[string]any
+		if l == "" || json.Unmarshal([]byte(l), &m) != nil || m["request_id"] != "csv-logged" {
+			continue
+		}
+		switch m["message"] {
+		case "request":
+			access = append(access, m)
+		case "payments CSV export sent":
+			sent = append(sent, m)
+		}
+	}
+	if len(access) != 1 || access[0]["streamed"] != true || access[0]["bytes"] != nil {
+		t.Errorf("access lines %v, want one with streamed=true and no bytes\n%s", access, logs.String())
+	}
+	if len(sent) != 1 || sent[0]["level"] != "info" || sent[0]["rows"] != float64(2) || sent[0]["bytes"] != float64(len(a.body)) {
+		t.Errorf("export lines %v, want one at info with rows=2 bytes=%d\n%s", sent, len(a.body), logs.String())
+	}
 }
