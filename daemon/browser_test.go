@@ -496,11 +496,14 @@ func TestBrowser_MerchantDashboard(t *testing.T) {
 	}
 	search := func(what, customer, from, to string) {
 		t.Helper()
-		// Date inputs take their value from script (as a date picker sets it).
+		// Date inputs take their value from script (as a date picker sets
+		// it). The list is emptied and the search submitted in one script,
+		// so that no answer of an earlier load lands in between and passes
+		// for the search's.
 		eval[bool](b, fmt.Sprintf(`(document.getElementById('filter-customer').value = %s, document.getElementById('filter-from').value = %s,
-			document.getElementById('filter-to').value = %s, document.getElementById('payments-body').replaceChildren(), true)`,
+			document.getElementById('filter-to').value = %s, document.getElementById('payments-body').replaceChildren(),
+			document.querySelector('#payment-filters button[type="submit"]').click(), true)`,
 			jsString(customer), jsString(from), jsString(to)))
-		b.do(what, chromedp.Click(chromedp.CSS(`#payment-filters button[type="submit"]`)))
 		b.poll(what+": the list is back", `document.querySelector('#payments-table, #payments-empty') !== null`)
 	}
 	today := time.Now().UTC().Format(time.DateOnly)
@@ -518,9 +521,39 @@ func TestBrowser_MerchantDashboard(t *testing.T) {
 		t.Fatalf("exported %s rows, want 1: %s", got, eval[string](b, `document.getElementById('export-result').textContent`))
 	}
 
+	// A load of the list begun before a search (the periodic refresh, here
+	// the refresh button with the e-mail filter still applied) and answered
+	// after it must not replace the search's list: the page holds that
+	// load's answer until the search has been shown, then lets it through.
+	eval[bool](b, `(() => {
+		const real = window.fetch;
+		let hold = true;
+		window.fetch = function (path, opts) {
+			if (!hold || !String(path).startsWith('/v1/payments?')) return real.call(this, path, opts);
+			hold = false;
+			const answer = real.call(this, path, opts);
+			return new Promise((resolve) => {
+				window.releaseHeld = async () => {
+					const res = await answer;
+					const text = await res.text();
+					resolve({ ok: res.ok, status: res.status, statusText: res.statusText, headers: res.headers, text: () => Promise.resolve(text) });
+					// The page's continuations are microtasks: done before this timer.
+					setTimeout(() => { window.heldDone = true; }, 0);
+				};
+			});
+		};
+		document.getElementById('payments-refresh').click();
+		return true;
+	})()`)
+	b.poll("the refresh is held", `typeof window.releaseHeld === 'function'`)
 	search("search by customer id", "cus_bob", "", "")
 	if got := rows(); len(got) != 1 || got[0] != bob {
 		t.Fatalf("customer id search: %v, want [%s]", got, bob)
+	}
+	eval[bool](b, `(window.releaseHeld(), true)`)
+	b.poll("the held refresh is answered", `window.heldDone === true`)
+	if got := rows(); len(got) != 1 || got[0] != bob {
+		t.Fatalf("after the earlier refresh was answered: %v, want the search's [%s]", got, bob)
 	}
 	search("search by today", "", today, today)
 	if got := rows(); len(got) != 3 {

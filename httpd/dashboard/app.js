@@ -211,17 +211,26 @@
     return !!(payments.status || payments.orderID || payments.customer || payments.from || payments.to);
   }
 
+  // paymentsLoads counts the loads of the list begun: a load whose answer
+  // comes after a newer one began (the periodic refresh with the old
+  // filters, answered after a search was submitted) is dropped, so that
+  // the list always shows the last filters asked for.
+  let paymentsLoads = 0;
+
   async function loadPayments() {
+    const load = ++paymentsLoads;
     const q = filterQuery();
     q.set('limit', String(PAGE_SIZE));
     if (payments.cursor) q.set('cursor', payments.cursor);
     const body = $('#payments-body');
     try {
       const res = await api('GET', '/v1/payments?' + q.toString());
+      if (load !== paymentsLoads) return;
       payments.next = res.next_cursor || '';
       renderPayments(res.data || []);
       $('#payments-updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     } catch (err) {
+      if (load !== paymentsLoads) return;
       payments.next = '';
       clear(body).append(errorView(err, 'The payment list'));
     }
