@@ -12,8 +12,8 @@ func TestTuneGC(t *testing.T) {
 	t.Cleanup(func() { debug.SetGCPercent(oldPercent); debug.SetMemoryLimit(oldLimit) })
 
 	gogc, limit := tuneGC(func(string) string { return "" })
-	if gogc != "400" || limit != "192MiB" {
-		t.Errorf("defaults: gogc=%s gomemlimit=%s, want 400 and 192MiB", gogc, limit)
+	if gogc != "400" || limit != "128MiB" {
+		t.Errorf("defaults: gogc=%s gomemlimit=%s, want 400 and 128MiB", gogc, limit)
 	}
 	if got := debug.SetGCPercent(100); got != serveGCPercent {
 		t.Errorf("GC percent in force %d, want %d", got, serveGCPercent)

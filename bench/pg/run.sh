@@ -229,7 +229,7 @@ if [ "$gobench" = 1 ]; then
     # The durable path (each webhook stored and applied in one commit) at
     # 1 client and at 256, with serve's garbage-collector defaults
     # (cli/gc.go) unless GOGC or GOMEMLIMIT is set.
-    export GOGC=${GOGC:-400} GOMEMLIMIT=${GOMEMLIMIT:-192MiB}
+    export GOGC=${GOGC:-400} GOMEMLIMIT=${GOMEMLIMIT:-128MiB}
     echo "# GOGC=$GOGC GOMEMLIMIT=$GOMEMLIMIT go test -run '^\$' -bench 'BenchmarkLoneWebhook/inline\$' -benchtime 2000x ./httpd/"
     go test -run '^$' -bench 'BenchmarkLoneWebhook/inline$' -benchtime 2000x ./httpd/
     echo "# GOGC=$GOGC GOMEMLIMIT=$GOMEMLIMIT go test -run '^\$' -bench 'BenchmarkWebhooks/ratio\$' -benchtime 16384x ./httpd/"
