@@ -278,7 +278,23 @@ func (in *Inbox) applyIn(tx pay.Tx, ev pay.InboxEvent) error {
 
 // webhookOutcome counts one webhook in paystate_webhooks_total.
 func (in *Inbox) webhookOutcome(provider, outcome string) {
-	metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_total{provider=%q,outcome=%q}`, pay.ProviderLabel(provider, in.Providers), outcome)).Inc()
+	webhookCounter(pay.ProviderLabel(provider, in.Providers), outcome).Inc()
+}
+
+// webhookCounters hold paystate_webhooks_total of each provider label and
+// outcome, made on first use, so that a webhook looks its counter up
+// instead of formatting its name and taking the metrics registry's lock
+// (the labels are configured names, "unknown" and a fixed set of outcomes).
+var webhookCounters sync.Map // [2]string{provider label, outcome} → *metrics.Counter
+
+func webhookCounter(provider, outcome string) *metrics.Counter {
+	k := [2]string{provider, outcome}
+	if c, ok := webhookCounters.Load(k); ok {
+		return c.(*metrics.Counter)
+	}
+	c := metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_total{provider=%q,outcome=%q}`, provider, outcome))
+	webhookCounters.Store(k, c)
+	return c
 }
 
 // ignored counts a webhook that was answered 2xx and not stored, in
