@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -24,12 +25,41 @@ func MountTmpfs(tb testing.TB, size string) string {
 	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
 		tb.Skipf("cannot mount a tmpfs here (%v): disk-fault tests need root with CAP_SYS_ADMIN", err)
 	}
-	tb.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
-			tb.Errorf("unmount %s: %v", dir, err)
-		}
-	})
+	tb.Cleanup(func() { unmount(tb, dir) })
 	return dir
+}
+
+// unmount unmounts the tmpfs at dir. EBUSY with no file of this process
+// open in dir is a child process that another test started at that
+// instant (os/exec's fork holds a copy of every descriptor until the
+// child's exec closes them): the mount is then detached, and the kernel
+// frees it when the child has exec'd. A file of this process still open
+// in dir is an error of the test.
+func unmount(tb testing.TB, dir string) {
+	err := syscall.Unmount(dir, 0)
+	if errors.Is(err, syscall.EBUSY) {
+		if open := openIn(dir); len(open) > 0 {
+			tb.Errorf("unmount %s: files still open in it: %v", dir, open)
+			return
+		}
+		err = syscall.Unmount(dir, syscall.MNT_DETACH)
+	}
+	if err != nil {
+		tb.Errorf("unmount %s: %v", dir, err)
+	}
+}
+
+// openIn returns the files under dir that this process has open.
+func openIn(dir string) []string {
+	fds, _ := os.ReadDir("/proc/self/fd")
+	var out []string
+	for _, fd := range fds {
+		target, err := os.Readlink(filepath.Join("/proc/self/fd", fd.Name()))
+		if err == nil && strings.HasPrefix(target, dir+"/") {
+			out = append(out, target)
+		}
+	}
+	return out
 }
 
 // FillUp writes a file at path until its file system is full, down to the
