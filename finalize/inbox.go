@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paystate/paystate/internal/backoff"
+	"github.com/paystate/paystate/internal/metriccache"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -278,24 +279,14 @@ func (in *Inbox) applyIn(tx pay.Tx, ev pay.InboxEvent) error {
 
 // webhookOutcome counts one webhook in paystate_webhooks_total.
 func (in *Inbox) webhookOutcome(provider, outcome string) {
-	webhookCounter(pay.ProviderLabel(provider, in.Providers), outcome).Inc()
+	webhookCounters.Get([2]string{pay.ProviderLabel(provider, in.Providers), outcome}).Inc()
 }
 
-// webhookCounters hold paystate_webhooks_total of each provider label and
-// outcome, made on first use, so that a webhook looks its counter up
-// instead of formatting its name and taking the metrics registry's lock
-// (the labels are configured names, "unknown" and a fixed set of outcomes).
-var webhookCounters sync.Map // [2]string{provider label, outcome} → *metrics.Counter
-
-func webhookCounter(provider, outcome string) *metrics.Counter {
-	k := [2]string{provider, outcome}
-	if c, ok := webhookCounters.Load(k); ok {
-		return c.(*metrics.Counter)
-	}
-	c := metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_total{provider=%q,outcome=%q}`, provider, outcome))
-	webhookCounters.Store(k, c)
-	return c
-}
+// webhookCounters are paystate_webhooks_total of each provider label and
+// outcome (configured names, "unknown" and a fixed set of outcomes).
+var webhookCounters = metriccache.Cache[[2]string, *metrics.Counter]{New: func(k [2]string) *metrics.Counter {
+	return metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_total{provider=%q,outcome=%q}`, k[0], k[1]))
+}}
 
 // ignored counts a webhook that was answered 2xx and not stored, in
 // paystate_webhooks_total (outcome ignored) and

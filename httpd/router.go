@@ -7,12 +7,12 @@ import (
 	"net"
 	"runtime/debug"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
+	"github.com/paystate/paystate/internal/metriccache"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -123,45 +123,28 @@ func (s *Server) serve(rc *fasthttp.RequestCtx) {
 	}
 
 	elapsed := time.Since(start)
-	requestCounter(name, rc.Response.StatusCode()).Inc()
-	durationHistogram(name).Update(elapsed.Seconds())
+	requestCounters.Get(routeStatus{name, rc.Response.StatusCode()}).Inc()
+	durationHistograms.Get(name).Update(elapsed.Seconds())
 	s.accessLog(rc, name, elapsed)
 }
 
-// requestCounters and durationHistograms hold the request metrics of each
-// route name and status, made on first use, so that a request looks its
-// metrics up instead of formatting their names and taking the metrics
-// registry's lock. Route names come from the routes table and "unmatched",
-// statuses from the handlers: both sets are small and fixed.
+// requestCounters and durationHistograms are the request metrics of each
+// route name and status (paystate_http_requests_total{route,status},
+// paystate_http_request_duration_seconds{route}). Route names come from the
+// routes table and "unmatched", statuses from the handlers: both sets are
+// small and fixed.
 var (
-	requestCounters    sync.Map // routeStatus → *metrics.Counter
-	durationHistograms sync.Map // route name → *metrics.PrometheusHistogram
+	requestCounters = metriccache.Cache[routeStatus, *metrics.Counter]{New: func(k routeStatus) *metrics.Counter {
+		return metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_http_requests_total{route=%q,status="%d"}`, k.route, k.status))
+	}}
+	durationHistograms = metriccache.Cache[string, *metrics.PrometheusHistogram]{New: func(route string) *metrics.PrometheusHistogram {
+		return metrics.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`paystate_http_request_duration_seconds{route=%q}`, route), httpBuckets)
+	}}
 )
 
 type routeStatus struct {
 	route  string
 	status int
-}
-
-// requestCounter returns paystate_http_requests_total{route, status}.
-func requestCounter(route string, status int) *metrics.Counter {
-	k := routeStatus{route, status}
-	if c, ok := requestCounters.Load(k); ok {
-		return c.(*metrics.Counter)
-	}
-	c := metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_http_requests_total{route=%q,status="%d"}`, route, status))
-	requestCounters.Store(k, c)
-	return c
-}
-
-// durationHistogram returns paystate_http_request_duration_seconds{route}.
-func durationHistogram(route string) *metrics.PrometheusHistogram {
-	if h, ok := durationHistograms.Load(route); ok {
-		return h.(*metrics.PrometheusHistogram)
-	}
-	h := metrics.GetOrCreatePrometheusHistogramExt(fmt.Sprintf(`paystate_http_request_duration_seconds{route=%q}`, route), httpBuckets)
-	durationHistograms.Store(route, h)
-	return h
 }
 
 // httpBuckets are the upper bounds, in seconds, of the request duration
