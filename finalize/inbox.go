@@ -179,8 +179,9 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 	// commit per webhook); if it cannot be applied now (its lease is
 	// held, its payment unknown, any error) that transaction rolls back
 	// and the event is stored alone, for RunOnce to apply with backoff.
-	// The archived copy is made before the writer runs the transaction.
-	archived := append([]byte(nil), Redact(body)...)
+	// The archived copy is made before the writer runs the transaction,
+	// and only for an event that will be stored.
+	var archived []byte
 	store := func(inline bool) error {
 		return in.Store.Update(ctx, func(tx pay.Tx) error {
 			inserted, notOurs = false, false
@@ -222,6 +223,7 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 		})
 	}
 	if err == nil && !notOurs && !dup {
+		archived = append([]byte(nil), Redact(body)...)
 		err = store(!in.ApplyLater)
 		var later *applyLaterError
 		if errors.Is(err, errApplyLater) || errors.As(err, &later) {
