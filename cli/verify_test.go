@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bytes"
 	"encoding/binary"
 	"fmt"
 	"path/filepath"
@@ -32,10 +31,17 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 		want    string
 	}{
 		{"version gap", func(tx *bolt.Tx) error {
-			// Drop the last transition step in the timeline bucket.
+			// Drop the last transition step in the timeline bucket. A
+			// step is a CBOR map; field 5 is its kind (store/codec.go,
+			// stepRecord), "transition" stored as symbol code 23
+			// (store/symbol.go).
 			c := tx.Bucket([]byte("timeline")).Cursor()
 			for k, v := c.Last(); k != nil; k, v = c.Prev() {
-				if bytes.Contains(v, []byte("transition")) {
+				var step map[uint64]any
+				if err := cbor.Unmarshal(v, &step); err != nil {
+					return err
+				}
+				if step[5] == uint64(23) {
 					return c.Bucket().Delete(k)
 				}
 			}

@@ -22,7 +22,10 @@ import (
 // of each field fixes its number on disk, so a field renamed in package pay
 // or here does not change the file format, and a record carries no field
 // names. Empty fields are left out. Times are stamps (integer nanoseconds,
-// UTC); byte slices are CBOR byte strings, not base64. Fields are only ever
+// UTC); byte slices are CBOR byte strings, not base64; ids are idents and
+// strings of a closed vocabulary symbols (symbol.go), both written with
+// omitzero (a type with its own MarshalCBOR is not left out by
+// omitempty). Fields are only ever
 // added, under new numbers (decoding ignores unknown ones); anything else
 // is a new SchemaVersion. The json names are those of schema 1, whose
 // values were JSON objects: the migration (migrate.go) reads old records
@@ -33,12 +36,12 @@ type paymentRecord struct {
 	ID            string `json:"id" cbor:"-"`
 	OrderID       string `json:"order_id" cbor:"2,keyasint,omitempty"`
 	Amount        int64  `json:"amount" cbor:"3,keyasint,omitempty"`
-	Currency      string `json:"currency" cbor:"4,keyasint,omitempty"`
+	Currency      symbol `json:"currency" cbor:"4,keyasint,omitzero"`
 	CustomerID    string `json:"customer_id" cbor:"5,keyasint,omitempty"`
 	CustomerEmail string `json:"customer_email" cbor:"6,keyasint,omitempty"`
-	Provider      string `json:"provider" cbor:"7,keyasint,omitempty"`
+	Provider      symbol `json:"provider" cbor:"7,keyasint,omitzero"`
 	ProviderRef   string `json:"provider_ref" cbor:"8,keyasint,omitempty"`
-	Status        string `json:"status" cbor:"9,keyasint,omitempty"`
+	Status        symbol `json:"status" cbor:"9,keyasint,omitzero"`
 	Version       uint64 `json:"version" cbor:"10,keyasint,omitempty"`
 	ClientSecret  string `json:"client_secret" cbor:"11,keyasint,omitempty"`
 	RedirectURL   string `json:"redirect_url" cbor:"12,keyasint,omitempty"`
@@ -53,9 +56,9 @@ type paymentRecord struct {
 
 func fromPayment(p pay.Payment) paymentRecord {
 	return paymentRecord{
-		ID: p.ID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency,
+		ID: p.ID, OrderID: p.OrderID, Amount: p.Amount, Currency: symbol(p.Currency),
 		CustomerID: p.Customer.ID, CustomerEmail: p.Customer.Email,
-		Provider: p.Provider, ProviderRef: p.ProviderRef, Status: string(p.Status), Version: p.Version,
+		Provider: symbol(p.Provider), ProviderRef: p.ProviderRef, Status: symbol(p.Status), Version: p.Version,
 		ClientSecret: p.ClientSecret, RedirectURL: p.RedirectURL, ReturnURL: p.ReturnURL,
 		CreatedAt: at(p.CreatedAt), UpdatedAt: at(p.UpdatedAt),
 		AmountRefunded: p.AmountRefunded, AmountRefundPending: p.AmountRefundPending,
@@ -64,9 +67,9 @@ func fromPayment(p pay.Payment) paymentRecord {
 
 func (r paymentRecord) payment() pay.Payment {
 	return pay.Payment{
-		ID: r.ID, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
+		ID: r.ID, OrderID: r.OrderID, Amount: r.Amount, Currency: string(r.Currency),
 		Customer: pay.Customer{ID: r.CustomerID, Email: r.CustomerEmail},
-		Provider: r.Provider, ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), Version: r.Version,
+		Provider: string(r.Provider), ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), Version: r.Version,
 		ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, ReturnURL: r.ReturnURL,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		AmountRefunded: r.AmountRefunded, AmountRefundPending: r.AmountRefundPending,
@@ -78,10 +81,10 @@ type stepRecord struct {
 	PaymentID string `json:"payment_id" cbor:"-"`
 	Seq       uint64 `json:"seq" cbor:"-"`
 	At        stamp  `json:"at" cbor:"3,keyasint,omitzero"`
-	Source    string `json:"source" cbor:"4,keyasint,omitempty"`
-	Kind      string `json:"kind" cbor:"5,keyasint,omitempty"`
-	From      string `json:"from" cbor:"6,keyasint,omitempty"`
-	To        string `json:"to" cbor:"7,keyasint,omitempty"`
+	Source    symbol `json:"source" cbor:"4,keyasint,omitzero"`
+	Kind      symbol `json:"kind" cbor:"5,keyasint,omitzero"`
+	From      symbol `json:"from" cbor:"6,keyasint,omitzero"`
+	To        symbol `json:"to" cbor:"7,keyasint,omitzero"`
 	Version   uint64 `json:"version" cbor:"8,keyasint,omitempty"`
 	EventID   ident  `json:"event_id" cbor:"9,keyasint,omitzero"`
 	Note      string `json:"note" cbor:"10,keyasint,omitempty"`
@@ -89,14 +92,14 @@ type stepRecord struct {
 
 func fromStep(s pay.Step) stepRecord {
 	return stepRecord{
-		PaymentID: s.PaymentID, Seq: s.Seq, At: at(s.At), Source: string(s.Source), Kind: s.Kind,
-		From: string(s.From), To: string(s.To), Version: s.Version, EventID: ident(s.EventID), Note: s.Note,
+		PaymentID: s.PaymentID, Seq: s.Seq, At: at(s.At), Source: symbol(s.Source), Kind: symbol(s.Kind),
+		From: symbol(s.From), To: symbol(s.To), Version: s.Version, EventID: ident(s.EventID), Note: s.Note,
 	}
 }
 
 func (r stepRecord) step() pay.Step {
 	return pay.Step{
-		PaymentID: r.PaymentID, Seq: r.Seq, At: r.At.UTC(), Source: pay.Source(r.Source), Kind: r.Kind,
+		PaymentID: r.PaymentID, Seq: r.Seq, At: r.At.UTC(), Source: pay.Source(r.Source), Kind: string(r.Kind),
 		From: pay.Status(r.From), To: pay.Status(r.To), Version: r.Version, EventID: string(r.EventID), Note: r.Note,
 	}
 }
@@ -106,13 +109,13 @@ func (r stepRecord) step() pay.Step {
 type inboxRecord struct {
 	Provider      string `json:"provider" cbor:"-"`
 	EventID       string `json:"event_id" cbor:"-"`
-	Type          string `json:"type" cbor:"3,keyasint,omitempty"`
+	Type          symbol `json:"type" cbor:"3,keyasint,omitzero"`
 	PaymentID     ident  `json:"payment_id" cbor:"4,keyasint,omitzero"`
 	ProviderRef   string `json:"provider_ref" cbor:"5,keyasint,omitempty"`
-	Status        string `json:"status" cbor:"6,keyasint,omitempty"`
-	StepKind      string `json:"step_kind" cbor:"7,keyasint,omitempty"`
+	Status        symbol `json:"status" cbor:"6,keyasint,omitzero"`
+	StepKind      symbol `json:"step_kind" cbor:"7,keyasint,omitzero"`
 	Amount        int64  `json:"amount" cbor:"8,keyasint,omitempty"`
-	Currency      string `json:"currency" cbor:"9,keyasint,omitempty"`
+	Currency      symbol `json:"currency" cbor:"9,keyasint,omitzero"`
 	OccurredAt    stamp  `json:"occurred_at" cbor:"10,keyasint,omitzero"`
 	ReceivedAt    stamp  `json:"received_at" cbor:"11,keyasint,omitzero"`
 	Body          []byte `json:"body" cbor:"12,keyasint,omitempty"`
@@ -130,17 +133,17 @@ type refundChangeRecord struct {
 	ID          ident  `cbor:"1,keyasint,omitzero"`
 	ProviderRef string `cbor:"2,keyasint,omitempty"`
 	Amount      int64  `cbor:"3,keyasint,omitempty"`
-	Reason      string `cbor:"4,keyasint,omitempty"`
-	Status      string `cbor:"5,keyasint,omitempty"`
+	Reason      symbol `cbor:"4,keyasint,omitzero"`
+	Status      symbol `cbor:"5,keyasint,omitzero"`
 }
 
 // disputeChangeRecord is what an inbox event says of a dispute.
 type disputeChangeRecord struct {
 	ID            string `cbor:"1,keyasint,omitempty"`
 	Amount        int64  `cbor:"2,keyasint,omitempty"`
-	Currency      string `cbor:"3,keyasint,omitempty"`
-	Reason        string `cbor:"4,keyasint,omitempty"`
-	Status        string `cbor:"5,keyasint,omitempty"`
+	Currency      symbol `cbor:"3,keyasint,omitzero"`
+	Reason        symbol `cbor:"4,keyasint,omitzero"`
+	Status        symbol `cbor:"5,keyasint,omitzero"`
 	EvidenceDueBy stamp  `cbor:"6,keyasint,omitzero"`
 }
 
@@ -148,34 +151,34 @@ func fromRefundChange(c *pay.RefundChange) *refundChangeRecord {
 	if c == nil {
 		return nil
 	}
-	return &refundChangeRecord{ID: ident(c.ID), ProviderRef: c.ProviderRef, Amount: c.Amount, Reason: c.Reason, Status: string(c.Status)}
+	return &refundChangeRecord{ID: ident(c.ID), ProviderRef: c.ProviderRef, Amount: c.Amount, Reason: symbol(c.Reason), Status: symbol(c.Status)}
 }
 
 func (r *refundChangeRecord) change() *pay.RefundChange {
 	if r == nil {
 		return nil
 	}
-	return &pay.RefundChange{ID: string(r.ID), ProviderRef: r.ProviderRef, Amount: r.Amount, Reason: r.Reason, Status: pay.RefundStatus(r.Status)}
+	return &pay.RefundChange{ID: string(r.ID), ProviderRef: r.ProviderRef, Amount: r.Amount, Reason: string(r.Reason), Status: pay.RefundStatus(r.Status)}
 }
 
 func fromDisputeChange(c *pay.DisputeChange) *disputeChangeRecord {
 	if c == nil {
 		return nil
 	}
-	return &disputeChangeRecord{ID: c.ID, Amount: c.Amount, Currency: c.Currency, Reason: c.Reason, Status: string(c.Status), EvidenceDueBy: at(c.EvidenceDueBy)}
+	return &disputeChangeRecord{ID: c.ID, Amount: c.Amount, Currency: symbol(c.Currency), Reason: symbol(c.Reason), Status: symbol(c.Status), EvidenceDueBy: at(c.EvidenceDueBy)}
 }
 
 func (r *disputeChangeRecord) change() *pay.DisputeChange {
 	if r == nil {
 		return nil
 	}
-	return &pay.DisputeChange{ID: r.ID, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason, Status: pay.DisputeStatus(r.Status), EvidenceDueBy: r.EvidenceDueBy.UTC()}
+	return &pay.DisputeChange{ID: r.ID, Amount: r.Amount, Currency: string(r.Currency), Reason: string(r.Reason), Status: pay.DisputeStatus(r.Status), EvidenceDueBy: r.EvidenceDueBy.UTC()}
 }
 
 func fromInbox(e pay.InboxEvent) inboxRecord {
 	return inboxRecord{
-		Provider: e.Provider, EventID: e.EventID, Type: e.Type, PaymentID: ident(e.PaymentID),
-		ProviderRef: e.ProviderRef, Status: string(e.Status), StepKind: e.StepKind, Amount: e.Amount, Currency: e.Currency,
+		Provider: e.Provider, EventID: e.EventID, Type: symbol(e.Type), PaymentID: ident(e.PaymentID),
+		ProviderRef: e.ProviderRef, Status: symbol(e.Status), StepKind: symbol(e.StepKind), Amount: e.Amount, Currency: symbol(e.Currency),
 		OccurredAt: at(e.OccurredAt), ReceivedAt: at(e.ReceivedAt), Body: e.Body,
 		Attempts: e.Attempts, NextAttemptAt: at(e.NextAttemptAt), LastError: e.LastError, Processed: e.Processed,
 		Refund: fromRefundChange(e.Refund), Dispute: fromDisputeChange(e.Dispute),
@@ -184,8 +187,8 @@ func fromInbox(e pay.InboxEvent) inboxRecord {
 
 func (r inboxRecord) event() pay.InboxEvent {
 	return pay.InboxEvent{
-		Provider: r.Provider, EventID: r.EventID, Type: r.Type, PaymentID: string(r.PaymentID),
-		ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), StepKind: r.StepKind, Amount: r.Amount, Currency: r.Currency,
+		Provider: r.Provider, EventID: r.EventID, Type: string(r.Type), PaymentID: string(r.PaymentID),
+		ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), StepKind: string(r.StepKind), Amount: r.Amount, Currency: string(r.Currency),
 		OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC(), Body: r.Body,
 		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Processed: r.Processed,
 		Refund: r.Refund.change(), Dispute: r.Dispute.change(),
@@ -208,42 +211,42 @@ type leaseRecord struct {
 type outboxRecord struct {
 	Seq           uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
 	ID            ident  `json:"id" cbor:"2,keyasint,omitzero"`
-	Type          string `json:"type" cbor:"3,keyasint,omitempty"`
+	Type          symbol `json:"type" cbor:"3,keyasint,omitzero"`
 	PaymentID     ident  `json:"payment_id" cbor:"4,keyasint,omitzero"`
-	Status        string `json:"status" cbor:"5,keyasint,omitempty"`
-	From          string `json:"from" cbor:"6,keyasint,omitempty"`
+	Status        symbol `json:"status" cbor:"5,keyasint,omitzero"`
+	From          symbol `json:"from" cbor:"6,keyasint,omitzero"`
 	Version       uint64 `json:"version" cbor:"7,keyasint,omitempty"`
 	OrderID       string `json:"order_id" cbor:"8,keyasint,omitempty"`
 	Amount        int64  `json:"amount" cbor:"9,keyasint,omitempty"`
-	Currency      string `json:"currency" cbor:"10,keyasint,omitempty"`
+	Currency      symbol `json:"currency" cbor:"10,keyasint,omitzero"`
 	CustomerID    string `json:"customer_id" cbor:"11,keyasint,omitempty"`
 	CustomerEmail string `json:"customer_email" cbor:"12,keyasint,omitempty"`
-	Provider      string `json:"provider" cbor:"13,keyasint,omitempty"`
+	Provider      symbol `json:"provider" cbor:"13,keyasint,omitzero"`
 	CreatedAt     stamp  `json:"created_at" cbor:"14,keyasint,omitzero"`
 	// Fields 15 to 19 came with refunds and disputes.
 	RefundID       ident  `json:"-" cbor:"15,keyasint,omitzero"`
 	DisputeID      string `json:"-" cbor:"16,keyasint,omitempty"`
 	ObjectAmount   int64  `json:"-" cbor:"17,keyasint,omitempty"`
-	ObjectStatus   string `json:"-" cbor:"18,keyasint,omitempty"`
+	ObjectStatus   symbol `json:"-" cbor:"18,keyasint,omitzero"`
 	AmountRefunded int64  `json:"-" cbor:"19,keyasint,omitempty"`
 }
 
 func fromOutbox(r pay.OutboxRecord) outboxRecord {
 	return outboxRecord{
-		Seq: r.Seq, ID: ident(r.ID), Type: r.Type, PaymentID: ident(r.PaymentID), Status: string(r.Status), From: string(r.From),
-		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
-		CustomerID: r.Customer.ID, CustomerEmail: r.Customer.Email, Provider: r.Provider, CreatedAt: at(r.CreatedAt),
-		RefundID: ident(r.RefundID), DisputeID: r.DisputeID, ObjectAmount: r.ObjectAmount, ObjectStatus: r.ObjectStatus,
+		Seq: r.Seq, ID: ident(r.ID), Type: symbol(r.Type), PaymentID: ident(r.PaymentID), Status: symbol(r.Status), From: symbol(r.From),
+		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: symbol(r.Currency),
+		CustomerID: r.Customer.ID, CustomerEmail: r.Customer.Email, Provider: symbol(r.Provider), CreatedAt: at(r.CreatedAt),
+		RefundID: ident(r.RefundID), DisputeID: r.DisputeID, ObjectAmount: r.ObjectAmount, ObjectStatus: symbol(r.ObjectStatus),
 		AmountRefunded: r.AmountRefunded,
 	}
 }
 
 func (r outboxRecord) record() pay.OutboxRecord {
 	return pay.OutboxRecord{
-		Seq: r.Seq, ID: string(r.ID), Type: r.Type, PaymentID: string(r.PaymentID), Status: pay.Status(r.Status), From: pay.Status(r.From),
-		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
-		Customer: pay.Customer{ID: r.CustomerID, Email: r.CustomerEmail}, Provider: r.Provider, CreatedAt: r.CreatedAt.UTC(),
-		RefundID: string(r.RefundID), DisputeID: r.DisputeID, ObjectAmount: r.ObjectAmount, ObjectStatus: r.ObjectStatus,
+		Seq: r.Seq, ID: string(r.ID), Type: string(r.Type), PaymentID: string(r.PaymentID), Status: pay.Status(r.Status), From: pay.Status(r.From),
+		Version: r.Version, OrderID: r.OrderID, Amount: r.Amount, Currency: string(r.Currency),
+		Customer: pay.Customer{ID: r.CustomerID, Email: r.CustomerEmail}, Provider: string(r.Provider), CreatedAt: r.CreatedAt.UTC(),
+		RefundID: string(r.RefundID), DisputeID: r.DisputeID, ObjectAmount: r.ObjectAmount, ObjectStatus: string(r.ObjectStatus),
 		AmountRefunded: r.AmountRefunded,
 	}
 }
@@ -251,14 +254,14 @@ func (r outboxRecord) record() pay.OutboxRecord {
 // deliveryRecord is the value of deliveries.
 type deliveryRecord struct {
 	ID            string `json:"id" cbor:"-"`
-	Effect        string `json:"effect" cbor:"2,keyasint,omitempty"`
+	Effect        symbol `json:"effect" cbor:"2,keyasint,omitzero"`
 	Endpoint      string `json:"endpoint" cbor:"3,keyasint,omitempty"`
 	EventID       ident  `json:"event_id" cbor:"4,keyasint,omitzero"`
-	EventType     string `json:"event_type" cbor:"5,keyasint,omitempty"`
+	EventType     symbol `json:"event_type" cbor:"5,keyasint,omitzero"`
 	EventSeq      uint64 `json:"event_seq" cbor:"6,keyasint,omitempty"`
 	EventAt       stamp  `json:"event_at" cbor:"7,keyasint,omitzero"`
 	PaymentID     ident  `json:"payment_id" cbor:"8,keyasint,omitzero"`
-	State         string `json:"state" cbor:"9,keyasint,omitempty"`
+	State         symbol `json:"state" cbor:"9,keyasint,omitzero"`
 	Attempts      int    `json:"attempts" cbor:"10,keyasint,omitempty"`
 	NextAttemptAt stamp  `json:"next_attempt_at" cbor:"11,keyasint,omitzero"`
 	LastError     string `json:"last_error" cbor:"12,keyasint,omitempty"`
@@ -269,8 +272,8 @@ type deliveryRecord struct {
 
 func fromDelivery(d pay.Delivery) deliveryRecord {
 	return deliveryRecord{
-		ID: d.ID, Effect: d.Effect, Endpoint: d.Endpoint, EventID: ident(d.EventID), EventType: d.EventType,
-		EventSeq: d.EventSeq, EventAt: at(d.EventAt), PaymentID: ident(d.PaymentID), State: d.State,
+		ID: d.ID, Effect: symbol(d.Effect), Endpoint: d.Endpoint, EventID: ident(d.EventID), EventType: symbol(d.EventType),
+		EventSeq: d.EventSeq, EventAt: at(d.EventAt), PaymentID: ident(d.PaymentID), State: symbol(d.State),
 		Attempts: d.Attempts, NextAttemptAt: at(d.NextAttemptAt), LastError: d.LastError, Note: d.Note,
 		CreatedAt: at(d.CreatedAt), UpdatedAt: at(d.UpdatedAt),
 	}
@@ -278,8 +281,8 @@ func fromDelivery(d pay.Delivery) deliveryRecord {
 
 func (r deliveryRecord) delivery() pay.Delivery {
 	return pay.Delivery{
-		ID: r.ID, Effect: r.Effect, Endpoint: r.Endpoint, EventID: string(r.EventID), EventType: r.EventType,
-		EventSeq: r.EventSeq, EventAt: r.EventAt.UTC(), PaymentID: string(r.PaymentID), State: r.State,
+		ID: r.ID, Effect: string(r.Effect), Endpoint: r.Endpoint, EventID: string(r.EventID), EventType: string(r.EventType),
+		EventSeq: r.EventSeq, EventAt: r.EventAt.UTC(), PaymentID: string(r.PaymentID), State: string(r.State),
 		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Note: r.Note,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
@@ -290,16 +293,16 @@ type ledgerRecord struct {
 	Seq       uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
 	PaymentID ident  `json:"payment_id" cbor:"2,keyasint,omitzero"`
 	EventID   ident  `json:"event_id" cbor:"3,keyasint,omitzero"`
-	Account   string `json:"account" cbor:"4,keyasint,omitempty"`
-	Currency  string `json:"currency" cbor:"5,keyasint,omitempty"`
+	Account   symbol `json:"account" cbor:"4,keyasint,omitzero"`
+	Currency  symbol `json:"currency" cbor:"5,keyasint,omitzero"`
 	Amount    int64  `json:"amount" cbor:"6,keyasint,omitempty"`
 	At        stamp  `json:"at" cbor:"7,keyasint,omitzero"`
 }
 
 func fromLedger(e pay.LedgerEntry) ledgerRecord {
 	return ledgerRecord{
-		Seq: e.Seq, PaymentID: ident(e.PaymentID), EventID: ident(e.EventID), Account: e.Account,
-		Currency: e.Currency, Amount: e.Amount, At: at(e.At),
+		Seq: e.Seq, PaymentID: ident(e.PaymentID), EventID: ident(e.EventID), Account: symbol(e.Account),
+		Currency: symbol(e.Currency), Amount: e.Amount, At: at(e.At),
 	}
 }
 
@@ -307,11 +310,11 @@ func fromLedger(e pay.LedgerEntry) ledgerRecord {
 type reviewRecord struct {
 	ID          string `json:"id" cbor:"1,keyasint,omitempty"`
 	PaymentID   ident  `json:"payment_id" cbor:"2,keyasint,omitzero"`
-	Reason      string `json:"reason" cbor:"3,keyasint,omitempty"`
-	Provider    string `json:"provider" cbor:"4,keyasint,omitempty"`
+	Reason      symbol `json:"reason" cbor:"3,keyasint,omitzero"`
+	Provider    symbol `json:"provider" cbor:"4,keyasint,omitzero"`
 	ProviderRef string `json:"provider_ref" cbor:"5,keyasint,omitempty"`
 	EventID     string `json:"event_id" cbor:"6,keyasint,omitempty"`
-	Observed    string `json:"observed" cbor:"7,keyasint,omitempty"`
+	Observed    symbol `json:"observed" cbor:"7,keyasint,omitzero"`
 	Note        string `json:"note" cbor:"8,keyasint,omitempty"`
 	LastPSP     string `json:"last_psp" cbor:"9,keyasint,omitempty"`
 	CreatedAt   stamp  `json:"created_at" cbor:"10,keyasint,omitzero"`
@@ -319,14 +322,14 @@ type reviewRecord struct {
 
 func fromReview(i pay.ReviewItem) reviewRecord {
 	return reviewRecord{
-		ID: i.ID, PaymentID: ident(i.PaymentID), Reason: i.Reason, Provider: i.Provider, ProviderRef: i.ProviderRef,
-		EventID: i.EventID, Observed: string(i.Observed), Note: i.Note, LastPSP: i.LastPSP, CreatedAt: at(i.CreatedAt),
+		ID: i.ID, PaymentID: ident(i.PaymentID), Reason: symbol(i.Reason), Provider: symbol(i.Provider), ProviderRef: i.ProviderRef,
+		EventID: i.EventID, Observed: symbol(i.Observed), Note: i.Note, LastPSP: i.LastPSP, CreatedAt: at(i.CreatedAt),
 	}
 }
 
 func (r reviewRecord) item() pay.ReviewItem {
 	return pay.ReviewItem{
-		ID: r.ID, PaymentID: string(r.PaymentID), Reason: r.Reason, Provider: r.Provider, ProviderRef: r.ProviderRef,
+		ID: r.ID, PaymentID: string(r.PaymentID), Reason: string(r.Reason), Provider: string(r.Provider), ProviderRef: r.ProviderRef,
 		EventID: r.EventID, Observed: pay.Status(r.Observed), Note: r.Note, LastPSP: r.LastPSP, CreatedAt: r.CreatedAt.UTC(),
 	}
 }
@@ -335,8 +338,8 @@ func (r reviewRecord) item() pay.ReviewItem {
 type idemRecord struct {
 	Key         string   `json:"key" cbor:"-"`
 	Fingerprint hexBytes `json:"fingerprint" cbor:"2,keyasint,omitzero"`
-	State       string   `json:"state" cbor:"3,keyasint,omitempty"`
-	Owner       string   `json:"owner" cbor:"4,keyasint,omitempty"`
+	State       symbol   `json:"state" cbor:"3,keyasint,omitzero"`
+	Owner       hexBytes `json:"owner" cbor:"4,keyasint,omitzero"`
 	LockedUntil stamp    `json:"locked_until" cbor:"5,keyasint,omitzero"`
 	PaymentID   ident    `json:"payment_id" cbor:"6,keyasint,omitzero"`
 	StatusCode  int      `json:"status_code" cbor:"7,keyasint,omitempty"`
@@ -347,14 +350,14 @@ type idemRecord struct {
 
 func fromIdem(r pay.IdemRecord) idemRecord {
 	return idemRecord{
-		Key: r.Key, Fingerprint: hexBytes(r.Fingerprint), State: r.State, Owner: r.Owner, LockedUntil: at(r.LockedUntil),
+		Key: r.Key, Fingerprint: hexBytes(r.Fingerprint), State: symbol(r.State), Owner: hexBytes(r.Owner), LockedUntil: at(r.LockedUntil),
 		PaymentID: ident(r.PaymentID), StatusCode: r.StatusCode, Body: r.Body, CreatedAt: at(r.CreatedAt), ExpiresAt: at(r.ExpiresAt),
 	}
 }
 
 func (r idemRecord) record() pay.IdemRecord {
 	return pay.IdemRecord{
-		Key: r.Key, Fingerprint: string(r.Fingerprint), State: r.State, Owner: r.Owner, LockedUntil: r.LockedUntil.UTC(),
+		Key: r.Key, Fingerprint: string(r.Fingerprint), State: string(r.State), Owner: string(r.Owner), LockedUntil: r.LockedUntil.UTC(),
 		PaymentID: string(r.PaymentID), StatusCode: r.StatusCode, Body: r.Body, CreatedAt: r.CreatedAt.UTC(), ExpiresAt: r.ExpiresAt.UTC(),
 	}
 }
@@ -387,8 +390,8 @@ type endpointRecord struct {
 
 // pspAnswerRecord is the value of psp_answers; the payment id is the key.
 type pspAnswerRecord struct {
-	Provider string `json:"provider" cbor:"1,keyasint,omitempty"`
-	Status   string `json:"status" cbor:"2,keyasint,omitempty"`
+	Provider symbol `json:"provider" cbor:"1,keyasint,omitzero"`
+	Status   symbol `json:"status" cbor:"2,keyasint,omitzero"`
 	Found    bool   `json:"found" cbor:"3,keyasint,omitempty"`
 	Raw      string `json:"raw" cbor:"4,keyasint,omitempty"`
 	Error    string `json:"error" cbor:"5,keyasint,omitempty"`
@@ -596,8 +599,8 @@ type pspChargeRecord struct {
 	PaymentID    ident  `cbor:"1,keyasint,omitzero"`
 	ProviderRef  string `cbor:"2,keyasint,omitempty"`
 	Amount       int64  `cbor:"3,keyasint,omitempty"`
-	Currency     string `cbor:"4,keyasint,omitempty"`
-	Status       string `cbor:"5,keyasint,omitempty"`
+	Currency     symbol `cbor:"4,keyasint,omitzero"`
+	Status       symbol `cbor:"5,keyasint,omitzero"`
 	ClientSecret string `cbor:"6,keyasint,omitempty"`
 	RedirectURL  string `cbor:"7,keyasint,omitempty"`
 	RefundKey    string `cbor:"8,keyasint,omitempty"`
@@ -611,11 +614,11 @@ type pspChargeRecord struct {
 // refundRecord is the value of refunds; the refund id is the key.
 type refundRecord struct {
 	PaymentID   ident  `cbor:"1,keyasint,omitzero"`
-	Provider    string `cbor:"2,keyasint,omitempty"`
+	Provider    symbol `cbor:"2,keyasint,omitzero"`
 	Amount      int64  `cbor:"3,keyasint,omitempty"`
-	Currency    string `cbor:"4,keyasint,omitempty"`
-	Reason      string `cbor:"5,keyasint,omitempty"`
-	Status      string `cbor:"6,keyasint,omitempty"`
+	Currency    symbol `cbor:"4,keyasint,omitzero"`
+	Reason      symbol `cbor:"5,keyasint,omitzero"`
+	Status      symbol `cbor:"6,keyasint,omitzero"`
 	ProviderRef string `cbor:"7,keyasint,omitempty"`
 	IdemKey     string `cbor:"8,keyasint,omitempty"`
 	EventID     ident  `cbor:"9,keyasint,omitzero"`
@@ -625,15 +628,15 @@ type refundRecord struct {
 
 func fromRefund(r pay.Refund) refundRecord {
 	return refundRecord{
-		PaymentID: ident(r.PaymentID), Provider: r.Provider, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason,
-		Status: string(r.Status), ProviderRef: r.ProviderRef, IdemKey: r.IdemKey, EventID: ident(r.EventID),
+		PaymentID: ident(r.PaymentID), Provider: symbol(r.Provider), Amount: r.Amount, Currency: symbol(r.Currency), Reason: symbol(r.Reason),
+		Status: symbol(r.Status), ProviderRef: r.ProviderRef, IdemKey: r.IdemKey, EventID: ident(r.EventID),
 		CreatedAt: at(r.CreatedAt), UpdatedAt: at(r.UpdatedAt),
 	}
 }
 
 func (r refundRecord) refund(id string) pay.Refund {
 	return pay.Refund{
-		ID: id, PaymentID: string(r.PaymentID), Provider: r.Provider, Amount: r.Amount, Currency: r.Currency, Reason: r.Reason,
+		ID: id, PaymentID: string(r.PaymentID), Provider: string(r.Provider), Amount: r.Amount, Currency: string(r.Currency), Reason: string(r.Reason),
 		Status: pay.RefundStatus(r.Status), ProviderRef: r.ProviderRef, IdemKey: r.IdemKey, EventID: string(r.EventID),
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
@@ -644,9 +647,9 @@ func (r refundRecord) refund(id string) pay.Refund {
 type disputeRecord struct {
 	PaymentID     ident  `cbor:"1,keyasint,omitzero"`
 	Amount        int64  `cbor:"2,keyasint,omitempty"`
-	Currency      string `cbor:"3,keyasint,omitempty"`
-	Reason        string `cbor:"4,keyasint,omitempty"`
-	Status        string `cbor:"5,keyasint,omitempty"`
+	Currency      symbol `cbor:"3,keyasint,omitzero"`
+	Reason        symbol `cbor:"4,keyasint,omitzero"`
+	Status        symbol `cbor:"5,keyasint,omitzero"`
 	EvidenceDueBy stamp  `cbor:"6,keyasint,omitzero"`
 	CreatedAt     stamp  `cbor:"7,keyasint,omitzero"`
 	UpdatedAt     stamp  `cbor:"8,keyasint,omitzero"`
@@ -654,14 +657,14 @@ type disputeRecord struct {
 
 func fromDispute(d pay.Dispute) disputeRecord {
 	return disputeRecord{
-		PaymentID: ident(d.PaymentID), Amount: d.Amount, Currency: d.Currency, Reason: d.Reason, Status: string(d.Status),
+		PaymentID: ident(d.PaymentID), Amount: d.Amount, Currency: symbol(d.Currency), Reason: symbol(d.Reason), Status: symbol(d.Status),
 		EvidenceDueBy: at(d.EvidenceDueBy), CreatedAt: at(d.CreatedAt), UpdatedAt: at(d.UpdatedAt),
 	}
 }
 
 func (r disputeRecord) dispute(provider, id string) pay.Dispute {
 	return pay.Dispute{
-		Provider: provider, ID: id, PaymentID: string(r.PaymentID), Amount: r.Amount, Currency: r.Currency, Reason: r.Reason,
+		Provider: provider, ID: id, PaymentID: string(r.PaymentID), Amount: r.Amount, Currency: string(r.Currency), Reason: string(r.Reason),
 		Status: pay.DisputeStatus(r.Status), EvidenceDueBy: r.EvidenceDueBy.UTC(), CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/oklog/ulid/v2"
 
 	"github.com/paystate/paystate/internal/ids"
+	"github.com/paystate/paystate/pay"
 )
 
 // TestIdent_SameBytesAsTheLibrary checks that ident's hand-written CBOR
@@ -72,4 +73,90 @@ func canonicalID(s string) ([]byte, bool) {
 		}
 	}
 	return nil, false
+}
+
+// TestSymbol_Codes checks symbol's encoding: a string of the table is its
+// code, a CBOR unsigned integer that the library reads as the same number
+// (one byte for the first 24 codes, two after); any other string is the
+// text the library writes; both read back as the string; a code beyond
+// the table and malformed items are refused; an empty symbol is left out
+// of its record.
+func TestSymbol_Codes(t *testing.T) {
+	t.Parallel()
+	for code, s := range symbols {
+		got, err := symbol(s).MarshalCBOR()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := cborMode.Marshal(uint64(code))
+		if !bytes.Equal(got, want) || len(got) != 1+min(1, code/24) {
+			t.Errorf("MarshalCBOR(%q) = % x, want % x (code %d)", s, got, want, code)
+		}
+		var back symbol
+		if err := back.UnmarshalCBOR(got); err != nil || string(back) != s {
+			t.Errorf("UnmarshalCBOR(% x) = %q, %v; want %q", got, back, err, s)
+		}
+	}
+	for _, s := range []string{"eur", "payment.unknown", "captured ", "", strings.Repeat("x", 300), "ünïcode"} {
+		got, err := symbol(s).MarshalCBOR()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, _ := cborMode.Marshal(s)
+		if !bytes.Equal(got, want) {
+			t.Errorf("MarshalCBOR(%.20q) = % x, want the text % x", s, got, want)
+		}
+		var back symbol
+		if err := back.UnmarshalCBOR(got); err != nil || string(back) != s {
+			t.Errorf("UnmarshalCBOR(MarshalCBOR(%.20q)) = %.20q, %v", s, back, err)
+		}
+	}
+	beyond, _ := cborMode.Marshal(uint64(len(symbols)))
+	for _, data := range [][]byte{beyond, {0x19, 0x01, 0x00}, {0x18}, {0x63, 'a', 0xff, 0xfe}, {0x41, 'a'}, {}} {
+		var back symbol
+		if err := back.UnmarshalCBOR(data); err == nil {
+			t.Errorf("UnmarshalCBOR(% x) = %q, want an error", data, back)
+		}
+	}
+	if data, err := encode("payment", paymentRecord{Currency: "", Amount: 1}); err != nil || !bytes.Equal(data, []byte{0xa1, 0x03, 0x01}) {
+		t.Errorf("a payment with only an amount encodes as % x (%v), want a1 03 01", data, err)
+	}
+}
+
+// TestSymbol_Vocabulary checks that the strings every payment writes
+// several times have one-byte codes, and that the other constants of
+// package pay that records hold are in the table at all.
+func TestSymbol_Vocabulary(t *testing.T) {
+	t.Parallel()
+	oneByte := []string{"EUR", pay.EffectLoyalty, pay.EffectRetention, pay.EffectWebhook, pay.EffectReceipt,
+		pay.DeliveryPending, pay.DeliveryDone, pay.DeliveryDead, string(pay.SourceAPI), string(pay.SourceSync), string(pay.SourceWebhook),
+		pay.StepTransition, pay.EventType(pay.Captured)}
+	for _, s := range pay.Statuses {
+		oneByte = append(oneByte, string(s))
+	}
+	for _, s := range oneByte {
+		if code, ok := symbolCodes[s]; !ok || code >= 24 {
+			t.Errorf("%q: code %d (listed %v), want one below 24", s, code, ok)
+		}
+	}
+	for _, s := range []string{pay.StepCreated, pay.StepUpdate, pay.StepDuplicate, pay.StepStale, pay.StepConflict,
+		pay.StepAnomaly, pay.StepFailedAttempt, pay.StepReview, pay.StepPSPError, pay.StepIgnoredEvent,
+		pay.StepRefundRequested, pay.StepRefundSucceeded, pay.StepRefundFailed, pay.StepDisputeOpened,
+		pay.StepDisputeUpdated, pay.StepDisputeClosed, string(pay.SourceReport), string(pay.SourceSweeper),
+		string(pay.SourceReview), string(pay.SourceSettlement), pay.AccountPSPReceivable, pay.AccountMerchantRevenue,
+		pay.AccountPSPFees, pay.AccountPayouts, pay.AccountDisputes, pay.AccountDisputeLosses, pay.IdemInFlight, pay.IdemDone,
+		string(pay.RefundPending), string(pay.RefundSucceeded), string(pay.RefundFailed), string(pay.DisputeNeedsResponse),
+		string(pay.DisputeUnderReview), string(pay.DisputeWon), string(pay.DisputeLost), pay.EventRefundSucceeded,
+		pay.EventRefundFailed, pay.EventDisputeCreated, pay.EventDisputeClosed, pay.ReasonUnresolved,
+		pay.ReasonConflictingTerminal, pay.ReasonOrphan, pay.ReasonAmountMismatch, pay.ReasonProviderRefConflict,
+		pay.ReasonSyncContradicted, pay.ReasonInboxExhausted, pay.ReasonRefundUnresolved, pay.ReasonUnreconciled} {
+		if _, ok := symbolCodes[s]; !ok {
+			t.Errorf("%q is not a symbol", s)
+		}
+	}
+	for _, s := range pay.Statuses {
+		if _, ok := symbolCodes[pay.EventType(s)]; !ok && s != pay.FinalizePending && s != pay.Created {
+			t.Errorf("event type %q is not a symbol", pay.EventType(s))
+		}
+	}
 }

@@ -107,8 +107,11 @@
 // the small integer each field's tag fixes, empty fields left out, times
 // as integer nanoseconds; the domain types in package pay carry no tags.
 // Byte fields (raw webhook bodies, stored responses) are CBOR byte
-// strings. Schema 1 stored the same records as JSON objects; Open migrates
-// such a file (migrate.go). BenchmarkCodec compares the two encodings.
+// strings; the strings of a closed vocabulary (statuses, event types,
+// currencies, effects, ledger accounts: symbol.go) are small integer
+// codes, other strings CBOR text. Schema 1 stored the same records as JSON
+// objects, schema 2 every string as text; Open migrates such a file
+// (migrate.go). BenchmarkCodec compares JSON with CBOR.
 // Sequences (timeline per payment; outbox and ledger through the bucket
 // sequence) start at 1 and are never reused.
 //

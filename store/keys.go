@@ -17,7 +17,7 @@ import (
 // SchemaVersion is the layout of buckets, keys and values this package reads
 // and writes. Open stores it in a new database and refuses a database with a
 // newer one.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // Bucket names. Open creates every one of them.
 var (

@@ -114,8 +114,8 @@ func (t *tx) LedgerEntries(afterSeq uint64, limit int) ([]pay.LedgerEntry, error
 			return nil, corrupt(bucketLedger, "key %x", k)
 		}
 		out = append(out, pay.LedgerEntry{
-			Seq: seq, PaymentID: string(r.PaymentID), EventID: string(r.EventID), Account: r.Account,
-			Currency: r.Currency, Amount: r.Amount, At: r.At.UTC(),
+			Seq: seq, PaymentID: string(r.PaymentID), EventID: string(r.EventID), Account: string(r.Account),
+			Currency: string(r.Currency), Amount: r.Amount, At: r.At.UTC(),
 		})
 	}
 	return out, nil
@@ -154,10 +154,10 @@ func (db *DB) CheckLedger(ctx context.Context) ([]LedgerImbalance, error) {
 			if err := decodeAt("ledger entry", k, v, &r); err != nil {
 				return fmt.Errorf("ledger entry %x: %w", k, err)
 			}
-			s, ok := sums[r.Currency]
+			s, ok := sums[string(r.Currency)]
 			if !ok {
-				s = &LedgerImbalance{Currency: r.Currency}
-				sums[r.Currency] = s
+				s = &LedgerImbalance{Currency: string(r.Currency)}
+				sums[string(r.Currency)] = s
 			}
 			s.Lines++
 			if sum, ok := pay.AddInt64(s.Sum, r.Amount); ok && !s.Overflow {
@@ -191,7 +191,7 @@ func (c *checker) checkLedger() {
 			c.report(fmt.Errorf("ledger entry %x: %w", k, err))
 			return nil
 		}
-		sums[string(balanceKey(r.Account, r.Currency))] += r.Amount
+		sums[string(balanceKey(string(r.Account), string(r.Currency)))] += r.Amount
 		return nil
 	})
 	_ = c.bucket(bucketBalances).ForEach(func(k, v []byte) error {

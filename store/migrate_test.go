@@ -1,6 +1,7 @@
 package store_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/storetest"
 )
@@ -172,5 +174,189 @@ func TestMigrate_ReadOnlyRefused(t *testing.T) {
 	}
 	if _, o := valueStarts(t, path); o != 0 {
 		t.Fatalf("the read-only Open changed %d values", o)
+	}
+}
+
+// schema2 copies testdata/schema2/paystate.db, written by the store of
+// schema 2 (testdata/schema2/gen), into a temporary directory, and returns
+// the copy's path and what that store read back from it: its dump and
+// its refunds, disputes and charges (money.json).
+func schema2(t *testing.T) (path string, old storetest.Dump, want, wantMoney []byte) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "paystate.db")
+	testkit.CopyFile(t, filepath.Join("testdata", "schema2", "paystate.db"), path)
+	want, err := os.ReadFile(filepath.Join("testdata", "schema2", "dump.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(want, &old); err != nil {
+		t.Fatal(err)
+	}
+	if wantMoney, err = os.ReadFile(filepath.Join("testdata", "schema2", "money.json")); err != nil {
+		t.Fatal(err)
+	}
+	return path, old, want, wantMoney
+}
+
+// moneyJSON reads what testdata/schema2/gen's ReadMoney reads, printed as
+// gen prints money.json.
+func moneyJSON(t *testing.T, db *store.DB) []byte {
+	t.Helper()
+	var m struct {
+		Refunds  []pay.Refund    `json:"refunds"`
+		Disputes []pay.Dispute   `json:"disputes"`
+		Charges  []pay.PSPCharge `json:"charges"`
+	}
+	const id = "pay_01KB0000000000000000000001"
+	err := db.View(context.Background(), func(tx pay.Tx) error {
+		var err error
+		if m.Refunds, err = tx.RefundsForPayment(id); err != nil {
+			return err
+		}
+		if m.Disputes, err = tx.DisputesForPayment(id); err != nil {
+			return err
+		}
+		for _, k := range []string{"charge-" + id, "refund-re_01KB0000000000000000000001"} {
+			c, err := tx.PSPCharge(k)
+			if err != nil {
+				return err
+			}
+			m.Charges = append(m.Charges, c)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(data, '\n')
+}
+
+// textSymbols counts the values of the record buckets that hold one of a
+// few symbols as CBOR text (schema 2): "EUR", "captured", "mock". The
+// inbox is left out: its raw bodies hold such words as JSON.
+func textSymbols(t *testing.T, path string) int {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	n := 0
+	texts := [][]byte{append([]byte{0x63}, "EUR"...), append([]byte{0x68}, "captured"...), append([]byte{0x64}, "mock"...)}
+	err = db.View(func(tx *bolt.Tx) error {
+		for _, name := range []string{"payments", "timeline", "outbox", "deliveries", "ledger", "review", "idempotency_keys", "psp_answers", "psp_charges", "refunds", "disputes"} {
+			_ = tx.Bucket([]byte(name)).ForEach(func(_, v []byte) error {
+				for _, s := range texts {
+					if bytes.Contains(v, s) {
+						n++
+						break
+					}
+				}
+				return nil
+			})
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// TestMigrate_Schema2: a file written by the store of schema 2 (symbols as
+// CBOR text) is migrated at Open: the records that hold symbols are
+// written again with their codes, the file's size per record drops, and
+// the store reads back exactly what the old one read from the file; the
+// next Open has nothing to migrate.
+func TestMigrate_Schema2(t *testing.T) {
+	t.Parallel()
+	path, old, want, wantMoney := schema2(t)
+	if n := textSymbols(t, path); n == 0 {
+		t.Fatal("the schema 2 file holds no symbols as text")
+	}
+	now := func() time.Time { return time.Date(2026, 11, 30, 12, 0, 10, 0, time.UTC) }
+	db, err := store.Open(path, &store.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Migrated() == 0 {
+		t.Fatal("Open migrated no values")
+	}
+	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
+		t.Fatalf("after the migration the store reads\n%s\nwant (schema 2's store)\n%s", got, want)
+	}
+	if got := moneyJSON(t, db); string(got) != string(wantMoney) {
+		t.Fatalf("after the migration the store reads\n%s\nwant (schema 2's store)\n%s", got, wantMoney)
+	}
+	if err := db.Check(); err != nil {
+		t.Fatalf("check after the migration: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := textSymbols(t, path); n != 0 {
+		t.Fatalf("after the migration %d values still hold symbols as text", n)
+	}
+	db, err = store.Open(path, &store.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := db.Migrated(); n != 0 {
+		t.Fatalf("the second Open migrated %d values", n)
+	}
+	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
+		t.Fatalf("after reopening the store reads\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestMigrate_Schema2Interrupted: a migration from schema 2 stopped after
+// some of its transactions leaves a file that the next Open migrates to
+// the end, rewriting only what the first run had not, with the same
+// result.
+func TestMigrate_Schema2Interrupted(t *testing.T) {
+	full, _, _, _ := schema2(t)
+	db, err := store.Open(full, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := db.Migrated()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	path, old, want, wantMoney := schema2(t)
+	crash := errors.New("crash")
+	batches := 0
+	store.SetMigrateBatch(t, 2, func() error {
+		if batches++; batches == 4 {
+			return crash
+		}
+		return nil
+	})
+	if _, err := store.Open(path, nil); !errors.Is(err, crash) {
+		t.Fatalf("Open with a crash in the migration: %v", err)
+	}
+	left := textSymbols(t, path)
+	if left == 0 {
+		t.Fatal("after the crash no value holds a symbol as text: the crash came too late")
+	}
+	db, err = store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := db.Migrated(); n == 0 || n >= all {
+		t.Fatalf("the second Open migrated %d values, want some of the %d, not all", n, all)
+	}
+	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
+		t.Fatalf("after the resumed migration the store reads\n%s\nwant\n%s", got, want)
+	}
+	if got := moneyJSON(t, db); string(got) != string(wantMoney) {
+		t.Fatalf("after the resumed migration the store reads\n%s\nwant\n%s", got, wantMoney)
 	}
 }

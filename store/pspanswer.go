@@ -19,7 +19,7 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 		a.At = t.now
 	}
 	return t.putRecord(bucketPSPAnswers, []byte(a.PaymentID), pspAnswerRecord{
-		Provider: a.Provider, Status: string(a.Status), Found: a.Found, Raw: a.Raw, Error: a.Error, At: at(a.At),
+		Provider: symbol(a.Provider), Status: symbol(a.Status), Found: a.Found, Raw: a.Raw, Error: a.Error, At: at(a.At),
 	})
 }
 
@@ -32,7 +32,7 @@ func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
 		return pay.PSPAnswer{}, pay.Errorf(pay.ENOTFOUND, "no PSP answer recorded for payment %s", paymentID)
 	}
 	return pay.PSPAnswer{
-		PaymentID: paymentID, Provider: r.Provider, Status: pay.Status(r.Status), Found: r.Found,
+		PaymentID: paymentID, Provider: string(r.Provider), Status: pay.Status(r.Status), Found: r.Found,
 		Raw: r.Raw, Error: r.Error, At: r.At.UTC(),
 	}, nil
 }
@@ -59,8 +59,8 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 		c.CreatedAt = t.now
 	}
 	return t.putRecord(bucketPSPCharges, []byte(c.Key), pspChargeRecord{
-		PaymentID: ident(c.PaymentID), ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: c.Currency,
-		Status: string(c.Status), ClientSecret: c.ClientSecret, RedirectURL: c.RedirectURL, RefundKey: c.RefundKey,
+		PaymentID: ident(c.PaymentID), ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: symbol(c.Currency),
+		Status: symbol(c.Status), ClientSecret: c.ClientSecret, RedirectURL: c.RedirectURL, RefundKey: c.RefundKey,
 		Calls: c.Calls, Refunds: c.Refunds, CreatedAt: at(c.CreatedAt), AmountRefunded: c.AmountRefunded,
 	})
 }
@@ -74,7 +74,7 @@ func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
 		return pay.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)
 	}
 	return pay.PSPCharge{
-		Key: key, PaymentID: string(r.PaymentID), ProviderRef: r.ProviderRef, Amount: r.Amount, Currency: r.Currency,
+		Key: key, PaymentID: string(r.PaymentID), ProviderRef: r.ProviderRef, Amount: r.Amount, Currency: string(r.Currency),
 		Status: pay.Status(r.Status), ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, RefundKey: r.RefundKey,
 		Calls: r.Calls, Refunds: r.Refunds, CreatedAt: r.CreatedAt.UTC(), AmountRefunded: r.AmountRefunded,
 	}, nil
