@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
@@ -23,7 +24,12 @@ func TestServer_ReconRuns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eng := &reconcile.Engine{Store: in.Main.Store}
+	// Run ids are ULIDs of the engine's clock: a millisecond apart, the
+	// second sorts after the first whatever other tests of the process
+	// made in between (ULIDs of one millisecond are ordered only while no
+	// other millisecond's come between them).
+	at := time.Now()
+	eng := &reconcile.Engine{Store: in.Main.Store, Now: func() time.Time { at = at.Add(time.Millisecond); return at }}
 	var ids []string
 	for range 2 {
 		run, err := eng.Run(ctx, "mock", "import:generic:test.csv", lines)

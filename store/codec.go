@@ -449,23 +449,32 @@ var identPrefixes = []string{"pay_", "evt_", "dlv_"}
 // (parse, String to compare, Marshal of a fresh slice) was a fifth of a
 // webhook's encoding time.
 func (s ident) MarshalCBOR() ([]byte, error) {
-	for code, prefix := range identPrefixes {
-		rest, ok := strings.CutPrefix(string(s), prefix)
-		if !ok || len(rest) != ulid.EncodedSize || !canonicalULID(rest) {
-			continue
-		}
+	if code, u, ok := compactID(string(s)); ok {
 		out := make([]byte, 2, 2+len(ulid.ULID{}))
-		out[0], out[1] = 0x40|byte(1+len(ulid.ULID{})), byte(code) // byte string of 17
-		u, err := ulid.ParseStrict(rest)
-		if err != nil {
-			continue
-		}
+		out[0], out[1] = 0x40|byte(1+len(ulid.ULID{})), code // byte string of 17
 		return append(out, u[:]...), nil
 	}
 	if len(s) <= 0xffff {
 		return append(appendHead(make([]byte, 0, 3+len(s)), 3, len(s)), s...), nil
 	}
 	return cborMode.Marshal(string(s))
+}
+
+// compactID returns the prefix code and the ULID of an id paystate made:
+// a prefix of identPrefixes and a ULID in its canonical 26 characters.
+func compactID(s string) (code byte, u ulid.ULID, ok bool) {
+	for code, prefix := range identPrefixes {
+		rest, ok := strings.CutPrefix(s, prefix)
+		if !ok || len(rest) != ulid.EncodedSize || !canonicalULID(rest) {
+			continue
+		}
+		u, err := ulid.ParseStrict(rest)
+		if err != nil {
+			continue
+		}
+		return byte(code), u, true
+	}
+	return 0, ulid.ULID{}, false
 }
 
 // canonicalULID reports whether s has no lower-case letter, so that a ULID
@@ -706,14 +715,23 @@ func decodeAt(what string, k, v []byte, r any) error {
 	return nil
 }
 
-func (r *paymentRecord) setKey(k []byte) error  { r.ID = string(k); return nil }
-func (r *deliveryRecord) setKey(k []byte) error { r.ID = string(k); return nil }
-func (r *idemRecord) setKey(k []byte) error     { r.Key = string(k); return nil }
+func (r *paymentRecord) setKey(k []byte) (err error)  { r.ID, err = keyIDOf(k); return err }
+func (r *deliveryRecord) setKey(k []byte) (err error) { r.ID, err = keyIDOf(k); return err }
+func (r *idemRecord) setKey(k []byte) error           { r.Key = string(k); return nil }
+
+// keyIDOf reads a key that is a key id (appendKeyID).
+func keyIDOf(k []byte) (string, error) {
+	id, ok := parseKeyID(k)
+	if !ok {
+		return "", errors.New("not a key id")
+	}
+	return id, nil
+}
 
 func (r *stepRecord) setKey(k []byte) error {
-	id, rest, ok := readStr(k)
+	id, rest, ok := readStrID(k)
 	if !ok || len(rest) != 8 {
-		return errors.New("not str(payment id) ‖ be64(seq)")
+		return errors.New("not str(payment key id) ‖ be64(seq)")
 	}
 	r.PaymentID, r.Seq = id, binary.BigEndian.Uint64(rest)
 	return nil

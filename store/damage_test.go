@@ -1,11 +1,13 @@
 package store_test
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -219,5 +221,43 @@ func TestOpen_SoundFile(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestOpen_HeldFileNotRead: a file that a running paystate holds is
+// refused as locked before any of its pages is read. Read while another
+// process writes it, a file can look torn (a page that a commit in flight
+// reuses, pointed to twice) and was called damaged: `paystate backup`
+// of a live file failed so. Here the held file's page of the payments
+// bucket is made bad on disk, as a torn read would see it; the read-only
+// and the writable open both say "locked", not "damaged".
+func TestOpen_HeldFileNotRead(t *testing.T) {
+	t.Parallel()
+	path, ps := damagedDB(t, 200)
+	root := bucketRoot(t, path, []byte("payments"))
+	held := open(t, path, nil) // writes the file: the next open reads every page
+	var orig []byte
+	patch(t, path, int64(root)*int64(ps), 2, func(b []byte) {
+		orig = bytes.Clone(b)
+		b[0], b[1] = 0xff, 0xff // the page's id no longer matches where it is
+	})
+	for _, o := range []store.Options{{ReadOnly: true, Timeout: 10 * time.Millisecond}, {Timeout: 10 * time.Millisecond}} {
+		db, err := store.Open(path, &o)
+		if err == nil {
+			db.Close()
+			t.Fatalf("Open (read-only %t) of a held file succeeded", o.ReadOnly)
+		}
+		if !errors.Is(err, store.ErrLocked) || errors.Is(err, store.ErrDamaged) {
+			t.Fatalf("Open (read-only %t) of a held file: %v; want locked, not damaged", o.ReadOnly, err)
+		}
+	}
+	patch(t, path, int64(root)*int64(ps), 2, func(b []byte) { copy(b, orig) })
+	if err := held.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if db, err := store.Open(path, &store.Options{ReadOnly: true}); err != nil {
+		t.Fatalf("Open once the file is free: %v", err)
+	} else {
+		db.Close()
 	}
 }

@@ -126,7 +126,7 @@ func Open(path string, opts *Options) (*DB, error) {
 // of bbolt's here becomes ErrDamaged: a bad file is one line, never a
 // stack dump.
 func openBolt(path string, o Options) (bdb *bolt.DB, checked, migrated int, err error) {
-	if checked, err = checkFile(path); err != nil {
+	if checked, err = checkFile(path, o.ReadOnly, o.Timeout); err != nil {
 		return nil, checked, 0, err
 	}
 	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
@@ -232,8 +232,8 @@ func checkVersion(v []byte) error {
 	return nil
 }
 
-// Migrated returns how many stored values Open rewrote from an older
-// schema to SchemaVersion: 0 unless the file was older.
+// Migrated returns how many stored values and keys Open rewrote from an
+// older schema to SchemaVersion: 0 unless the file was older.
 func (db *DB) Migrated() int { return db.migrated }
 
 // Path returns the database file's path.

@@ -20,7 +20,10 @@
 // a string that is followed by more key parts, so that parts never run into
 // each other and a prefix scan of str(s) sees exactly the keys of s. A
 // string that ends a key is written as it is. Every string in a key is at
-// most 1024 bytes (EINVALID otherwise). "—" is an empty value.
+// most 1024 bytes (EINVALID otherwise). kid(id) is a payment or delivery
+// id as a key part (schema 3, keys.go): for an id paystate made, "pay_",
+// "evt_" or "dlv_" and a ULID, its prefix code (0, 1, 2) and the ULID's 16
+// bytes; for any other id 0xff and its bytes. "—" is an empty value.
 //
 // The buckets come in record families. Each group of rows below is one
 // family and one file, which holds the family's methods of pay.Tx and its
@@ -35,35 +38,35 @@
 //	meta                        "ready_probe"                                    be64(unix ns of the last readiness probe; observe.go)
 //
 //	payments.go: payments and their indexes
-//	payments                    payment id                                       payment (CBOR)
-//	payments_by_status          status ‖ 0x00 ‖ be64(updated_at) ‖ payment id    —
-//	payments_by_created         be64(created_at) ‖ payment id                    —
-//	payments_by_order           str(order id) ‖ be64(created_at) ‖ payment id    —
-//	payments_by_ref             str(provider) ‖ provider ref                     payment id
+//	payments                    kid(payment id)                                  payment (CBOR)
+//	payments_by_status          status ‖ 0x00 ‖ be64(updated_at) ‖ kid(payment id)   —
+//	payments_by_created         be64(created_at) ‖ kid(payment id)               —
+//	payments_by_order           str(order id) ‖ be64(created_at) ‖ kid(payment id)   —
+//	payments_by_ref             str(provider) ‖ provider ref                     kid(payment id)
 //
 //	timeline.go: the timeline
-//	timeline                    str(payment id) ‖ be64(seq)                      step (CBOR)
+//	timeline                    str(kid(payment id)) ‖ be64(seq)                 step (CBOR)
 //
 //	inbox.go: the inbox and processed event ids
 //	inbox                       str(provider) ‖ event id                         event with raw body (CBOR)
-//	inbox_by_payment            str(payment id) ‖ be64(received_at) ‖ str(provider) ‖ event id   —
+//	inbox_by_payment            str(kid(payment id)) ‖ be64(received_at) ‖ str(provider) ‖ event id   —
 //	inbox_pending               be64(next_attempt_at) ‖ str(provider) ‖ event id —
 //	processed                   str(provider) ‖ event id                         {at: processed time} (CBOR)
 //	processed_by_time           be64(processed_at) ‖ str(provider) ‖ event id    —
 //
 //	lease.go: leases
-//	leases                      payment id                                       {holder, token, expires_at} (CBOR)
-//	leases_in_force             be64(expires_at) ‖ payment id                    —; only for a lease in force when written
+//	leases                      kid(payment id)                                  {holder, token, expires_at} (CBOR)
+//	leases_in_force             be64(expires_at) ‖ kid(payment id)               —; only for a lease in force when written
 //
 //	outbox.go: the outbox and its deliveries
 //	outbox                      be64(seq)                                        outbox record (CBOR)
-//	outbox_by_payment           str(payment id) ‖ be64(seq)                      —
+//	outbox_by_payment           str(kid(payment id)) ‖ be64(seq)                 —
 //	meta                        "ripple_cursor"                                  be64(seq of the last outbox record fanned out)
 //	meta                        "outbox_horizon"                                 be64(unix ns): outbox records created before it may be purged
-//	deliveries                  delivery id                                      delivery (CBOR)
-//	deliveries_due              be64(next_attempt_at) ‖ delivery id              —   (pending only)
-//	deliveries_open             str(target) ‖ str(payment id) ‖ be64(event seq)  delivery id   (pending only: a payment's order per target)
-//	deliveries_by_state         state ‖ 0x00 ‖ be64(entered state) ‖ delivery id —   (pending: the event's time)
+//	deliveries                  kid(delivery id)                                 delivery (CBOR)
+//	deliveries_due              be64(next_attempt_at) ‖ kid(delivery id)         —   (pending only)
+//	deliveries_open             str(target) ‖ str(kid(payment id)) ‖ be64(event seq)  kid(delivery id)   (pending only: a payment's order per target)
+//	deliveries_by_state         state ‖ 0x00 ‖ be64(entered state) ‖ kid(delivery id)   —   (pending: the event's time)
 //
 //	ledger.go: the ledger
 //	ledger                      be64(seq)                                        ledger entry (CBOR)
@@ -79,28 +82,28 @@
 //
 //	effects.go: the state of the ripple effects
 //	customers                   customer id                                      {points, last_visit_at} (CBOR)
-//	effects                     dedupe key ("loyalty:<event id>", ...)           {delivery_id, points, at} (CBOR)
+//	effects                     dedupe key ("loyalty:<event id>", ...; an "evt_" id as 0xff ‖ kid)   {delivery_id, points, at} (CBOR)
 //	webhook_endpoints           endpoint id                                      {url, disabled, failing_since, ...} (CBOR)
 //
 //	pspanswer.go: PSP answers
-//	psp_answers                 payment id                                       last PSP status answer (CBOR)
+//	psp_answers                 kid(payment id)                                  last PSP status answer (CBOR)
 //	psp_charges                 charge key ("charge-<payment id>")               the mock PSP's charge (CBOR)
 //	psp_charges                 refund key ("refund-<refund id>")                the mock PSP's refund (CBOR)
 //
 //	refunds.go: refunds
 //	refunds                     refund id                                        refund (CBOR)
-//	refunds_by_payment          str(payment id) ‖ refund id                      —
+//	refunds_by_payment          str(kid(payment id)) ‖ refund id                 —
 //	refunds_by_ref              str(provider) ‖ provider refund ref              refund id
 //	refunds_pending             be64(updated_at) ‖ refund id                     —   (pending only)
 //
 //	disputes.go: disputes
 //	disputes                    str(provider) ‖ dispute id                       dispute (CBOR)
-//	disputes_by_payment         str(payment id) ‖ str(provider) ‖ dispute id     —
+//	disputes_by_payment         str(kid(payment id)) ‖ str(provider) ‖ dispute id   —
 //	disputes_by_due             status ‖ 0x00 ‖ be64(evidence_due_by, none = max) ‖ str(provider) ‖ dispute id   —
 //
 //	reconcile.go: settlement reconciliation
 //	settlements                 str(provider) ‖ balance-transaction id           settlement (CBOR): a matched, posted line
-//	settlements_by_payment      str(payment id) ‖ str(provider) ‖ balance-transaction id   —; settlements of a payment only
+//	settlements_by_payment      str(kid(payment id)) ‖ str(provider) ‖ balance-transaction id   —; settlements of a payment only
 //	recon_runs                  run id ("rr_" + ULID, time-ordered)              run with its unmatched items (CBOR)
 //
 // CBOR values are the unexported record types of codec.go: maps keyed by

@@ -34,7 +34,7 @@ func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
 		return pay.EffectRecord{}, false, err
 	}
 	var r effectRecord
-	found, err := t.getRecord(bucketEffects, []byte(key), &r)
+	found, err := t.getRecord(bucketEffects, effectKey(key), &r)
 	if err != nil || !found {
 		return pay.EffectRecord{}, false, err
 	}
@@ -50,7 +50,7 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 	if r.At.IsZero() {
 		r.At = t.now
 	}
-	return t.putRecord(bucketEffects, []byte(r.Key), effectRecord{DeliveryID: ident(r.DeliveryID), Points: r.Points, At: at(r.At)})
+	return t.putRecord(bucketEffects, effectKey(r.Key), effectRecord{DeliveryID: ident(r.DeliveryID), Points: r.Points, At: at(r.At)})
 }
 
 // WebhookEndpoint returns an endpoint's stored state; an endpoint never

@@ -258,7 +258,11 @@ func (e *exporter) processed() error {
 // expiry as stored.
 func (e *exporter) leases() error {
 	return e.eachKey(bucketLeases, func(k []byte) error {
-		l, err := e.t.Lease(string(k))
+		id, ok := parseKeyID(k)
+		if !ok {
+			return corrupt(bucketLeases, "key %x is not a payment id", k)
+		}
+		l, err := e.t.Lease(id)
 		if err != nil {
 			return err
 		}
@@ -371,7 +375,11 @@ func (e *exporter) customers() error {
 
 func (e *exporter) effects() error {
 	return e.eachKey(bucketEffects, func(k []byte) error {
-		r, found, err := e.t.Effect(string(k))
+		key, ok := parseEffectKey(k)
+		if !ok {
+			return corrupt(bucketEffects, "key %x", k)
+		}
+		r, found, err := e.t.Effect(key)
 		if err != nil {
 			return err
 		} else if !found {
@@ -393,7 +401,11 @@ func (e *exporter) endpoints() error {
 
 func (e *exporter) pspAnswers() error {
 	return e.eachKey(bucketPSPAnswers, func(k []byte) error {
-		a, err := e.t.PSPAnswer(string(k))
+		id, ok := parseKeyID(k)
+		if !ok {
+			return corrupt(bucketPSPAnswers, "key %x is not a payment id", k)
+		}
+		a, err := e.t.PSPAnswer(id)
 		if err != nil {
 			return err
 		}

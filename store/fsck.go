@@ -100,13 +100,19 @@ type bbMetaPage struct {
 // tool, a damaged copy) gets the full walk. What it cannot see is damage
 // that leaves the time alone (a failing disk); DB.Check (paystate verify)
 // reads everything. It returns the pages it read besides the meta pages.
-// A missing or empty file is fine: bbolt creates it.
-func checkFile(path string) (pagesRead int, err error) {
+// A missing or empty file is fine: bbolt creates it. It reads only under
+// the lock bbolt's open would take (lockForCheck, waiting up to timeout):
+// a file that another process is writing is refused as locked, never
+// read half-written and called damaged.
+func checkFile(path string, readOnly bool, timeout time.Duration) (pagesRead int, err error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return 0, nil // missing (bbolt creates it), or bbolt says why it cannot open it
 	}
 	defer f.Close()
+	if err := lockForCheck(f, readOnly, timeout); err != nil {
+		return 0, err
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("stat: %w", pathless(err))

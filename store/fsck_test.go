@@ -41,12 +41,12 @@ func mustClose(t *testing.T, db *store.DB) {
 // again. The data and bbolt's freelist stay sound either way (DB.Check).
 func TestOpen_CleanShutdown(t *testing.T) {
 	t.Parallel()
-	const few, many = 4, 150 // pages: the 2,000 payments take ~190
+	const few, many = 4, 150 // pages: the 3,000 payments take ~220
 	dir := t.TempDir()
 	path := filepath.Join(dir, "paystate.db")
 	db, _ := openChecked(t, path, nil)
 	err := db.Update(context.Background(), func(tx pay.Tx) error {
-		for i := range 2000 {
+		for i := range 3000 {
 			if err := tx.InsertPayment(payment(i, pay.Captured, t0)); err != nil {
 				return err
 			}

@@ -9,7 +9,10 @@ import (
 	"encoding/base64"
 	"encoding/binary"
 	"math"
+	"strings"
 	"time"
+
+	"github.com/oklog/ulid/v2"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -201,13 +204,83 @@ func readStr(b []byte) (s string, rest []byte, ok bool) {
 	return string(b[2 : 2+n]), b[2+n:], true
 }
 
+// Payment and delivery ids in keys (schema 3). An id that paystate made,
+// "<prefix>_" and a canonical ULID (ident's compactID), is written as its
+// prefix code (0, 1 or 2) and the ULID's 16 bytes, 17 bytes instead of 30;
+// any other id as 0xff and its bytes. Both sort as their ids do among ids
+// of the same shape and prefix (a ULID's bytes sort as its text), and the
+// first byte tells the shapes apart from each other and from a schema 2
+// key, whose ids are UTF-8 text that paystate or the API made (no control
+// character, never 0xff): isKeyID.
+const keyIDText = 0xff
+
+// appendKeyID appends id as a key part.
+func appendKeyID(b []byte, id string) []byte {
+	if code, u, ok := compactID(id); ok {
+		return append(append(b, code), u[:]...)
+	}
+	return append(append(b, keyIDText), id...)
+}
+
+// keyID is id as a key part (appendKeyID).
+func keyID(id string) []byte { return appendKeyID(make([]byte, 0, 1+len(ulid.ULID{})), id) }
+
+// isKeyID reports whether b starts like a part written by appendKeyID.
+func isKeyID(b []byte) bool {
+	return len(b) > 0 && (int(b[0]) < len(identPrefixes) || b[0] == keyIDText)
+}
+
+// parseKeyID reads a part written by appendKeyID that is all of b.
+func parseKeyID(b []byte) (string, bool) {
+	switch {
+	case len(b) == 1+len(ulid.ULID{}) && int(b[0]) < len(identPrefixes):
+		return identPrefixes[b[0]] + ulid.ULID(b[1:]).String(), true
+	case len(b) > 1 && b[0] == keyIDText:
+		return string(b[1:]), true
+	}
+	return "", false
+}
+
+// appendStrID appends str(key id): the key part of id (appendKeyID) with a
+// big-endian uint16 length prefix, so that more parts may follow it.
+func appendStrID(b []byte, id string) []byte {
+	n := len(b)
+	b = appendKeyID(append(b, 0, 0), id)
+	binary.BigEndian.PutUint16(b[n:], uint16(len(b)-n-2))
+	return b
+}
+
+// readStrID reads a part written by appendStrID and returns the rest of b.
+func readStrID(b []byte) (id string, rest []byte, ok bool) {
+	if len(b) < 2 {
+		return "", nil, false
+	}
+	n := int(binary.BigEndian.Uint16(b))
+	if len(b) < 2+n {
+		return "", nil, false
+	}
+	id, ok = parseKeyID(b[2 : 2+n])
+	return id, b[2+n:], ok
+}
+
 // splitTimeID splits a time index key after its prefix of length n into
-// the be64 time and the trailing id.
+// the be64 time and the trailing id, written as it is (refund and review
+// ids).
 func splitTimeID(k []byte, n int) (ns uint64, id string, ok bool) {
 	if len(k) < n+8+1 {
 		return 0, "", false
 	}
 	return binary.BigEndian.Uint64(k[n : n+8]), string(k[n+8:]), true
+}
+
+// splitTimeKeyID is splitTimeID for an index whose trailing id is a key id
+// (appendKeyID): payments and deliveries.
+func splitTimeKeyID(k []byte, n int) (ns uint64, id string, ok bool) {
+	if len(k) < n+8+1 {
+		return 0, "", false
+	}
+	id, ok = parseKeyID(k[n+8:])
+	return binary.BigEndian.Uint64(k[n : n+8]), id, ok
 }
 
 // splitTimeKey splits a key of idempotency_keys_by_expiry or
@@ -277,10 +350,10 @@ func statusPrefix(s pay.Status) []byte {
 	return append([]byte(s), 0)
 }
 
-// statusKey is status ‖ 0x00 ‖ be64(updated_at) ‖ id.
+// statusKey is status ‖ 0x00 ‖ be64(updated_at) ‖ key id.
 func statusKey(s pay.Status, updated time.Time, id string) []byte {
 	k := binary.BigEndian.AppendUint64(statusPrefix(s), keyTime(updated))
-	return append(k, id...)
+	return appendKeyID(k, id)
 }
 
 // statusBound is the first key of status s at or after time t: keys below
@@ -289,26 +362,27 @@ func statusBound(s pay.Status, t time.Time) []byte {
 	return binary.BigEndian.AppendUint64(statusPrefix(s), keyTime(t))
 }
 
-// createdKey is be64(created_at) ‖ id.
+// createdKey is be64(created_at) ‖ key id.
 func createdKey(created time.Time, id string) []byte {
-	return append(be64(keyTime(created)), id...)
+	return appendKeyID(be64(keyTime(created)), id)
 }
 
 // orderPrefix is str(order id): the start of one order in payments_by_order.
 func orderPrefix(orderID string) []byte { return appendStr(nil, orderID) }
 
-// orderKey is str(order id) ‖ be64(created_at) ‖ id.
+// orderKey is str(order id) ‖ be64(created_at) ‖ key id.
 func orderKey(orderID string, created time.Time, id string) []byte {
 	k := binary.BigEndian.AppendUint64(orderPrefix(orderID), keyTime(created))
-	return append(k, id...)
+	return appendKeyID(k, id)
 }
 
 // refKey is str(provider) ‖ provider ref.
 func refKey(provider, ref string) []byte { return append(appendStr(nil, provider), ref...) }
 
-// paymentPrefix is str(payment id): the start of one payment in the
-// timeline, inbox_by_payment and outbox_by_payment buckets.
-func paymentPrefix(paymentID string) []byte { return appendStr(nil, paymentID) }
+// paymentPrefix is str(key id of the payment): the start of one payment in
+// the timeline, inbox_by_payment, outbox_by_payment and the other
+// by-payment buckets.
+func paymentPrefix(paymentID string) []byte { return appendStrID(nil, paymentID) }
 
 // Timeline.
 
@@ -357,16 +431,16 @@ func outboxPaymentKey(paymentID string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(paymentPrefix(paymentID), seq)
 }
 
-// deliveryDueKey is be64(next_attempt_at) ‖ delivery id: the key of
-// deliveries_due.
+// deliveryDueKey is be64(next_attempt_at) ‖ key id of the delivery: the
+// key of deliveries_due.
 func deliveryDueKey(next time.Time, id string) []byte {
-	return append(be64(keyTime(next)), id...)
+	return appendKeyID(be64(keyTime(next)), id)
 }
 
 // deliveryOpenPrefix is str(target) ‖ str(payment id): the start of one
 // payment's pending deliveries to one target in deliveries_open.
 func deliveryOpenPrefix(target, paymentID string) []byte {
-	return appendStr(appendStr(nil, target), paymentID)
+	return appendStrID(appendStr(nil, target), paymentID)
 }
 
 // deliveryOpenKey is str(target) ‖ str(payment id) ‖ be64(event seq).
@@ -382,7 +456,7 @@ func deliveryStatePrefix(state string) []byte { return append([]byte(state), 0) 
 // when the delivery entered the state (a pending one: its event's time).
 func deliveryStateKey(state string, at time.Time, id string) []byte {
 	k := binary.BigEndian.AppendUint64(deliveryStatePrefix(state), keyTime(at))
-	return append(k, id...)
+	return appendKeyID(k, id)
 }
 
 // Ledger.
@@ -407,16 +481,46 @@ func reviewKey(created time.Time, id string) []byte {
 
 // Idempotency keys.
 
-// idemExpiryKey is be64(expires_at) ‖ scoped key: the key of
-// idempotency_keys_by_expiry.
-// leaseInForceKey is be64(expires_at) ‖ payment id: the entry of a lease
-// that was in force when it was written.
+// leaseInForceKey is be64(expires_at) ‖ key id of the payment: the entry
+// of a lease that was in force when it was written.
 func leaseInForceKey(expires time.Time, paymentID string) []byte {
-	return append(be64(keyTime(expires)), paymentID...)
+	return appendKeyID(be64(keyTime(expires)), paymentID)
 }
 
+// idemExpiryKey is be64(expires_at) ‖ scoped key: the key of
+// idempotency_keys_by_expiry.
 func idemExpiryKey(expires time.Time, key string) []byte {
 	return append(be64(keyTime(expires)), key...)
+}
+
+// Effects.
+
+// effectKey is the key of an effect's dedupe record. A key
+// "<effect>:<id>" whose id paystate made (the event's "evt_" id) is
+// written as effect ‖ 0xff ‖ the id's 17 bytes of appendKeyID, 18 bytes
+// for the 31 of the id; any other key as it is (0xff never occurs in the
+// UTF-8 of a schema 2 key).
+func effectKey(key string) []byte {
+	if i := strings.LastIndexByte(key, ':'); i >= 0 {
+		if code, u, ok := compactID(key[i+1:]); ok {
+			b := make([]byte, 0, i+2+len(u))
+			return append(append(append(b, key[:i]...), keyIDText, code), u[:]...)
+		}
+	}
+	return []byte(key)
+}
+
+// parseEffectKey is the inverse of effectKey.
+func parseEffectKey(k []byte) (string, bool) {
+	i := bytes.IndexByte(k, keyIDText)
+	if i < 0 {
+		return string(k), true
+	}
+	id, ok := parseKeyID(k[i+1:])
+	if !ok || k[i+1] == keyIDText {
+		return "", false
+	}
+	return string(k[:i]) + ":" + id, true
 }
 
 // Refunds.

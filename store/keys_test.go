@@ -3,9 +3,11 @@ package store
 import (
 	"bytes"
 	"math"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -54,9 +56,9 @@ func TestKeys_RoundTrip(t *testing.T) {
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 	prefix := statusPrefix(pay.Processing)
-	ns, id, ok := splitTimeID(statusKey(pay.Processing, at, "pay_1"), len(prefix))
+	ns, id, ok := splitTimeKeyID(statusKey(pay.Processing, at, "pay_1"), len(prefix))
 	if !ok || ns != keyTime(at) || id != "pay_1" {
-		t.Fatalf("splitTimeID(statusKey)=%d, %q, %t", ns, id, ok)
+		t.Fatalf("splitTimeKeyID(statusKey)=%d, %q, %t", ns, id, ok)
 	}
 	if k := statusKey(pay.Processing, at, "pay_1"); bytes.Compare(k, statusBound(pay.Processing, at)) <= 0 ||
 		bytes.Compare(k, statusBound(pay.Processing, at.Add(time.Nanosecond))) >= 0 {
@@ -79,6 +81,50 @@ func TestKeys_RoundTrip(t *testing.T) {
 	}
 	if bytes.HasPrefix(stepKey("pay_ab", 1), paymentPrefix("pay_a")) {
 		t.Fatal("a step of pay_ab has the prefix of pay_a")
+	}
+}
+
+// TestKeyID: ids paystate makes are 17 bytes in keys, other ids 0xff and
+// their text; both read back, keep the order of their ids (among ids of
+// the same prefix), and are told apart from the text of a schema 2 key.
+// Effect keys with an event id paystate made shrink the same way.
+func TestKeyID(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	a, b := ids.Payment(now), ids.Payment(now.Add(time.Millisecond))
+	for _, id := range []string{a, ids.Event(now), ids.New("dlv_", now), "pay_1", "re_" + a[4:], strings.ToLower(a), "x"} {
+		k := keyID(id)
+		_, _, compact := compactID(id)
+		if compact && len(k) != 17 || !compact && (k[0] != keyIDText || string(k[1:]) != id) {
+			t.Errorf("keyID(%q) = %x", id, k)
+		}
+		if got, ok := parseKeyID(k); !ok || got != id {
+			t.Errorf("parseKeyID(keyID(%q)) = %q, %t", id, got, ok)
+		}
+		if !isKeyID(k) || isKeyID([]byte(id)) {
+			t.Errorf("isKeyID(keyID(%q)) = %t, isKeyID(%q) = %t", id, isKeyID(k), id, isKeyID([]byte(id)))
+		}
+		got, rest, ok := readStrID(append(appendStrID(nil, id), 7))
+		if !ok || got != id || !bytes.Equal(rest, []byte{7}) {
+			t.Errorf("readStrID(appendStrID(%q) ‖ 7) = %q, %x, %t", id, got, rest, ok)
+		}
+	}
+	if bytes.Compare(keyID(a), keyID(b)) >= 0 || bytes.Compare(createdKey(now, a), createdKey(now, b)) >= 0 {
+		t.Error("the key ids of two payment ids do not sort as the ids do")
+	}
+	for _, k := range [][]byte{nil, {0}, {3, 1}, {0xff}, append([]byte{0}, make([]byte, 17)...)} {
+		if id, ok := parseKeyID(k); ok {
+			t.Errorf("parseKeyID(%x) = %q, want not ok", k, id)
+		}
+	}
+	for _, key := range []string{"loyalty:" + ids.Event(now), "retention:" + ids.Event(now), "loyalty:evt_1", "a:b:" + ids.Event(now), "plain"} {
+		k := effectKey(key)
+		if got, ok := parseEffectKey(k); !ok || got != key {
+			t.Errorf("parseEffectKey(effectKey(%q)) = %q, %t", key, got, ok)
+		}
+		if strings.Contains(key, "evt_01") && len(k) != len(key)-len(ids.Event(now))+17 {
+			t.Errorf("effectKey(%q) is %d bytes, want the id in 17", key, len(k))
+		}
 	}
 }
 

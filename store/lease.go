@@ -58,7 +58,7 @@ func (t *tx) ReleaseLease(paymentID string, token uint64) error {
 // taken gets a record with Token 0 and no error.
 func (t *tx) Lease(paymentID string) (pay.Lease, error) {
 	var r leaseRecord
-	if _, err := t.getRecord(bucketLeases, []byte(paymentID), &r); err != nil {
+	if _, err := t.getRecord(bucketLeases, keyID(paymentID), &r); err != nil {
 		return pay.Lease{}, err
 	}
 	return pay.Lease{PaymentID: paymentID, Holder: r.Holder, Token: r.Token, ExpiresAt: r.ExpiresAt.UTC()}, nil
@@ -69,7 +69,7 @@ func (t *tx) Lease(paymentID string) (pay.Lease, error) {
 // ended leases have none), none for the record it replaces.
 func (t *tx) putLease(l pay.Lease) error {
 	var old leaseRecord
-	if found, err := t.getRecord(bucketLeases, []byte(l.PaymentID), &old); err != nil {
+	if found, err := t.getRecord(bucketLeases, keyID(l.PaymentID), &old); err != nil {
 		return err
 	} else if found {
 		if err := t.del(bucketLeasesInForce, leaseInForceKey(old.ExpiresAt.Time, l.PaymentID)); err != nil {
@@ -81,7 +81,7 @@ func (t *tx) putLease(l pay.Lease) error {
 			return err
 		}
 	}
-	return t.putRecord(bucketLeases, []byte(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: at(l.ExpiresAt)})
+	return t.putRecord(bucketLeases, keyID(l.PaymentID), leaseRecord{Holder: l.Holder, Token: l.Token, ExpiresAt: at(l.ExpiresAt)})
 }
 
 // EndLeases ends every lease still in force, keeping holders and tokens,
@@ -133,8 +133,8 @@ func (t *tx) leasesInForce() []string {
 	var ids []string
 	c := t.bucket(bucketLeasesInForce).Cursor()
 	for k, _ := c.Seek(be64(keyTime(t.now) + 1)); k != nil; k, _ = c.Next() {
-		if len(k) > 8 {
-			ids = append(ids, string(k[8:]))
+		if id, ok := parseKeyID(k[min(8, len(k)):]); ok && len(k) > 8 {
+			ids = append(ids, id)
 		}
 	}
 	return ids
@@ -150,7 +150,7 @@ func (c *checker) checkLeases() {
 		var r leaseRecord
 		if len(k) <= 8 {
 			c.report(fmt.Errorf("%s entry %x: too short", bucketLeasesInForce, k))
-		} else if found, err := c.getRecord(bucketLeases, k[8:], &r); err != nil || !found || !bytes.Equal(k, leaseInForceKey(r.ExpiresAt.Time, string(k[8:]))) {
+		} else if found, err := c.getRecord(bucketLeases, k[8:], &r); err != nil || !found || !bytes.Equal(k[:8], be64(keyTime(r.ExpiresAt.Time))) {
 			c.report(fmt.Errorf("%s entry %x: no such lease", bucketLeasesInForce, k))
 		}
 		return nil

@@ -17,9 +17,13 @@ import (
 //	   new bucket leases_in_force
 //	3  strings of a closed vocabulary (statuses, event types, currencies,
 //	   effects, accounts: symbol.go) are stored as small integer codes, and
-//	   an idempotency record's owner as bytes if it is hexadecimal; keys
-//	   unchanged. A schema 2 value reads as it is, so the migration only
-//	   re-encodes the records that hold such strings.
+//	   an idempotency record's owner as bytes if it is hexadecimal; payment
+//	   and delivery ids inside keys (and the values of payments_by_ref and
+//	   deliveries_open) as key ids, 17 bytes for the 30 of the text
+//	   (keys.go, appendKeyID), and effect keys with their event id so too
+//	   (effectKey). The migration rewrites those keys (schema3Keys), then
+//	   re-encodes the records that hold such strings (a schema 2 value
+//	   reads as it is).
 //
 // A database of an older schema is migrated at Open, before anything
 // reads it; a read-only Open refuses it.
@@ -112,33 +116,220 @@ func migrate(bdb *bolt.DB, now func() time.Time) (int, error) {
 	}
 	total := 0
 	for _, rec := range records {
-		var after []byte
-		for {
-			n, last, err := migrateSome(bdb, version, rec.bucket, rec.record, after)
-			if err != nil {
-				return total, err
-			}
-			total += n
-			if afterMigrateBatch != nil {
-				if err := afterMigrateBatch(); err != nil {
-					return total, err
-				}
-			}
-			if last == nil {
-				break
-			}
-			after = last
+		n, err := inBatches(func(after []byte) (int, []byte, error) {
+			return migrateSome(bdb, version, rec.bucket, rec.record, after)
+		})
+		if total += n; err != nil {
+			return total, err
+		}
+	}
+	if version == 1 {
+		// The leases_in_force entries it makes have schema 3's keys.
+		if err := bdb.Update(func(btx *bolt.Tx) error { return indexLeasesInForce(btx, now()) }); err != nil {
+			return total, err
+		}
+	}
+	for _, rk := range schema3Keys {
+		n, err := inBatches(func(after []byte) (int, []byte, error) { return rekeySome(bdb, rk, after) })
+		if total += n; err != nil {
+			return total, err
 		}
 	}
 	err := bdb.Update(func(btx *bolt.Tx) error {
-		if version == 1 {
-			if err := indexLeasesInForce(btx, now()); err != nil {
-				return err
-			}
-		}
 		return btx.Bucket(bucketMeta).Put(keySchemaVersion, be64(SchemaVersion))
 	})
 	return total, err
+}
+
+// inBatches runs batch, one transaction, from the start of a bucket until
+// it returns no last key, each time after the last key of the one before,
+// and returns how many values the batches rewrote.
+func inBatches(batch func(after []byte) (n int, last []byte, err error)) (int, error) {
+	total := 0
+	var after []byte
+	for {
+		n, last, err := batch(after)
+		if total += n; err != nil {
+			return total, err
+		}
+		if afterMigrateBatch != nil {
+			if err := afterMigrateBatch(); err != nil {
+				return total, err
+			}
+		}
+		if last == nil {
+			return total, nil
+		}
+		after = last
+	}
+}
+
+// rekey says how one bucket's schema 2 keys and values become schema 3's.
+// Each function returns the new bytes, or nil if the old ones are already
+// schema 3's (a migration interrupted by a crash) or stay as they are.
+type rekey struct {
+	bucket []byte
+	key    func(k []byte) ([]byte, error) // nil: keys stay
+	value  func(v []byte) ([]byte, error) // nil: values stay
+}
+
+// schema3Keys are the buckets whose keys or values hold payment or
+// delivery ids (or event ids, in effect keys).
+var schema3Keys = []rekey{
+	{bucket: bucketPayments, key: rekeyTail(0)},
+	{bucket: bucketPaymentsByStatus, key: rekeyStatusTail},
+	{bucket: bucketPaymentsByCreated, key: rekeyTail(8)},
+	{bucket: bucketPaymentsByOrder, key: rekeyOrderTail},
+	{bucket: bucketPaymentsByRef, value: rekeyTail(0)},
+	{bucket: bucketTimeline, key: rekeyStrID(0)},
+	{bucket: bucketInboxByPayment, key: rekeyStrID(0)},
+	{bucket: bucketLeases, key: rekeyTail(0)},
+	{bucket: bucketLeasesInForce, key: rekeyTail(8)},
+	{bucket: bucketOutboxByPayment, key: rekeyStrID(0)},
+	{bucket: bucketDeliveries, key: rekeyTail(0)},
+	{bucket: bucketDeliveriesDue, key: rekeyTail(8)},
+	{bucket: bucketDeliveriesOpen, key: rekeyOpenKey, value: rekeyTail(0)},
+	{bucket: bucketDeliveriesByState, key: rekeyStatusTail},
+	{bucket: bucketEffects, key: rekeyEffect},
+	{bucket: bucketPSPAnswers, key: rekeyTail(0)},
+	{bucket: bucketRefundsByPayment, key: rekeyStrID(0)},
+	{bucket: bucketDisputesByPayment, key: rekeyStrID(0)},
+	{bucket: bucketSettlementsByPayment, key: rekeyStrID(0)},
+}
+
+// rekeyTail rewrites the id that ends b after its first n bytes.
+func rekeyTail(n int) func(b []byte) ([]byte, error) {
+	return func(b []byte) ([]byte, error) {
+		if len(b) <= n {
+			return nil, fmt.Errorf("%x: %d bytes, want more than %d", b, len(b), n)
+		}
+		if isKeyID(b[n:]) {
+			return nil, nil
+		}
+		return appendKeyID(bytes.Clone(b[:n]), string(b[n:])), nil
+	}
+}
+
+// rekeyStatusTail rewrites state ‖ 0x00 ‖ be64 ‖ id.
+func rekeyStatusTail(k []byte) ([]byte, error) {
+	i := bytes.IndexByte(k, 0)
+	if i < 0 {
+		return nil, fmt.Errorf("%x: no 0x00 after the state", k)
+	}
+	return rekeyTail(i + 1 + 8)(k)
+}
+
+// rekeyOrderTail rewrites str(order id) ‖ be64 ‖ id.
+func rekeyOrderTail(k []byte) ([]byte, error) {
+	_, rest, ok := readStr(k)
+	if !ok {
+		return nil, fmt.Errorf("%x: not str(order id) ‖ …", k)
+	}
+	return rekeyTail(len(k) - len(rest) + 8)(k)
+}
+
+// rekeyStrID rewrites the str(id) at byte n of k, keeping what follows.
+func rekeyStrID(n int) func(k []byte) ([]byte, error) {
+	return func(k []byte) ([]byte, error) {
+		if len(k) < n {
+			return nil, fmt.Errorf("%x: %d bytes, want at least %d", k, len(k), n)
+		}
+		id, rest, ok := readStr(k[n:])
+		if !ok || id == "" {
+			return nil, fmt.Errorf("%x: not str(id) at byte %d", k, n)
+		}
+		if isKeyID([]byte(id)) {
+			return nil, nil
+		}
+		return append(appendStrID(bytes.Clone(k[:n]), id), rest...), nil
+	}
+}
+
+// rekeyOpenKey rewrites str(target) ‖ str(payment id) ‖ be64(seq).
+func rekeyOpenKey(k []byte) ([]byte, error) {
+	_, rest, ok := readStr(k)
+	if !ok {
+		return nil, fmt.Errorf("%x: not str(target) ‖ …", k)
+	}
+	return rekeyStrID(len(k) - len(rest))(k)
+}
+
+// rekeyEffect rewrites "<effect>:<event id>".
+func rekeyEffect(k []byte) ([]byte, error) {
+	if bytes.IndexByte(k, keyIDText) >= 0 {
+		return nil, nil
+	}
+	if nk := effectKey(string(k)); !bytes.Equal(nk, k) {
+		return nk, nil
+	}
+	return nil, nil
+}
+
+// rekeySome rewrites the keys and values of rk.bucket after the key after
+// (from the first key if nil), visiting up to migrateBatch keys, in one
+// transaction. It returns how many entries it rewrote and the last key it
+// visited, or nil once the bucket is done. A rewritten key sorts anywhere:
+// the next call may visit it again and leaves it as it is.
+func rekeySome(bdb *bolt.DB, rk rekey, after []byte) (n int, last []byte, err error) {
+	err = bdb.Update(func(btx *bolt.Tx) error {
+		b := btx.Bucket(rk.bucket)
+		if b == nil {
+			return nil // created by initSchema
+		}
+		type change struct{ k, nk, nv []byte }
+		var batch []change
+		c := b.Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for visited := 0; k != nil && visited < migrateBatch; k, v = c.Next() {
+			visited++
+			last = append(last[:0:0], k...)
+			var ch change
+			var err error
+			if rk.key != nil {
+				if ch.nk, err = rk.key(k); err != nil {
+					return fmt.Errorf("migrate %s key: %w", rk.bucket, err)
+				}
+			}
+			if rk.value != nil && len(v) > 0 {
+				if ch.nv, err = rk.value(v); err != nil {
+					return fmt.Errorf("migrate %s value: %w", rk.bucket, err)
+				}
+			}
+			if ch.nk == nil && ch.nv == nil {
+				continue
+			}
+			ch.k = last
+			if ch.nv == nil {
+				ch.nv = bytes.Clone(v)
+			}
+			batch = append(batch, ch)
+		}
+		if k == nil {
+			last = nil
+		}
+		if appendOnly[string(rk.bucket)] {
+			b.FillPercent = appendFill
+		}
+		for _, ch := range batch {
+			if ch.nk != nil {
+				if err := b.Delete(ch.k); err != nil {
+					return fmt.Errorf("migrate %s: %w", rk.bucket, err)
+				}
+				ch.k = ch.nk
+			}
+			if err := b.Put(ch.k, ch.nv); err != nil {
+				return fmt.Errorf("migrate %s: %w", rk.bucket, err)
+			}
+		}
+		n = len(batch)
+		return nil
+	})
+	return n, last, err
 }
 
 // indexLeasesInForce creates leases_in_force (new in schema 2) with an
@@ -153,8 +344,15 @@ func indexLeasesInForce(btx *bolt.Tx, now time.Time) error {
 		if err := decode("lease", v, &r); err != nil {
 			return fmt.Errorf("migrate lease %q: %w", k, err)
 		}
+		id := string(k)
+		if isKeyID(k) { // a run before this one rewrote the key
+			var ok bool
+			if id, ok = parseKeyID(k); !ok {
+				return fmt.Errorf("migrate lease %x: not a payment id", k)
+			}
+		}
 		if (pay.Lease{Token: r.Token, ExpiresAt: r.ExpiresAt.Time}).Held(now) {
-			return ix.Put(leaseInForceKey(r.ExpiresAt.Time, string(k)), nil)
+			return ix.Put(leaseInForceKey(r.ExpiresAt.Time, id), nil)
 		}
 		return nil
 	})

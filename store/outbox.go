@@ -146,7 +146,7 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 	prefix := deliveryStatePrefix(pay.DeliveryDead)
 	c := t.bucket(bucketDeliveriesByState).Cursor()
 	for k, _ := c.Seek(binary.BigEndian.AppendUint64(bytes.Clone(prefix), keyTime(before))); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
-		_, id, ok := splitTimeID(k, len(prefix))
+		_, id, ok := splitTimeKeyID(k, len(prefix))
 		if !ok {
 			return 0, corrupt(bucketDeliveriesByState, "key %x", k)
 		}
@@ -191,7 +191,7 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 			return 0, err
 		}
 		for _, e := range effectNames {
-			if err := t.del(bucketEffects, []byte(e+":"+d.eventID)); err != nil {
+			if err := t.del(bucketEffects, effectKey(e+":"+d.eventID)); err != nil {
 				return 0, err
 			}
 		}
@@ -253,7 +253,7 @@ func (t *tx) putDeliveryIndexes(d pay.Delivery) error {
 	if err := t.put(bucketDeliveriesDue, deliveryDueKey(d.NextAttemptAt, d.ID), nil); err != nil {
 		return err
 	}
-	return t.put(bucketDeliveriesOpen, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq), []byte(d.ID))
+	return t.put(bucketDeliveriesOpen, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq), keyID(d.ID))
 }
 
 // delDeliveryIndexes removes the index entries putDeliveryIndexes wrote.
@@ -279,7 +279,7 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 	if err := pay.CheckStoredDelivery(d); err != nil {
 		return err
 	}
-	if t.bucket(bucketDeliveries).Get([]byte(d.ID)) != nil {
+	if t.bucket(bucketDeliveries).Get(keyID(d.ID)) != nil {
 		return pay.Errorf(pay.ECONFLICT, "delivery %s already exists", d.ID)
 	}
 	if d.State == pay.DeliveryPending && t.has(bucketDeliveriesOpen, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq)) {
@@ -294,7 +294,7 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 		d.NextAttemptAt = t.now
 	}
 	d = fromDelivery(d).delivery() // UTC, as stored
-	if err := t.putRecord(bucketDeliveries, []byte(d.ID), fromDelivery(d)); err != nil {
+	if err := t.putRecord(bucketDeliveries, keyID(d.ID), fromDelivery(d)); err != nil {
 		return err
 	}
 	return t.putDeliveryIndexes(d)
@@ -303,7 +303,7 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 // Delivery returns one delivery, or ENOTFOUND.
 func (t *tx) Delivery(id string) (pay.Delivery, error) {
 	var r deliveryRecord
-	if found, err := t.getRecord(bucketDeliveries, []byte(id), &r); err != nil {
+	if found, err := t.getRecord(bucketDeliveries, keyID(id), &r); err != nil {
 		return pay.Delivery{}, err
 	} else if !found {
 		return pay.Delivery{}, pay.Errorf(pay.ENOTFOUND, "delivery %s not found", id)
@@ -334,7 +334,7 @@ func (t *tx) UpdateDelivery(d pay.Delivery) error {
 	if err := t.delDeliveryIndexes(old); err != nil {
 		return err
 	}
-	if err := t.putRecord(bucketDeliveries, []byte(nd.ID), fromDelivery(nd)); err != nil {
+	if err := t.putRecord(bucketDeliveries, keyID(nd.ID), fromDelivery(nd)); err != nil {
 		return err
 	}
 	return t.putDeliveryIndexes(nd)
@@ -370,7 +370,10 @@ func (t *tx) DueDeliveriesSkipping(due time.Time, limit int, skip func(id string
 		if binary.BigEndian.Uint64(k[:8]) > bound {
 			break
 		}
-		id := string(k[8:])
+		id, ok := parseKeyID(k[8:])
+		if !ok {
+			return nil, corrupt(bucketDeliveriesDue, "key %x", k)
+		}
 		if skip != nil && skip(id) {
 			continue
 		}
@@ -417,7 +420,7 @@ func (t *tx) ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error
 		if len(out) == f.Limit {
 			return out, encodeCursor(cursorDeliveries, last), nil
 		}
-		_, id, ok := splitTimeID(k, len(prefix))
+		_, id, ok := splitTimeKeyID(k, len(prefix))
 		if !ok {
 			return nil, "", corrupt(bucketDeliveriesByState, "key %x", k)
 		}
@@ -441,7 +444,7 @@ func (t *tx) OldestPendingDelivery() (pay.Delivery, bool, error) {
 	if k == nil || !bytes.HasPrefix(k, prefix) {
 		return pay.Delivery{}, false, nil
 	}
-	_, id, ok := splitTimeID(k, len(prefix))
+	_, id, ok := splitTimeKeyID(k, len(prefix))
 	if !ok {
 		return pay.Delivery{}, false, corrupt(bucketDeliveriesByState, "key %x", k)
 	}
@@ -484,7 +487,7 @@ func (t *tx) PurgeDoneDeliveries(before time.Time, limit int) (int, error) {
 	var ids []string
 	c := t.bucket(bucketDeliveriesByState).Cursor()
 	for k, _ := c.Seek(prefix); k != nil && bytes.Compare(k, end) < 0 && len(ids) < limit; k, _ = c.Next() {
-		_, id, ok := splitTimeID(k, len(prefix))
+		_, id, ok := splitTimeKeyID(k, len(prefix))
 		if !ok {
 			return 0, corrupt(bucketDeliveriesByState, "key %x", k)
 		}
@@ -498,7 +501,7 @@ func (t *tx) PurgeDoneDeliveries(before time.Time, limit int) (int, error) {
 		if err := t.delDeliveryIndexes(d); err != nil {
 			return 0, err
 		}
-		if err := t.del(bucketDeliveries, []byte(id)); err != nil {
+		if err := t.del(bucketDeliveries, keyID(id)); err != nil {
 			return 0, err
 		}
 	}

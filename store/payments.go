@@ -43,7 +43,7 @@ func (t *tx) payment(id string) (pay.Payment, bool, error) {
 		return t.cached, true, nil
 	}
 	var r paymentRecord
-	if ok, err := t.getRecord(bucketPayments, []byte(id), &r); err != nil || !ok {
+	if ok, err := t.getRecord(bucketPayments, keyID(id), &r); err != nil || !ok {
 		return pay.Payment{}, false, err
 	}
 	t.cached = r.payment()
@@ -56,7 +56,10 @@ func (t *tx) PaymentByRef(provider, ref string) (pay.Payment, error) {
 	if v == nil || ref == "" {
 		return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment with %s reference %s not found", provider, ref)
 	}
-	id := string(v)
+	id, ok := parseKeyID(v)
+	if !ok {
+		return pay.Payment{}, corrupt(bucketPaymentsByRef, "%s/%s: value %x is not a payment id", provider, ref, v)
+	}
 	p, ok, err := t.payment(id)
 	if err != nil {
 		return pay.Payment{}, err
@@ -75,7 +78,7 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 	if p.Version != 1 {
 		return pay.Errorf(pay.EINVALID, "payment %s: a new payment has version 1, got %d", p.ID, p.Version)
 	}
-	if t.has(bucketPayments, []byte(p.ID)) {
+	if t.has(bucketPayments, keyID(p.ID)) {
 		return pay.Errorf(pay.ECONFLICT, "payment %s already exists", p.ID)
 	}
 	if err := t.checkRefFree(p); err != nil {
@@ -115,7 +118,7 @@ func (t *tx) checkRefFree(p pay.Payment) error {
 	if p.ProviderRef == "" {
 		return nil
 	}
-	if v := t.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); v != nil && string(v) != p.ID {
+	if v := t.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); v != nil && !bytes.Equal(v, keyID(p.ID)) {
 		return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, p.ProviderRef, v)
 	}
 	return nil
@@ -134,7 +137,7 @@ func paymentIndexes(p pay.Payment) []indexEntry {
 		{bucketPaymentsByOrder, orderKey(p.OrderID, p.CreatedAt, p.ID), nil},
 	}
 	if p.ProviderRef != "" {
-		ix = append(ix, indexEntry{bucketPaymentsByRef, refKey(p.Provider, p.ProviderRef), []byte(p.ID)})
+		ix = append(ix, indexEntry{bucketPaymentsByRef, refKey(p.Provider, p.ProviderRef), keyID(p.ID)})
 	}
 	return ix
 }
@@ -160,7 +163,7 @@ func (t *tx) writePayment(old *pay.Payment, p pay.Payment) error {
 			}
 		}
 	}
-	if err := t.putRecord(bucketPayments, []byte(p.ID), fromPayment(p)); err != nil {
+	if err := t.putRecord(bucketPayments, keyID(p.ID), fromPayment(p)); err != nil {
 		return err
 	}
 	for _, n := range next {
@@ -247,7 +250,7 @@ func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
 		last []byte
 	)
 	for ; k != nil && bytes.HasPrefix(k, prefix) && (bottom == nil || bytes.Compare(k, bottom) >= 0); k, _ = c.Prev() {
-		_, id, ok := splitTimeID(k, len(prefix))
+		_, id, ok := splitTimeKeyID(k, len(prefix))
 		if !ok {
 			return nil, "", corrupt(bucket, "key %x", k)
 		}
@@ -320,7 +323,7 @@ func (t *tx) CandidatesAfter(statuses []pay.Status, updatedBefore, afterUpdated 
 		}
 		for n := 0; k != nil && bytes.Compare(k, end) < 0 && n < limit; k, _ = c.Next() {
 			t.indexSteps++
-			ns, id, ok := splitTimeID(k, len(prefix))
+			ns, id, ok := splitTimeKeyID(k, len(prefix))
 			if !ok {
 				return nil, corrupt(bucketPaymentsByStatus, "key %x", k)
 			}
@@ -367,7 +370,7 @@ func (c *checker) checkPayments() {
 		}
 		if p.ProviderRef != "" {
 			nRefs++
-			if got := c.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); got != nil && string(got) != p.ID {
+			if got := c.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); got != nil && !bytes.Equal(got, keyID(p.ID)) {
 				c.report(fmt.Errorf("%s: reference %s/%s points to %s", what, p.Provider, p.ProviderRef, got))
 			}
 		}

@@ -18,7 +18,7 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 	if a.At.IsZero() {
 		a.At = t.now
 	}
-	return t.putRecord(bucketPSPAnswers, []byte(a.PaymentID), pspAnswerRecord{
+	return t.putRecord(bucketPSPAnswers, keyID(a.PaymentID), pspAnswerRecord{
 		Provider: symbol(a.Provider), Status: symbol(a.Status), Found: a.Found, Raw: a.Raw, Error: a.Error, At: at(a.At),
 	})
 }
@@ -26,7 +26,7 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 // PSPAnswer returns the payment's last PSP answer, or ENOTFOUND.
 func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
 	var r pspAnswerRecord
-	if found, err := t.getRecord(bucketPSPAnswers, []byte(paymentID), &r); err != nil {
+	if found, err := t.getRecord(bucketPSPAnswers, keyID(paymentID), &r); err != nil {
 		return pay.PSPAnswer{}, err
 	} else if !found {
 		return pay.PSPAnswer{}, pay.Errorf(pay.ENOTFOUND, "no PSP answer recorded for payment %s", paymentID)

@@ -3,8 +3,9 @@
 // that version's store read back from it (storetest.ReadDump), and
 // money.json, the refunds, disputes and mock PSP charges it read back
 // (which the dump does not hold). It fills the file as the schema 1
-// generator does, then adds a refund, a dispute, a mock PSP charge and an
-// idempotency record with a hexadecimal owner. It lives under testdata,
+// generator does, with ids paystate makes (pay_, evt_ and dlv_ with a
+// ULID) and a few it does not, then adds a refund, a dispute, a mock PSP
+// charge and an idempotency record with a hexadecimal owner. It lives under testdata,
 // which the go command leaves out of ./..., because it must be built
 // against the store of schema 2: commit e935f72.
 //
@@ -123,7 +124,7 @@ func Fill(ctx context.Context, s pay.Store, clock *storetest.Clock) (storetest.K
 	keys := storetest.Keys{
 		IdemKeys:  []string{"create:k1", "refund:k2", "create:k3"},
 		Customers: []string{"cus_1"},
-		Effects:   []string{"loyalty:evt_1", "retention:evt_1"},
+		Effects:   []string{"loyalty:evt_01KB0000000000000000000001", "retention:evt_01KB0000000000000000000001", "receipt:evt_1"},
 		Endpoints: []string{"ep_1"},
 	}
 	step := func(tx pay.Tx, id, kind string, from, to pay.Status, v uint64, ev, note string) error {
@@ -205,7 +206,7 @@ func Fill(ctx context.Context, s pay.Store, clock *storetest.Clock) (storetest.K
 		for i, typ := range []string{"payment.captured", "payment.failed"} {
 			pid := []string{ids[0], ids[2]}[i]
 			if err := tx.AppendOutbox(pay.OutboxRecord{
-				ID: fmt.Sprintf("evt_%d", i+1), Type: typ, PaymentID: pid, Status: pay.Captured, From: pay.Created,
+				ID: fmt.Sprintf("evt_01KB00000000000000000000%02d", i+1), Type: typ, PaymentID: pid, Status: pay.Captured, From: pay.Created,
 				Version: 2, OrderID: "order-0", Amount: 1500, Currency: "EUR", Customer: pay.Customer{ID: "cus_1", Email: "c@example.com"},
 				Provider: "mock", CreatedAt: now,
 			}); err != nil {
@@ -217,7 +218,7 @@ func Fill(ctx context.Context, s pay.Store, clock *storetest.Clock) (storetest.K
 		}
 		for i, eff := range []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectWebhook} {
 			d := pay.Delivery{
-				ID: fmt.Sprintf("dlv_%d", i+1), Effect: eff, EventID: "evt_1", EventType: "payment.captured", EventSeq: 1,
+				ID: fmt.Sprintf("dlv_01KB00000000000000000000%02d", i+1), Effect: eff, EventID: "evt_01KB0000000000000000000001", EventType: "payment.captured", EventSeq: 1,
 				EventAt: now, PaymentID: ids[0], State: pay.DeliveryPending, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now,
 			}
 			if eff == pay.EffectWebhook {
@@ -228,8 +229,8 @@ func Fill(ctx context.Context, s pay.Store, clock *storetest.Clock) (storetest.K
 			}
 		}
 		if err := tx.AppendLedger([]pay.LedgerEntry{
-			{PaymentID: ids[0], EventID: "evt_1", Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: 1500, At: now},
-			{PaymentID: ids[0], EventID: "evt_1", Account: pay.AccountMerchantRevenue, Currency: "EUR", Amount: -1500, At: now},
+			{PaymentID: ids[0], EventID: "evt_01KB0000000000000000000001", Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: 1500, At: now},
+			{PaymentID: ids[0], EventID: "evt_01KB0000000000000000000001", Account: pay.AccountMerchantRevenue, Currency: "EUR", Amount: -1500, At: now},
 		}); err != nil {
 			return err
 		}
@@ -254,7 +255,7 @@ func Fill(ctx context.Context, s pay.Store, clock *storetest.Clock) (storetest.K
 			return err
 		}
 		for i, k := range keys.Effects {
-			if err := tx.PutEffect(pay.EffectRecord{Key: k, DeliveryID: fmt.Sprintf("dlv_%d", i+1), Points: int64(15 * (1 - i)), At: now}); err != nil {
+			if err := tx.PutEffect(pay.EffectRecord{Key: k, DeliveryID: fmt.Sprintf("dlv_01KB00000000000000000000%02d", i+1), Points: int64(15 * (1 - i)), At: now}); err != nil {
 				return err
 			}
 		}
@@ -299,7 +300,7 @@ func Fill(ctx context.Context, s pay.Store, clock *storetest.Clock) (storetest.K
 		return keys, err
 	}
 	return keys, s.Update(ctx, func(tx pay.Tx) error {
-		d, err := tx.Delivery("dlv_1")
+		d, err := tx.Delivery("dlv_01KB0000000000000000000001")
 		if err != nil {
 			return err
 		}
@@ -307,7 +308,7 @@ func Fill(ctx context.Context, s pay.Store, clock *storetest.Clock) (storetest.K
 		if err := tx.UpdateDelivery(d); err != nil {
 			return err
 		}
-		d, err = tx.Delivery("dlv_3")
+		d, err = tx.Delivery("dlv_01KB0000000000000000000003")
 		if err != nil {
 			return err
 		}
