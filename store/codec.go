@@ -500,21 +500,28 @@ func appendHead(b []byte, major byte, n int) []byte {
 	return append(b, major<<5|25, byte(n>>8), byte(n))
 }
 
+// readHead reads the head of the CBOR item in data (len(data) > 0): its
+// major type, the head's length and its argument n up to 0xffff, or -1
+// for a longer argument, which the callers leave to the library.
+func readHead(data []byte) (major byte, head, n int) {
+	major, info := data[0]>>5, int(data[0]&0x1f)
+	switch {
+	case info < 24:
+		return major, 1, info
+	case info == 24 && len(data) >= 2:
+		return major, 2, int(data[1])
+	case info == 25 && len(data) >= 3:
+		return major, 3, int(data[1])<<8 | int(data[2])
+	}
+	return major, 1, -1
+}
+
 // UnmarshalCBOR decodes an id written by MarshalCBOR. The two shapes it
 // writes (a byte string of 17, a definite text string) are read directly;
 // anything else goes through the library, which also reports what is wrong.
 func (s *ident) UnmarshalCBOR(data []byte) error {
 	if len(data) > 0 {
-		major, info := data[0]>>5, int(data[0]&0x1f)
-		head, n := 1, -1
-		switch {
-		case info < 24:
-			n = info
-		case info == 24 && len(data) >= 2:
-			head, n = 2, int(data[1])
-		case info == 25 && len(data) >= 3:
-			head, n = 3, int(data[1])<<8|int(data[2])
-		}
+		major, head, n := readHead(data)
 		switch {
 		case major == 2 && n == 1+len(ulid.ULID{}) && len(data) == head+n && int(data[head]) < len(identPrefixes):
 			*s = ident(identPrefixes[data[head]] + ulid.ULID(data[head+1:]).String())

@@ -252,15 +252,12 @@ func appendStrID(b []byte, id string) []byte {
 
 // readStrID reads a part written by appendStrID and returns the rest of b.
 func readStrID(b []byte) (id string, rest []byte, ok bool) {
-	if len(b) < 2 {
+	part, rest, ok := readStr(b)
+	if !ok {
 		return "", nil, false
 	}
-	n := int(binary.BigEndian.Uint16(b))
-	if len(b) < 2+n {
-		return "", nil, false
-	}
-	id, ok = parseKeyID(b[2 : 2+n])
-	return id, b[2+n:], ok
+	id, ok = parseKeyID([]byte(part))
+	return id, rest, ok
 }
 
 // splitTimeID splits a time index key after its prefix of length n into

@@ -84,16 +84,7 @@ func (s symbol) MarshalCBOR() ([]byte, error) {
 // was written by a newer paystate.
 func (s *symbol) UnmarshalCBOR(data []byte) error {
 	if len(data) > 0 {
-		major, info := data[0]>>5, int(data[0]&0x1f)
-		head, n := 1, -1
-		switch {
-		case info < 24:
-			n = info
-		case info == 24 && len(data) >= 2:
-			head, n = 2, int(data[1])
-		case info == 25 && len(data) >= 3:
-			head, n = 3, int(data[1])<<8|int(data[2])
-		}
+		major, head, n := readHead(data)
 		switch {
 		case major == 0 && n >= 0 && len(data) == head:
 			if n >= len(symbols) {
