@@ -133,7 +133,10 @@ func (t *tx) leasesInForce() []string {
 	var ids []string
 	c := t.bucket(bucketLeasesInForce).Cursor()
 	for k, _ := c.Seek(be64(keyTime(t.now) + 1)); k != nil; k, _ = c.Next() {
-		if id, ok := parseKeyID(k[min(8, len(k)):]); ok && len(k) > 8 {
+		if len(k) <= 8 {
+			continue
+		}
+		if id, ok := parseKeyID(k[8:]); ok {
 			ids = append(ids, id)
 		}
 	}

@@ -119,7 +119,8 @@ func (t *tx) checkRefFree(p pay.Payment) error {
 		return nil
 	}
 	if v := t.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); v != nil && !bytes.Equal(v, keyID(p.ID)) {
-		return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, p.ProviderRef, v)
+		other, _ := parseKeyID(v)
+		return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, p.ProviderRef, other)
 	}
 	return nil
 }
@@ -371,7 +372,11 @@ func (c *checker) checkPayments() {
 		if p.ProviderRef != "" {
 			nRefs++
 			if got := c.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); got != nil && !bytes.Equal(got, keyID(p.ID)) {
-				c.report(fmt.Errorf("%s: reference %s/%s points to %s", what, p.Provider, p.ProviderRef, got))
+				other, ok := parseKeyID(got)
+				if !ok {
+					other = fmt.Sprintf("%x", got)
+				}
+				c.report(fmt.Errorf("%s: reference %s/%s points to %s", what, p.Provider, p.ProviderRef, other))
 			}
 		}
 		return nil
