@@ -18,12 +18,19 @@ import (
 // pages) and page-B/key; b.N does not matter (-benchtime 1x). This is what
 // appendFill and appendOnly (keys.go) were chosen from: a high fill suits
 // increasing keys and ruins random ones, because every split then leaves a
-// full page that the next key in its range splits again.
+// full page that the next key in its range splits again. "interleaved" is
+// four clients' increasing keys, one of each per transaction; fill=chosen
+// is chooseFill (tx.go), which picks per transaction.
 func BenchmarkSplitFill(b *testing.B) {
 	const n, perTx = 20000, 4
-	for _, order := range []string{"random", "increasing"} {
-		for _, fill := range []float64{0.5, 0.7, 0.8, 0.9, 0.95} {
-			b.Run(fmt.Sprintf("%s/fill=%.2f", order, fill), func(b *testing.B) {
+	const chosen = 0 // fill: chooseFill
+	for _, order := range []string{"random", "increasing", "interleaved"} {
+		for _, fill := range []float64{chosen, 0.5, 0.7, 0.8, 0.9, 0.95} {
+			name := fmt.Sprintf("%s/fill=%.2f", order, fill)
+			if fill == chosen {
+				name = order + "/fill=chosen"
+			}
+			b.Run(name, func(b *testing.B) {
 				var stats bolt.BucketStats
 				for range b.N {
 					db, err := bolt.Open(filepath.Join(b.TempDir(), "fill.db"), 0o600, &bolt.Options{NoSync: true})
@@ -37,13 +44,21 @@ func BenchmarkSplitFill(b *testing.B) {
 							if err != nil {
 								return err
 							}
-							bk.FillPercent = fill
+							if fill != chosen {
+								bk.FillPercent = fill
+							}
 							for j := i; j < i+perTx; j++ {
 								key := fmt.Sprintf("order-%010d-%s", j, "abcdefghijkl")
-								if order == "random" {
+								switch order {
+								case "random":
 									r := make([]byte, 16)
 									_, _ = rand.Read(r)
 									key = hex.EncodeToString(r)
+								case "interleaved":
+									key = fmt.Sprintf("order-%d-%010d-%s", j%perTx, j/perTx, "abcdefghijkl")
+								}
+								if fill == chosen {
+									chooseFill(bk, []byte(key), value)
 								}
 								if err := bk.Put([]byte(key), value); err != nil {
 									return err

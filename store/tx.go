@@ -59,13 +59,50 @@ func (t *tx) has(bucket, key []byte) bool {
 	return k != nil && bytes.Equal(k, key)
 }
 
-// put stores value at key.
+// put stores value at key. In a bucket whose keys are chosen outside
+// paystate (not appendOnly) it first sets the bucket's fill for this
+// transaction (chooseFill).
 func (t *tx) put(bucket, key, value []byte) error {
-	if err := t.bucket(bucket).Put(key, value); err != nil {
+	b := t.bucket(bucket)
+	if !appendOnly[string(bucket)] {
+		chooseFill(b, key, value)
+	}
+	if err := b.Put(key, value); err != nil {
 		return fmt.Errorf("put %s: %w", bucket, err)
 	}
 	return nil
 }
+
+// chooseFill sets the page fill of a bucket whose keys are chosen outside
+// paystate (idempotency keys, order ids, PSP references and event ids) from
+// where a write lands, for the whole bbolt transaction (a group's writes
+// share its buckets). Keys that only ever go to the end of the bucket —
+// one client's increasing order numbers or idempotency keys — fill their
+// pages to appendFill, as an appendOnly bucket does: a page split there is
+// never written again. As soon as one new key lands between others (random
+// UUIDs, several clients' sequences interleaved) or a stored value grows,
+// the transaction keeps bbolt's default, which leaves room in each half
+// for the keys that will land there. BenchmarkSplitFill measures both.
+//
+// bbolt creates each transaction's Bucket with DefaultFillPercent, which
+// therefore means "no write yet"; mixedFill, one byte below bbolt's split
+// threshold at 4 KiB pages, means "a key landed between others".
+func chooseFill(b *bolt.Bucket, key, value []byte) {
+	if b.FillPercent == mixedFill {
+		return
+	}
+	k, v := b.Cursor().Seek(key)
+	switch {
+	case k == nil: // after every key
+		b.FillPercent = appendFill
+	case bytes.Equal(k, key) && len(value) <= len(v): // in place, no growth
+	default:
+		b.FillPercent = mixedFill
+	}
+}
+
+// mixedFill is bbolt's default fill, marked (chooseFill).
+const mixedFill = bolt.DefaultFillPercent - 1.0/4096
 
 // putRecord stores v, encoded, at key. The fields of a keyed record that
 // its key holds are not stored (their cbor tag is "-").

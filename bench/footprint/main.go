@@ -28,6 +28,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -61,9 +62,13 @@ func run() error {
 	n := flag.Int("n", 200, "payments to create, one after the other")
 	bin := flag.String("bin", "", "paystate binary to measure; empty: go build the current directory")
 	keep := flag.String("keep", "", "copy the database file here at the end")
+	flag.StringVar(&keyKind, "keys", "counter", "the client's order ids and idempotency keys: counter (fp-<run>-<i>), random (crypto/rand.Text) or padded (fp-<run>-<i in 10 digits>, increasing)")
 	flag.Parse()
 	if *n < 2 {
 		return errors.New("-n must be at least 2")
+	}
+	if keyKind != "counter" && keyKind != "random" && keyKind != "padded" {
+		return fmt.Errorf("-keys must be counter, random or padded, not %q", keyKind)
 	}
 
 	dir, err := os.MkdirTemp("", "footprint-")
@@ -203,11 +208,31 @@ events = ["payment.captured"]
 
 // onePayment creates payment i, captured in the answer, and waits until the
 // mock PSP's webhook for it is stored and its three deliveries are done.
+// keyKind is -keys: how the client names its orders and idempotency keys.
+// bbolt fills the pages of those two buckets by where new keys land
+// (store's chooseFill): at the end (padded), anywhere (random), or in a few
+// regions at a time (counter: "-10" sorts before "-9").
+var keyKind string
+
+// clientKeys returns the order id and the idempotency key of payment i.
+func clientKeys(run string, i int) (order, key string) {
+	switch keyKind {
+	case "random":
+		return rand.Text(), rand.Text()
+	case "padded":
+		s := fmt.Sprintf("fp-%s-%010d", run, i)
+		return s, s
+	}
+	s := fmt.Sprintf("fp-%s-%d", run, i)
+	return s, s
+}
+
 func onePayment(base, run string, i int) error {
-	body := fmt.Sprintf(`{"order_id":"fp-%s-%d","amount":%d,"currency":"EUR","provider":"mock","customer":{"id":"cus_%d","email":"c%d@example.com"}}`,
-		run, i, 1500+100*(i%40), i%100, i%100)
+	order, key := clientKeys(run, i)
+	body := fmt.Sprintf(`{"order_id":%q,"amount":%d,"currency":"EUR","provider":"mock","customer":{"id":"cus_%d","email":"c%d@example.com"}}`,
+		order, 1500+100*(i%40), i%100, i%100)
 	since := time.Now().UTC().Add(-time.Second).Format(time.RFC3339Nano)
-	res, err := call("POST", base+"/v1/payments", body, map[string]string{"Idempotency-Key": fmt.Sprintf("fp-%s-%d", run, i)})
+	res, err := call("POST", base+"/v1/payments", body, map[string]string{"Idempotency-Key": key})
 	if err != nil {
 		return err
 	}
