@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -13,6 +14,14 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
+
+// noise returns n bytes that do not compress, so that a body of n bytes
+// stores as n bytes (a body is packed where that makes it smaller).
+func noise(n int) []byte {
+	b := make([]byte, n)
+	_, _ = rand.NewChaCha8([32]byte{1}).Read(b)
+	return b
+}
 
 // TestDB_WriteTo_SlowReader: while a backup is taken by a reader that
 // reads a few bytes and stops, writes that grow the file (so bbolt must
@@ -48,7 +57,7 @@ func TestDB_WriteTo_SlowReader(t *testing.T) {
 	go func() {
 		for i := range 16 {
 			err := db.Update(ctx, func(tx pay.Tx) error {
-				_, err := tx.PutInbox(pay.InboxEvent{Provider: "mock", EventID: fmt.Sprintf("evt_%d", i), Type: "payment.captured", Body: make([]byte, 1<<20), ReceivedAt: t0})
+				_, err := tx.PutInbox(pay.InboxEvent{Provider: "mock", EventID: fmt.Sprintf("evt_%d", i), Type: "payment.captured", Body: noise(1 << 20), ReceivedAt: t0})
 				return err
 			})
 			if err != nil {

@@ -104,8 +104,12 @@ func (r stepRecord) step() pay.Step {
 	}
 }
 
-// inboxRecord is the value of inbox. Body is the raw body, a CBOR byte
-// string (base64 only in schema 1's JSON).
+// inboxRecord is the value of inbox. The raw body is BodyZ, a zstd frame
+// (body.go), or Body, as it came, where the frame would not be smaller
+// (a CBOR byte string; base64 only in schema 1's JSON). ProcessedAt is
+// when the event was recorded as processed (MarkProcessed), zero while it
+// is pending; until schema 4 that was Processed and an entry of
+// processed, which the migration folds in.
 type inboxRecord struct {
 	Provider      string `json:"provider" cbor:"-"`
 	EventID       string `json:"event_id" cbor:"-"`
@@ -122,10 +126,14 @@ type inboxRecord struct {
 	Attempts      int    `json:"attempts" cbor:"13,keyasint,omitempty"`
 	NextAttemptAt stamp  `json:"next_attempt_at" cbor:"14,keyasint,omitzero"`
 	LastError     string `json:"last_error" cbor:"15,keyasint,omitempty"`
-	Processed     bool   `json:"processed" cbor:"16,keyasint,omitempty"`
-	// Fields 17 and 18 came with refunds and disputes.
-	Refund  *refundChangeRecord  `json:"-" cbor:"17,keyasint,omitempty"`
-	Dispute *disputeChangeRecord `json:"-" cbor:"18,keyasint,omitempty"`
+	// Processed is schema 3's flag, read only by the migration.
+	Processed bool `json:"processed" cbor:"16,keyasint,omitempty"`
+	// Fields 17 and 18 came with refunds and disputes, 19 and 20 with
+	// schema 4.
+	Refund      *refundChangeRecord  `json:"-" cbor:"17,keyasint,omitempty"`
+	Dispute     *disputeChangeRecord `json:"-" cbor:"18,keyasint,omitempty"`
+	BodyZ       []byte               `json:"-" cbor:"19,keyasint,omitempty"`
+	ProcessedAt stamp                `json:"-" cbor:"20,keyasint,omitzero"`
 }
 
 // refundChangeRecord is what an inbox event says of a refund.
@@ -175,24 +183,44 @@ func (r *disputeChangeRecord) change() *pay.DisputeChange {
 	return &pay.DisputeChange{ID: r.ID, Amount: r.Amount, Currency: string(r.Currency), Reason: string(r.Reason), Status: pay.DisputeStatus(r.Status), EvidenceDueBy: r.EvidenceDueBy.UTC()}
 }
 
+// fromInbox returns the record of a new event, its body packed (body.go)
+// and not processed.
 func fromInbox(e pay.InboxEvent) inboxRecord {
-	return inboxRecord{
+	r := inboxRecord{
 		Provider: e.Provider, EventID: e.EventID, Type: symbol(e.Type), PaymentID: ident(e.PaymentID),
 		ProviderRef: e.ProviderRef, Status: symbol(e.Status), StepKind: symbol(e.StepKind), Amount: e.Amount, Currency: symbol(e.Currency),
-		OccurredAt: at(e.OccurredAt), ReceivedAt: at(e.ReceivedAt), Body: e.Body,
-		Attempts: e.Attempts, NextAttemptAt: at(e.NextAttemptAt), LastError: e.LastError, Processed: e.Processed,
+		OccurredAt: at(e.OccurredAt), ReceivedAt: at(e.ReceivedAt),
+		Attempts: e.Attempts, NextAttemptAt: at(e.NextAttemptAt), LastError: e.LastError,
 		Refund: fromRefundChange(e.Refund), Dispute: fromDisputeChange(e.Dispute),
+	}
+	r.setBody(e.Body)
+	return r
+}
+
+// setBody stores body in BodyZ if its frame is smaller, else in Body.
+func (r *inboxRecord) setBody(body []byte) {
+	r.Body, r.BodyZ = nil, packBody(body)
+	if r.BodyZ == nil {
+		r.Body = body
 	}
 }
 
-func (r inboxRecord) event() pay.InboxEvent {
+// event returns the stored event, its body unpacked.
+func (r inboxRecord) event() (pay.InboxEvent, error) {
+	body := r.Body
+	if r.BodyZ != nil {
+		var err error
+		if body, err = unpackBody(r.BodyZ); err != nil {
+			return pay.InboxEvent{}, fmt.Errorf("inbox event %s/%s: %w", r.Provider, r.EventID, err)
+		}
+	}
 	return pay.InboxEvent{
 		Provider: r.Provider, EventID: r.EventID, Type: string(r.Type), PaymentID: string(r.PaymentID),
 		ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), StepKind: string(r.StepKind), Amount: r.Amount, Currency: string(r.Currency),
-		OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC(), Body: r.Body,
-		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Processed: r.Processed,
+		OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC(), Body: body,
+		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Processed: !r.ProcessedAt.IsZero(),
 		Refund: r.Refund.change(), Dispute: r.Dispute.change(),
-	}
+	}, nil
 }
 
 // processedRecord is the value of processed.

@@ -48,11 +48,11 @@
 //	timeline                    str(kid(payment id)) ‖ be64(seq)                 step (CBOR)
 //
 //	inbox.go: the inbox and processed event ids
-//	inbox                       str(provider) ‖ event id                         event with raw body (CBOR)
+//	inbox                       str(provider) ‖ event id                         event with its body packed (body.go) and processed time (CBOR)
 //	inbox_by_payment            str(kid(payment id)) ‖ be64(received_at) ‖ str(provider) ‖ event id   —
 //	inbox_pending               be64(next_attempt_at) ‖ str(provider) ‖ event id —
-//	processed                   str(provider) ‖ event id                         {at: processed time} (CBOR)
-//	processed_by_time           be64(processed_at) ‖ str(provider) ‖ event id    —
+//	processed                   str(provider) ‖ event id                         {at: processed time} (CBOR); only for an event not in the inbox
+//	processed_by_time           be64(processed_at) ‖ str(provider) ‖ event id    —; every processed id, in the inbox or not
 //
 //	lease.go: leases
 //	leases                      kid(payment id)                                  {holder, token, expires_at} (CBOR)
@@ -109,11 +109,13 @@
 // CBOR values are the unexported record types of codec.go: maps keyed by
 // the small integer each field's tag fixes, empty fields left out, times
 // as integer nanoseconds; the domain types in package pay carry no tags.
-// Byte fields (raw webhook bodies, stored responses) are CBOR byte
-// strings; the strings of a closed vocabulary (statuses, event types,
+// Byte fields (webhook bodies, stored responses) are CBOR byte strings; a
+// webhook body is a zstd frame made with a fixed dictionary (body.go)
+// where that is smaller; the strings of a closed vocabulary (statuses, event types,
 // currencies, effects, ledger accounts: symbol.go) are small integer
 // codes, other strings CBOR text. Schema 1 stored the same records as JSON
-// objects, schema 2 every string as text; Open migrates such a file
+// objects, schema 2 every string as text, schema 3 bodies as they came
+// and every processed id in processed; Open migrates such a file
 // (migrate.go). BenchmarkCodec compares JSON with CBOR.
 // Sequences (timeline per payment; outbox and ledger through the bucket
 // sequence) start at 1 and are never reused.
@@ -158,7 +160,8 @@
 //     a stale token does nothing and a release keeps the token counter.
 //   - Inbox: MarkProcessed works for events that are not in the inbox, and
 //     PutInbox of an event already processed archives it as processed, not
-//     pending. DeferInbox of a processed event does nothing.
+//     pending (the id moves from processed into the event). DeferInbox of a
+//     processed event does nothing.
 //   - Refunds: InsertRefund and UpdateRefund sum the payment's pending
 //     and succeeded refunds in the transaction and refuse one that would
 //     take them past the payment's amount (pay.ERefundExceeds): with one

@@ -4,6 +4,7 @@ package store
 // which moves a bbolt database into PostgreSQL.
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -234,19 +235,20 @@ func (e *exporter) inbox() error {
 }
 
 // processed exports every processed event id with its time, those of
-// events that were never in the inbox included.
+// events that were never in the inbox included, from processed_by_time,
+// which holds them all (oldest first).
 func (e *exporter) processed() error {
-	c := e.t.bucket(bucketProcessed).Cursor()
-	for k, v := c.First(); k != nil; k, v = c.Next() {
-		provider, eventID, err := eventParts(bucketProcessed, k)
+	c := e.t.bucket(bucketProcessedByTime).Cursor()
+	for k, _ := c.First(); k != nil; k, _ = c.Next() {
+		ns, event, ok := splitTimeKey(k)
+		if !ok {
+			return corrupt(bucketProcessedByTime, "key %x", k)
+		}
+		provider, eventID, err := eventParts(bucketProcessedByTime, event)
 		if err != nil {
 			return err
 		}
-		var r processedRecord
-		if err := decodeAt("processed", k, v, &r); err != nil {
-			return err
-		}
-		if err := e.sink.Processed(provider, eventID, r.At.UTC()); err != nil {
+		if err := e.sink.Processed(provider, eventID, time.Unix(0, int64(ns)).UTC()); err != nil {
 			return err
 		}
 	}
@@ -474,24 +476,36 @@ func (e *exporter) counters() error {
 }
 
 // exportBuckets are the buckets of the records Export hands out, one per
-// family; the others are indexes of these, or meta.
+// family (processed ids: processed_by_time, which holds them all); the
+// others are indexes of these, or meta.
 var exportBuckets = [][]byte{
-	bucketPayments, bucketTimeline, bucketInbox, bucketProcessed, bucketLeases, bucketOutbox, bucketDeliveries,
+	bucketPayments, bucketTimeline, bucketInbox, bucketProcessedByTime, bucketLeases, bucketOutbox, bucketDeliveries,
 	bucketLedger, bucketBalances, bucketReview, bucketIdem, bucketCustomers, bucketEffects, bucketWebhookEndpoints,
 	bucketPSPAnswers, bucketPSPCharges, bucketRefunds, bucketDisputes, bucketSettlements, bucketReconRuns,
 }
 
 // ExportSize returns how many records Export would hand out (the counters
 // aside), for a progress bar: the keys of the record buckets, counted by
-// walking their pages in one read transaction.
+// walking their pages in one read transaction, and the steps of each
+// timeline, read from its value's head.
 func (db *DB) ExportSize(ctx context.Context) (int, error) {
 	n := 0
 	err := db.View(ctx, func(ptx pay.Tx) error {
 		t := ptx.(*tx)
 		for _, b := range exportBuckets {
-			n += t.bucket(b).Stats().KeyN
+			if !bytes.Equal(b, bucketTimeline) {
+				n += t.bucket(b).Stats().KeyN
+			}
 		}
-		return nil
+		// A timeline is one value with its steps (timeline.go).
+		return t.bucket(bucketTimeline).ForEach(func(k, v []byte) error {
+			steps, err := timelineLen(v)
+			if err != nil {
+				return corrupt(bucketTimeline, "key %x: %v", k, err)
+			}
+			n += steps
+			return nil
+		})
 	})
 	return n, err
 }

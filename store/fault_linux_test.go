@@ -102,7 +102,7 @@ func (r *fatalRecorder) calls() []error {
 
 // bigEvent is a webhook with a body of n bytes, to grow the file fast.
 func bigEvent(i, n int) pay.InboxEvent {
-	return pay.InboxEvent{Provider: "mock", EventID: fmt.Sprintf("evt_%06d", i), Type: "payment.captured", Body: make([]byte, n), ReceivedAt: t0}
+	return pay.InboxEvent{Provider: "mock", EventID: fmt.Sprintf("evt_%06d", i), Type: "payment.captured", Body: noise(n), ReceivedAt: t0}
 }
 
 // writeUntilError stores big webhooks until a commit fails, and returns

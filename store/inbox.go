@@ -1,10 +1,12 @@
 package store
 
 // The webhook inbox (inbox, with inbox_pending and inbox_by_payment) and
-// the processed event ids (processed, with processed_by_time). MarkProcessed
-// records an event id whether or not the event is in the inbox;
-// PurgeProcessed removes old ids together with their archived inbox
-// entries, after which a redelivery is accepted as new.
+// the processed event ids (processed_by_time, and processed for the ids of
+// events not in the inbox). An event in the inbox carries its processed
+// time itself (schema 4); MarkProcessed records an event id whether or
+// not the event is in the inbox, and PutInbox moves such an id into the
+// event it stores. PurgeProcessed removes old ids together with their
+// archived inbox entries, after which a redelivery is accepted as new.
 
 import (
 	"bytes"
@@ -26,8 +28,8 @@ func checkEvent(provider, eventID string) error {
 // and stores nothing if (provider, event id) is already in the inbox. A zero
 // ReceivedAt becomes Tx.Now and a zero NextAttemptAt becomes ReceivedAt, so
 // a new event is due at once. An event already recorded as processed (by
-// MarkProcessed) is archived with Processed set and is not pending;
-// otherwise Processed is cleared and the event is pending.
+// MarkProcessed) is archived as processed, at the time recorded then, and
+// is not pending; otherwise the event is pending.
 func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	if err := checkEvent(e.Provider, e.EventID); err != nil {
 		return false, err
@@ -45,12 +47,22 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	if e.NextAttemptAt.IsZero() {
 		e.NextAttemptAt = e.ReceivedAt
 	}
-	e.Processed = t.has(bucketProcessed, key)
+	r := fromInbox(e)
+	var done processedRecord
+	if ok, err := t.getRecord(bucketProcessed, key, &done); err != nil {
+		return false, err
+	} else if ok {
+		// The id moves into the event; its processed_by_time entry stays.
+		r.ProcessedAt = done.At
+		if err := t.del(bucketProcessed, key); err != nil {
+			return false, err
+		}
+	}
 
-	if err := t.putRecord(bucketInbox, key, fromInbox(e)); err != nil {
+	if err := t.putRecord(bucketInbox, key, r); err != nil {
 		return false, err
 	}
-	if !e.Processed {
+	if r.ProcessedAt.IsZero() {
 		if err := t.put(bucketInboxPending, pendingKey(e.NextAttemptAt, e.Provider, e.EventID), nil); err != nil {
 			return false, err
 		}
@@ -76,11 +88,20 @@ func (t *tx) InboxEvent(provider, eventID string) (pay.InboxEvent, error) {
 
 // inboxEvent loads an event by its key and reports whether it exists.
 func (t *tx) inboxEvent(key []byte) (pay.InboxEvent, bool, error) {
-	var r inboxRecord
-	if ok, err := t.getRecord(bucketInbox, key, &r); err != nil || !ok {
+	r, ok, err := t.inboxRecord(key)
+	if err != nil || !ok {
 		return pay.InboxEvent{}, false, err
 	}
-	return r.event(), true, nil
+	e, err := r.event()
+	return e, true, err
+}
+
+// inboxRecord loads an event's record, its body still packed, by its key
+// and reports whether it exists.
+func (t *tx) inboxRecord(key []byte) (inboxRecord, bool, error) {
+	var r inboxRecord
+	ok, err := t.getRecord(bucketInbox, key, &r)
+	return r, ok, err
 }
 
 // InboxForPayment returns the archived webhooks of a payment, oldest
@@ -137,56 +158,74 @@ func (t *tx) PendingInbox(due time.Time, limit int) ([]pay.InboxEvent, error) {
 // in the inbox; an event already processed is left as it is.
 func (t *tx) DeferInbox(provider, eventID string, next time.Time, lastErr string) error {
 	key := eventKey(provider, eventID)
-	e, ok, err := t.inboxEvent(key)
+	r, ok, err := t.inboxRecord(key)
 	if err != nil {
 		return err
 	} else if !ok {
 		return pay.Errorf(pay.ENOTFOUND, "webhook event %s/%s not found", provider, eventID)
-	} else if e.Processed {
+	} else if !r.ProcessedAt.IsZero() {
 		return nil
 	}
-	if err := t.del(bucketInboxPending, pendingKey(e.NextAttemptAt, provider, eventID)); err != nil {
+	if err := t.del(bucketInboxPending, pendingKey(r.NextAttemptAt.Time, provider, eventID)); err != nil {
 		return err
 	}
-	e.Attempts++
-	e.NextAttemptAt = next.UTC()
-	e.LastError = lastErr
-	if err := t.putRecord(bucketInbox, key, fromInbox(e)); err != nil {
+	r.Attempts++
+	r.NextAttemptAt = at(next)
+	r.LastError = lastErr
+	if err := t.putRecord(bucketInbox, key, r); err != nil {
 		return err
 	}
-	return t.put(bucketInboxPending, pendingKey(e.NextAttemptAt, provider, eventID), nil)
+	return t.put(bucketInboxPending, pendingKey(r.NextAttemptAt.Time, provider, eventID), nil)
 }
 
 // IsProcessed reports whether the event was recorded as processed.
 func (t *tx) IsProcessed(provider, eventID string) (bool, error) {
-	return t.has(bucketProcessed, eventKey(provider, eventID)), nil
+	key := eventKey(provider, eventID)
+	if t.has(bucketProcessed, key) {
+		return true, nil
+	}
+	var r processedAtRecord
+	ok, err := t.getRecord(bucketInbox, key, &r)
+	return ok && !r.ProcessedAt.IsZero(), err
+}
+
+// processedAtRecord is the part of an inboxRecord IsProcessed reads.
+type processedAtRecord struct {
+	ProcessedAt stamp `cbor:"20,keyasint,omitzero"`
 }
 
 // MarkProcessed records the event as processed at Tx.Now (a second call
-// keeps the first time), takes it off the pending list and sets Processed
-// on its inbox entry. The event need not be in the inbox.
+// keeps the first time) and takes it off the pending list: in its inbox
+// record if it is in the inbox, else in processed.
 func (t *tx) MarkProcessed(provider, eventID string) error {
 	if err := checkEvent(provider, eventID); err != nil {
 		return err
 	}
 	key := eventKey(provider, eventID)
-	if !t.has(bucketProcessed, key) {
+	r, ok, err := t.inboxRecord(key)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		if t.has(bucketProcessed, key) {
+			return nil
+		}
 		if err := t.putRecord(bucketProcessed, key, processedRecord{At: at(t.now)}); err != nil {
 			return err
 		}
-		if err := t.indexProcessed(t.now, key); err != nil {
-			return err
-		}
+		return t.indexProcessed(t.now, key)
 	}
-	e, ok, err := t.inboxEvent(key)
-	if err != nil || !ok || e.Processed {
+	if !r.ProcessedAt.IsZero() {
+		return nil
+	}
+	if err := t.del(bucketInboxPending, pendingKey(r.NextAttemptAt.Time, provider, eventID)); err != nil {
 		return err
 	}
-	if err := t.del(bucketInboxPending, pendingKey(e.NextAttemptAt, provider, eventID)); err != nil {
+	r.ProcessedAt = at(t.now)
+	if err := t.putRecord(bucketInbox, key, r); err != nil {
 		return err
 	}
-	e.Processed = true
-	return t.putRecord(bucketInbox, key, fromInbox(e))
+	return t.indexProcessed(t.now, key)
 }
 
 // indexProcessed records that the event with key event (eventKey) was
@@ -227,15 +266,15 @@ func (t *tx) PurgeProcessed(before time.Time, limit int) (int, error) {
 		if err := t.del(bucketProcessedByTime, e.ix); err != nil {
 			return i, err
 		}
-		ev, found, err := t.inboxEvent(e.event)
+		r, found, err := t.inboxRecord(e.event)
 		if err != nil {
 			return i, err
 		}
-		if !found || !ev.Processed {
+		if !found || r.ProcessedAt.IsZero() {
 			continue
 		}
-		if ev.PaymentID != "" {
-			if err := t.del(bucketInboxByPayment, inboxPaymentKey(ev.PaymentID, ev.ReceivedAt, ev.Provider, ev.EventID)); err != nil {
+		if r.PaymentID != "" {
+			if err := t.del(bucketInboxByPayment, inboxPaymentKey(string(r.PaymentID), r.ReceivedAt.Time, r.Provider, r.EventID)); err != nil {
 				return i, err
 			}
 		}
@@ -247,10 +286,11 @@ func (t *tx) PurgeProcessed(before time.Time, limit int) (int, error) {
 }
 
 // checkInbox reports inbox events without their pending, processed or
-// by-payment entries, processed ids without their time index entry, and
-// index entries without their record.
+// by-payment entries or with a body that does not unpack, processed ids
+// without their time index entry or also in the inbox, and index entries
+// without their record.
 func (c *checker) checkInbox() {
-	var nPending, nByPayment int
+	var nPending, nByPayment, nProcessed int
 	_ = c.bucket(bucketInbox).ForEach(func(k, v []byte) error {
 		var r inboxRecord
 		if err := decodeAt("inbox event", k, v, &r); err != nil {
@@ -258,8 +298,12 @@ func (c *checker) checkInbox() {
 			return nil
 		}
 		what := "webhook event " + r.Provider + "/" + r.EventID
-		if r.Processed {
-			c.want(bucketProcessed, k, what)
+		if _, err := r.event(); err != nil {
+			c.report(err)
+		}
+		if !r.ProcessedAt.IsZero() {
+			nProcessed++
+			c.want(bucketProcessedByTime, processedTimeKey(r.ProcessedAt.Time, k), what)
 		} else {
 			nPending++
 			c.want(bucketInboxPending, pendingKey(r.NextAttemptAt.Time, r.Provider, r.EventID), what)
@@ -273,13 +317,16 @@ func (c *checker) checkInbox() {
 	c.wantCount(bucketInboxPending, nPending, "pending events")
 	c.wantCount(bucketInboxByPayment, nByPayment, "events of a payment")
 
-	var nProcessed int
+	inbox := c.bucket(bucketInbox)
 	_ = c.bucket(bucketProcessed).ForEach(func(k, v []byte) error {
 		nProcessed++
 		var r processedRecord
 		if err := decodeAt("processed", k, v, &r); err != nil {
 			c.report(fmt.Errorf("%s %x: %w", bucketProcessed, k, err))
 			return nil
+		}
+		if inbox.Get(k) != nil {
+			c.report(fmt.Errorf("processed event %x is in %s and in %s", k, bucketProcessed, bucketInbox))
 		}
 		c.want(bucketProcessedByTime, processedTimeKey(r.At.Time, k), fmt.Sprintf("processed event %x", k))
 		return nil

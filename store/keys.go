@@ -20,7 +20,7 @@ import (
 // SchemaVersion is the layout of buckets, keys and values this package reads
 // and writes. Open stores it in a new database and refuses a database with a
 // newer one.
-const SchemaVersion = 3
+const SchemaVersion = 4
 
 // Bucket names. Open creates every one of them.
 var (
@@ -383,10 +383,8 @@ func paymentPrefix(paymentID string) []byte { return appendStrID(nil, paymentID)
 
 // Timeline.
 
-// stepKey is str(payment id) ‖ be64(seq).
-func stepKey(paymentID string, seq uint64) []byte {
-	return binary.BigEndian.AppendUint64(paymentPrefix(paymentID), seq)
-}
+// timelineKey is the key id of the payment: the key of its timeline.
+func timelineKey(paymentID string) []byte { return keyID(paymentID) }
 
 // Inbox and processed event ids.
 

@@ -79,8 +79,8 @@ func TestKeys_RoundTrip(t *testing.T) {
 	if bytes.Equal(eventKey("ab", "c"), eventKey("a", "bc")) {
 		t.Fatal("eventKey(ab, c) == eventKey(a, bc)")
 	}
-	if bytes.HasPrefix(stepKey("pay_ab", 1), paymentPrefix("pay_a")) {
-		t.Fatal("a step of pay_ab has the prefix of pay_a")
+	if bytes.HasPrefix(outboxPaymentKey("pay_ab", 1), paymentPrefix("pay_a")) {
+		t.Fatal("an outbox entry of pay_ab has the prefix of pay_a")
 	}
 }
 

@@ -24,6 +24,13 @@ import (
 //	   (effectKey). The migration rewrites those keys (schema3Keys), then
 //	   re-encodes the records that hold such strings (a schema 2 value
 //	   reads as it is).
+//	4  an inbox event's body is a zstd frame with a dictionary (body.go)
+//	   where that is smaller, and an event in the inbox carries its
+//	   processed time (ProcessedAt) instead of an entry in processed, which
+//	   keeps only the ids of events not in the inbox; a payment's timeline
+//	   is one value, the array of its steps, under its key id, instead of
+//	   a key str(key id) ‖ be64(seq) per step. The migration rewrites the
+//	   inbox (schema4Inbox) and the timeline (schema4Timeline).
 //
 // A database of an older schema is migrated at Open, before anything
 // reads it; a read-only Open refuses it.
@@ -96,7 +103,7 @@ func storedVersion(btx *bolt.Tx) (uint64, error) {
 	return binary.BigEndian.Uint64(v), nil
 }
 
-// migrate brings a file of schema 1 or 2 to SchemaVersion and returns how
+// migrate brings a file of schema 1, 2 or 3 to SchemaVersion and returns how
 // many values it rewrote. Each transaction rewrites at most migrateBatch
 // values; the version is raised in the last one. A value already in the
 // current encoding (a migration interrupted by a crash) is left as it is,
@@ -107,12 +114,15 @@ func migrate(bdb *bolt.DB, now func() time.Time) (int, error) {
 	if err := bdb.View(func(btx *bolt.Tx) (err error) {
 		version, err = storedVersion(btx)
 		return err
-	}); err != nil || (version != 1 && version != 2) {
+	}); err != nil || version < 1 || version >= SchemaVersion {
 		return 0, err
 	}
-	records := schema1Records
-	if version == 2 {
+	var records = schema1Records
+	switch version {
+	case 2:
 		records = schema2Records
+	case 3:
+		records = nil
 	}
 	total := 0
 	for _, rec := range records {
@@ -129,8 +139,16 @@ func migrate(bdb *bolt.DB, now func() time.Time) (int, error) {
 			return total, err
 		}
 	}
-	for _, rk := range schema3Keys {
-		n, err := inBatches(func(after []byte) (int, []byte, error) { return rekeySome(bdb, rk, after) })
+	if version < 3 {
+		for _, rk := range schema3Keys {
+			n, err := inBatches(func(after []byte) (int, []byte, error) { return rekeySome(bdb, rk, after) })
+			if total += n; err != nil {
+				return total, err
+			}
+		}
+	}
+	for _, step := range []func(*bolt.DB, []byte) (int, []byte, error){schema4Inbox, schema4Timeline} {
+		n, err := inBatches(func(after []byte) (int, []byte, error) { return step(bdb, after) })
 		if total += n; err != nil {
 			return total, err
 		}
@@ -413,6 +431,153 @@ func migrateSome(bdb *bolt.DB, from uint64, bucket []byte, record func() any, af
 			}
 		}
 		n = len(batch)
+		return nil
+	})
+	return n, last, err
+}
+
+// schema4Inbox rewrites the inbox events after the key after (from the
+// first if nil), up to migrateBatch of them, in one transaction: a body
+// that packs smaller becomes a frame (setBody), and a processed event
+// takes its time from its entry in processed, which it removes (its
+// processed_by_time entry, of the same time, stays). An event already so
+// (an earlier, interrupted run) is left as it is. It returns the last key
+// it visited, or nil once the inbox is done.
+func schema4Inbox(bdb *bolt.DB, after []byte) (n int, last []byte, err error) {
+	err = bdb.Update(func(btx *bolt.Tx) error {
+		inbox, processed := btx.Bucket(bucketInbox), btx.Bucket(bucketProcessed)
+		if inbox == nil || processed == nil {
+			return nil // created by initSchema
+		}
+		type kv struct{ k, v []byte }
+		var batch []kv
+		var done [][]byte
+		c := inbox.Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && len(batch) < migrateBatch; k, v = c.Next() {
+			last = append(last[:0:0], k...)
+			var r inboxRecord
+			if err := decodeAt("inbox event", k, v, &r); err != nil {
+				return fmt.Errorf("migrate %s %x: %w", bucketInbox, k, err)
+			}
+			changed := false
+			if r.BodyZ == nil && len(r.Body) > 0 {
+				r.setBody(r.Body)
+				changed = r.BodyZ != nil
+			}
+			if r.Processed {
+				var p processedRecord
+				if pv := processed.Get(k); pv == nil {
+					return fmt.Errorf("migrate %s %x: processed, but not in %s", bucketInbox, k, bucketProcessed)
+				} else if err := decode("processed", pv, &p); err != nil {
+					return fmt.Errorf("migrate %s %x: %w", bucketProcessed, k, err)
+				}
+				r.Processed, r.ProcessedAt = false, p.At
+				done = append(done, last)
+				changed = true
+			}
+			if !changed {
+				continue
+			}
+			data, err := encode(string(bucketInbox), r)
+			if err != nil {
+				return fmt.Errorf("migrate %s %x: %w", bucketInbox, k, err)
+			}
+			batch = append(batch, kv{last, data})
+		}
+		if k == nil {
+			last = nil
+		}
+		for _, e := range batch {
+			if err := inbox.Put(e.k, e.v); err != nil {
+				return fmt.Errorf("migrate %s: %w", bucketInbox, err)
+			}
+		}
+		for _, k := range done {
+			if err := processed.Delete(k); err != nil {
+				return fmt.Errorf("migrate %s: %w", bucketProcessed, err)
+			}
+		}
+		n = len(batch)
+		return nil
+	})
+	return n, last, err
+}
+
+// schema4Timeline moves the steps stored after the key after (from the
+// first if nil), up to migrateBatch of them, in one transaction, from
+// their keys str(key id) ‖ be64(seq) into their payment's timeline value,
+// an array under the key id (timeline.go). A step is a CBOR map, a
+// timeline an array: a value already moved (an earlier, interrupted run,
+// or this one's, sorted after the cursor) is left as it is. Steps come in
+// Seq order, so each extends its timeline by one, perhaps one that an
+// earlier batch began. It returns the last key it visited, or nil once the
+// bucket is done.
+func schema4Timeline(bdb *bolt.DB, after []byte) (n int, last []byte, err error) {
+	err = bdb.Update(func(btx *bolt.Tx) error {
+		b := btx.Bucket(bucketTimeline)
+		if b == nil {
+			return nil // created by initSchema
+		}
+		timelines := map[string][]stepRecord{} // by new key
+		var order []string
+		var moved [][]byte
+		c := b.Cursor()
+		k, v := c.First()
+		if after != nil {
+			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+				k, v = c.Next()
+			}
+		}
+		for ; k != nil && len(moved) < migrateBatch; k, v = c.Next() {
+			last = append(last[:0:0], k...)
+			if major, _, _ := readHead(v); major == 4 {
+				continue // a timeline already
+			}
+			var r stepRecord
+			if err := decodeAt("step", k, v, &r); err != nil {
+				return fmt.Errorf("migrate %s %x: %w", bucketTimeline, k, err)
+			}
+			key := string(timelineKey(r.PaymentID))
+			steps, ok := timelines[key]
+			if !ok {
+				if tv := b.Get([]byte(key)); tv != nil {
+					if err := decode("timeline", tv, &steps); err != nil {
+						return fmt.Errorf("migrate %s %x: %w", bucketTimeline, key, err)
+					}
+				}
+				order = append(order, key)
+			}
+			if r.Seq != uint64(len(steps))+1 {
+				return fmt.Errorf("migrate %s %x: step %d follows step %d", bucketTimeline, k, r.Seq, len(steps))
+			}
+			timelines[key] = append(steps, r)
+			moved = append(moved, last)
+		}
+		if k == nil {
+			last = nil
+		}
+		for _, k := range moved {
+			if err := b.Delete(k); err != nil {
+				return fmt.Errorf("migrate %s: %w", bucketTimeline, err)
+			}
+		}
+		b.FillPercent = appendFill
+		for _, key := range order {
+			data, err := encode("timeline", timelines[key])
+			if err != nil {
+				return fmt.Errorf("migrate %s %x: %w", bucketTimeline, key, err)
+			}
+			if err := b.Put([]byte(key), data); err != nil {
+				return fmt.Errorf("migrate %s: %w", bucketTimeline, err)
+			}
+		}
+		n = len(moved)
 		return nil
 	})
 	return n, last, err

@@ -5,8 +5,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +16,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/filltest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/storetest"
@@ -403,4 +406,188 @@ func TestMigrate_Schema2Interrupted(t *testing.T) {
 	if got := moneyJSON(t, db); string(got) != string(wantMoney) {
 		t.Fatalf("after the resumed migration the store reads\n%s\nwant\n%s", got, wantMoney)
 	}
+}
+
+// schema3 copies testdata/schema3/paystate.db, written by the store of
+// schema 3 (testdata/schema3/gen), into a temporary directory, and returns
+// the copy's path and what that store read back from it: its dump, its
+// refunds, disputes and charges (money.json) and the processed ids its
+// Export gave (processed.json).
+func schema3(t *testing.T) (path string, old storetest.Dump, want, wantMoney, wantProcessed []byte) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), "paystate.db")
+	testkit.CopyFile(t, filepath.Join("testdata", "schema3", "paystate.db"), path)
+	read := func(name string) []byte {
+		data, err := os.ReadFile(filepath.Join("testdata", "schema3", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return data
+	}
+	want, wantMoney, wantProcessed = read("dump.json"), read("money.json"), read("processed.json")
+	if err := json.Unmarshal(want, &old); err != nil {
+		t.Fatal(err)
+	}
+	return path, old, want, wantMoney, wantProcessed
+}
+
+// processedJSON reads the processed ids of db's Export, printed as
+// testdata/schema3/gen prints processed.json.
+func processedJSON(t *testing.T, db *store.DB) []byte {
+	t.Helper()
+	var r filltest.Records
+	if err := db.Export(context.Background(), &r); err != nil {
+		t.Fatal(err)
+	}
+	sort.Slice(r.ProcessedIDs, func(i, j int) bool { return r.ProcessedIDs[i].EventID < r.ProcessedIDs[j].EventID })
+	data, err := json.MarshalIndent(r.ProcessedIDs, "", "  ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(data, '\n')
+}
+
+// schema3Layout counts, in the file at path, the entries of processed and
+// the inbox values that hold a body as it came (the JSON of a webhook,
+// `"type":` or `"type": `, in the clear).
+func schema3Layout(t *testing.T, path string) (processed, plainBodies int) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(func(tx *bolt.Tx) error {
+		processed = tx.Bucket([]byte("processed")).Stats().KeyN
+		return tx.Bucket([]byte("inbox")).ForEach(func(_, v []byte) error {
+			if bytes.Contains(v, []byte(`"type":`)) || bytes.Contains(v, []byte(`"object": "event"`)) {
+				plainBodies++
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return processed, plainBodies
+}
+
+// TestMigrate_Schema3: a file written by the store of schema 3 (bodies as
+// they came, every processed id in processed) is migrated at Open: the
+// bodies that pack smaller are packed, the processed events of the inbox
+// carry their processed time and leave processed, which keeps the id whose
+// event never reached the inbox, and the store reads back exactly what the
+// old one read, processed times included; the next Open has nothing to
+// migrate.
+func TestMigrate_Schema3(t *testing.T) {
+	t.Parallel()
+	path, old, want, wantMoney, wantProcessed := schema3(t)
+	if processed, plain := schema3Layout(t, path); processed != 3 || plain != 2 {
+		t.Fatalf("the schema 3 file holds %d processed ids and %d bodies in the clear, want 3 and 2", processed, plain)
+	}
+	now := func() time.Time { return time.Date(2026, 11, 30, 12, 0, 10, 0, time.UTC) }
+	db, err := store.Open(path, &store.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Migrated() == 0 {
+		t.Fatal("Open migrated no values")
+	}
+	for name, c := range map[string]struct{ got, want []byte }{
+		"dump":      {dumpJSON(t, db, old.Keys), want},
+		"money":     {moneyJSON(t, db), wantMoney},
+		"processed": {processedJSON(t, db), wantProcessed},
+	} {
+		if string(c.got) != string(c.want) {
+			t.Fatalf("after the migration the store reads (%s)\n%s\nwant (schema 3's store)\n%s", name, c.got, c.want)
+		}
+	}
+	if err := db.Check(); err != nil {
+		t.Fatalf("check after the migration: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// (evt_psp_2's body, {"id":"evt_psp_2"}, packs no smaller and stays as
+	// it came; schema3Layout does not count it.)
+	if processed, plain := schema3Layout(t, path); processed != 1 || plain != 0 {
+		t.Fatalf("after the migration the file holds %d processed ids and %d bodies in the clear, want 1 and 0", processed, plain)
+	}
+	db, err = store.Open(path, &store.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := db.Migrated(); n != 0 {
+		t.Fatalf("the second Open migrated %d values", n)
+	}
+	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
+		t.Fatalf("after reopening the store reads\n%s\nwant\n%s", got, want)
+	}
+}
+
+// TestMigrate_Schema3Interrupted: a migration from schema 3 stopped after
+// one of its transactions (one value each: in the inbox, or in the
+// timeline, where a payment's steps are then half moved) leaves a file
+// that the next Open migrates to the end, with the same result.
+func TestMigrate_Schema3Interrupted(t *testing.T) {
+	for _, stop := range []int{1, 3} { // the inbox's first event; the first of a payment's 2 steps
+		t.Run(fmt.Sprintf("after%d", stop), func(t *testing.T) {
+			path, old, want, _, wantProcessed := schema3(t)
+			crash := errors.New("crash")
+			batches := 0
+			store.SetMigrateBatch(t, 1, func() error {
+				if batches++; batches == stop {
+					return crash
+				}
+				return nil
+			})
+			if _, err := store.Open(path, nil); !errors.Is(err, crash) {
+				t.Fatalf("Open with a crash in the migration: %v", err)
+			}
+			if stop == 3 && timelineShapes(t, path) != "[array map map map]" {
+				t.Fatalf("after the crash the timeline holds %s, want one array (the first payment's first step) and three steps", timelineShapes(t, path))
+			}
+			db, err := store.Open(path, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if n := db.Migrated(); n == 0 {
+				t.Fatal("the second Open migrated nothing")
+			}
+			if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
+				t.Fatalf("after the resumed migration the store reads\n%s\nwant\n%s", got, want)
+			}
+			if got := processedJSON(t, db); string(got) != string(wantProcessed) {
+				t.Fatalf("after the resumed migration the store reads\n%s\nwant\n%s", got, wantProcessed)
+			}
+			if err := db.Check(); err != nil {
+				t.Fatalf("check after the resumed migration: %v", err)
+			}
+		})
+	}
+}
+
+// timelineShapes lists the CBOR major type of each timeline value of the
+// file at path, in key order: "array" for a timeline of schema 4, "map" for
+// a step of schema 3.
+func timelineShapes(t *testing.T, path string) string {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var shapes []string
+	err = db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket([]byte("timeline")).ForEach(func(_, v []byte) error {
+			shapes = append(shapes, map[byte]string{4: "array", 5: "map"}[v[0]>>5])
+			return nil
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprint(shapes)
 }
