@@ -2,14 +2,21 @@ package store
 
 // The archived webhook bodies (inbox, field 19): zstd frames made with a
 // dictionary of the bodies paystate's providers send, so that the
-// field names and structure every body repeats cost a few bytes. A body
-// the dictionary does not help is kept as it came (field 12).
+// field names and structure every body repeats cost a few bytes, of the
+// body with the ids its record holds anyway (the event id, the payment id
+// and the provider's reference: bodyRefs) replaced by two-byte marks. A
+// body the frame does not make smaller, or that holds a NUL byte (no JSON
+// text does) so that a mark could not be told from the body, is kept as
+// it came (field 12).
 
 import (
+	"bytes"
 	"crypto/sha256"
 	_ "embed"
 	"encoding/hex"
 	"fmt"
+	"sort"
+	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -55,26 +62,93 @@ var bodyCodec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
 	return enc, dec
 })
 
-// packBody returns body as a frame, or nil if the frame would not be
-// smaller than the body.
-func packBody(body []byte) []byte {
-	if len(body) == 0 {
+// bodyRefs are the strings of a record that a packed body refers to by
+// mark, a NUL byte and the string's number (1, 2, 3): its event id,
+// payment id and provider reference. None of them changes once the event
+// is stored (PutInbox writes them, DeferInbox and MarkProcessed copy
+// them), which is what lets unpackBody put them back. A string that is
+// empty or holds a byte below 4, which would let it match across a mark,
+// is not referred to.
+type bodyRefs struct{ event, payment, ref string }
+
+// list returns the strings marks may refer to by their number, longest
+// first: packBody replaces them in that order, so that one that stands
+// inside another is replaced inside it only where it also stands alone.
+func (b bodyRefs) list() []bodyRef {
+	all := []bodyRef{{1, b.event}, {2, b.payment}, {3, b.ref}}
+	var out []bodyRef
+	for _, r := range all {
+		if r.s != "" && strings.IndexFunc(r.s, func(c rune) bool { return c < 4 }) < 0 {
+			out = append(out, r)
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return len(out[i].s) > len(out[j].s) })
+	return out
+}
+
+// bodyRef is a string a mark refers to, and its number.
+type bodyRef struct {
+	n byte
+	s string
+}
+
+// packBody returns body as a frame, its refs replaced by marks, or nil if
+// it holds a NUL byte or the frame would not be smaller than the body.
+func packBody(body []byte, refs bodyRefs) []byte {
+	if len(body) == 0 || bytes.IndexByte(body, 0) >= 0 {
 		return nil
 	}
+	marked := markRefs(body, refs)
 	enc, _ := bodyCodec()
-	z := enc.EncodeAll(body, make([]byte, 0, len(body)))
+	z := enc.EncodeAll(marked, make([]byte, 0, len(marked)))
 	if len(z) >= len(body) {
 		return nil
 	}
 	return z
 }
 
-// unpackBody returns the body a frame of packBody holds.
-func unpackBody(z []byte) ([]byte, error) {
+// unpackBody returns the body a frame of packBody holds, its marks
+// replaced by refs.
+func unpackBody(z []byte, refs bodyRefs) ([]byte, error) {
 	_, dec := bodyCodec()
-	body, err := dec.DecodeAll(z, nil)
+	marked, err := dec.DecodeAll(z, nil)
 	if err != nil {
 		return nil, fmt.Errorf("webhook body: %w", err)
 	}
-	return body, nil
+	return unmarkRefs(marked, refs)
+}
+
+// markRefs replaces refs in body, which holds no NUL byte, by their marks.
+func markRefs(body []byte, refs bodyRefs) []byte {
+	for _, r := range refs.list() {
+		body = bytes.ReplaceAll(body, []byte(r.s), []byte{0, r.n})
+	}
+	return body
+}
+
+// unmarkRefs replaces the marks in marked by the refs they refer to.
+func unmarkRefs(marked []byte, refs bodyRefs) ([]byte, error) {
+	if bytes.IndexByte(marked, 0) < 0 {
+		return marked, nil
+	}
+	list := refs.list()
+	body := make([]byte, 0, len(marked)+64)
+	for {
+		i := bytes.IndexByte(marked, 0)
+		if i < 0 {
+			return append(body, marked...), nil
+		}
+		body = append(body, marked[:i]...)
+		var s string
+		for _, r := range list {
+			if i+1 < len(marked) && r.n == marked[i+1] {
+				s = r.s
+			}
+		}
+		if s == "" {
+			return nil, fmt.Errorf("webhook body: a mark at byte %d refers to nothing", i)
+		}
+		body = append(body, s...)
+		marked = marked[i+2:]
+	}
 }

@@ -198,11 +198,17 @@ func fromInbox(e pay.InboxEvent) inboxRecord {
 }
 
 // setBody stores body in BodyZ if its frame is smaller, else in Body.
+// The frame refers to the record's ids (bodyRefs), which are set first.
 func (r *inboxRecord) setBody(body []byte) {
-	r.Body, r.BodyZ = nil, packBody(body)
+	r.Body, r.BodyZ = nil, packBody(body, r.bodyRefs())
 	if r.BodyZ == nil {
 		r.Body = body
 	}
+}
+
+// bodyRefs are the ids of the record its packed body refers to.
+func (r *inboxRecord) bodyRefs() bodyRefs {
+	return bodyRefs{event: r.EventID, payment: string(r.PaymentID), ref: r.ProviderRef}
 }
 
 // event returns the stored event, its body unpacked.
@@ -210,7 +216,7 @@ func (r inboxRecord) event() (pay.InboxEvent, error) {
 	body := r.Body
 	if r.BodyZ != nil {
 		var err error
-		if body, err = unpackBody(r.BodyZ); err != nil {
+		if body, err = unpackBody(r.BodyZ, r.bodyRefs()); err != nil {
 			return pay.InboxEvent{}, fmt.Errorf("inbox event %s/%s: %w", r.Provider, r.EventID, err)
 		}
 	}

@@ -19,12 +19,14 @@ import (
 // appendFill and appendOnly (keys.go) were chosen from: a high fill suits
 // increasing keys and ruins random ones, because every split then leaves a
 // full page that the next key in its range splits again. "interleaved" is
-// four clients' increasing keys, one of each per transaction; fill=chosen
+// four clients' increasing keys, one of each per transaction; "counter"
+// is a count without leading zeros ("-10" sorts between "-1" and "-2", so
+// each key lands right after the one before it); fill=chosen
 // is chooseFill (tx.go), which picks per transaction.
 func BenchmarkSplitFill(b *testing.B) {
 	const n, perTx = 20000, 4
 	const chosen = 0 // fill: chooseFill
-	for _, order := range []string{"random", "increasing", "interleaved"} {
+	for _, order := range []string{"random", "increasing", "interleaved", "counter"} {
 		for _, fill := range []float64{chosen, 0.5, 0.7, 0.8, 0.9, 0.95} {
 			name := fmt.Sprintf("%s/fill=%.2f", order, fill)
 			if fill == chosen {
@@ -56,6 +58,8 @@ func BenchmarkSplitFill(b *testing.B) {
 									key = hex.EncodeToString(r)
 								case "interleaved":
 									key = fmt.Sprintf("order-%d-%010d-%s", j%perTx, j/perTx, "abcdefghijkl")
+								case "counter":
+									key = fmt.Sprintf("order-abcdefghijkl-%d", j)
 								}
 								if fill == chosen {
 									chooseFill(bk, []byte(key), value)
