@@ -125,7 +125,8 @@ func finishIdemKey(tx pay.Tx, key, paymentID string, status int, body []byte) er
 	if err != nil {
 		return err
 	}
-	r.State, r.StatusCode, r.Body, r.LockedUntil = pay.IdemDone, status, body, time.Time{}
+	// A finished key has no owner: only a key in flight is held.
+	r.State, r.StatusCode, r.Body, r.Owner, r.LockedUntil = pay.IdemDone, status, body, "", time.Time{}
 	if paymentID != "" {
 		r.PaymentID = paymentID
 	}

@@ -219,7 +219,9 @@ func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRec
 
 	switch code := res.StatusCode; {
 	case code >= 200 && code < 300:
-		return outcome{note: fmt.Sprintf("endpoint %s answered %d", w.id, code), health: w.succeeded(now)}, nil
+		// The delivery names its endpoint (Delivery.Endpoint): the note
+		// need not, once per delivery on disk.
+		return outcome{note: fmt.Sprintf("answered %d", code), health: w.succeeded(now)}, nil
 	case code == http.StatusGone:
 		reason := "answered 410 Gone"
 		return outcome{permanent: true, health: w.disable(now, reason)}, fmt.Errorf("endpoint %s (%s) %s: disabled", w.id, w.host, reason)

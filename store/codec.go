@@ -758,7 +758,14 @@ func decodeAt(what string, k, v []byte, r any) error {
 
 func (r *paymentRecord) setKey(k []byte) (err error)  { r.ID, err = keyIDOf(k); return err }
 func (r *deliveryRecord) setKey(k []byte) (err error) { r.ID, err = keyIDOf(k); return err }
-func (r *idemRecord) setKey(k []byte) error           { r.Key = string(k); return nil }
+func (r *idemRecord) setKey(k []byte) error {
+	key, ok := parseIdemKey(k)
+	if !ok {
+		return errors.New("not an idempotency key")
+	}
+	r.Key = key
+	return nil
+}
 
 // keyIDOf reads a key that is a key id (appendKeyID).
 func keyIDOf(k []byte) (string, error) {

@@ -23,7 +23,11 @@
 // most 1024 bytes (EINVALID otherwise). kid(id) is a payment or delivery
 // id as a key part (schema 3, keys.go): for an id paystate made, "pay_",
 // "evt_" or "dlv_" and a ULID, its prefix code (0, 1, 2) and the ULID's 16
-// bytes; for any other id 0xff and its bytes. "—" is an empty value.
+// bytes; for any other id 0xff and its bytes. sym(w) is a word of the
+// symbol table (symbol.go: a status, a delivery state, an effect, an
+// idempotency operation) as a key part (schema 4, keys.go: keyCoded): 0xfe
+// and its code, one byte, in place of the word and the 0x00 or separator
+// after it; a word not in the table stays text. "—" is an empty value.
 //
 // The buckets come in record families. Each group of rows below is one
 // family and one file, which holds the family's methods of pay.Tx and its
@@ -39,13 +43,13 @@
 //
 //	payments.go: payments and their indexes
 //	payments                    kid(payment id)                                  payment (CBOR)
-//	payments_by_status          status ‖ 0x00 ‖ be64(updated_at) ‖ kid(payment id)   —
+//	payments_by_status          sym(status) ‖ be64(updated_at) ‖ kid(payment id)   —
 //	payments_by_created         be64(created_at) ‖ kid(payment id)               —
 //	payments_by_order           str(order id) ‖ be64(created_at) ‖ kid(payment id)   —
 //	payments_by_ref             str(provider) ‖ provider ref                     kid(payment id)
 //
 //	timeline.go: the timeline
-//	timeline                    str(kid(payment id)) ‖ be64(seq)                 step (CBOR)
+//	timeline                    kid(payment id)                                  the payment's steps, Seq 1, 2, … (CBOR array)
 //
 //	inbox.go: the inbox and processed event ids
 //	inbox                       str(provider) ‖ event id                         event with its body packed (body.go) and processed time (CBOR)
@@ -66,7 +70,7 @@
 //	deliveries                  kid(delivery id)                                 delivery (CBOR)
 //	deliveries_due              be64(next_attempt_at) ‖ kid(delivery id)         —   (pending only)
 //	deliveries_open             str(target) ‖ str(kid(payment id)) ‖ be64(event seq)  kid(delivery id)   (pending only: a payment's order per target)
-//	deliveries_by_state         state ‖ 0x00 ‖ be64(entered state) ‖ kid(delivery id)   —   (pending: the event's time)
+//	deliveries_by_state         sym(state) ‖ be64(entered state) ‖ kid(delivery id)   —   (pending: the event's time)
 //
 //	ledger.go: the ledger
 //	ledger                      be64(seq)                                        ledger entry (CBOR)
@@ -77,17 +81,17 @@
 //	review_by_created           be64(created_at) ‖ review id                     —
 //
 //	idempotency.go: idempotency keys
-//	idempotency_keys            scoped key                                       idempotency record (CBOR)
-//	idempotency_keys_by_expiry  be64(expires_at) ‖ scoped key                    —
+//	idempotency_keys            scoped key ("create:<hash>:<key>"; sym(op) ‖ 8 bytes of hash ‖ key)   idempotency record (CBOR)
+//	idempotency_keys_by_expiry  be64(expires_at) ‖ scoped key, as above          —
 //
 //	effects.go: the state of the ripple effects
 //	customers                   customer id                                      {points, last_visit_at} (CBOR)
-//	effects                     dedupe key ("loyalty:<event id>", ...; an "evt_" id as 0xff ‖ kid)   {delivery_id, points, at} (CBOR)
+//	effects                     dedupe key ("loyalty:<event id>", ...; sym(effect) ‖ kid(id) for an id paystate made)   {delivery_id, points, at} (CBOR)
 //	webhook_endpoints           endpoint id                                      {url, disabled, failing_since, ...} (CBOR)
 //
 //	pspanswer.go: PSP answers
 //	psp_answers                 kid(payment id)                                  last PSP status answer (CBOR)
-//	psp_charges                 charge key ("charge-<payment id>")               the mock PSP's charge (CBOR)
+//	psp_charges                 charge key ("charge-<payment id>"; sym ‖ kid)   the mock PSP's charge (CBOR)
 //	psp_charges                 refund key ("refund-<refund id>")                the mock PSP's refund (CBOR)
 //
 //	refunds.go: refunds

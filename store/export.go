@@ -357,7 +357,11 @@ func (e *exporter) review() error {
 
 func (e *exporter) idemKeys() error {
 	return e.eachKey(bucketIdem, func(k []byte) error {
-		r, err := e.t.IdemKey(string(k))
+		key, ok := parseIdemKey(k)
+		if !ok {
+			return corrupt(bucketIdem, "key %x", k)
+		}
+		r, err := e.t.IdemKey(key)
 		if err != nil {
 			return err
 		}
@@ -417,7 +421,11 @@ func (e *exporter) pspAnswers() error {
 
 func (e *exporter) pspCharges() error {
 	return e.eachKey(bucketPSPCharges, func(k []byte) error {
-		c, err := e.t.PSPCharge(string(k))
+		key, ok := parsePSPChargeKey(k)
+		if !ok {
+			return corrupt(bucketPSPCharges, "key %x", k)
+		}
+		c, err := e.t.PSPCharge(key)
 		if err != nil {
 			return err
 		}

@@ -15,7 +15,7 @@ import (
 // IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
 func (t *tx) IdemKey(key string) (pay.IdemRecord, error) {
 	var r idemRecord
-	if found, err := t.getRecord(bucketIdem, []byte(key), &r); err != nil {
+	if found, err := t.getRecord(bucketIdem, idemKey(key), &r); err != nil {
 		return pay.IdemRecord{}, err
 	} else if !found {
 		return pay.IdemRecord{}, pay.Errorf(pay.ENOTFOUND, "idempotency key not found")
@@ -32,18 +32,19 @@ func (t *tx) PutIdemKey(r pay.IdemRecord) error {
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = t.now
 	}
-	if err := t.indexIdem(r.Key, r.ExpiresAt); err != nil {
+	key := idemKey(r.Key)
+	if err := t.indexIdem(key, r.ExpiresAt); err != nil {
 		return err
 	}
-	return t.putRecord(bucketIdem, []byte(r.Key), fromIdem(r))
+	return t.putRecord(bucketIdem, key, fromIdem(r))
 }
 
-// indexIdem moves the expiry index entry of the idempotency key to
-// expires, from the ExpiresAt of the record stored under key, if any.
-// PutIdemKey calls it before it writes the record.
-func (t *tx) indexIdem(key string, expires time.Time) error {
+// indexIdem moves the expiry index entry of the idempotency key stored
+// under key (idemKey) to expires, from the ExpiresAt of the record there,
+// if any. PutIdemKey calls it before it writes the record.
+func (t *tx) indexIdem(key []byte, expires time.Time) error {
 	var old idemRecord
-	found, err := t.getRecord(bucketIdem, []byte(key), &old)
+	found, err := t.getRecord(bucketIdem, key, &old)
 	if err != nil {
 		return err
 	}
@@ -69,8 +70,7 @@ func (t *tx) PurgeIdemKeys(expiredBy time.Time, limit int) (int, error) {
 	}
 	bound := keyTime(expiredBy)
 	type entry struct {
-		ix  []byte
-		key string
+		ix, key []byte
 	}
 	var due []entry
 	c := t.bucket(bucketIdemByExpiry).Cursor()
@@ -82,18 +82,18 @@ func (t *tx) PurgeIdemKeys(expiredBy time.Time, limit int) (int, error) {
 		if ns > bound {
 			break
 		}
-		due = append(due, entry{bytes.Clone(k), string(key)})
+		due = append(due, entry{bytes.Clone(k), key})
 	}
 	n := 0
 	for _, e := range due {
 		// The record is removed only if this entry is its current one.
 		var r idemRecord
-		found, err := t.getRecord(bucketIdem, []byte(e.key), &r)
+		found, err := t.getRecord(bucketIdem, e.key, &r)
 		if err != nil {
 			return n, err
 		}
 		if found && bytes.Equal(idemExpiryKey(r.ExpiresAt.Time, e.key), e.ix) {
-			if err := t.del(bucketIdem, []byte(e.key)); err != nil {
+			if err := t.del(bucketIdem, e.key); err != nil {
 				return n, err
 			}
 			n++
@@ -116,7 +116,7 @@ func (c *checker) checkIdempotency() {
 			c.report(fmt.Errorf("%s %x: %w", bucketIdem, k, err))
 			return nil
 		}
-		c.want(bucketIdemByExpiry, idemExpiryKey(r.ExpiresAt.Time, string(k)), fmt.Sprintf("idempotency key %q", k))
+		c.want(bucketIdemByExpiry, idemExpiryKey(r.ExpiresAt.Time, k), fmt.Sprintf("idempotency key %q", r.Key))
 		return nil
 	})
 	c.wantCount(bucketIdemByExpiry, nIdem, "keys")

@@ -8,6 +8,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/binary"
+	"encoding/hex"
 	"math"
 	"strings"
 	"time"
@@ -341,13 +342,11 @@ func decodeCursor(s string, kind byte, prefix []byte) ([]byte, error) {
 
 // Payments and their indexes.
 
-// statusPrefix is status ‖ 0x00: the start of one status in
+// statusPrefix is codedPrefix(status): the start of one status in
 // payments_by_status. Statuses are known constants without a NUL byte.
-func statusPrefix(s pay.Status) []byte {
-	return append([]byte(s), 0)
-}
+func statusPrefix(s pay.Status) []byte { return codedPrefix(string(s)) }
 
-// statusKey is status ‖ 0x00 ‖ be64(updated_at) ‖ key id.
+// statusKey is codedPrefix(status) ‖ be64(updated_at) ‖ key id.
 func statusKey(s pay.Status, updated time.Time, id string) []byte {
 	k := binary.BigEndian.AppendUint64(statusPrefix(s), keyTime(updated))
 	return appendKeyID(k, id)
@@ -443,11 +442,11 @@ func deliveryOpenKey(target, paymentID string, seq uint64) []byte {
 	return binary.BigEndian.AppendUint64(deliveryOpenPrefix(target, paymentID), seq)
 }
 
-// deliveryStatePrefix is state ‖ 0x00: the start of one state in
+// deliveryStatePrefix is codedPrefix(state): the start of one state in
 // deliveries_by_state. States are known constants without a NUL byte.
-func deliveryStatePrefix(state string) []byte { return append([]byte(state), 0) }
+func deliveryStatePrefix(state string) []byte { return codedPrefix(state) }
 
-// deliveryStateKey is state ‖ 0x00 ‖ be64(at) ‖ delivery id, where at is
+// deliveryStateKey is codedPrefix(state) ‖ be64(at) ‖ delivery id, where at is
 // when the delivery entered the state (a pending one: its event's time).
 func deliveryStateKey(state string, at time.Time, id string) []byte {
 	k := binary.BigEndian.AppendUint64(deliveryStatePrefix(state), keyTime(at))
@@ -482,21 +481,112 @@ func leaseInForceKey(expires time.Time, paymentID string) []byte {
 	return appendKeyID(be64(keyTime(expires)), paymentID)
 }
 
-// idemExpiryKey is be64(expires_at) ‖ scoped key: the key of
-// idempotency_keys_by_expiry.
-func idemExpiryKey(expires time.Time, key string) []byte {
-	return append(be64(keyTime(expires)), key...)
+// keyCoded starts a key whose first part is a symbol's code (symbol.go):
+// the effect of an effect key, the operation of an idempotency key. It
+// never starts the UTF-8 of a key written as text.
+const keyCoded = 0xfe
+
+// codedPrefix is the start of a key whose first part is word, a status or
+// a delivery state: keyCoded and word's code (schema 4), or, for a word
+// that is not a symbol, word ‖ 0x00 (as every word was in schema 3).
+func codedPrefix(word string) []byte {
+	if code, ok := symbolCodes[word]; ok {
+		return []byte{keyCoded, byte(code)}
+	}
+	return append([]byte(word), 0)
+}
+
+// appendCodedID appends keyCoded, the code of word and the 17 bytes of
+// appendKeyID of id to b, if word is a symbol and id an id paystate made.
+func appendCodedID(b []byte, word, id string) ([]byte, bool) {
+	sym, ok := symbolCodes[word]
+	code, u, compact := compactID(id)
+	if !ok || !compact {
+		return b, false
+	}
+	return append(append(b, keyCoded, byte(sym), code), u[:]...), true
+}
+
+// parseCodedID reads a key of appendCodedID as word ‖ sep ‖ id.
+func parseCodedID(k []byte, sep string) (string, bool) {
+	if len(k) < 3 || k[0] != keyCoded || int(k[1]) >= len(symbols) || k[2] == keyIDText {
+		return "", false
+	}
+	id, ok := parseKeyID(k[2:])
+	return symbols[k[1]] + sep + id, ok
+}
+
+// pspChargeKey is the key of psp_charges: a key "<kind>-<id>" (the mock
+// PSP's "charge-pay_…") as appendCodedID writes it where it can, 19 bytes
+// for the 37 of the text; any other key as it is.
+func pspChargeKey(key string) []byte {
+	if kind, id, ok := strings.Cut(key, "-"); ok {
+		if k, ok := appendCodedID(nil, kind, id); ok {
+			return k
+		}
+	}
+	return []byte(key)
+}
+
+// parsePSPChargeKey is the inverse of pspChargeKey.
+func parsePSPChargeKey(k []byte) (string, bool) {
+	if len(k) > 0 && k[0] == keyCoded {
+		return parseCodedID(k, "-")
+	}
+	return string(k), true
+}
+
+// idemKey is the key of a scoped idempotency key "<op>:<16 hex digits of
+// the API key's hash>:<client key>" (httpd.ScopedKey) in
+// idempotency_keys: keyCoded, the code of op, the 8 bytes of the hash and
+// the client's key, 10 bytes for the 24 of "create:…:"; any other key as
+// it is.
+func idemKey(scoped string) []byte {
+	op, rest, ok := strings.Cut(scoped, ":")
+	code, known := symbolCodes[op]
+	if !ok || !known || len(rest) < 17 || rest[16] != ':' {
+		return []byte(scoped)
+	}
+	b := make([]byte, 2, 10+len(rest)-17)
+	b[0], b[1] = keyCoded, byte(code)
+	b, err := hex.AppendDecode(b, []byte(rest[:16]))
+	if err != nil || hex.EncodeToString(b[2:]) != rest[:16] { // upper case stays text
+		return []byte(scoped)
+	}
+	return append(b, rest[17:]...)
+}
+
+// parseIdemKey is the inverse of idemKey.
+func parseIdemKey(k []byte) (string, bool) {
+	if len(k) == 0 || k[0] != keyCoded {
+		return string(k), true
+	}
+	if len(k) < 10 || int(k[1]) >= len(symbols) {
+		return "", false
+	}
+	return symbols[k[1]] + ":" + hex.EncodeToString(k[2:10]) + ":" + string(k[10:]), true
+}
+
+// idemExpiryKey is be64(expires_at) ‖ the key of idempotency_keys
+// (idemKey): the key of idempotency_keys_by_expiry.
+func idemExpiryKey(expires time.Time, stored []byte) []byte {
+	return append(be64(keyTime(expires)), stored...)
 }
 
 // Effects.
 
 // effectKey is the key of an effect's dedupe record. A key
-// "<effect>:<id>" whose id paystate made (the event's "evt_" id) is
-// written as effect ‖ 0xff ‖ the id's 17 bytes of appendKeyID, 18 bytes
-// for the 31 of the id; any other key as it is (0xff never occurs in the
-// UTF-8 of a schema 2 key).
+// "<effect>:<id>" whose id paystate made (the event's "evt_" id, the
+// payment's "pay_" id) is written, if the effect is a symbol, as keyCoded,
+// the effect's code and the id's 17 bytes of appendKeyID, 19 bytes for
+// the 38 of "retention:evt_…" (schema 4); else as effect ‖ 0xff ‖ the id's
+// 17 bytes (schema 3); any other key as it is (0xfe and 0xff never occur
+// in the UTF-8 of a schema 2 key).
 func effectKey(key string) []byte {
 	if i := strings.LastIndexByte(key, ':'); i >= 0 {
+		if k, ok := appendCodedID(nil, key[:i], key[i+1:]); ok {
+			return k
+		}
 		if code, u, ok := compactID(key[i+1:]); ok {
 			b := make([]byte, 0, i+2+len(u))
 			return append(append(append(b, key[:i]...), keyIDText, code), u[:]...)
@@ -507,6 +597,9 @@ func effectKey(key string) []byte {
 
 // parseEffectKey is the inverse of effectKey.
 func parseEffectKey(k []byte) (string, bool) {
+	if len(k) > 0 && k[0] == keyCoded {
+		return parseCodedID(k, ":")
+	}
 	i := bytes.IndexByte(k, keyIDText)
 	if i < 0 {
 		return string(k), true

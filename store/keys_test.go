@@ -117,14 +117,49 @@ func TestKeyID(t *testing.T) {
 			t.Errorf("parseKeyID(%x) = %q, want not ok", k, id)
 		}
 	}
-	for _, key := range []string{"loyalty:" + ids.Event(now), "retention:" + ids.Event(now), "loyalty:evt_1", "a:b:" + ids.Event(now), "plain"} {
+	for _, key := range []string{"loyalty:" + ids.Event(now), "retention:" + ids.Event(now), "loyalty_payment:" + a, "loyalty:evt_1", "a:b:" + ids.Event(now), "plain"} {
 		k := effectKey(key)
 		if got, ok := parseEffectKey(k); !ok || got != key {
 			t.Errorf("parseEffectKey(effectKey(%q)) = %q, %t", key, got, ok)
 		}
-		if strings.Contains(key, "evt_01") && len(k) != len(key)-len(ids.Event(now))+17 {
+		effect, id, _ := strings.Cut(key, ":")
+		switch {
+		case symbolCodes[effect] > 0 && id != "evt_1" && len(k) != 2+17: // a symbol and an id paystate made
+			t.Errorf("effectKey(%q) is %d bytes, want 2 and the id in 17", key, len(k))
+		case strings.HasPrefix(key, "a:b:") && len(k) != len(key)-len(ids.Event(now))+17:
 			t.Errorf("effectKey(%q) is %d bytes, want the id in 17", key, len(k))
 		}
+	}
+}
+
+// TestIdemKey: a scoped key of a known operation and a lower-case hash is
+// 14 bytes shorter in keys and reads back; any other key stays text.
+func TestIdemKey(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		scoped string
+		coded  bool
+	}{
+		{"create:e3b0c44298fc1c14:order-1", true},
+		{"refund:0123456789abcdef:", true},
+		{"refund:0123456789abcdef:a:b:c", true},
+		{"create:E3B0C44298FC1C14:order-1", false}, // upper case would not read back
+		{"create:e3b0c44298fc1c1:order-1", false},
+		{"delete:e3b0c44298fc1c14:order-1", false},
+		{"create:e3b0c44298fc1c14", false},
+		{"create:e3b0c44298fc1cxx:order-1", false},
+		{"plain", false},
+	} {
+		k := idemKey(tt.scoped)
+		if got, ok := parseIdemKey(k); !ok || got != tt.scoped {
+			t.Errorf("parseIdemKey(idemKey(%q)) = %q, %t", tt.scoped, got, ok)
+		}
+		if coded := k[0] == keyCoded; coded != tt.coded || coded && len(k) != len(tt.scoped)-14 {
+			t.Errorf("idemKey(%q) = %x: %d bytes, coded %t, want coded %t", tt.scoped, k, len(k), coded, tt.coded)
+		}
+	}
+	if _, ok := parseIdemKey([]byte{keyCoded, 0, 1}); ok {
+		t.Error("parseIdemKey read a coded key without its hash")
 	}
 }
 

@@ -29,8 +29,12 @@ import (
 //	   processed time (ProcessedAt) instead of an entry in processed, which
 //	   keeps only the ids of events not in the inbox; a payment's timeline
 //	   is one value, the array of its steps, under its key id, instead of
-//	   a key str(key id) ‖ be64(seq) per step. The migration rewrites the
-//	   inbox (schema4Inbox) and the timeline (schema4Timeline).
+//	   a key str(key id) ‖ be64(seq) per step; effect keys and scoped
+//	   idempotency keys, the mock PSP's charge keys and the entries of
+//	   payments_by_status and deliveries_by_state start with the code of
+//	   their effect, operation, kind, status or state (keys.go: keyCoded). The migration rewrites those keys
+//	   (schema4Keys), the inbox (schema4Inbox) and the timeline
+//	   (schema4Timeline).
 //
 // A database of an older schema is migrated at Open, before anything
 // reads it; a read-only Open refuses it.
@@ -147,6 +151,12 @@ func migrate(bdb *bolt.DB, now func() time.Time) (int, error) {
 			}
 		}
 	}
+	for _, rk := range schema4Keys {
+		n, err := inBatches(func(after []byte) (int, []byte, error) { return rekeySome(bdb, rk, after) })
+		if total += n; err != nil {
+			return total, err
+		}
+	}
 	for _, step := range []func(*bolt.DB, []byte) (int, []byte, error){schema4Inbox, schema4Timeline} {
 		n, err := inBatches(func(after []byte) (int, []byte, error) { return step(bdb, after) })
 		if total += n; err != nil {
@@ -213,6 +223,53 @@ var schema3Keys = []rekey{
 	{bucket: bucketRefundsByPayment, key: rekeyStrID(0)},
 	{bucket: bucketDisputesByPayment, key: rekeyStrID(0)},
 	{bucket: bucketSettlementsByPayment, key: rekeyStrID(0)},
+}
+
+// schema4Keys are the buckets whose keys start with a symbol's code in
+// schema 4.
+var schema4Keys = []rekey{
+	{bucket: bucketEffects, key: rekeyCoded(parseEffectKey, effectKey, 0)},
+	{bucket: bucketIdem, key: rekeyCoded(parseIdemKey, idemKey, 0)},
+	{bucket: bucketIdemByExpiry, key: rekeyCoded(parseIdemKey, idemKey, 8)},
+	{bucket: bucketPSPCharges, key: rekeyCoded(parsePSPChargeKey, pspChargeKey, 0)},
+	{bucket: bucketPaymentsByStatus, key: rekeyCodedPrefix},
+	{bucket: bucketDeliveriesByState, key: rekeyCodedPrefix},
+}
+
+// rekeyCodedPrefix rewrites word ‖ 0x00 ‖ rest as codedPrefix(word) ‖ rest.
+func rekeyCodedPrefix(k []byte) ([]byte, error) {
+	if len(k) > 0 && k[0] == keyCoded {
+		return nil, nil
+	}
+	i := bytes.IndexByte(k, 0)
+	if i < 0 {
+		return nil, fmt.Errorf("%x: no 0x00 after the word", k)
+	}
+	if p := codedPrefix(string(k[:i])); p[0] == keyCoded {
+		return append(p, k[i+1:]...), nil
+	}
+	return nil, nil
+}
+
+// rekeyCoded rewrites the key after the first n bytes of k, as parse
+// reads it, as format writes it.
+func rekeyCoded(parse func([]byte) (string, bool), format func(string) []byte, n int) func(k []byte) ([]byte, error) {
+	return func(k []byte) ([]byte, error) {
+		if len(k) <= n {
+			return nil, fmt.Errorf("%x: %d bytes, want more than %d", k, len(k), n)
+		}
+		if k[n] == keyCoded {
+			return nil, nil
+		}
+		key, ok := parse(k[n:])
+		if !ok {
+			return nil, fmt.Errorf("%x: not a key", k)
+		}
+		if nk := format(key); !bytes.Equal(nk, k[n:]) {
+			return append(bytes.Clone(k[:n]), nk...), nil
+		}
+		return nil, nil
+	}
 }
 
 // rekeyTail rewrites the id that ends b after its first n bytes.

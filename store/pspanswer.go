@@ -58,7 +58,7 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 	if c.CreatedAt.IsZero() {
 		c.CreatedAt = t.now
 	}
-	return t.putRecord(bucketPSPCharges, []byte(c.Key), pspChargeRecord{
+	return t.putRecord(bucketPSPCharges, pspChargeKey(c.Key), pspChargeRecord{
 		PaymentID: ident(c.PaymentID), ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: symbol(c.Currency),
 		Status: symbol(c.Status), ClientSecret: c.ClientSecret, RedirectURL: c.RedirectURL, RefundKey: c.RefundKey,
 		Calls: c.Calls, Refunds: c.Refunds, CreatedAt: at(c.CreatedAt), AmountRefunded: c.AmountRefunded,
@@ -68,7 +68,7 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 // PSPCharge returns the mock PSP's charge made with key, or ENOTFOUND.
 func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
 	var r pspChargeRecord
-	if found, err := t.getRecord(bucketPSPCharges, []byte(key), &r); err != nil {
+	if found, err := t.getRecord(bucketPSPCharges, pspChargeKey(key), &r); err != nil {
 		return pay.PSPCharge{}, err
 	} else if !found {
 		return pay.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)

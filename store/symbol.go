@@ -44,6 +44,9 @@ var symbols = []string{
 	"charge", "fee", "payout",
 	"requested_by_customer", "fraudulent",
 	"CHF", "SEK", "NOK", "DKK", "PLN", "CZK", "JPY", "CAD", "AUD",
+	// Schema 4: the operations of idempotency keys and the effects of
+	// dedupe keys, as key parts (keys.go: keyCoded).
+	"create", "refund", "loyalty_payment", "payment_receipt",
 }
 
 // symbolCodes maps each string of symbols to its code, and symbolItems
