@@ -243,7 +243,8 @@ type leaseRecord struct {
 
 // outboxRecord is the value of outbox.
 type outboxRecord struct {
-	Seq           uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
+	// Seq is the key's (schema 4; field 1 until schema 3).
+	Seq           uint64 `json:"seq" cbor:"-"`
 	ID            ident  `json:"id" cbor:"2,keyasint,omitzero"`
 	Type          symbol `json:"type" cbor:"3,keyasint,omitzero"`
 	PaymentID     ident  `json:"payment_id" cbor:"4,keyasint,omitzero"`
@@ -324,7 +325,8 @@ func (r deliveryRecord) delivery() pay.Delivery {
 
 // ledgerRecord is the value of ledger.
 type ledgerRecord struct {
-	Seq       uint64 `json:"seq" cbor:"1,keyasint,omitempty"`
+	// Seq is the key's (schema 4; field 1 until schema 3).
+	Seq       uint64 `json:"seq" cbor:"-"`
 	PaymentID ident  `json:"payment_id" cbor:"2,keyasint,omitzero"`
 	EventID   ident  `json:"event_id" cbor:"3,keyasint,omitzero"`
 	Account   symbol `json:"account" cbor:"4,keyasint,omitzero"`
@@ -758,6 +760,17 @@ func decodeAt(what string, k, v []byte, r any) error {
 
 func (r *paymentRecord) setKey(k []byte) (err error)  { r.ID, err = keyIDOf(k); return err }
 func (r *deliveryRecord) setKey(k []byte) (err error) { r.ID, err = keyIDOf(k); return err }
+func (r *outboxRecord) setKey(k []byte) (err error)   { r.Seq, err = seqOf(k); return err }
+func (r *ledgerRecord) setKey(k []byte) (err error)   { r.Seq, err = seqOf(k); return err }
+
+// seqOf reads a key of seqKey.
+func seqOf(k []byte) (uint64, error) {
+	if len(k) != 8 {
+		return 0, errors.New("not be64(seq)")
+	}
+	return binary.BigEndian.Uint64(k), nil
+}
+
 func (r *idemRecord) setKey(k []byte) error {
 	key, ok := parseIdemKey(k)
 	if !ok {
@@ -786,9 +799,9 @@ func (r *stepRecord) setKey(k []byte) error {
 }
 
 func (r *inboxRecord) setKey(k []byte) error {
-	provider, rest, ok := readStr(k)
+	provider, rest, ok := readWord(k)
 	if !ok || len(rest) == 0 {
-		return errors.New("not str(provider) ‖ event id")
+		return errors.New("not word(provider) ‖ event id")
 	}
 	r.Provider, r.EventID = provider, string(rest)
 	return nil

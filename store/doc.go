@@ -27,7 +27,9 @@
 // symbol table (symbol.go: a status, a delivery state, an effect, an
 // idempotency operation) as a key part (schema 4, keys.go: keyCoded): 0xfe
 // and its code, one byte, in place of the word and the 0x00 or separator
-// after it; a word not in the table stays text. "—" is an empty value.
+// after it; a word not in the table stays text. word(p) is a provider's
+// name followed by more key parts: sym(p) if it is in the table, else
+// str(p). "—" is an empty value.
 //
 // The buckets come in record families. Each group of rows below is one
 // family and one file, which holds the family's methods of pay.Tx and its
@@ -46,17 +48,17 @@
 //	payments_by_status          sym(status) ‖ be64(updated_at) ‖ kid(payment id)   —
 //	payments_by_created         be64(created_at) ‖ kid(payment id)               —
 //	payments_by_order           str(order id) ‖ be64(created_at) ‖ kid(payment id)   —
-//	payments_by_ref             str(provider) ‖ provider ref                     kid(payment id)
+//	payments_by_ref             word(provider) ‖ provider ref                    kid(payment id)
 //
 //	timeline.go: the timeline
 //	timeline                    kid(payment id)                                  the payment's steps, Seq 1, 2, … (CBOR array)
 //
 //	inbox.go: the inbox and processed event ids
-//	inbox                       str(provider) ‖ event id                         event with its body packed (body.go) and processed time (CBOR)
-//	inbox_by_payment            str(kid(payment id)) ‖ be64(received_at) ‖ str(provider) ‖ event id   —
-//	inbox_pending               be64(next_attempt_at) ‖ str(provider) ‖ event id —
-//	processed                   str(provider) ‖ event id                         {at: processed time} (CBOR); only for an event not in the inbox
-//	processed_by_time           be64(processed_at) ‖ str(provider) ‖ event id    —; every processed id, in the inbox or not
+//	inbox                       word(provider) ‖ event id                        event with its body packed (body.go) and processed time (CBOR)
+//	inbox_by_payment            str(kid(payment id)) ‖ be64(received_at) ‖ word(provider) ‖ event id   —
+//	inbox_pending               be64(next_attempt_at) ‖ word(provider) ‖ event id   —
+//	processed                   word(provider) ‖ event id                        {at: processed time} (CBOR); only for an event not in the inbox
+//	processed_by_time           be64(processed_at) ‖ word(provider) ‖ event id   —; every processed id, in the inbox or not
 //
 //	lease.go: leases
 //	leases                      kid(payment id)                                  {holder, token, expires_at} (CBOR)

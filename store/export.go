@@ -211,9 +211,9 @@ func (e *exporter) eachKey(bucket []byte, fn func(k []byte) error) error {
 
 // eventParts splits a key of inbox or processed (eventKey).
 func eventParts(bucket, k []byte) (provider, eventID string, err error) {
-	provider, rest, ok := readStr(k)
+	provider, rest, ok := readWord(k)
 	if !ok || len(rest) == 0 {
-		return "", "", corrupt(bucket, "key %x is not str(provider) ‖ event id", k)
+		return "", "", corrupt(bucket, "key %x is not word(provider) ‖ event id", k)
 	}
 	return provider, string(rest), nil
 }

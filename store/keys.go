@@ -372,8 +372,29 @@ func orderKey(orderID string, created time.Time, id string) []byte {
 	return appendKeyID(k, id)
 }
 
-// refKey is str(provider) ‖ provider ref.
-func refKey(provider, ref string) []byte { return append(appendStr(nil, provider), ref...) }
+// refKey is word(provider) ‖ provider ref.
+func refKey(provider, ref string) []byte { return append(appendWord(nil, provider), ref...) }
+
+// appendWord appends a word followed by more key parts, a provider's
+// name: keyCoded and its code if it is a symbol (schema 4), else str(word).
+// A str never starts with keyCoded (its length is at most 1024).
+func appendWord(b []byte, word string) []byte {
+	if code, ok := symbolCodes[word]; ok {
+		return append(b, keyCoded, byte(code))
+	}
+	return appendStr(b, word)
+}
+
+// readWord reads a part written by appendWord and returns the rest of b.
+func readWord(b []byte) (word string, rest []byte, ok bool) {
+	if len(b) >= 2 && b[0] == keyCoded {
+		if int(b[1]) >= len(symbols) {
+			return "", nil, false
+		}
+		return symbols[b[1]], b[2:], true
+	}
+	return readStr(b)
+}
 
 // paymentPrefix is str(key id of the payment): the start of one payment in
 // the timeline, inbox_by_payment, outbox_by_payment and the other
@@ -387,9 +408,9 @@ func timelineKey(paymentID string) []byte { return keyID(paymentID) }
 
 // Inbox and processed event ids.
 
-// eventKey is str(provider) ‖ event id: the key of inbox and processed.
+// eventKey is word(provider) ‖ event id: the key of inbox and processed.
 func eventKey(provider, eventID string) []byte {
-	return append(appendStr(nil, provider), eventID...)
+	return append(appendWord(nil, provider), eventID...)
 }
 
 // inboxPaymentKey is str(payment id) ‖ be64(received_at) ‖ eventKey.

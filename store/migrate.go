@@ -29,12 +29,15 @@ import (
 //	   processed time (ProcessedAt) instead of an entry in processed, which
 //	   keeps only the ids of events not in the inbox; a payment's timeline
 //	   is one value, the array of its steps, under its key id, instead of
-//	   a key str(key id) ‖ be64(seq) per step; effect keys and scoped
+//	   a key str(key id) ‖ be64(seq) per step; effect keys, scoped
 //	   idempotency keys, the mock PSP's charge keys and the entries of
 //	   payments_by_status and deliveries_by_state start with the code of
-//	   their effect, operation, kind, status or state (keys.go: keyCoded). The migration rewrites those keys
-//	   (schema4Keys), the inbox (schema4Inbox) and the timeline
-//	   (schema4Timeline).
+//	   their effect, operation, kind, status or state (keys.go: keyCoded),
+//	   and a provider's name in the keys of the inbox, the processed ids
+//	   and payments_by_ref is its code (appendWord); outbox records and
+//	   ledger entries leave out the Seq their key holds. The migration
+//	   rewrites those keys (schema4Keys) and records (schema3Records), the
+//	   inbox (schema4Inbox) and the timeline (schema4Timeline).
 //
 // A database of an older schema is migrated at Open, before anything
 // reads it; a read-only Open refuses it.
@@ -126,7 +129,7 @@ func migrate(bdb *bolt.DB, now func() time.Time) (int, error) {
 	case 2:
 		records = schema2Records
 	case 3:
-		records = nil
+		records = schema3Records
 	}
 	total := 0
 	for _, rec := range records {
@@ -234,6 +237,49 @@ var schema4Keys = []rekey{
 	{bucket: bucketPSPCharges, key: rekeyCoded(parsePSPChargeKey, pspChargeKey, 0)},
 	{bucket: bucketPaymentsByStatus, key: rekeyCodedPrefix},
 	{bucket: bucketDeliveriesByState, key: rekeyCodedPrefix},
+	{bucket: bucketPaymentsByRef, key: rekeyWordAt(0)},
+	{bucket: bucketInbox, key: rekeyWordAt(0)},
+	{bucket: bucketProcessed, key: rekeyWordAt(0)},
+	{bucket: bucketInboxPending, key: rekeyWordAt(8)},
+	{bucket: bucketProcessedByTime, key: rekeyWordAt(8)},
+	{bucket: bucketInboxByPayment, key: func(k []byte) ([]byte, error) {
+		_, rest, ok := readStr(k)
+		if !ok || len(rest) < 8 {
+			return nil, fmt.Errorf("%x: not str(payment key id) ‖ be64 ‖ …", k)
+		}
+		return rekeyWordAt(len(k) - len(rest) + 8)(k)
+	}},
+}
+
+// schema3Records are the buckets whose records drop a field in schema 4
+// (the Seq their key holds).
+var schema3Records = []struct {
+	bucket []byte
+	record func() any
+}{
+	{bucketOutbox, func() any { return new(outboxRecord) }},
+	{bucketLedger, func() any { return new(ledgerRecord) }},
+}
+
+// rekeyWordAt rewrites the str(word) at byte n of k as appendWord writes
+// it, keeping what follows.
+func rekeyWordAt(n int) func(k []byte) ([]byte, error) {
+	return func(k []byte) ([]byte, error) {
+		if len(k) <= n {
+			return nil, fmt.Errorf("%x: %d bytes, want more than %d", k, len(k), n)
+		}
+		if k[n] == keyCoded {
+			return nil, nil
+		}
+		word, rest, ok := readStr(k[n:])
+		if !ok {
+			return nil, fmt.Errorf("%x: not str(word) at byte %d", k, n)
+		}
+		if nk := appendWord(bytes.Clone(k[:n]), word); nk[n] == keyCoded {
+			return append(nk, rest...), nil
+		}
+		return nil, nil
+	}
 }
 
 // rekeyCodedPrefix rewrites word ‖ 0x00 ‖ rest as codedPrefix(word) ‖ rest.
