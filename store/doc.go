@@ -99,7 +99,7 @@
 //	refunds.go: refunds
 //	refunds                     refund id                                        refund (CBOR)
 //	refunds_by_payment          str(kid(payment id)) ‖ refund id                 —
-//	refunds_by_ref              str(provider) ‖ provider refund ref              refund id
+//	refunds_by_ref              word(provider) ‖ provider refund ref             refund id
 //	refunds_pending             be64(updated_at) ‖ refund id                     —   (pending only)
 //
 //	disputes.go: disputes

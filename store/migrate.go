@@ -33,8 +33,8 @@ import (
 //	   idempotency keys, the mock PSP's charge keys and the entries of
 //	   payments_by_status and deliveries_by_state start with the code of
 //	   their effect, operation, kind, status or state (keys.go: keyCoded),
-//	   and a provider's name in the keys of the inbox, the processed ids
-//	   and payments_by_ref is its code (appendWord); outbox records and
+//	   and a provider's name in the keys of the inbox, the processed ids,
+//	   payments_by_ref and refunds_by_ref is its code (appendWord); outbox records and
 //	   ledger entries leave out the Seq their key holds. The migration
 //	   rewrites those keys (schema4Keys) and records (schema3Records), the
 //	   inbox (schema4Inbox) and the timeline (schema4Timeline).
@@ -238,6 +238,7 @@ var schema4Keys = []rekey{
 	{bucket: bucketPaymentsByStatus, key: rekeyCodedPrefix},
 	{bucket: bucketDeliveriesByState, key: rekeyCodedPrefix},
 	{bucket: bucketPaymentsByRef, key: rekeyWordAt(0)},
+	{bucket: bucketRefundsByRef, key: rekeyWordAt(0)},
 	{bucket: bucketInbox, key: rekeyWordAt(0)},
 	{bucket: bucketProcessed, key: rekeyWordAt(0)},
 	{bucket: bucketInboxPending, key: rekeyWordAt(8)},

@@ -8,7 +8,9 @@
 // Stripe event's body (testdata/stripe/payment_intent.succeeded.json,
 // processed) and a processed id whose event is not in the inbox. It lives
 // under testdata, which the go command leaves out of ./..., because it
-// must be built against the store of schema 3: commit 8c8cf78.
+// must be built against the store of schema 3: commit 8c8cf78. (Its
+// refund, unlike schema 2's, has a provider reference: an entry of
+// refunds_by_ref.)
 //
 //	git worktree add /tmp/schema3 8c8cf78
 //	cp -r store/testdata/schema3 /tmp/schema3/store/testdata/
@@ -279,7 +281,7 @@ func Fill(ctx context.Context, s pay.Store, clock *storetest.Clock) (storetest.K
 	err = s.Update(ctx, func(tx pay.Tx) error {
 		now := tx.Now()
 		if err := tx.InsertRefund(pay.Refund{
-			ID: refundID, PaymentID: ids[0], Provider: "mock", Amount: 500, Currency: "EUR", Reason: "requested_by_customer",
+			ID: refundID, PaymentID: ids[0], Provider: "mock", ProviderRef: "mock_re_1", Amount: 500, Currency: "EUR", Reason: "requested_by_customer",
 			Status: pay.RefundPending, IdemKey: "refund:k2", CreatedAt: now, UpdatedAt: now,
 		}); err != nil {
 			return err
