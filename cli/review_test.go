@@ -93,14 +93,19 @@ func TestReview_QueueEvidenceAndCLI(t *testing.T) {
 	in.Close()
 
 	// The simulated PSP loses the charge (it keeps its charges in the
-	// store: take it out), and the process restarts: the PSP does not
-	// know the payment.
+	// store, under a key the store encodes: take out its only one), and
+	// the process restarts: the PSP does not know the payment.
 	bdb, err := bolt.Open(dbPath, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := bdb.Update(func(tx *bolt.Tx) error {
-		return tx.Bucket([]byte("psp_charges")).Delete([]byte("charge-" + id))
+		b := tx.Bucket([]byte("psp_charges"))
+		if n := b.Stats().KeyN; n != 1 {
+			return fmt.Errorf("the mock PSP holds %d charges, want the one of %s", n, id)
+		}
+		k, _ := b.Cursor().First()
+		return b.Delete(k)
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -31,18 +31,25 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 		want    string
 	}{
 		{"version gap", func(tx *bolt.Tx) error {
-			// Drop the last transition step in the timeline bucket. A
-			// step is a CBOR map; field 5 is its kind (store/codec.go,
-			// stepRecord), "transition" stored as symbol code 23
-			// (store/symbol.go).
+			// Drop the last transition step of the last timeline that
+			// has one. A timeline is a CBOR array of steps
+			// (store/timeline.go), a step a CBOR map; field 5 is its
+			// kind (store/codec.go, stepRecord), "transition" stored as
+			// symbol code 23 (store/symbol.go).
 			c := tx.Bucket([]byte("timeline")).Cursor()
 			for k, v := c.Last(); k != nil; k, v = c.Prev() {
-				var step map[uint64]any
-				if err := cbor.Unmarshal(v, &step); err != nil {
+				var steps []map[uint64]any
+				if err := cbor.Unmarshal(v, &steps); err != nil {
 					return err
 				}
-				if step[5] == uint64(23) {
-					return c.Bucket().Delete(k)
+				for i := len(steps) - 1; i >= 0; i-- {
+					if steps[i][5] == uint64(23) {
+						nv, err := cbor.Marshal(append(steps[:i], steps[i+1:]...))
+						if err != nil {
+							return err
+						}
+						return c.Bucket().Put(k, nv)
+					}
 				}
 			}
 			return fmt.Errorf("no transition step")
