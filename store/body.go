@@ -16,7 +16,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"sort"
-	"strings"
 	"sync"
 
 	"github.com/klauspost/compress/zstd"
@@ -66,19 +65,18 @@ var bodyCodec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
 // mark, a NUL byte and the string's number (1, 2, 3): its event id,
 // payment id and provider reference. None of them changes once the event
 // is stored (PutInbox writes them, DeferInbox and MarkProcessed copy
-// them), which is what lets unpackBody put them back. A string that is
-// empty or holds a byte below 4, which would let it match across a mark,
-// is not referred to.
+// them), which is what lets unpackBody put them back. An empty string is
+// not referred to. The body holds no NUL byte, and markRefs reads it once
+// from the start, so a mark is never read as part of the body.
 type bodyRefs struct{ event, payment, ref string }
 
 // list returns the strings marks may refer to by their number, longest
-// first: packBody replaces them in that order, so that one that stands
-// inside another is replaced inside it only where it also stands alone.
+// first: where several begin at one place, markRefs replaces the longest.
 func (b bodyRefs) list() []bodyRef {
 	all := []bodyRef{{1, b.event}, {2, b.payment}, {3, b.ref}}
 	var out []bodyRef
 	for _, r := range all {
-		if r.s != "" && strings.IndexFunc(r.s, func(c rune) bool { return c < 4 }) < 0 {
+		if r.s != "" {
 			out = append(out, r)
 		}
 	}
@@ -118,12 +116,35 @@ func unpackBody(z []byte, refs bodyRefs) ([]byte, error) {
 	return unmarkRefs(marked, refs)
 }
 
-// markRefs replaces refs in body, which holds no NUL byte, by their marks.
+// markRefs replaces refs in body, which holds no NUL byte, by their marks,
+// in one pass from the start: where several begin, the longest.
 func markRefs(body []byte, refs bodyRefs) []byte {
-	for _, r := range refs.list() {
-		body = bytes.ReplaceAll(body, []byte(r.s), []byte{0, r.n})
+	list := refs.list()
+	if len(list) == 0 {
+		return body
 	}
-	return body
+	out := make([]byte, 0, len(body))
+	for i := 0; i < len(body); {
+		r, ok := refAt(body[i:], list)
+		if !ok {
+			out = append(out, body[i])
+			i++
+			continue
+		}
+		out = append(out, 0, r.n)
+		i += len(r.s)
+	}
+	return out
+}
+
+// refAt returns the first ref of list, longest first, that b begins with.
+func refAt(b []byte, list []bodyRef) (bodyRef, bool) {
+	for _, r := range list {
+		if len(b) >= len(r.s) && b[0] == r.s[0] && string(b[:len(r.s)]) == r.s {
+			return r, true
+		}
+	}
+	return bodyRef{}, false
 }
 
 // unmarkRefs replaces the marks in marked by the refs they refer to.

@@ -15,20 +15,37 @@ import (
 // AppendStep appends s to its payment's timeline with the next Seq of that
 // payment (from 1); s.Seq is ignored. A zero At becomes Tx.Now. The payment
 // need not exist, so that a step can record an event about an unknown one.
+// The steps already stored are not decoded: the new one is encoded after
+// them, under an array head one longer.
 func (t *tx) AppendStep(s pay.Step) error {
 	if err := checkPart("payment id", s.PaymentID, true); err != nil {
 		return err
 	}
 	key := timelineKey(s.PaymentID)
-	var steps []stepRecord
-	if _, err := t.getRecord(bucketTimeline, key, &steps); err != nil {
-		return err
+	old := t.bucket(bucketTimeline).Get(key)
+	n, head := 0, 0
+	if old != nil {
+		var err error
+		if n, head, err = timelineHead(old); err != nil {
+			return corrupt(bucketTimeline, "key %x: %v", key, err)
+		}
 	}
-	s.Seq = uint64(len(steps)) + 1
+	if n >= maxSteps {
+		return pay.Errorf(pay.EINVALID, "payment %s has %d timeline steps, the most one timeline holds", s.PaymentID, n)
+	}
+	s.Seq = uint64(n) + 1
 	if s.At.IsZero() {
 		s.At = t.now
 	}
-	return t.putRecord(bucketTimeline, key, append(steps, fromStep(s)))
+	step, err := encode("step", fromStep(s))
+	if err != nil {
+		return err
+	}
+	v := appendHead(make([]byte, 0, 3+len(old)-head+len(step)), 4, n+1)
+	if old != nil {
+		v = append(v, old[head:]...)
+	}
+	return t.put(bucketTimeline, key, append(v, step...))
 }
 
 // Steps returns a payment's timeline in Seq order; empty (no error) for a
@@ -51,17 +68,28 @@ func timelineSteps(paymentID string, steps []stepRecord) []pay.Step {
 	return out
 }
 
+// maxSteps is the most steps one timeline holds: its array head is at
+// most three bytes (appendHead). A payment takes a handful.
+const maxSteps = 0xffff
+
 // timelineLen returns how many steps a stored timeline holds, from its
 // CBOR array head, without decoding them.
 func timelineLen(v []byte) (int, error) {
+	n, _, err := timelineHead(v)
+	return n, err
+}
+
+// timelineHead reads the CBOR array head of a stored timeline: how many
+// steps it holds and the head's length.
+func timelineHead(v []byte) (n, head int, err error) {
 	if len(v) == 0 {
-		return 0, fmt.Errorf("an empty value")
+		return 0, 0, fmt.Errorf("an empty value")
 	}
-	major, _, n := readHead(v)
+	major, head, n := readHead(v)
 	if major != 4 || n < 0 {
-		return 0, fmt.Errorf("not an array of steps: %x", v[:min(len(v), 4)])
+		return 0, 0, fmt.Errorf("not an array of steps: %x", v[:min(len(v), 4)])
 	}
-	return n, nil
+	return n, head, nil
 }
 
 // checkTimeline reports timelines whose key or value does not decode, or
