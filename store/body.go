@@ -1,13 +1,13 @@
 package store
 
-// The archived webhook bodies (inbox, field 19): zstd frames made with a
-// dictionary of the bodies paystate's providers send, so that the
-// field names and structure every body repeats cost a few bytes, of the
-// body with the ids its record holds anyway (the event id, the payment id
-// and the provider's reference: bodyRefs) replaced by two-byte marks. A
-// body the frame does not make smaller, or that holds a NUL byte (no JSON
-// text does) so that a mark could not be told from the body, is kept as
-// it came (field 12).
+// The archived webhook bodies (inbox, field 19). A body is stored packed:
+// the ids its record holds anyway (the event id, the payment id and the
+// provider's reference: bodyRefs) are replaced by two-byte marks, and the
+// result is a zstd frame made with a dictionary of the bodies paystate's
+// providers send, so that the field names and structure every body
+// repeats cost a few bytes. A body the frame does not make smaller, or one
+// that holds a NUL byte (no JSON text does), which a mark could not be
+// told from, is kept as it came (field 12).
 
 import (
 	"bytes"
@@ -41,6 +41,8 @@ const bodyDictID = 1
 // smaller (server.max_body).
 const maxBodyFrame = 64 << 20
 
+// bodyCodec returns the encoder and decoder of the frames, made once;
+// both are safe for concurrent use (EncodeAll, DecodeAll).
 var bodyCodec = sync.OnceValues(func() (*zstd.Encoder, *zstd.Decoder) {
 	if sum := sha256.Sum256(bodyDict1); hex.EncodeToString(sum[:]) != bodyDict1SHA256 {
 		panic("store: bodydict/1.txt changed; stored bodies need it as it was")

@@ -377,7 +377,6 @@ func refKey(provider, ref string) []byte { return append(appendWord(nil, provide
 
 // appendWord appends a word followed by more key parts, a provider's
 // name: keyCoded and its code if it is a symbol (schema 4), else str(word).
-// A str never starts with keyCoded (its length is at most 1024).
 func appendWord(b []byte, word string) []byte {
 	if code, ok := symbolCodes[word]; ok {
 		return append(b, keyCoded, byte(code))
@@ -502,9 +501,11 @@ func leaseInForceKey(expires time.Time, paymentID string) []byte {
 	return appendKeyID(be64(keyTime(expires)), paymentID)
 }
 
-// keyCoded starts a key whose first part is a symbol's code (symbol.go):
-// the effect of an effect key, the operation of an idempotency key. It
-// never starts the UTF-8 of a key written as text.
+// keyCoded starts a key part that is a symbol's code (symbol.go, schema
+// 4): a status or delivery state (codedPrefix), a provider (appendWord),
+// an effect or the mock's charge kind (appendCodedID), an idempotency
+// operation (idemKey). It never starts the UTF-8 of a key written as
+// text, nor a str (whose length is at most 1024).
 const keyCoded = 0xfe
 
 // codedPrefix is the start of a key whose first part is word, a status or

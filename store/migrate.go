@@ -34,10 +34,11 @@ import (
 //	   payments_by_status and deliveries_by_state start with the code of
 //	   their effect, operation, kind, status or state (keys.go: keyCoded),
 //	   and a provider's name in the keys of the inbox, the processed ids,
-//	   payments_by_ref and refunds_by_ref is its code (appendWord); outbox records and
-//	   ledger entries leave out the Seq their key holds. The migration
-//	   rewrites those keys (schema4Keys) and records (schema3Records), the
-//	   inbox (schema4Inbox) and the timeline (schema4Timeline).
+//	   payments_by_ref and refunds_by_ref is its code (appendWord);
+//	   outbox records and ledger entries leave out the Seq their key
+//	   holds. The migration rewrites those keys (schema4Keys) and records
+//	   (schema3Records), the inbox (schema4Inbox) and the timeline
+//	   (schema4Timeline).
 //
 // A database of an older schema is migrated at Open, before anything
 // reads it; a read-only Open refuses it.
