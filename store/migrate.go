@@ -173,6 +173,18 @@ func migrate(bdb *bolt.DB, now func() time.Time) (int, error) {
 	return total, err
 }
 
+// firstAfter moves c to the first key after the key after, or to the
+// first key if after is nil: where a migration batch resumes.
+func firstAfter(c *bolt.Cursor, after []byte) (k, v []byte) {
+	if after == nil {
+		return c.First()
+	}
+	if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
+		k, v = c.Next()
+	}
+	return k, v
+}
+
 // inBatches runs batch, one transaction, from the start of a bucket until
 // it returns no last key, each time after the last key of the one before,
 // and returns how many values the batches rewrote.
@@ -402,12 +414,7 @@ func rekeySome(bdb *bolt.DB, rk rekey, after []byte) (n int, last []byte, err er
 		type change struct{ k, nk, nv []byte }
 		var batch []change
 		c := b.Cursor()
-		k, v := c.First()
-		if after != nil {
-			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
-				k, v = c.Next()
-			}
-		}
+		k, v := firstAfter(c, after)
 		for visited := 0; k != nil && visited < migrateBatch; k, v = c.Next() {
 			visited++
 			last = append(last[:0:0], k...)
@@ -495,12 +502,7 @@ func migrateSome(bdb *bolt.DB, from uint64, bucket []byte, record func() any, af
 		type kv struct{ k, v []byte }
 		var batch []kv
 		c := b.Cursor()
-		k, v := c.First()
-		if after != nil {
-			if k, v = c.Seek(after); k != nil && string(k) == string(after) {
-				k, v = c.Next()
-			}
-		}
+		k, v := firstAfter(c, after)
 		for ; k != nil && len(batch) < migrateBatch; k, v = c.Next() {
 			last = append(last[:0:0], k...)
 			isJSON := len(v) > 0 && v[0] == '{' // a CBOR record is a map: 0xa0 and up
@@ -558,12 +560,7 @@ func schema4Inbox(bdb *bolt.DB, after []byte) (n int, last []byte, err error) {
 		var batch []kv
 		var done [][]byte
 		c := inbox.Cursor()
-		k, v := c.First()
-		if after != nil {
-			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
-				k, v = c.Next()
-			}
-		}
+		k, v := firstAfter(c, after)
 		for ; k != nil && len(batch) < migrateBatch; k, v = c.Next() {
 			last = append(last[:0:0], k...)
 			var r inboxRecord
@@ -633,12 +630,7 @@ func schema4Timeline(bdb *bolt.DB, after []byte) (n int, last []byte, err error)
 		var order []string
 		var moved [][]byte
 		c := b.Cursor()
-		k, v := c.First()
-		if after != nil {
-			if k, v = c.Seek(after); k != nil && bytes.Equal(k, after) {
-				k, v = c.Next()
-			}
-		}
+		k, v := firstAfter(c, after)
 		for ; k != nil && len(moved) < migrateBatch; k, v = c.Next() {
 			last = append(last[:0:0], k...)
 			if major, _, _ := readHead(v); major == 4 {

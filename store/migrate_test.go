@@ -349,17 +349,7 @@ func TestMigrate_Schema2(t *testing.T) {
 	if n := textIDs(t, path); n != 0 {
 		t.Fatalf("after the migration %d keys still hold ids as text", n)
 	}
-	db, err = store.Open(path, &store.Options{Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if n := db.Migrated(); n != 0 {
-		t.Fatalf("the second Open migrated %d values", n)
-	}
-	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
-		t.Fatalf("after reopening the store reads\n%s\nwant\n%s", got, want)
-	}
+	wantMigrated(t, path, now, old.Keys, want)
 }
 
 // TestMigrate_Schema2Interrupted: a migration from schema 2 stopped after
@@ -513,17 +503,7 @@ func TestMigrate_Schema3(t *testing.T) {
 	if processed, plain := schema3Layout(t, path); processed != 1 || plain != 0 {
 		t.Fatalf("after the migration the file holds %d processed ids and %d bodies in the clear, want 1 and 0", processed, plain)
 	}
-	db, err = store.Open(path, &store.Options{Now: now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	if n := db.Migrated(); n != 0 {
-		t.Fatalf("the second Open migrated %d values", n)
-	}
-	if got := dumpJSON(t, db, old.Keys); string(got) != string(want) {
-		t.Fatalf("after reopening the store reads\n%s\nwant\n%s", got, want)
-	}
+	wantMigrated(t, path, now, old.Keys, want)
 }
 
 // TestMigrate_Schema3Interrupted: a migration from schema 3 stopped after
@@ -597,4 +577,21 @@ func timelineShapes(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprint(shapes)
+}
+
+// wantMigrated opens the migrated file at path again and checks that Open
+// migrates nothing and the store reads want.
+func wantMigrated(t *testing.T, path string, now func() time.Time, keys storetest.Keys, want []byte) {
+	t.Helper()
+	db, err := store.Open(path, &store.Options{Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if n := db.Migrated(); n != 0 {
+		t.Fatalf("the second Open migrated %d values", n)
+	}
+	if got := dumpJSON(t, db, keys); string(got) != string(want) {
+		t.Fatalf("after reopening the store reads\n%s\nwant\n%s", got, want)
+	}
 }
