@@ -13,6 +13,12 @@
 //
 //	go run ./bench/footprint -n 200
 //	go run ./bench/footprint -n 200 -bin /tmp/paystate-old   # another build
+//	go run ./bench/footprint -n 200 -keys random             # UUID-like client keys
+//
+// The client's order ids and idempotency keys (-keys) decide how full
+// bbolt keeps the pages of the buckets keyed by them: counter ("fp-<run>-
+// <i>", the default), random (crypto/rand.Text, as clients that send
+// UUIDs) or padded (an increasing count of ten digits).
 //
 // Counted, per payment:
 //   - commits: the growth of the transaction id in the file's meta pages
