@@ -8,11 +8,11 @@
 // Stripe event's body (testdata/stripe/payment_intent.succeeded.json,
 // processed) and a processed id whose event is not in the inbox. It lives
 // under testdata, which the go command leaves out of ./..., because it
-// must be built against the store of schema 3: commit 8c8cf78. (Its
+// must be built against the store of schema 3: commit 08850d2. (Its
 // refund, unlike schema 2's, has a provider reference: an entry of
 // refunds_by_ref.)
 //
-//	git worktree add /tmp/schema3 8c8cf78
+//	git worktree add /tmp/schema3 08850d2
 //	cp -r store/testdata/schema3 /tmp/schema3/store/testdata/
 //	(cd /tmp/schema3 && go run ./store/testdata/schema3/gen -out "$PWD/store/testdata/schema3")
 //
