@@ -58,12 +58,7 @@ func dumpJSON(t *testing.T, db *store.DB, keys storetest.Keys) []byte {
 // first byte: '{' for JSON, anything else for CBOR.
 func valueStarts(t *testing.T, path string) (jsonValues, others int) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.View(func(tx *bolt.Tx) error {
+	viewFile(t, path, func(tx *bolt.Tx) error {
 		for _, name := range []string{"payments", "timeline", "inbox", "outbox", "deliveries", "ledger", "review", "idempotency_keys", "customers", "effects", "webhook_endpoints", "psp_answers", "leases", "processed"} {
 			_ = tx.Bucket([]byte(name)).ForEach(func(_, v []byte) error {
 				if len(v) > 0 && v[0] == '{' {
@@ -76,9 +71,6 @@ func valueStarts(t *testing.T, path string) (jsonValues, others int) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return jsonValues, others
 }
 
@@ -244,14 +236,9 @@ func moneyJSON(t *testing.T, db *store.DB) []byte {
 // inbox is left out: its raw bodies hold such words as JSON.
 func textSymbols(t *testing.T, path string) int {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	n := 0
 	texts := [][]byte{append([]byte{0x63}, "EUR"...), append([]byte{0x68}, "captured"...), append([]byte{0x64}, "mock"...)}
-	err = db.View(func(tx *bolt.Tx) error {
+	viewFile(t, path, func(tx *bolt.Tx) error {
 		for _, name := range []string{"payments", "timeline", "outbox", "deliveries", "ledger", "review", "idempotency_keys", "psp_answers", "psp_charges", "refunds", "disputes"} {
 			_ = tx.Bucket([]byte(name)).ForEach(func(_, v []byte) error {
 				for _, s := range texts {
@@ -265,9 +252,6 @@ func textSymbols(t *testing.T, path string) int {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return n
 }
 
@@ -279,13 +263,8 @@ func textSymbols(t *testing.T, path string) int {
 // inbox and processed buckets, the PSP's event ids.
 func textIDs(t *testing.T, path string) int {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	n := 0
-	err = db.View(func(tx *bolt.Tx) error {
+	viewFile(t, path, func(tx *bolt.Tx) error {
 		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 			switch string(name) {
 			case "psp_charges", "review", "review_by_created":
@@ -303,9 +282,6 @@ func textIDs(t *testing.T, path string) int {
 			})
 		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return n
 }
 
@@ -442,12 +418,7 @@ func processedJSON(t *testing.T, db *store.DB) []byte {
 // `"type":` or `"type": `, in the clear).
 func schema3Layout(t *testing.T, path string) (processed, plainBodies int) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.View(func(tx *bolt.Tx) error {
+	viewFile(t, path, func(tx *bolt.Tx) error {
 		processed = tx.Bucket([]byte("processed")).Stats().KeyN
 		return tx.Bucket([]byte("inbox")).ForEach(func(_, v []byte) error {
 			if bytes.Contains(v, []byte(`"type":`)) || bytes.Contains(v, []byte(`"object": "event"`)) {
@@ -456,9 +427,6 @@ func schema3Layout(t *testing.T, path string) (processed, plainBodies int) {
 			return nil
 		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return processed, plainBodies
 }
 
@@ -561,21 +529,13 @@ func TestMigrate_Schema3Interrupted(t *testing.T) {
 // a step of schema 3.
 func timelineShapes(t *testing.T, path string) string {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
 	var shapes []string
-	err = db.View(func(tx *bolt.Tx) error {
+	viewFile(t, path, func(tx *bolt.Tx) error {
 		return tx.Bucket([]byte("timeline")).ForEach(func(_, v []byte) error {
 			shapes = append(shapes, map[byte]string{4: "array", 5: "map"}[v[0]>>5])
 			return nil
 		})
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return fmt.Sprint(shapes)
 }
 
@@ -593,5 +553,19 @@ func wantMigrated(t *testing.T, path string, now func() time.Time, keys storetes
 	}
 	if got := dumpJSON(t, db, keys); string(got) != string(want) {
 		t.Fatalf("after reopening the store reads\n%s\nwant\n%s", got, want)
+	}
+}
+
+// viewFile runs fn in a read transaction of the bbolt file at path, opened
+// read-only, and fails the test on an error.
+func viewFile(t *testing.T, path string, fn func(tx *bolt.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(fn); err != nil {
+		t.Fatal(err)
 	}
 }
