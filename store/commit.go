@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"sync"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -12,15 +13,19 @@ import (
 // fixed delay (bbolt's DB.Batch waits MaxBatchDelay for company; a lone
 // write here commits at once). A write that finds the committer idle
 // commits in its own goroutine, alone, in one bbolt transaction. Writes
-// that arrive while a commit runs queue up and form the next group: when
-// the commit ends, the first of them leads that group, running every
-// function of it in one transaction with one commit (one fsync of pages,
-// one of the meta page), and the others wait for its result. A function
-// that fails (or panics) does not fail the others: the group's
-// transaction rolls back, the failing write gets its own error, and the
-// transaction runs again without it — so a function may run more than
-// once, as under DB.Batch. A write's caller learns the outcome only once
-// the commit holding it has returned, that is once it is durable.
+// that arrive while a commit runs queue up and form the next group, one
+// transaction with one commit (one fsync of pages, one of the meta page),
+// and the others wait for its result. While groups keep forming, one
+// goroutine (drain) commits them one after the other: the goroutine that
+// found the committer idle starts it when its own commit ends with writes
+// queued, and it ends when a commit ends with none. So under load the
+// next group begins as soon as a commit returns, without waiting for a
+// woken request goroutine to be scheduled. A function that fails (or
+// panics) does not fail the others: the group's transaction rolls back,
+// the failing write gets its own error, and the transaction runs again
+// without it — so a function may run more than once, as under DB.Batch.
+// A write's caller learns the outcome only once the commit holding it
+// has returned, that is once it is durable.
 type committer struct {
 	bolt *bolt.DB
 
@@ -46,7 +51,6 @@ type write struct {
 	err      error
 	panicked bool // fn panicked with panicVal
 	panicVal any
-	lead     []*write // set before done is closed: lead this group
 	done     chan struct{}
 }
 
@@ -54,43 +58,50 @@ type write struct {
 // while a commit is running, and returns fn's error, or the error of the
 // begin or commit of its transaction. A panic of fn is raised again here.
 func (c *committer) do(fn func(*bolt.Tx) error) error {
-	w := &write{fn: fn, done: make(chan struct{})}
+	w := &write{fn: fn}
 	writesTotal.Inc()
 	c.mu.Lock()
 	c.stats.Writes++
-	group := []*write{w}
 	if c.busy {
 		c.stats.Queued++
+		w.done = make(chan struct{})
 		c.next = append(c.next, w)
 		c.mu.Unlock()
 		<-w.done
-		if w.lead == nil {
-			return w.outcome()
-		}
-		group = w.lead
-	} else {
-		c.busy = true
-		c.mu.Unlock()
+		return w.outcome()
 	}
+	c.busy = true
+	c.mu.Unlock()
 
-	c.commit(group)
+	c.commit([]*write{w})
+	if next := c.takeNext(); len(next) > 0 {
+		go c.drain(next)
+	}
+	return w.outcome()
+}
 
-	// Hand the next group to its first write, then wake this group.
+// drain commits group, wakes its writes, and goes on with the writes
+// that queued meanwhile until a commit ends with none queued.
+func (c *committer) drain(group []*write) {
+	for len(group) > 0 {
+		c.commit(group)
+		next := c.takeNext()
+		for _, w := range group {
+			close(w.done)
+		}
+		group = next
+	}
+}
+
+// takeNext returns the writes queued during the commit that just ended,
+// and marks the committer idle if there are none.
+func (c *committer) takeNext() []*write {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	next := c.next
 	c.next = nil
 	c.busy = len(next) > 0
-	c.mu.Unlock()
-	if len(next) > 0 {
-		next[0].lead = next
-		close(next[0].done)
-	}
-	for _, o := range group {
-		if o != w {
-			close(o.done)
-		}
-	}
-	return w.outcome()
+	return next
 }
 
 // commit runs the functions of group in one transaction and sets the
@@ -99,7 +110,7 @@ func (c *committer) do(fn func(*bolt.Tx) error) error {
 func (c *committer) commit(group []*write) {
 	for len(group) > 0 {
 		failed := -1
-		err := c.bolt.Update(func(btx *bolt.Tx) error {
+		err := c.update(func(btx *bolt.Tx) error {
 			for i, w := range group {
 				if err := w.call(btx); err != nil {
 					failed = i
@@ -131,6 +142,21 @@ func (c *committer) commit(group []*write) {
 		group[failed].err = err
 		group = append(group[:failed:failed], group[failed+1:]...)
 	}
+}
+
+// update is bbolt's Update, with a panic of bbolt's own (a damaged page
+// met while writing; the functions' panics are caught by call) turned
+// into an error, which stops the store (DB.commitFailed) rather than the
+// process: the group's callers are waiting for their outcome, perhaps in
+// drain's goroutine. bbolt's Update rolls the transaction back on the
+// way out.
+func (c *committer) update(fn func(*bolt.Tx) error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("bbolt panicked during the write transaction: %v", p)
+		}
+	}()
+	return c.bolt.Update(fn)
 }
 
 // call runs the write's function, turning a panic into an error.
