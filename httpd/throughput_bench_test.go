@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/VictoriaMetrics/metrics"
 	svix "github.com/svix/svix-webhooks/go"
 	"github.com/valyala/fasthttp"
 	bolt "go.etcd.io/bbolt"
@@ -524,13 +525,14 @@ func BenchmarkWebhooks(b *testing.B) {
 			d.startInbox(b)
 			d.warmUp(b)
 			ws := d.webhooks(b, d.createPayments(b, b.N))
-			before := d.cs.N.Load()
+			before, counts := d.cs.N.Load(), countStore()
 			b.ResetTimer()
 			start := time.Now()
 			accepted := d.sendWebhooks(b, ws)
 			d.waitFlipped(b, int64(b.N))
 			applied := time.Since(start)
 			b.StopTimer()
+			reportStore(b, counts, b.N, "webhook")
 			b.ReportMetric(perSecond(b.N, accepted), "webhooks/s")
 			b.ReportMetric(perSecond(b.N, applied), "applied/s")
 			b.ReportMetric(float64(d.cs.N.Load()-before)/float64(b.N), "commits/webhook")
@@ -589,9 +591,10 @@ func BenchmarkCreates256(b *testing.B) {
 	b.Run("parallel256", func(b *testing.B) {
 		d := newBenchDaemon(b)
 		d.warmUp(b)
-		before := d.cs.N.Load()
+		before, counts := d.cs.N.Load(), countStore()
 		b.ResetTimer()
 		took := d.sendCreates(b, "p", b.N)
+		reportStore(b, counts, b.N, "create")
 		b.ReportMetric(perSecond(b.N, took), "creates/s")
 		b.ReportMetric(float64(d.cs.N.Load()-before)/float64(b.N), "commits/create")
 	})
@@ -625,6 +628,35 @@ func BenchmarkCreates256(b *testing.B) {
 		b.ReportMetric(float64(raw)/float64(creates), "ratio")
 		b.ReportMetric(float64(d.cs.N.Load()-before)/float64(n), "commits/create")
 	})
+}
+
+// storeCounts is what the store did so far in this process (the counters
+// of /metrics): write transactions asked for, bbolt commits, and pages
+// those wrote.
+type storeCounts struct{ writes, commits, pages uint64 }
+
+func countStore() storeCounts {
+	return storeCounts{
+		writes:  metrics.GetOrCreateCounter("paystate_store_write_transactions_total").Get(),
+		commits: metrics.GetOrCreateCounter("paystate_store_commits_total").Get(),
+		pages:   metrics.GetOrCreateCounter("paystate_store_pages_written_total").Get(),
+	}
+}
+
+// reportStore reports, from the counts before and after n operations of
+// the kind op (such as "webhook"), the write transactions each bbolt
+// commit carried, and the pages written per commit and per operation.
+// These are counts, not times; they still move with the group sizes,
+// which the machine's speed sets.
+func reportStore(b *testing.B, before storeCounts, n int, op string) {
+	after := countStore()
+	commits, pages := float64(after.commits-before.commits), float64(after.pages-before.pages)
+	if commits == 0 {
+		return
+	}
+	b.ReportMetric(float64(after.writes-before.writes)/commits, "writes/bbolt-commit")
+	b.ReportMetric(pages/commits, "pages/bbolt-commit")
+	b.ReportMetric(pages/float64(n), "pages/"+op)
 }
 
 // cpuTime is the CPU time (user and system) the test process has used so
