@@ -126,6 +126,57 @@ func TestDB_UpdateGroup(t *testing.T) {
 	}
 }
 
+// TestDB_UpdateDrain: groups that keep forming commit one after the
+// other without the write that found the committer idle: its Update
+// returns once its own commit is done, while the group queued behind it
+// is still running, and the writes that queue behind that group form a
+// third one, committed in one commit.
+func TestDB_UpdateDrain(t *testing.T) {
+	t.Parallel()
+	db := bolttest.MustOpen(t, nil)
+	release, wait := holdCommit(t, db, 0)
+
+	// Payment 1 queues behind the held commit and, once its own group
+	// runs, blocks there until holdSecond is closed.
+	started, holdSecond, second := make(chan struct{}), make(chan struct{}), make(chan error, 1)
+	var once sync.Once
+	go func() {
+		second <- db.Update(context.Background(), func(tx pay.Tx) error {
+			once.Do(func() { close(started) })
+			<-holdSecond
+			return commitInsert(1)(tx)
+		})
+	}()
+	waitQueued(t, db, 1)
+	release()
+	wait() // the first Update returned: it does not lead the next group
+	<-started
+
+	const n = 5
+	errs := make(chan error, n)
+	for i := 2; i < 2+n; i++ {
+		go func() { errs <- db.Update(context.Background(), commitInsert(i)) }()
+	}
+	waitQueued(t, db, 1+n)
+	close(holdSecond)
+	if err := <-second; err != nil {
+		t.Fatal(err)
+	}
+	for range n {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 2 + n {
+		if !commitStored(t, db, i) {
+			t.Fatalf("payment %d was not committed", i)
+		}
+	}
+	if got, want := store.CommitStats(db).Commits, 3; got != want {
+		t.Fatalf("Commits=%d, want %d (the held one, the second alone, then one for the %d queued behind it)", got, want, n)
+	}
+}
+
 // TestDB_UpdateLone: a write that finds the committer idle commits at
 // once, alone: it never queues (there is no timer to wait for), and each
 // lone Update is one transaction and one commit.
