@@ -224,8 +224,13 @@ func (d *benchDaemon) postWebhook(req *fasthttp.Request, resp *fasthttp.Response
 // 10.00 EUR with the given provider and its own Idempotency-Key, wanting
 // 201 and the status want.
 func (d *benchDaemon) postCreate(req *fasthttp.Request, resp *fasthttp.Response, run string, i int, provider string, want pay.Status) (string, error) {
+	return d.postCreateTo(d.srv.URL(), req, resp, run, i, provider, want)
+}
+
+// postCreateTo is postCreate to the server at url (d.hc's address).
+func (d *benchDaemon) postCreateTo(url string, req *fasthttp.Request, resp *fasthttp.Response, run string, i int, provider string, want pay.Status) (string, error) {
 	req.Reset()
-	req.SetRequestURI(d.srv.URL() + "/v1/payments")
+	req.SetRequestURI(url + "/v1/payments")
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
 	req.Header.Set("Idempotency-Key", run+"-"+strconv.Itoa(i))
@@ -628,6 +633,32 @@ func BenchmarkCreates256(b *testing.B) {
 		b.ReportMetric(float64(raw)/float64(creates), "ratio")
 		b.ReportMetric(float64(d.cs.N.Load()-before)/float64(n), "commits/create")
 	})
+	// ratioClientProcess is ratio with the 256 clients in a second
+	// process (clientProcess): the server's scheduler runs only the
+	// server, as with a merchant's clients. cpu-µs/op adds both
+	// processes' CPU time.
+	b.Run("ratioClientProcess", func(b *testing.B) {
+		d := newBenchDaemon(b)
+		p := startClientProcess(b, d)
+		p.creates(b, "warm", clients) // dials every client's connection
+		r := newRawDB(b)
+		var creates, raw, cpu, rawCPU time.Duration
+		inTurns(b, func(done, size int) {
+			b.StopTimer()
+			first := r.addPayments(b, size)
+			b.StartTimer()
+			c0 := cpuTime(b)
+			took, clientCPU := p.creates(b, "t"+strconv.Itoa(done), size)
+			creates += took
+			c1 := cpuTime(b)
+			raw += r.batch(b, first, size)
+			cpu, rawCPU = cpu+c1-c0+clientCPU, rawCPU+cpuTime(b)-c1
+		})
+		reportCPU(b, cpu, rawCPU, raw)
+		b.ReportMetric(perSecond(b.N, creates), "creates/s")
+		b.ReportMetric(perSecond(b.N, raw), "raw-tx/s")
+		b.ReportMetric(float64(raw)/float64(creates), "ratio")
+	})
 }
 
 // storeCounts is what the store did so far in this process (the counters
@@ -662,11 +693,20 @@ func reportStore(b *testing.B, before storeCounts, n int, op string) {
 // cpuTime is the CPU time (user and system) the test process has used so
 // far: the server, its clients and raw bbolt all run in it.
 func cpuTime(b *testing.B) time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+	cpu, err := processCPU()
+	if err != nil {
 		b.Fatal(err)
 	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	return cpu
+}
+
+// processCPU is the CPU time (user and system) this process has used.
+func processCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, err
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }
 
 // reportCPU reports the CPU time per operation (cpu-µs/op: the server's
