@@ -12,7 +12,7 @@ require (
 	github.com/rs/zerolog v1.35.1
 	github.com/svix/svix-webhooks v1.44.0
 	github.com/valyala/fasthttp v1.78.0
-	go.etcd.io/bbolt v1.4.3
+	go.etcd.io/bbolt v1.5.0
 	golang.org/x/sync v0.25.0
 )
 
@@ -67,7 +67,7 @@ require (
 	github.com/emersion/go-sasl v0.0.0-20241020182733-b788ff22d5a6
 	github.com/emersion/go-smtp v0.25.1
 	github.com/go-json-experiment/json v0.0.0-20260213210345-44df1a37e875 // indirect
-	github.com/klauspost/compress v1.20.4 // indirect
+	github.com/klauspost/compress v1.20.4
 	github.com/mattn/go-colorable v0.1.14 // indirect
 	github.com/molecule-man/go-brrr v1.3.1 // indirect
 	github.com/stripe/stripe-go/v85 v85.0.0
