@@ -445,28 +445,88 @@ type stamp struct{ time.Time }
 // at returns t, in UTC, as a stamp.
 func at(t time.Time) stamp { return stamp{t.UTC()} }
 
-// MarshalCBOR encodes the stamp as an integer of nanoseconds.
+// MarshalCBOR encodes the stamp as an integer of nanoseconds, in the
+// shortest head, as the library writes an int64 (every record holds a few
+// stamps; the library's path boxed each).
 func (s stamp) MarshalCBOR() ([]byte, error) {
 	if s.IsZero() {
-		return cborMode.Marshal(0)
+		return []byte{0}, nil
 	}
 	if s.Before(minStamp) || s.After(maxStamp) {
 		return nil, fmt.Errorf("time %s is outside the years 1678 to 2262", s.Format(time.RFC3339))
 	}
-	return cborMode.Marshal(s.UnixNano())
+	return appendInt(make([]byte, 0, 9), s.UnixNano()), nil
 }
 
-// UnmarshalCBOR decodes a stamp written by MarshalCBOR.
+// UnmarshalCBOR decodes a stamp written by MarshalCBOR. An integer is read
+// directly; anything else goes through the library, which also reports
+// what is wrong.
 func (s *stamp) UnmarshalCBOR(data []byte) error {
-	var ns int64
-	if err := decMode.Unmarshal(data, &ns); err != nil {
-		return err
+	ns, ok := readInt(data)
+	if !ok {
+		if err := decMode.Unmarshal(data, &ns); err != nil {
+			return err
+		}
 	}
 	s.Time = time.Time{}
 	if ns != 0 {
 		s.Time = time.Unix(0, ns).UTC()
 	}
 	return nil
+}
+
+// appendInt appends n as a CBOR integer (major type 0, or 1 for a negative
+// n) in its shortest head (RFC 8949 §4.2.1).
+func appendInt(b []byte, n int64) []byte {
+	major, u := byte(0), uint64(n)
+	if n < 0 {
+		major, u = 1, uint64(-1-n)
+	}
+	switch {
+	case u < 24:
+		return append(b, major<<5|byte(u))
+	case u <= math.MaxUint8:
+		return append(b, major<<5|24, byte(u))
+	case u <= math.MaxUint16:
+		return binary.BigEndian.AppendUint16(append(b, major<<5|25), uint16(u))
+	case u <= math.MaxUint32:
+		return binary.BigEndian.AppendUint32(append(b, major<<5|26), uint32(u))
+	}
+	return binary.BigEndian.AppendUint64(append(b, major<<5|27), u)
+}
+
+// readInt reads data when it is exactly one CBOR integer that fits an
+// int64, in a head of any length; ok is false for anything else.
+func readInt(data []byte) (n int64, ok bool) {
+	if len(data) == 0 {
+		return 0, false
+	}
+	major, info := data[0]>>5, data[0]&0x1f
+	if major > 1 {
+		return 0, false
+	}
+	var u uint64
+	switch {
+	case info < 24 && len(data) == 1:
+		u = uint64(info)
+	case info == 24 && len(data) == 2:
+		u = uint64(data[1])
+	case info == 25 && len(data) == 3:
+		u = uint64(binary.BigEndian.Uint16(data[1:]))
+	case info == 26 && len(data) == 5:
+		u = uint64(binary.BigEndian.Uint32(data[1:]))
+	case info == 27 && len(data) == 9:
+		u = binary.BigEndian.Uint64(data[1:])
+	default:
+		return 0, false
+	}
+	if u > math.MaxInt64 {
+		return 0, false
+	}
+	if major == 1 {
+		return -1 - int64(u), true
+	}
+	return int64(u), true
 }
 
 // ident is an id in a record. The ids paystate makes, "<prefix>_" and a
@@ -593,14 +653,42 @@ type hexBytes string
 
 // MarshalCBOR encodes the string.
 func (s hexBytes) MarshalCBOR() ([]byte, error) {
-	if b, err := hex.DecodeString(string(s)); err == nil && hex.EncodeToString(b) == string(s) {
-		return cborMode.Marshal(b)
+	if n := len(s) / 2; len(s)%2 == 0 && n <= 0xffff && lowerHex(string(s)) {
+		b := appendHead(make([]byte, 0, 3+n), 2, n)
+		return hex.AppendDecode(b, []byte(s))
+	}
+	if len(s) <= 0xffff {
+		return append(appendHead(make([]byte, 0, 3+len(s)), 3, len(s)), s...), nil
 	}
 	return cborMode.Marshal(string(s))
 }
 
-// UnmarshalCBOR decodes a string written by MarshalCBOR.
+// lowerHex reports whether s is made only of the digits 0-9 and a-f, so
+// that the bytes it spells print back as s.
+func lowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// UnmarshalCBOR decodes a string written by MarshalCBOR. The two shapes it
+// writes are read directly; anything else goes through the library, which
+// also reports what is wrong.
 func (s *hexBytes) UnmarshalCBOR(data []byte) error {
+	if len(data) > 0 {
+		major, head, n := readHead(data)
+		switch {
+		case major == 2 && n >= 0 && len(data) == head+n:
+			*s = hexBytes(hex.EncodeToString(data[head:]))
+			return nil
+		case major == 3 && n >= 0 && len(data) == head+n && utf8.Valid(data[head:]):
+			*s = hexBytes(data[head:])
+			return nil
+		}
+	}
 	var v any
 	if err := decMode.Unmarshal(data, &v); err != nil {
 		return err

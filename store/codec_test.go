@@ -2,6 +2,8 @@ package store
 
 import (
 	"bytes"
+	"encoding/hex"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -157,6 +159,96 @@ func TestSymbol_Vocabulary(t *testing.T) {
 	for _, s := range pay.Statuses {
 		if _, ok := symbolCodes[pay.EventType(s)]; !ok && s != pay.FinalizePending && s != pay.Created {
 			t.Errorf("event type %q is not a symbol", pay.EventType(s))
+		}
+	}
+}
+
+// TestStamp_SameBytesAsTheLibrary checks that stamp's hand-written CBOR
+// integers are the bytes the library writes for the same int64 of
+// nanoseconds, at every head length and sign, that they read back as the
+// same instant, that a longer head than needed still reads (the library
+// accepts it), and that what is not an int64 is refused.
+func TestStamp_SameBytesAsTheLibrary(t *testing.T) {
+	t.Parallel()
+	var ns []int64
+	for _, n := range []int64{1, 23, 24, 255, 256, 65535, 65536, 1<<32 - 1, 1 << 32, math.MaxInt64} {
+		ns = append(ns, n, -n)
+	}
+	ns = append(ns, math.MinInt64, time.Now().UnixNano())
+	for _, n := range ns {
+		s := stamp{time.Unix(0, n).UTC()}
+		got, err := s.MarshalCBOR()
+		if err != nil {
+			t.Fatalf("MarshalCBOR(%d): %v", n, err)
+		}
+		want, err := cborMode.Marshal(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("MarshalCBOR(%d) = % x, want % x", n, got, want)
+		}
+		var back stamp
+		if err := back.UnmarshalCBOR(got); err != nil || !back.Equal(s.Time) || back.Location() != time.UTC {
+			t.Errorf("UnmarshalCBOR(MarshalCBOR(%d)) = %v, %v", n, back.Time, err)
+		}
+	}
+	if got, err := (stamp{}).MarshalCBOR(); err != nil || !bytes.Equal(got, []byte{0}) {
+		t.Errorf("MarshalCBOR(zero) = % x, %v, want 00", got, err)
+	}
+	if _, err := at(time.Date(2300, 1, 1, 0, 0, 0, 0, time.UTC)).MarshalCBOR(); err == nil {
+		t.Error("MarshalCBOR(2300) = nil error, want out of range")
+	}
+	// 1000 in a head of eight bytes: not the shortest, still an integer.
+	var back stamp
+	if err := back.UnmarshalCBOR([]byte{0x1b, 0, 0, 0, 0, 0, 0, 0x03, 0xe8}); err != nil || back.UnixNano() != 1000 {
+		t.Errorf("UnmarshalCBOR(1000 in a long head) = %v, %v", back.Time, err)
+	}
+	for _, data := range [][]byte{
+		{}, {0x18}, {0x1b, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}, {0x3b, 0x80, 0, 0, 0, 0, 0, 0, 0},
+		{0x40}, {0x61, 'a'}, {0x01, 0x02},
+	} {
+		var back stamp
+		if err := back.UnmarshalCBOR(data); err == nil {
+			t.Errorf("UnmarshalCBOR(% x) = %v, want an error", data, back.Time)
+		}
+	}
+}
+
+// TestHexBytes_SameBytesAsTheLibrary checks hexBytes' hand-written CBOR:
+// lowercase hexadecimal is the byte string it spells, anything else the
+// text, both as the library writes them, and both read back as the string.
+func TestHexBytes_SameBytesAsTheLibrary(t *testing.T) {
+	t.Parallel()
+	for _, s := range []string{
+		"", "00", "ff", "0123456789abcdef", strings.Repeat("ab", 32), strings.Repeat("cd", 40000),
+		"ABCD", "abc", "abcg", "x", strings.Repeat("z", 70000), "ünïcode",
+	} {
+		got, err := hexBytes(s).MarshalCBOR()
+		if err != nil {
+			t.Fatalf("MarshalCBOR(%.30q): %v", s, err)
+		}
+		var want []byte
+		if b, err := hex.DecodeString(s); err == nil && hex.EncodeToString(b) == s {
+			want, err = cborMode.Marshal(b)
+		} else {
+			want, err = cborMode.Marshal(s)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("MarshalCBOR(%.30q) = % x..., want % x...", s, got[:min(len(got), 8)], want[:min(len(want), 8)])
+		}
+		var back hexBytes
+		if err := back.UnmarshalCBOR(got); err != nil || string(back) != s {
+			t.Errorf("UnmarshalCBOR(MarshalCBOR(%.30q)) = %.30q, %v", s, back, err)
+		}
+	}
+	for _, data := range [][]byte{{}, {0x42, 1}, {0x62, 'a', 0xff}, {0x01}} {
+		var back hexBytes
+		if err := back.UnmarshalCBOR(data); err == nil {
+			t.Errorf("UnmarshalCBOR(% x) = %q, want an error", data, back)
 		}
 	}
 }
