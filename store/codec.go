@@ -384,6 +384,13 @@ type idemRecord struct {
 	ExpiresAt   stamp    `json:"expires_at" cbor:"10,keyasint,omitzero"`
 }
 
+// idemExpiry is the one field of an idemRecord that indexIdem reads: the
+// decoder skips the others (a stored answer's body among them) without
+// copying them.
+type idemExpiry struct {
+	ExpiresAt stamp `cbor:"10,keyasint,omitzero"`
+}
+
 func fromIdem(r pay.IdemRecord) idemRecord {
 	return idemRecord{
 		Key: r.Key, Fingerprint: hexBytes(r.Fingerprint), State: symbol(r.State), Owner: hexBytes(r.Owner), LockedUntil: at(r.LockedUntil),

@@ -252,3 +252,22 @@ func TestHexBytes_SameBytesAsTheLibrary(t *testing.T) {
 		}
 	}
 }
+
+// TestIdemExpiry_ReadsTheRecordsExpiry checks that idemExpiry, which
+// indexIdem decodes instead of the whole record, reads the ExpiresAt of a
+// stored idemRecord (the same field number).
+func TestIdemExpiry_ReadsTheRecordsExpiry(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 5, 12, 0, 0, 123, time.UTC)
+	data, err := encode("idempotency key", fromIdem(pay.IdemRecord{
+		Key: "k", Fingerprint: "ab12", State: pay.IdemDone, PaymentID: ids.Payment(now), StatusCode: 201,
+		Body: []byte(`{"id":"x"}`), CreatedAt: now, LockedUntil: now.Add(time.Minute), ExpiresAt: now.Add(24 * time.Hour),
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got idemExpiry
+	if err := decode("idempotency key", data, &got); err != nil || !got.ExpiresAt.Equal(now.Add(24*time.Hour)) {
+		t.Errorf("decode into idemExpiry = %v, %v, want %v", got.ExpiresAt.Time, err, now.Add(24*time.Hour))
+	}
+}

@@ -43,7 +43,7 @@ func (t *tx) PutIdemKey(r pay.IdemRecord) error {
 // under key (idemKey) to expires, from the ExpiresAt of the record there,
 // if any. PutIdemKey calls it before it writes the record.
 func (t *tx) indexIdem(key []byte, expires time.Time) error {
-	var old idemRecord
+	var old idemExpiry
 	found, err := t.getRecord(bucketIdem, key, &old)
 	if err != nil {
 		return err
