@@ -45,13 +45,11 @@ func TestIdent_SameBytesAsTheLibrary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("MarshalCBOR(%.30q) = % x..., want % x...", s, got[:min(len(got), 8)], want[:min(len(want), 8)])
-		}
-		var back ident
-		if err := back.UnmarshalCBOR(got); err != nil || string(back) != s {
-			t.Errorf("UnmarshalCBOR(MarshalCBOR(%.30q)) = %.30q, %v", s, back, err)
-		}
+		sameBytes(t, s, got, want, func(data []byte) (string, error) {
+			var back ident
+			err := back.UnmarshalCBOR(data)
+			return string(back), err
+		})
 	}
 	// Malformed items are refused, not misread.
 	for _, data := range [][]byte{
@@ -61,6 +59,18 @@ func TestIdent_SameBytesAsTheLibrary(t *testing.T) {
 		if err := back.UnmarshalCBOR(data); err == nil {
 			t.Errorf("UnmarshalCBOR(% x) = %q, want an error", data, back)
 		}
+	}
+}
+
+// sameBytes checks that got, what a type's own MarshalCBOR wrote for s, is
+// want, what the library writes, and that decode reads got back as s.
+func sameBytes(t *testing.T, s string, got, want []byte, decode func([]byte) (string, error)) {
+	t.Helper()
+	if !bytes.Equal(got, want) {
+		t.Errorf("MarshalCBOR(%.30q) = % x..., want % x...", s, got[:min(len(got), 8)], want[:min(len(want), 8)])
+	}
+	if back, err := decode(got); err != nil || back != s {
+		t.Errorf("UnmarshalCBOR(MarshalCBOR(%.30q)) = %.30q, %v", s, back, err)
 	}
 }
 
@@ -237,13 +247,11 @@ func TestHexBytes_SameBytesAsTheLibrary(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("MarshalCBOR(%.30q) = % x..., want % x...", s, got[:min(len(got), 8)], want[:min(len(want), 8)])
-		}
-		var back hexBytes
-		if err := back.UnmarshalCBOR(got); err != nil || string(back) != s {
-			t.Errorf("UnmarshalCBOR(MarshalCBOR(%.30q)) = %.30q, %v", s, back, err)
-		}
+		sameBytes(t, s, got, want, func(data []byte) (string, error) {
+			var back hexBytes
+			err := back.UnmarshalCBOR(data)
+			return string(back), err
+		})
 	}
 	for _, data := range [][]byte{{}, {0x42, 1}, {0x62, 'a', 0xff}, {0x01}} {
 		var back hexBytes
