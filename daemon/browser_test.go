@@ -192,6 +192,8 @@ func (b *browser) signIn(base string) {
 		chromedp.Click(chromedp.CSS("#signin")),
 		chromedp.WaitVisible(chromedp.CSS("#tab-payments")),
 	)
+	// The tabs show before the deferred app.js has bound their clicks.
+	b.poll("the dashboard starts", `document.documentElement.dataset.ready === "true"`)
 }
 
 // jsString quotes s for a JavaScript expression.

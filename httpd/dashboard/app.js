@@ -1395,6 +1395,9 @@
         loadPayments();
       }
     }, REFRESH_EVERY);
+    // The tabs are in the page before this script runs (it is deferred):
+    // a click that early does nothing. Browser tests wait for this mark.
+    document.documentElement.dataset.ready = 'true';
   }
 
   if (document.readyState === 'loading') document.addEventListener('DOMContentLoaded', start);
