@@ -217,7 +217,10 @@
   // the list always shows the last filters asked for.
   let paymentsLoads = 0;
 
-  async function loadPayments() {
+  // loadPayments shows the list's current page. The periodic refresh
+  // (periodic) leaves the rows alone when nothing in them changed, so that
+  // a row is not replaced under the pointer that is about to click it.
+  async function loadPayments(periodic) {
     const load = ++paymentsLoads;
     const q = filterQuery();
     q.set('limit', String(PAGE_SIZE));
@@ -227,7 +230,7 @@
       const res = await api('GET', '/v1/payments?' + q.toString());
       if (load !== paymentsLoads) return;
       payments.next = res.next_cursor || '';
-      renderPayments(res.data || []);
+      renderPayments(res.data || [], periodic);
       $('#payments-updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     } catch (err) {
       if (load !== paymentsLoads) return;
@@ -238,11 +241,13 @@
     $('#page-newer').disabled = payments.prev.length === 0;
   }
 
-  function renderPayments(list) {
+  function renderPayments(list, periodic) {
+    const sig = JSON.stringify([list, filtered()]);
+    if (periodic && shownAs($('#payments-body'), sig)) return;
     const body = clear($('#payments-body'));
     if (list.length === 0) {
-      body.append(el('div', { class: 'empty', id: 'payments-empty' },
-        filtered() ? 'No payment matches these filters.' : 'No payments yet. Create one with POST /v1/payments.'));
+      body.append(drawnFrom(sig, el('div', { class: 'empty', id: 'payments-empty' },
+        filtered() ? 'No payment matches these filters.' : 'No payments yet. Create one with POST /v1/payments.')));
       return;
     }
     const rows = list.map((p) => el('tr', {
@@ -261,9 +266,9 @@
     el('td', { class: 'mono wrap', text: p.provider_ref || '' }),
     el('td', { text: fmtTime(p.created_at) }),
     el('td', { text: fmtTime(p.updated_at) })));
-    body.append(el('table', { id: 'payments-table' },
+    body.append(drawnFrom(sig, el('table', { id: 'payments-table' },
       el('thead', {}, el('tr', {}, ['Payment', 'Order id', 'Amount', 'Status', 'Customer', 'Provider', 'Provider ref', 'Created', 'Updated'].map((h) => el('th', { text: h })))),
-      el('tbody', {}, rows)));
+      el('tbody', {}, rows))));
   }
 
   // exportCSV downloads the list with the current filters, every page of
@@ -363,8 +368,10 @@
   }
 
   // openTimeline (re)draws the page of payment id: its facts, its refunds
-  // with the refund form when it is captured, and the timeline.
-  async function openTimeline(id) {
+  // with the refund form when it is captured, and the timeline. The
+  // periodic refresh (periodic) leaves the page alone when nothing on it
+  // changed (see loadPayments).
+  async function openTimeline(id, periodic) {
     const box = $('#timeline');
     let p, steps, refunds = [], refundsErr = null;
     try {
@@ -384,6 +391,10 @@
       return;
     }
     if (openPaymentID !== id) return;
+    // The refund form's own state is not in it: the form redraws itself,
+    // and the periodic refresh is for what changed on the server.
+    const sig = JSON.stringify([p, steps, refunds, refundsErr && refundsErr.message]);
+    if (periodic && shownAs(box, sig)) return;
     steps.sort((a, b) => a.seq - b.seq);
     const v = verdict(p, steps);
     // Only these fields are shown: never client_secret or redirect_url.
@@ -409,7 +420,7 @@
     el('td', { class: 'mono wrap', text: s.event_id || '' }),
     el('td', { class: 'wrap', text: s.note || '' })));
     clear(box).append(
-      backLink(),
+      drawnFrom(sig, backLink()),
       el('h2', {}, 'Payment ', el('a', { class: 'mono', id: 'timeline-id', href: paymentHref(p.id), text: p.id }), el('span', { id: 'payment-status' }, badge(p.status))),
       el('dl', { class: 'facts' }, facts.map(([k, val]) => el('div', {}, el('dt', { text: k }), el('dd', { text: val })))),
       refundView(p, refunds, refundsErr),
@@ -417,6 +428,22 @@
       el('table', { id: 'timeline-table' },
         el('thead', {}, el('tr', {}, ['#', 'At', 'Source', 'Kind', 'From → to', 'Version', 'Event id', 'Note'].map((h) => el('th', { text: h })))),
         el('tbody', {}, rows)));
+  }
+
+  // A drawn list or page remembers the data it was drawn from, as JSON, in
+  // a map beside its first element (not in the page: the data may hold a
+  // client secret, which the page never shows). drawnFrom records sig for
+  // e and returns e; shownAs reports whether box shows what sig describes.
+  const drawnSigs = new WeakMap();
+
+  function drawnFrom(sig, e) {
+    drawnSigs.set(e, sig);
+    return e;
+  }
+
+  function shownAs(box, sig) {
+    const first = box.firstElementChild;
+    return !!first && drawnSigs.get(first) === sig;
   }
 
   function backLink() {
@@ -1390,9 +1417,9 @@
     setInterval(() => {
       if (document.hidden || activeTab !== 'payments') return;
       if (openPaymentID) {
-        if (!refundInUse()) openTimeline(openPaymentID);
+        if (!refundInUse()) openTimeline(openPaymentID, true);
       } else if (!payments.cursor) {
-        loadPayments();
+        loadPayments(true);
       }
     }, REFRESH_EVERY);
     // The tabs are in the page before this script runs (it is deferred):
