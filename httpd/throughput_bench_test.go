@@ -2,6 +2,7 @@ package httpd_test
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -56,6 +57,11 @@ type benchDaemon struct {
 
 	flipped atomic.Int64  // status changes committed (Finalizer.Notify)
 	flip    chan struct{} // a status change committed; capacity 1
+
+	// randomKeys makes postCreate send a random Idempotency-Key
+	// (crypto/rand.Text, as clients that use UUIDs do) instead of
+	// run-i, which sorts near the keys sent just before it.
+	randomKeys bool
 }
 
 // newBenchDaemon opens a benchDaemon; its cleanup shuts everything down.
@@ -221,8 +227,8 @@ func (d *benchDaemon) postWebhook(req *fasthttp.Request, resp *fasthttp.Response
 }
 
 // postCreate creates payment i over HTTP with the caller's req and resp:
-// 10.00 EUR with the given provider and its own Idempotency-Key, wanting
-// 201 and the status want.
+// 10.00 EUR with the given provider and its own Idempotency-Key (run-i,
+// or a random one if d.randomKeys), wanting 201 and the status want.
 func (d *benchDaemon) postCreate(req *fasthttp.Request, resp *fasthttp.Response, run string, i int, provider string, want pay.Status) (string, error) {
 	return d.postCreateTo(d.srv.URL(), req, resp, run, i, provider, want)
 }
@@ -233,7 +239,11 @@ func (d *benchDaemon) postCreateTo(url string, req *fasthttp.Request, resp *fast
 	req.SetRequestURI(url + "/v1/payments")
 	req.Header.SetMethod(fasthttp.MethodPost)
 	req.Header.SetContentType("application/json")
-	req.Header.Set("Idempotency-Key", run+"-"+strconv.Itoa(i))
+	if d.randomKeys {
+		req.Header.Set("Idempotency-Key", rand.Text())
+	} else {
+		req.Header.Set("Idempotency-Key", run+"-"+strconv.Itoa(i))
+	}
 	req.SetBodyRaw(fmt.Appendf(nil, `{"order_id":"%s-%d","amount":1000,"currency":"EUR","provider":%q}`, run, i, provider))
 	if err := d.hc.Do(req, resp); err != nil {
 		return "", err
@@ -632,6 +642,34 @@ func BenchmarkCreates256(b *testing.B) {
 		b.ReportMetric(perSecond(n, raw), "raw-tx/s")
 		b.ReportMetric(float64(raw)/float64(creates), "ratio")
 		b.ReportMetric(float64(d.cs.N.Load()-before)/float64(n), "commits/create")
+	})
+	// ratioRandomKeys is ratio with a random Idempotency-Key on each
+	// create. run-i keys land next to the keys of the creates just
+	// before them, so a commit's claims and answers share a few pages of
+	// idempotency_keys; random keys land on a page of their own, twice
+	// per create (the claim, then the answer).
+	b.Run("ratioRandomKeys", func(b *testing.B) {
+		d := newBenchDaemon(b)
+		d.randomKeys = true
+		d.warmUp(b)
+		r := newRawDB(b)
+		var creates, raw, cpu, rawCPU time.Duration
+		counts := countStore()
+		inTurns(b, func(done, size int) {
+			b.StopTimer()
+			first := r.addPayments(b, size)
+			b.StartTimer()
+			c0 := cpuTime(b)
+			creates += d.sendCreates(b, "t"+strconv.Itoa(done), size)
+			c1 := cpuTime(b)
+			raw += r.batch(b, first, size)
+			cpu, rawCPU = cpu+c1-c0, rawCPU+cpuTime(b)-c1
+		})
+		reportCPU(b, cpu, rawCPU, raw)
+		reportStore(b, counts, b.N, "create")
+		b.ReportMetric(perSecond(b.N, creates), "creates/s")
+		b.ReportMetric(perSecond(b.N, raw), "raw-tx/s")
+		b.ReportMetric(float64(raw)/float64(creates), "ratio")
 	})
 	// ratioClientProcess is ratio with the 256 clients in a second
 	// process (clientProcess): the server's scheduler runs only the
