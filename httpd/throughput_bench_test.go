@@ -620,57 +620,13 @@ func BenchmarkCreates256(b *testing.B) {
 		took := r.batch(b, 0, b.N)
 		b.ReportMetric(perSecond(b.N, took), "tx/s")
 	})
-	b.Run("ratio", func(b *testing.B) {
-		d := newBenchDaemon(b)
-		d.warmUp(b)
-		r := newRawDB(b)
-		var creates, raw, cpu, rawCPU time.Duration
-		before := d.cs.N.Load()
-		inTurns(b, func(done, size int) {
-			b.StopTimer()
-			first := r.addPayments(b, size)
-			b.StartTimer()
-			c0 := cpuTime(b)
-			creates += d.sendCreates(b, "t"+strconv.Itoa(done), size)
-			c1 := cpuTime(b)
-			raw += r.batch(b, first, size)
-			cpu, rawCPU = cpu+c1-c0, rawCPU+cpuTime(b)-c1
-		})
-		reportCPU(b, cpu, rawCPU, raw)
-		n := b.N
-		b.ReportMetric(perSecond(n, creates), "creates/s")
-		b.ReportMetric(perSecond(n, raw), "raw-tx/s")
-		b.ReportMetric(float64(raw)/float64(creates), "ratio")
-		b.ReportMetric(float64(d.cs.N.Load()-before)/float64(n), "commits/create")
-	})
+	b.Run("ratio", createsRatio(false))
 	// ratioRandomKeys is ratio with a random Idempotency-Key on each
 	// create. run-i keys land next to the keys of the creates just
 	// before them, so a commit's claims and answers share a few pages of
 	// idempotency_keys; random keys land on a page of their own, twice
 	// per create (the claim, then the answer).
-	b.Run("ratioRandomKeys", func(b *testing.B) {
-		d := newBenchDaemon(b)
-		d.randomKeys = true
-		d.warmUp(b)
-		r := newRawDB(b)
-		var creates, raw, cpu, rawCPU time.Duration
-		counts := countStore()
-		inTurns(b, func(done, size int) {
-			b.StopTimer()
-			first := r.addPayments(b, size)
-			b.StartTimer()
-			c0 := cpuTime(b)
-			creates += d.sendCreates(b, "t"+strconv.Itoa(done), size)
-			c1 := cpuTime(b)
-			raw += r.batch(b, first, size)
-			cpu, rawCPU = cpu+c1-c0, rawCPU+cpuTime(b)-c1
-		})
-		reportCPU(b, cpu, rawCPU, raw)
-		reportStore(b, counts, b.N, "create")
-		b.ReportMetric(perSecond(b.N, creates), "creates/s")
-		b.ReportMetric(perSecond(b.N, raw), "raw-tx/s")
-		b.ReportMetric(float64(raw)/float64(creates), "ratio")
-	})
+	b.Run("ratioRandomKeys", createsRatio(true))
 	// ratioClientProcess is ratio with the 256 clients in a second
 	// process (clientProcess): the server's scheduler runs only the
 	// server, as with a merchant's clients. cpu-µs/op adds both
@@ -697,6 +653,38 @@ func BenchmarkCreates256(b *testing.B) {
 		b.ReportMetric(perSecond(b.N, raw), "raw-tx/s")
 		b.ReportMetric(float64(raw)/float64(creates), "ratio")
 	})
+}
+
+// createsRatio is BenchmarkCreates256/ratio: creates from 256 clients
+// (with random Idempotency-Keys if randomKeys) and raw db.Batch
+// transactions in turns, reporting their ratio, the CPU time of each and
+// the commits and pages per create.
+func createsRatio(randomKeys bool) func(*testing.B) {
+	return func(b *testing.B) {
+		d := newBenchDaemon(b)
+		d.randomKeys = randomKeys
+		d.warmUp(b)
+		r := newRawDB(b)
+		var creates, raw, cpu, rawCPU time.Duration
+		before, counts := d.cs.N.Load(), countStore()
+		inTurns(b, func(done, size int) {
+			b.StopTimer()
+			first := r.addPayments(b, size)
+			b.StartTimer()
+			c0 := cpuTime(b)
+			creates += d.sendCreates(b, "t"+strconv.Itoa(done), size)
+			c1 := cpuTime(b)
+			raw += r.batch(b, first, size)
+			cpu, rawCPU = cpu+c1-c0, rawCPU+cpuTime(b)-c1
+		})
+		reportCPU(b, cpu, rawCPU, raw)
+		reportStore(b, counts, b.N, "create")
+		n := b.N
+		b.ReportMetric(perSecond(n, creates), "creates/s")
+		b.ReportMetric(perSecond(n, raw), "raw-tx/s")
+		b.ReportMetric(float64(raw)/float64(creates), "ratio")
+		b.ReportMetric(float64(d.cs.N.Load()-before)/float64(n), "commits/create")
+	}
 }
 
 // storeCounts is what the store did so far in this process (the counters
