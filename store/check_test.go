@@ -50,6 +50,41 @@ func TestDB_CheckDeliveries(t *testing.T) {
 	}
 }
 
+// TestDB_CheckDamagedID: a delivery record whose payment id is an empty
+// byte string (a damaged value: ids are stored as 17 bytes or as text) is
+// reported by Check, naming the bucket, instead of panicking in the
+// decoder.
+func TestDB_CheckDamagedID(t *testing.T) {
+	t.Parallel()
+	db := open(t, filepath.Join(t.TempDir(), "paystate.db"), nil)
+	d := pay.Delivery{
+		ID: "dlv_1", Effect: pay.EffectRetention, EventID: "evt_1", EventType: "payment.captured", EventSeq: 1,
+		PaymentID: "pay_1", State: pay.DeliveryPending,
+	}
+	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertDelivery(d) }); err != nil {
+		t.Fatal(err)
+	}
+	err := store.BoltDB(db).Update(func(btx *bolt.Tx) error {
+		b := btx.Bucket([]byte("deliveries"))
+		k, _ := b.Cursor().First()
+		if k == nil {
+			return errors.New("no delivery")
+		}
+		// A map of one entry: field 8 (PaymentID), an empty byte string.
+		return b.Put(k, []byte{0xa1, 0x08, 0x40})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Check()
+	if err == nil {
+		t.Fatal("Check of a delivery with a damaged payment id found nothing")
+	}
+	if !strings.Contains(err.Error(), "deliveries") || !strings.Contains(err.Error(), "id of 0 bytes") {
+		t.Fatalf("Check error %q does not name deliveries and the damaged id", err)
+	}
+}
+
 // TestDB_CheckClosed: Check of a closed database is EUNAVAILABLE, as View
 // and Update are, which is how bolttest.MustOpen tells a database that a
 // test closed itself.

@@ -642,8 +642,11 @@ func (s *ident) UnmarshalCBOR(data []byte) error {
 	case string:
 		*s = ident(v)
 	case []byte:
-		if len(v) != 1+len(ulid.ULID{}) || int(v[0]) >= len(identPrefixes) {
-			return fmt.Errorf("id of %d bytes with prefix code %d", len(v), v[0])
+		if len(v) != 1+len(ulid.ULID{}) {
+			return fmt.Errorf("id of %d bytes, want %d", len(v), 1+len(ulid.ULID{}))
+		}
+		if int(v[0]) >= len(identPrefixes) {
+			return fmt.Errorf("id with prefix code %d", v[0])
 		}
 		*s = ident(identPrefixes[v[0]] + ulid.ULID(v[1:]).String())
 	default:

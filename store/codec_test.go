@@ -51,9 +51,11 @@ func TestIdent_SameBytesAsTheLibrary(t *testing.T) {
 			return string(back), err
 		})
 	}
-	// Malformed items are refused, not misread.
+	// Malformed items are refused, not misread (the empty byte strings,
+	// 0x40 and 0x58 0x00, were a panic once).
 	for _, data := range [][]byte{
 		{0x51, 9}, {0x51, byte(len(identPrefixes))}, {0x63, 'a', 0xff, 0xfe}, {0x01}, {},
+		{0x40}, {0x58, 0x00}, {0x42, 0, 1},
 	} {
 		var back ident
 		if err := back.UnmarshalCBOR(data); err == nil {
