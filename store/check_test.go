@@ -14,10 +14,10 @@ import (
 	"github.com/paystate/paystate/store/bolttest"
 )
 
-// TestDB_CheckDeliveries: Check finds a pending delivery whose due entry
-// is gone, as it finds a payment without its index entries.
-func TestDB_CheckDeliveries(t *testing.T) {
-	t.Parallel()
+// oneDelivery opens a new database holding one pending delivery, and
+// returns it with the delivery.
+func oneDelivery(t *testing.T) (*store.DB, pay.Delivery) {
+	t.Helper()
 	db := open(t, filepath.Join(t.TempDir(), "paystate.db"), nil)
 	d := pay.Delivery{
 		ID: "dlv_1", Effect: pay.EffectRetention, EventID: "evt_1", EventType: "payment.captured", EventSeq: 1,
@@ -26,6 +26,14 @@ func TestDB_CheckDeliveries(t *testing.T) {
 	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertDelivery(d) }); err != nil {
 		t.Fatal(err)
 	}
+	return db, d
+}
+
+// TestDB_CheckDeliveries: Check finds a pending delivery whose due entry
+// is gone, as it finds a payment without its index entries.
+func TestDB_CheckDeliveries(t *testing.T) {
+	t.Parallel()
+	db, d := oneDelivery(t)
 	if err := db.Check(); err != nil {
 		t.Fatalf("Check of a sound database: %v", err)
 	}
@@ -56,14 +64,7 @@ func TestDB_CheckDeliveries(t *testing.T) {
 // decoder.
 func TestDB_CheckDamagedID(t *testing.T) {
 	t.Parallel()
-	db := open(t, filepath.Join(t.TempDir(), "paystate.db"), nil)
-	d := pay.Delivery{
-		ID: "dlv_1", Effect: pay.EffectRetention, EventID: "evt_1", EventType: "payment.captured", EventSeq: 1,
-		PaymentID: "pay_1", State: pay.DeliveryPending,
-	}
-	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertDelivery(d) }); err != nil {
-		t.Fatal(err)
-	}
+	db, _ := oneDelivery(t)
 	err := store.BoltDB(db).Update(func(btx *bolt.Tx) error {
 		b := btx.Bucket([]byte("deliveries"))
 		k, _ := b.Cursor().First()
