@@ -15,10 +15,7 @@ import (
 // steps per payment; the idempotency expiry index and IsProcessed decode
 // only a part of their record). A kind's index is part of the seeds in
 // testdata/fuzz: new kinds go at the end.
-var recordKinds = []struct {
-	bucket []byte
-	record func() any
-}{
+var recordKinds = []bucketRecord{
 	{bucketPayments, func() any { return new(paymentRecord) }},
 	{bucketTimeline, func() any { return new([]stepRecord) }},
 	{bucketInbox, func() any { return new(inboxRecord) }},

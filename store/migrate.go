@@ -43,13 +43,17 @@ import (
 // A database of an older schema is migrated at Open, before anything
 // reads it; a read-only Open refuses it.
 
+// bucketRecord is a bucket that holds records and the type they decode
+// into.
+type bucketRecord struct {
+	bucket []byte
+	record func() any
+}
+
 // schema1Records are the buckets whose values were JSON in schema 1, with
 // the record type each holds. Every other bucket holds index entries or
 // raw integers, the same in both.
-var schema1Records = []struct {
-	bucket []byte
-	record func() any
-}{
+var schema1Records = []bucketRecord{
 	{bucketPayments, func() any { return new(paymentRecord) }},
 	{bucketTimeline, func() any { return new(stepRecord) }},
 	{bucketInbox, func() any { return new(inboxRecord) }},
@@ -68,10 +72,7 @@ var schema1Records = []struct {
 
 // schema2Records are the buckets whose records hold symbols (schema 3),
 // with the record type each holds.
-var schema2Records = []struct {
-	bucket []byte
-	record func() any
-}{
+var schema2Records = []bucketRecord{
 	{bucketPayments, func() any { return new(paymentRecord) }},
 	{bucketTimeline, func() any { return new(stepRecord) }},
 	{bucketInbox, func() any { return new(inboxRecord) }},
@@ -267,10 +268,7 @@ var schema4Keys = []rekey{
 
 // schema3Records are the buckets whose records drop a field in schema 4
 // (the Seq their key holds).
-var schema3Records = []struct {
-	bucket []byte
-	record func() any
-}{
+var schema3Records = []bucketRecord{
 	{bucketOutbox, func() any { return new(outboxRecord) }},
 	{bucketLedger, func() any { return new(ledgerRecord) }},
 }
