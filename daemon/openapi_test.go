@@ -34,7 +34,7 @@ import (
 // a field or header the document does not declare is an error too, and
 // formats (date-time) are checked.
 type openapiClient struct {
-	t  *testing.T
+	t  testing.TB
 	in *daemontest.Instance
 	m  *v3.Document
 	v  validator.Validator
@@ -55,7 +55,7 @@ var freeForm = []string{
 	"$.body.paths**", "$.body.webhooks**", "$.body.components**",
 }
 
-func newOpenAPIClient(t *testing.T, in *daemontest.Instance, doc []byte) *openapiClient {
+func newOpenAPIClient(t testing.TB, in *daemontest.Instance, doc []byte) *openapiClient {
 	t.Helper()
 	d, err := libopenapi.NewDocument(doc)
 	if err != nil {

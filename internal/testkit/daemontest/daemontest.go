@@ -35,7 +35,7 @@ var client = &http.Client{Timeout: 30 * time.Second}
 // Instance is a paystate booted for a test. Send needs only Base (and
 // HTTP), so an Instance also drives a paystate in another process.
 type Instance struct {
-	T    *testing.T
+	T    testing.TB // a *testing.F only before its Fuzz: Do and Create report to it
 	Main *daemon.Main
 	Base string       // base URL, http://127.0.0.1:port
 	HTTP *http.Client // nil: a client with a 30 s timeout
@@ -47,14 +47,15 @@ type Instance struct {
 // 127.0.0.1:0, a database in t.TempDir(), APIKey, the mock PSP without
 // its webhook delay, warnings logged to the test — changed by mutate if
 // it is not nil. The test's cleanup stops it.
-func Boot(t *testing.T, mutate func(*config.Config)) *Instance {
+func Boot(t testing.TB, mutate func(*config.Config)) *Instance {
 	t.Helper()
 	return BootMain(t, mutate, nil)
 }
 
 // BootMain is Boot with the daemon's clock and knobs set by setup, if it
-// is not nil, before Open.
-func BootMain(t *testing.T, mutate func(*config.Config), setup func(*daemon.Main)) *Instance {
+// is not nil, before Open. A fuzz target (t a *testing.F, which takes no
+// log lines once its Fuzz runs) sets m.Logger in setup.
+func BootMain(t testing.TB, mutate func(*config.Config), setup func(*daemon.Main)) *Instance {
 	t.Helper()
 	cfg := config.DefaultConfig()
 	cfg.Server.Listen = "127.0.0.1:0"

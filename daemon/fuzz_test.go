@@ -1,0 +1,207 @@
+package daemon_test
+
+import (
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"testing"
+
+	"github.com/rs/zerolog"
+
+	"github.com/paystate/paystate/api"
+	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/internal/testkit/daemontest"
+)
+
+// The parts of a fuzzed request that are picked from a list rather than
+// made up: an index beyond a list wraps around.
+var (
+	fuzzMethods      = []string{"GET", "POST", "PUT", "DELETE", "PATCH", "HEAD", "OPTIONS"}
+	fuzzContentTypes = []string{"application/json", "application/json; charset=utf-8", "", "text/plain", "application/x-www-form-urlencoded", "application/json; charset=latin1"}
+	fuzzAccepts      = []string{"", "application/json", "text/csv", "text/html"}
+)
+
+// FuzzAPI sends arbitrary requests to a whole paystate (daemontest.Boot:
+// the mock PSP, a bbolt file, every worker running) and checks what the
+// answer to any request must be, whatever the request:
+//   - never a 5xx other than 501 (a panic of a handler is a 500);
+//   - an error (4xx, 501) in the error shape, with a code, and every answer with
+//     an X-Request-Id;
+//   - no client secret or redirect URL in any object whose status is not
+//     created, processing or requires_action;
+//   - the answer matches api/openapi.yaml (strict mode, formats checked)
+//     wherever the document has the route and method.
+//
+// A path's "{id}", "{action}" and "{failed}" become the ids of a captured,
+// a requires_action and a failed payment made before fuzzing, so that
+// mutations of the seeds reach the handlers of a payment that exists.
+// The fuzz arguments: the method's index, the path with its query, the
+// body, the Content-Type's index, the Accept's index, an Idempotency-Key
+// (none if empty) and whether to send the API key.
+func FuzzAPI(f *testing.F) {
+	in := daemontest.BootMain(f, nil, func(m *daemon.Main) {
+		// *testing.F takes no log lines once fuzzing runs.
+		m.Logger = zerolog.Nop()
+	})
+	c := newOpenAPIClient(f, in, api.YAML())
+	ids := map[string]string{}
+	for name, amount := range map[string]string{"{id}": "1000", "{action}": "1002", "{failed}": "1001"} {
+		r := in.Create(`{"order_id":"fz-`+amount+`","amount":`+amount+`,"currency":"EUR","customer":{"id":"cus_fz"},"return_url":"https://shop.example/back"}`, "fz-"+amount)
+		if r.Status != http.StatusCreated {
+			f.Fatalf("create %s: %d %s", amount, r.Status, r.Body)
+		}
+		ids[name] = r.Str("id")
+	}
+	for _, s := range []struct {
+		method      uint8
+		path        string
+		body        string
+		ctype, acpt uint8
+		key         string
+	}{
+		{1, "/v1/payments", `{"order_id":"o-1","amount":1000,"currency":"EUR"}`, 0, 0, "k-1"},
+		{1, "/v1/payments", `{"order_id":"o-2","amount":1003,"currency":"eur","customer":{"id":"c","email":"x"}}`, 1, 0, "k-2"},
+		{1, "/v1/payments", `{"order_id":"o-3","amount":-1,"currency":"EUR","provider":"nope"}`, 0, 0, ""},
+		{0, "/v1/payments?limit=2&status=captured", "", 0, 0, ""},
+		{0, "/v1/payments?limit=0&cursor=zz&order_id=o-1", "", 0, 2, ""},
+		{0, "/v1/payments/{id}", "", 0, 0, ""},
+		{0, "/v1/payments/{action}", "", 0, 0, ""},
+		{1, "/v1/payments/{action}/sync", `{"status":"captured","provider_ref":"r","expected_version":1}`, 0, 0, ""},
+		{1, "/v1/payments/{failed}/sync", `{"status":"processing","client_secret":"cs_x"}`, 0, 0, ""},
+		{1, "/v1/payments/{id}/refund", `{"amount":100,"reason":"r"}`, 0, 0, "rf-1"},
+		{1, "/v1/payments/{id}/refund", `{"amount":100000}`, 0, 0, ""},
+		{0, "/v1/payments/{id}/refunds", "", 0, 0, ""},
+		{0, "/v1/payments/{id}/events", "", 0, 0, ""},
+		{0, "/v1/disputes?status=lost", "", 0, 0, ""},
+		{0, "/v1/reconciliation/runs", "", 0, 0, ""},
+		{0, "/v1/reconciliation/runs/x", "", 0, 0, ""},
+		{0, "/v1/review", "", 0, 0, ""},
+		{1, "/v1/review/{id}/resolve", `{"status":"captured","note":"n"}`, 0, 0, ""},
+		{0, "/v1/deliveries?state=dead", "", 0, 0, ""},
+		{1, "/v1/deliveries/x/retry", "", 0, 0, ""},
+		{1, "/v1/deliveries/retry", `{}`, 0, 0, ""},
+		{0, "/v1/customers/cus_fz", "", 0, 0, ""},
+		{0, "/v1/ledger/balances", "", 0, 0, ""},
+		{0, "/v1/ledger/revenue?from=2026-01-01&to=2026-12-31", "", 0, 0, ""},
+		{1, "/webhooks/standard", `{"type":"payment.captured","data":{}}`, 0, 0, ""},
+		{1, "/webhooks/mock", `{}`, 0, 0, ""},
+		{0, "/healthz", "", 0, 0, ""},
+		{0, "/readyz", "", 0, 0, ""},
+		{0, "/openapi.json", "", 0, 0, ""},
+		{5, "/v1/payments/{id}", "", 0, 0, ""},
+		{3, "/v1/payments/{id}", "", 0, 0, ""},
+		{1, "/dashboard/login", "key=x", 4, 3, ""},
+	} {
+		f.Add(s.method, s.path, []byte(s.body), s.ctype, s.acpt, s.key, true)
+	}
+	f.Add(uint8(0), "/v1/payments/{id}", []byte(nil), uint8(0), uint8(0), "", false)
+
+	f.Fuzz(func(t *testing.T, method uint8, target string, body []byte, ctype, acpt uint8, key string, auth bool) {
+		for name, id := range ids {
+			target = strings.ReplaceAll(target, name, id)
+		}
+		if !strings.HasPrefix(target, "/") {
+			target = "/" + target
+		}
+		m := fuzzMethods[int(method)%len(fuzzMethods)]
+		// What net/http's client refuses to send is not a request; a
+		// fragment is not sent (libopenapi-validator would match it as
+		// part of the path); and a space or control character would go
+		// raw into the request line, which the server refuses as
+		// malformed before any route (TestE2E_BadInput sends those).
+		if _, err := http.NewRequest(m, in.Base+target, nil); err != nil || strings.ContainsFunc(target, func(r rune) bool { return r == '#' || r <= ' ' || r == 0x7f }) {
+			return
+		}
+		if !validHeaderValue(key) {
+			return
+		}
+		hdr := map[string]string{
+			"Content-Type": fuzzContentTypes[int(ctype)%len(fuzzContentTypes)],
+			"Accept":       fuzzAccepts[int(acpt)%len(fuzzAccepts)],
+		}
+		if key != "" {
+			hdr["Idempotency-Key"] = key
+		}
+		if !auth {
+			hdr["Authorization"] = ""
+		}
+		oc := &openapiClient{t: t, in: in, m: c.m, v: c.v, hc: c.hc}
+		x := oc.send(m, target, body, hdr)
+		st := x.res.Status
+		what := m + " " + target
+		if st >= 500 && st != http.StatusNotImplemented {
+			t.Fatalf("%s: status %d: %.500s", what, st, x.res.Body)
+		}
+		if x.res.Header.Get("X-Request-Id") == "" {
+			t.Errorf("%s: status %d without X-Request-Id", what, st)
+		}
+		if st >= 400 && m != "HEAD" && x.res.ErrCode() == "" && !dashboardPage(in.Base+target, x.res.Header) {
+			t.Errorf("%s: status %d, not the error shape: %.500s", what, st, x.res.Body)
+		}
+		if bad := secretWhereFinal(x.res.JSON); bad != "" {
+			t.Errorf("%s: %s in an answer about a payment that is not open: %.500s", what, bad, x.res.Body)
+		}
+		for _, e := range x.resErrs {
+			if e.IsPathMissingError() || e.IsOperationMissingError() {
+				continue // not a route of the document: nothing to hold it to
+			}
+			t.Errorf("%s: the answer %d does not match api/openapi.yaml:%s\nbody: %.500s", what, st, describe(x.resErrs), x.res.Body)
+			break
+		}
+	})
+}
+
+// dashboardPage reports whether an answer is an HTML page of the
+// dashboard (GET /, POST /dashboard/login and /dashboard/logout, the
+// static files), whose errors are pages for a person, not the error
+// shape: the request's path, cleaned as the server cleans it, is the
+// dashboard's and the answer is HTML.
+func dashboardPage(rawURL string, h http.Header) bool {
+	u, err := url.Parse(rawURL)
+	if err != nil || !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
+		return false
+	}
+	p := path.Clean("/" + u.Path)
+	return p == "/" || strings.HasPrefix(p, "/dashboard/")
+}
+
+// validHeaderValue reports whether net/http sends s as a header value:
+// no control character but tab.
+func validHeaderValue(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if b := s[i]; (b < ' ' && b != '\t') || b == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
+// secretWhereFinal returns the first "client_secret" or "redirect_url"
+// that is set in an object of v (a decoded answer, searched all the way
+// down) whose "status" is not created, processing or requires_action, as
+// its path; "" if there is none.
+func secretWhereFinal(v any) string {
+	switch x := v.(type) {
+	case map[string]any:
+		if st, ok := x["status"].(string); ok && st != "created" && st != "processing" && st != "requires_action" {
+			for _, k := range []string{"client_secret", "redirect_url"} {
+				if s, _ := x[k].(string); s != "" {
+					return k + " with status " + st
+				}
+			}
+		}
+		for _, e := range x {
+			if bad := secretWhereFinal(e); bad != "" {
+				return bad
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if bad := secretWhereFinal(e); bad != "" {
+				return bad
+			}
+		}
+	}
+	return ""
+}
