@@ -257,6 +257,12 @@ func TestE2E_BadInput(t *testing.T) {
 			"\r\nX-Request-Id: abc\rSet-Cookie: session=evil\r\n\r\n", 400, "invalid_request"},
 		{"encoded CRLF in request id", "GET /v1/payments/pay_01ARZ3NDEKTSV4RRFFQ69G5FAV HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey +
 			"\r\nX-Request-Id: abc%0d%0aSet-Cookie:%20session=evil\r\n\r\n", 404, "not_found"},
+		// A space, a tab or a control character in the request line (what
+		// FuzzAPI skips, since net/http would send it raw): refused as
+		// malformed before any route.
+		{"space in query", "GET /v1/payments?status= captured HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey + "\r\n\r\n", 400, "invalid_request"},
+		{"tab in path", "GET /v1/payments/\tx HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey + "\r\n\r\n", 400, "invalid_request"},
+		{"NUL in path", "GET /v1/payments/\x00 HTTP/1.1\r\nHost: paystate.test\r\nAuthorization: Bearer " + daemontest.APIKey + "\r\n\r\n", 400, "invalid_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res, body, err := rawExchange(in, tc.raw)

@@ -26,19 +26,21 @@ var (
 // the mock PSP, a bbolt file, every worker running) and checks what the
 // answer to any request must be, whatever the request:
 //   - never a 5xx other than 501 (a panic of a handler is a 500);
-//   - an error (4xx, 501) in the error shape, with a code, and every answer with
-//     an X-Request-Id;
-//   - no client secret or redirect URL in any object whose status is not
-//     created, processing or requires_action;
+//   - every answer with an X-Request-Id;
+//   - an error (4xx, 501) in the error shape, with a code, except for a
+//     HEAD (no body) and the dashboard's HTML pages (dashboardPage);
+//   - no client secret or redirect URL in any object, at any depth, whose
+//     status is not created, processing or requires_action;
 //   - the answer matches api/openapi.yaml (strict mode, formats checked)
 //     wherever the document has the route and method.
 //
-// A path's "{id}", "{action}" and "{failed}" become the ids of a captured,
-// a requires_action and a failed payment made before fuzzing, so that
-// mutations of the seeds reach the handlers of a payment that exists.
-// The fuzz arguments: the method's index, the path with its query, the
-// body, the Content-Type's index, the Accept's index, an Idempotency-Key
-// (none if empty) and whether to send the API key.
+// A path's "{id}", "{action}" and "{failed}" become the ids of payments
+// made before fuzzing with the mock's outcomes 00 (captured), 02
+// (requires_action, captured soon after by the mock's webhooks) and 01
+// (failed), so that mutations of the seeds reach the handlers of a
+// payment that exists. The fuzz arguments: the method's index, the path
+// with its query, the body, the Content-Type's index, the Accept's index,
+// an Idempotency-Key (none if empty) and whether to send the API key.
 func FuzzAPI(f *testing.F) {
 	in := daemontest.BootMain(f, nil, func(m *daemon.Main) {
 		// *testing.F takes no log lines once fuzzing runs.
@@ -109,7 +111,8 @@ func FuzzAPI(f *testing.F) {
 		// fragment is not sent (libopenapi-validator would match it as
 		// part of the path); and a space or control character would go
 		// raw into the request line, which the server refuses as
-		// malformed before any route (TestE2E_BadInput sends those).
+		// malformed before any route (TestE2E_BadInput sends such
+		// request lines raw).
 		if _, err := http.NewRequest(m, in.Base+target, nil); err != nil || strings.ContainsFunc(target, func(r rune) bool { return r == '#' || r <= ' ' || r == 0x7f }) {
 			return
 		}
@@ -177,10 +180,10 @@ func validHeaderValue(s string) bool {
 	return true
 }
 
-// secretWhereFinal returns the first "client_secret" or "redirect_url"
-// that is set in an object of v (a decoded answer, searched all the way
-// down) whose "status" is not created, processing or requires_action, as
-// its path; "" if there is none.
+// secretWhereFinal finds a "client_secret" or "redirect_url" that is set
+// in an object of v (a decoded answer, searched all the way down) whose
+// "status" is not created, processing or requires_action, and names it
+// and the status; "" if there is none.
 func secretWhereFinal(v any) string {
 	switch x := v.(type) {
 	case map[string]any:
