@@ -10,8 +10,10 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/api"
+	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
+	"github.com/paystate/paystate/internal/testkit/pgtest"
 )
 
 // The parts of a fuzzed request that are picked from a list rather than
@@ -41,8 +43,19 @@ var (
 // payment that exists. The fuzz arguments: the method's index, the path
 // with its query, the body, the Content-Type's index, the Accept's index,
 // an Idempotency-Key (none if empty) and whether to send the API key.
-func FuzzAPI(f *testing.F) {
-	in := daemontest.BootMain(f, nil, func(m *daemon.Main) {
+func FuzzAPI(f *testing.F) { fuzzAPI(f, nil) }
+
+// FuzzAPIPostgres is FuzzAPI on PostgreSQL (storage.backend = "postgres",
+// a schema of its own on the test server of pgtest), where text reaches
+// columns and query parameters that refuse what bbolt stores as bytes.
+func FuzzAPIPostgres(f *testing.F) {
+	dsn := pgtest.Schema(f)
+	fuzzAPI(f, func(c *config.Config) { c.Storage.Backend, c.Storage.DSN = "postgres", dsn })
+}
+
+// fuzzAPI is FuzzAPI on the paystate that mutate configures.
+func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
+	in := daemontest.BootMain(f, mutate, func(m *daemon.Main) {
 		// *testing.F takes no log lines once fuzzing runs.
 		m.Logger = zerolog.Nop()
 	})

@@ -183,6 +183,16 @@ func (s *Server) dispatch(rc *fasthttp.RequestCtx) (name string, err error) {
 			return name, err
 		}
 	}
+	// A path parameter that no id can be (not UTF-8, or a control,
+	// format or bidirectional character: paystate's ids are ASCII, and a
+	// create refuses such a customer id) names nothing. It is 404 here,
+	// on every backend, before a store is asked about text it may refuse
+	// (PostgreSQL would answer EINVALID for a NUL or bytes not UTF-8).
+	for _, p := range params {
+		if pay.ValidateText("id", p, len(p)) != nil {
+			return name, pay.Errorf(pay.ENOTFOUND, "%q is not the id of anything: it is not UTF-8 or holds a control, format or bidirectional character", truncate(p, 64))
+		}
+	}
 	return name, r.handle(rc, params)
 }
 
