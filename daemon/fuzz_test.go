@@ -53,21 +53,112 @@ func FuzzAPIPostgres(f *testing.F) {
 	fuzzAPI(f, func(c *config.Config) { c.Storage.Backend, c.Storage.DSN = "postgres", dsn })
 }
 
+// FuzzAPIBackends sends each request to two paystates, one on bbolt and
+// one on PostgreSQL, that have seen the same requests before, and checks
+// that they answer alike: the same status and, for an error, the same
+// code. The mock PSP's webhooks reach neither, so only the requests
+// change what the two hold. Routes whose answers follow the
+// background workers (deliveries, customers' points, metrics, readiness)
+// or the backend's own format (the backup) are not compared.
+func FuzzAPIBackends(f *testing.F) {
+	// The mock's webhooks go to a port where nothing listens.
+	noWebhooks := func(c *config.Config) { c.Providers.Mock.WebhookURL = "http://127.0.0.1:9/webhooks/mock" }
+	dsn := pgtest.Schema(f)
+	bolt, boltIDs := bootFuzz(f, noWebhooks)
+	pg, pgIDs := bootFuzz(f, func(c *config.Config) {
+		noWebhooks(c)
+		c.Storage.Backend, c.Storage.DSN = "postgres", dsn
+	})
+	addAPISeeds(f)
+	f.Fuzz(func(t *testing.T, method uint8, target string, body []byte, ctype, acpt uint8, key string, auth bool) {
+		req, ok := newAPIRequest(method, target, body, ctype, acpt, key, auth)
+		if !ok {
+			return
+		}
+		u, err := url.Parse(req.target)
+		if err != nil {
+			return
+		}
+		switch p := path.Clean("/" + u.Path); {
+		case strings.HasPrefix(p, "/v1/deliveries"), strings.HasPrefix(p, "/v1/customers/"),
+			p == "/metrics", p == "/readyz", p == "/admin/backup":
+			return
+		}
+		a, err := bolt.Send(req.method, req.on(boltIDs), req.body, req.hdr)
+		if err != nil {
+			t.Fatalf("bbolt: %v", err)
+		}
+		b, err := pg.Send(req.method, req.on(pgIDs), req.body, req.hdr)
+		if err != nil {
+			t.Fatalf("PostgreSQL: %v", err)
+		}
+		if a.Status != b.Status || a.ErrCode() != b.ErrCode() {
+			t.Errorf("%s %s: bbolt answered %d %s, PostgreSQL %d %s\nbbolt: %.300s\nPostgreSQL: %.300s",
+				req.method, req.target, a.Status, a.ErrCode(), b.Status, b.ErrCode(), a.Body, b.Body)
+		}
+	})
+}
+
 // fuzzAPI is FuzzAPI on the paystate that mutate configures.
 func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
+	in, ids := bootFuzz(f, mutate)
+	c := newOpenAPIClient(f, in, api.YAML())
+	addAPISeeds(f)
+	f.Fuzz(func(t *testing.T, method uint8, target string, body []byte, ctype, acpt uint8, key string, auth bool) {
+		req, ok := newAPIRequest(method, target, body, ctype, acpt, key, auth)
+		if !ok {
+			return
+		}
+		target = req.on(ids)
+		oc := &openapiClient{t: t, in: in, m: c.m, v: c.v, hc: c.hc}
+		x := oc.send(req.method, target, req.body, req.hdr)
+		st := x.res.Status
+		what := req.method + " " + target
+		if st >= 500 && st != http.StatusNotImplemented {
+			t.Fatalf("%s: status %d: %.500s", what, st, x.res.Body)
+		}
+		if x.res.Header.Get("X-Request-Id") == "" {
+			t.Errorf("%s: status %d without X-Request-Id", what, st)
+		}
+		if st >= 400 && req.method != "HEAD" && x.res.ErrCode() == "" && !dashboardPage(in.Base+target, x.res.Header) {
+			t.Errorf("%s: status %d, not the error shape: %.500s", what, st, x.res.Body)
+		}
+		if bad := secretWhereFinal(x.res.JSON); bad != "" {
+			t.Errorf("%s: %s in an answer about a payment that is not open: %.500s", what, bad, x.res.Body)
+		}
+		for _, e := range x.resErrs {
+			if e.IsPathMissingError() || e.IsOperationMissingError() {
+				continue // not a route of the document: nothing to hold it to
+			}
+			t.Errorf("%s: the answer %d does not match api/openapi.yaml:%s\nbody: %.500s", what, st, describe(x.resErrs), x.res.Body)
+			break
+		}
+	})
+}
+
+// bootFuzz boots the paystate of a fuzz target, configured by mutate, and
+// makes the payments its seeds name: "{id}", "{action}" and "{failed}"
+// with the mock's outcomes 00, 02 and 01. It returns the instance and
+// the placeholders' ids.
+func bootFuzz(f *testing.F, mutate func(*config.Config)) (*daemontest.Instance, map[string]string) {
 	in := daemontest.BootMain(f, mutate, func(m *daemon.Main) {
 		// *testing.F takes no log lines once fuzzing runs.
 		m.Logger = zerolog.Nop()
 	})
-	c := newOpenAPIClient(f, in, api.YAML())
 	ids := map[string]string{}
-	for name, amount := range map[string]string{"{id}": "1000", "{action}": "1002", "{failed}": "1001"} {
-		r := in.Create(`{"order_id":"fz-`+amount+`","amount":`+amount+`,"currency":"EUR","customer":{"id":"cus_fz"},"return_url":"https://shop.example/back"}`, "fz-"+amount)
+	for _, p := range []struct{ name, amount string }{{"{id}", "1000"}, {"{action}", "1002"}, {"{failed}", "1001"}} {
+		r := in.Create(`{"order_id":"fz-`+p.amount+`","amount":`+p.amount+`,"currency":"EUR","customer":{"id":"cus_fz"},"return_url":"https://shop.example/back"}`, "fz-"+p.amount)
 		if r.Status != http.StatusCreated {
-			f.Fatalf("create %s: %d %s", amount, r.Status, r.Body)
+			f.Fatalf("create %s: %d %s", p.amount, r.Status, r.Body)
 		}
-		ids[name] = r.Str("id")
+		ids[p.name] = r.Str("id")
 	}
+	return in, ids
+}
+
+// addAPISeeds adds the seeds of the API fuzz targets: each route, with
+// bodies good and bad.
+func addAPISeeds(f *testing.F) {
 	for _, s := range []struct {
 		method      uint8
 		path        string
@@ -111,61 +202,54 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 		f.Add(s.method, s.path, []byte(s.body), s.ctype, s.acpt, s.key, true)
 	}
 	f.Add(uint8(0), "/v1/payments/{id}", []byte(nil), uint8(0), uint8(0), "", false)
+}
 
-	f.Fuzz(func(t *testing.T, method uint8, target string, body []byte, ctype, acpt uint8, key string, auth bool) {
-		for name, id := range ids {
-			target = strings.ReplaceAll(target, name, id)
-		}
-		if !strings.HasPrefix(target, "/") {
-			target = "/" + target
-		}
-		m := fuzzMethods[int(method)%len(fuzzMethods)]
-		// What net/http's client refuses to send is not a request; a
-		// fragment is not sent (libopenapi-validator would match it as
-		// part of the path); and a space or control character would go
-		// raw into the request line, which the server refuses as
-		// malformed before any route (TestE2E_BadInput sends such
-		// request lines raw).
-		if _, err := http.NewRequest(m, in.Base+target, nil); err != nil || strings.ContainsFunc(target, func(r rune) bool { return r == '#' || r <= ' ' || r == 0x7f }) {
-			return
-		}
-		if !validHeaderValue(key) {
-			return
-		}
-		hdr := map[string]string{
-			"Content-Type": fuzzContentTypes[int(ctype)%len(fuzzContentTypes)],
-			"Accept":       fuzzAccepts[int(acpt)%len(fuzzAccepts)],
-		}
-		if key != "" {
-			hdr["Idempotency-Key"] = key
-		}
-		if !auth {
-			hdr["Authorization"] = ""
-		}
-		oc := &openapiClient{t: t, in: in, m: c.m, v: c.v, hc: c.hc}
-		x := oc.send(m, target, body, hdr)
-		st := x.res.Status
-		what := m + " " + target
-		if st >= 500 && st != http.StatusNotImplemented {
-			t.Fatalf("%s: status %d: %.500s", what, st, x.res.Body)
-		}
-		if x.res.Header.Get("X-Request-Id") == "" {
-			t.Errorf("%s: status %d without X-Request-Id", what, st)
-		}
-		if st >= 400 && m != "HEAD" && x.res.ErrCode() == "" && !dashboardPage(in.Base+target, x.res.Header) {
-			t.Errorf("%s: status %d, not the error shape: %.500s", what, st, x.res.Body)
-		}
-		if bad := secretWhereFinal(x.res.JSON); bad != "" {
-			t.Errorf("%s: %s in an answer about a payment that is not open: %.500s", what, bad, x.res.Body)
-		}
-		for _, e := range x.resErrs {
-			if e.IsPathMissingError() || e.IsOperationMissingError() {
-				continue // not a route of the document: nothing to hold it to
-			}
-			t.Errorf("%s: the answer %d does not match api/openapi.yaml:%s\nbody: %.500s", what, st, describe(x.resErrs), x.res.Body)
-			break
-		}
-	})
+// apiRequest is a fuzz input as a request, its target still holding the
+// placeholders of bootFuzz.
+type apiRequest struct {
+	method, target string
+	body           []byte
+	hdr            map[string]string
+}
+
+// newAPIRequest makes the request of a fuzz input; ok is false for an
+// input to skip.
+func newAPIRequest(method uint8, target string, body []byte, ctype, acpt uint8, key string, auth bool) (r apiRequest, ok bool) {
+	if !strings.HasPrefix(target, "/") {
+		target = "/" + target
+	}
+	m := fuzzMethods[int(method)%len(fuzzMethods)]
+	// What net/http's client refuses to send is not a request; a
+	// fragment is not sent (libopenapi-validator would match it as part
+	// of the path); and a space or control character would go raw into
+	// the request line, which the server refuses as malformed before any
+	// route (TestE2E_BadInput sends such request lines raw).
+	if _, err := http.NewRequest(m, "http://127.0.0.1"+target, nil); err != nil || strings.ContainsFunc(target, func(r rune) bool { return r == '#' || r <= ' ' || r == 0x7f }) {
+		return r, false
+	}
+	if !validHeaderValue(key) {
+		return r, false
+	}
+	hdr := map[string]string{
+		"Content-Type": fuzzContentTypes[int(ctype)%len(fuzzContentTypes)],
+		"Accept":       fuzzAccepts[int(acpt)%len(fuzzAccepts)],
+	}
+	if key != "" {
+		hdr["Idempotency-Key"] = key
+	}
+	if !auth {
+		hdr["Authorization"] = ""
+	}
+	return apiRequest{method: m, target: target, body: body, hdr: hdr}, true
+}
+
+// on returns the request's target with the placeholders replaced by ids.
+func (r apiRequest) on(ids map[string]string) string {
+	t := r.target
+	for name, id := range ids {
+		t = strings.ReplaceAll(t, name, id)
+	}
+	return t
 }
 
 // dashboardPage reports whether an answer is an HTML page of the
