@@ -381,8 +381,17 @@ func (s *Payments) Report(ctx context.Context, paymentID string, r ReportRequest
 	if !r.Status.Valid() {
 		return pay.Result{}, pay.Invalidf("status", "status %q is not a payment status", r.Status)
 	}
-	if err := pay.ValidateText("provider_ref", r.ProviderRef, 255); err != nil {
-		return pay.Result{}, err
+	// What the report carries is stored as it is and shown to the
+	// merchant's client: text, as for a create's fields (a NUL, a control
+	// character or bytes not UTF-8 would be stored by bbolt and refused by
+	// PostgreSQL).
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"provider_ref", r.ProviderRef, 255}, {"client_secret", r.ClientSecret, 2048}, {"redirect_url", r.RedirectURL, 2048}} {
+		if err := pay.ValidateText(f.name, f.v, f.max); err != nil {
+			return pay.Result{}, err
+		}
 	}
 	obs := pay.Observation{
 		PaymentID: paymentID, Source: pay.SourceReport, Status: r.Status,
