@@ -1,17 +1,22 @@
 package daemon_test
 
 import (
+	"bytes"
+	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"path"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/api"
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 )
@@ -84,11 +89,13 @@ func FuzzAPIBackends(f *testing.F) {
 			p == "/metrics", p == "/readyz", p == "/admin/backup":
 			return
 		}
-		a, err := bolt.Send(req.method, req.on(boltIDs), req.body, req.hdr)
+		target, body, hdr := req.on(t, bolt, boltIDs)
+		a, err := bolt.Send(req.method, target, body, hdr)
 		if err != nil {
 			t.Fatalf("bbolt: %v", err)
 		}
-		b, err := pg.Send(req.method, req.on(pgIDs), req.body, req.hdr)
+		target, body, hdr = req.on(t, pg, pgIDs)
+		b, err := pg.Send(req.method, target, body, hdr)
 		if err != nil {
 			t.Fatalf("PostgreSQL: %v", err)
 		}
@@ -109,9 +116,9 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 		if !ok {
 			return
 		}
-		target = req.on(ids)
+		target, body, hdr := req.on(t, in, ids)
 		oc := &openapiClient{t: t, in: in, m: c.m, v: c.v, hc: c.hc}
-		x := oc.send(req.method, target, req.body, req.hdr)
+		x := oc.send(req.method, target, body, hdr)
 		st := x.res.Status
 		what := req.method + " " + target
 		if st >= 500 && st != http.StatusNotImplemented {
@@ -138,16 +145,17 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 
 // bootFuzz boots the paystate of a fuzz target, configured by mutate, and
 // makes the payments its seeds name: "{id}", "{action}" and "{failed}"
-// with the mock's outcomes 00, 02 and 01. It returns the instance and
-// the placeholders' ids.
+// with the mock's outcomes 00, 02 and 01, and "{std}" with the standard
+// provider (report mode: created, waiting for its webhooks). It returns
+// the instance and the placeholders' ids.
 func bootFuzz(f *testing.F, mutate func(*config.Config)) (*daemontest.Instance, map[string]string) {
 	in := daemontest.BootMain(f, mutate, func(m *daemon.Main) {
 		// *testing.F takes no log lines once fuzzing runs.
 		m.Logger = zerolog.Nop()
 	})
 	ids := map[string]string{}
-	for _, p := range []struct{ name, amount string }{{"{id}", "1000"}, {"{action}", "1002"}, {"{failed}", "1001"}} {
-		r := in.Create(`{"order_id":"fz-`+p.amount+`","amount":`+p.amount+`,"currency":"EUR","customer":{"id":"cus_fz"},"return_url":"https://shop.example/back"}`, "fz-"+p.amount)
+	for _, p := range []struct{ name, amount, provider string }{{"{id}", "1000", "mock"}, {"{action}", "1002", "mock"}, {"{failed}", "1001", "mock"}, {"{std}", "2000", "standard"}} {
+		r := in.Create(`{"order_id":"fz-`+p.amount+`","amount":`+p.amount+`,"currency":"EUR","provider":"`+p.provider+`","customer":{"id":"cus_fz"},"return_url":"https://shop.example/back"}`, "fz-"+p.amount)
 		if r.Status != http.StatusCreated {
 			f.Fatalf("create %s: %d %s", p.amount, r.Status, r.Body)
 		}
@@ -192,6 +200,13 @@ func addAPISeeds(f *testing.F) {
 		{0, "/v1/ledger/revenue?from=2026-01-01&to=2026-12-31", "", 0, 0, ""},
 		{1, "/webhooks/standard", `{"type":"payment.captured","data":{}}`, 0, 0, ""},
 		{1, "/webhooks/mock", `{}`, 0, 0, ""},
+		// Signed (on): events about the payments of bootFuzz.
+		{1, "/webhooks/standard", `{"id":"evt_fz_1","type":"payment.processing","created":1767323045,"data":{"payment_id":"{std}","provider_ref":"std_ref_1"}}`, 0, 0, ""},
+		{1, "/webhooks/standard", `{"id":"evt_fz_2","type":"payment.captured","created":1767323046,"data":{"payment_id":"{std}","provider_ref":"std_ref_1","amount":2000,"currency":"EUR"}}`, 0, 0, ""},
+		{1, "/webhooks/standard", `{"id":"evt_fz_3","type":"payment.refund.succeeded","created":1767323047,"data":{"payment_id":"{std}","refund":{"id":"re_fz_1","amount":500}}}`, 0, 0, ""},
+		{1, "/webhooks/standard", `{"id":"evt_fz_4","type":"payment.dispute.created","created":1767323048,"data":{"payment_id":"{std}","dispute":{"id":"dp_fz_1","amount":1500,"reason":"fraudulent","status":"needs_response","evidence_due_by":1767923048}}}`, 0, 0, ""},
+		{1, "/webhooks/mock", `{"id":"evt_fz_5","type":"payment.failed","created":1767323049,"data":{"payment_id":"{action}","amount":1002,"currency":"EUR"}}`, 0, 0, ""},
+		{1, "/webhooks/mock", `{"id":"evt_fz_6","type":"payment.captured","created":1767323050,"data":{"payment_id":"{failed}"}}`, 0, 0, ""},
 		{0, "/healthz", "", 0, 0, ""},
 		{0, "/readyz", "", 0, 0, ""},
 		{0, "/openapi.json", "", 0, 0, ""},
@@ -210,6 +225,7 @@ type apiRequest struct {
 	method, target string
 	body           []byte
 	hdr            map[string]string
+	auth           bool
 }
 
 // newAPIRequest makes the request of a fuzz input; ok is false for an
@@ -240,16 +256,42 @@ func newAPIRequest(method uint8, target string, body []byte, ctype, acpt uint8, 
 	if !auth {
 		hdr["Authorization"] = ""
 	}
-	return apiRequest{method: m, target: target, body: body, hdr: hdr}, true
+	return apiRequest{method: m, target: target, body: body, hdr: hdr, auth: auth}, true
 }
 
-// on returns the request's target with the placeholders replaced by ids.
-func (r apiRequest) on(ids map[string]string) string {
-	t := r.target
+// on returns the request as sent to in, whose payments bootFuzz made with
+// the ids: its target and body with the placeholders replaced, and its
+// headers. A POST to /webhooks/standard or /webhooks/mock with the API
+// key asked for (auth) is signed instead, now, with that provider's
+// secret, its webhook-id the body's "id" (or "evt_fuzz"), so that
+// arbitrary events reach the inbox and the finalize.
+func (r apiRequest) on(tb testing.TB, in *daemontest.Instance, ids map[string]string) (target string, body []byte, hdr map[string]string) {
+	target, body = r.target, r.body
 	for name, id := range ids {
-		t = strings.ReplaceAll(t, name, id)
+		target = strings.ReplaceAll(target, name, id)
+		body = bytes.ReplaceAll(body, []byte(name), []byte(id))
 	}
-	return t
+	hdr = r.hdr
+	u, err := url.Parse(target)
+	if r.method != "POST" || !r.auth || err != nil {
+		return target, body, hdr
+	}
+	var secret string
+	switch path.Clean("/" + u.Path) {
+	case "/webhooks/standard":
+		secret = in.Main.Config.Providers.Standard.WebhookSecret
+	case "/webhooks/mock":
+		secret = in.Main.Config.Providers.Mock.WebhookSecret
+	default:
+		return target, body, hdr
+	}
+	var ev struct{ ID string }
+	if json.Unmarshal(body, &ev) != nil || ev.ID == "" || !validHeaderValue(ev.ID) {
+		ev.ID = "evt_fuzz"
+	}
+	hdr = maps.Clone(hdr)
+	maps.Copy(hdr, testkit.SignStandard(tb, secret, ev.ID, time.Now(), body))
+	return target, body, hdr
 }
 
 // dashboardPage reports whether an answer is an HTML page of the
