@@ -41,13 +41,13 @@ var (
 //   - the answer matches api/openapi.yaml (strict mode, formats checked)
 //     wherever the document has the route and method.
 //
-// A path's "{id}", "{action}" and "{failed}" become the ids of payments
-// made before fuzzing with the mock's outcomes 00 (captured), 02
-// (requires_action, captured soon after by the mock's webhooks) and 01
-// (failed), so that mutations of the seeds reach the handlers of a
-// payment that exists. The fuzz arguments: the method's index, the path
-// with its query, the body, the Content-Type's index, the Accept's index,
-// an Idempotency-Key (none if empty) and whether to send the API key.
+// "{id}", "{action}", "{failed}" and "{std}" in a path or body become the
+// ids of payments made before fuzzing (bootFuzz), so that mutations of
+// the seeds reach the handlers of a payment that exists; a POST to the
+// standard or mock webhooks is signed (apiRequest.on). The fuzz
+// arguments: the method's index, the path with its query, the body, the
+// Content-Type's index, the Accept's index, an Idempotency-Key (none if
+// empty) and whether to send the API key (for a webhook: to sign it).
 func FuzzAPI(f *testing.F) { fuzzAPI(f, nil) }
 
 // FuzzAPIPostgres is FuzzAPI on PostgreSQL (storage.backend = "postgres",
