@@ -200,7 +200,7 @@ func addAPISeeds(f *testing.F) {
 		{0, "/v1/ledger/revenue?from=2026-01-01&to=2026-12-31", "", 0, 0, ""},
 		{1, "/webhooks/standard", `{"type":"payment.captured","data":{}}`, 0, 0, ""},
 		{1, "/webhooks/mock", `{}`, 0, 0, ""},
-		// Signed (on): events about the payments of bootFuzz.
+		// Signed by apiRequest.on: events about the payments of bootFuzz.
 		{1, "/webhooks/standard", `{"id":"evt_fz_1","type":"payment.processing","created":1767323045,"data":{"payment_id":"{std}","provider_ref":"std_ref_1"}}`, 0, 0, ""},
 		{1, "/webhooks/standard", `{"id":"evt_fz_2","type":"payment.captured","created":1767323046,"data":{"payment_id":"{std}","provider_ref":"std_ref_1","amount":2000,"currency":"EUR"}}`, 0, 0, ""},
 		{1, "/webhooks/standard", `{"id":"evt_fz_3","type":"payment.refund.succeeded","created":1767323047,"data":{"payment_id":"{std}","refund":{"id":"re_fz_1","amount":500}}}`, 0, 0, ""},
