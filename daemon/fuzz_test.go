@@ -2,6 +2,7 @@ package daemon_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -21,6 +22,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
+	"github.com/paystate/paystate/internal/verify"
 )
 
 // The parts of a fuzzed request that are picked from a list rather than
@@ -41,7 +43,9 @@ var (
 //   - no client secret or redirect URL in any object, at any depth, whose
 //     status is not created, processing or requires_action;
 //   - the answer matches api/openapi.yaml (strict mode, formats checked)
-//     wherever the document has the route and method.
+//     wherever the document has the route and method;
+//   - after a successful POST, paystate verify's checks find nothing
+//     (verifyStore).
 //
 // "{id}", "{action}", "{failed}" and "{std}" in a path or body become the
 // ids of payments made before fuzzing (bootFuzz), so that mutations of
@@ -64,7 +68,8 @@ func FuzzAPIPostgres(f *testing.F) {
 // one on PostgreSQL, that have seen the same requests before, and checks
 // that they answer alike: the same status and, for an error, the same
 // code; for a success, the same facts (factKeys: status, version,
-// amounts, ...) in the same order. The mock PSP's webhooks reach neither,
+// amounts, ...) in the same order; and after a successful POST,
+// verifyStore on both. The mock PSP's webhooks reach neither,
 // so only the requests change what the two hold. Routes whose answers
 // follow the background workers (deliveries, customers' points, the
 // review queue, where the inbox puts an event for an unknown payment
@@ -108,6 +113,10 @@ func FuzzAPIBackends(f *testing.F) {
 			t.Errorf("%s %s: bbolt answered %d %s, PostgreSQL %d %s\nbbolt: %.300s\nPostgreSQL: %.300s",
 				req.method, req.target, a.Status, a.ErrCode(), b.Status, b.ErrCode(), a.Body, b.Body)
 			return
+		}
+		if req.method == "POST" && a.Status < 300 {
+			verifyStore(t, "bbolt: "+req.method+" "+req.target, bolt)
+			verifyStore(t, "PostgreSQL: "+req.method+" "+req.target, pg)
 		}
 		if a.Status < 300 {
 			var fa, fb []string
@@ -188,7 +197,25 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 			t.Errorf("%s: the answer %d does not match api/openapi.yaml:%s\nbody: %.500s", what, st, describe(x.resErrs), x.res.Body)
 			break
 		}
+		if req.method == "POST" && st < 300 {
+			verifyStore(t, what, in)
+		}
 	})
+}
+
+// verifyStore runs paystate verify's checks (internal/verify: every
+// payment's timeline against its record, outbox, inbox, refunds,
+// disputes, a balanced ledger) on the store of in, after what, and fails
+// the input on any mismatch.
+func verifyStore(t *testing.T, what string, in *daemontest.Instance) {
+	t.Helper()
+	rep, err := verify.Run(context.Background(), in.Main.Store)
+	if err != nil {
+		t.Fatalf("after %s: verify: %v", what, err)
+	}
+	if !rep.OK() {
+		t.Fatalf("after %s: verify found %d problems, the first: %s", what, len(rep.Mismatches), rep.Mismatches[0])
+	}
 }
 
 // bootFuzz boots the paystate of a fuzz target, configured by mutate, and
