@@ -90,12 +90,8 @@ func FuzzAPIBackends(f *testing.F) {
 		if !ok {
 			return
 		}
-		u, err := url.Parse(req.target)
-		if err != nil {
-			return
-		}
-		switch p := path.Clean("/" + u.Path); {
-		case strings.HasPrefix(p, "/v1/deliveries"), strings.HasPrefix(p, "/v1/customers/"), strings.HasPrefix(p, "/v1/review"),
+		switch p := routePath(req.target); {
+		case p == "", strings.HasPrefix(p, "/v1/deliveries"), strings.HasPrefix(p, "/v1/customers/"), strings.HasPrefix(p, "/v1/review"),
 			p == "/metrics", p == "/readyz", p == "/admin/backup":
 			return
 		}
@@ -184,7 +180,7 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 		if x.res.Header.Get("X-Request-Id") == "" {
 			t.Errorf("%s: status %d without X-Request-Id", what, st)
 		}
-		if st >= 400 && req.method != "HEAD" && x.res.ErrCode() == "" && !dashboardPage(in.Base+target, x.res.Header) {
+		if st >= 400 && req.method != "HEAD" && x.res.ErrCode() == "" && !dashboardPage(target, x.res.Header) {
 			t.Errorf("%s: status %d, not the error shape: %.500s", what, st, x.res.Body)
 		}
 		if bad := secretWhereFinal(x.res.JSON); bad != "" {
@@ -347,12 +343,11 @@ func (r apiRequest) on(tb testing.TB, in *daemontest.Instance, ids map[string]st
 		body = bytes.ReplaceAll(body, []byte(name), []byte(id))
 	}
 	hdr = r.hdr
-	u, err := url.Parse(target)
-	if r.method != "POST" || !r.auth || err != nil {
+	if r.method != "POST" || !r.auth {
 		return target, body, hdr
 	}
 	var secret string
-	switch path.Clean("/" + u.Path) {
+	switch routePath(target) {
 	case "/webhooks/standard":
 		secret = in.Main.Config.Providers.Standard.WebhookSecret
 	case "/webhooks/mock":
@@ -372,15 +367,25 @@ func (r apiRequest) on(tb testing.TB, in *daemontest.Instance, ids map[string]st
 // dashboardPage reports whether an answer is an HTML page of the
 // dashboard (GET /, POST /dashboard/login and /dashboard/logout, the
 // static files), whose errors are pages for a person, not the error
-// shape: the request's path, cleaned as the server cleans it, is the
-// dashboard's and the answer is HTML.
-func dashboardPage(rawURL string, h http.Header) bool {
-	u, err := url.Parse(rawURL)
-	if err != nil || !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
+// shape: the request's path (routePath) is the dashboard's and the
+// answer is HTML.
+func dashboardPage(target string, h http.Header) bool {
+	if !strings.HasPrefix(h.Get("Content-Type"), "text/html") {
 		return false
 	}
-	p := path.Clean("/" + u.Path)
+	p := routePath(target)
 	return p == "/" || strings.HasPrefix(p, "/dashboard/")
+}
+
+// routePath is the path of a request's target (path and query) cleaned
+// as the server cleans it, which routes it: decoded, without dot
+// segments or doubled slashes; "" if the target does not parse.
+func routePath(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return ""
+	}
+	return path.Clean("/" + u.Path)
 }
 
 // validHeaderValue reports whether net/http sends s as a header value:
