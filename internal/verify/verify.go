@@ -2,11 +2,11 @@
 // stored record (SPEC "Self-verification"): versions strictly increasing
 // with no gaps, no transition the state machine forbids, one outbox record
 // per real transition, every processed webhook reflected in the timeline,
-// and a ledger that balances per currency. Outbox records purged after
-// their retention are not asked for: a transition older than the store's
-// purge horizon (pay.Tx.OutboxHorizon) may have lost its record; a
-// younger one must have it. It reads one consistent snapshot and changes
-// nothing. It is the engine of `paystate verify` (cli/verify.go, which
+// no client secret or redirect URL kept by a final payment, and a ledger
+// that balances per currency. Outbox records purged after their retention
+// are not asked for: a transition older than the store's purge horizon
+// (pay.Tx.OutboxHorizon) may have lost its record; a younger one must
+// have it. It reads one consistent snapshot and changes nothing. It is the engine of `paystate verify` (cli/verify.go, which
 // adds the file and journal checks of the store); the simulation and the
 // tests of other packages run it too.
 //
@@ -237,6 +237,7 @@ func checkPayment(tx verifyTx, p pay.Payment, horizon time.Time, r *Report) erro
 	if status != p.Status {
 		r.add(p.ID, "timeline ends in status %s, record has %s", status, p.Status)
 	}
+	checkSecrets(p, r)
 
 	// One outbox record per real transition, in the same order, matched by
 	// version; the records of transitions before the purge horizon may be
@@ -293,6 +294,24 @@ func checkPayment(tx verifyTx, p pay.Payment, horizon time.Time, r *Report) erro
 		}
 	}
 	return nil
+}
+
+// checkSecrets checks the secret rule at rest: finalize keeps no client
+// secret or redirect URL once a payment is final (finalize.View shows
+// them only while it is open), and what it keeps is printable text, as a
+// report's fields are checked (pay.ValidateText) before they are stored.
+// The values are never put into the report.
+func checkSecrets(p pay.Payment, r *Report) {
+	if p.Status.Terminal() && (p.ClientSecret != "" || p.RedirectURL != "") {
+		r.add(p.ID, "the payment is %s, a final status, and still holds a client secret or redirect URL", p.Status)
+	}
+	for _, f := range []struct{ name, v string }{{"client_secret", p.ClientSecret}, {"redirect_url", p.RedirectURL}} {
+		// No limit of length here: a provider's answer is stored as it
+		// came, and only a report is held to 2,048 bytes.
+		if err := pay.ValidateText(f.name, f.v, len(f.v)); err != nil {
+			r.add(p.ID, "stored %s", pay.ErrorMessage(err))
+		}
+	}
 }
 
 // checkLedger checks that every currency balances.

@@ -101,3 +101,92 @@ func TestRun_OutboxHorizon(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestRun_Secrets: verify reports a final payment that still holds a
+// client secret or a redirect URL (finalize clears both when a payment
+// becomes final) and a stored secret that is not printable text, without
+// putting the values into the report; an open payment's printable secret
+// is fine.
+func TestRun_Secrets(t *testing.T) {
+	t.Parallel()
+	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	ctx := context.Background()
+	const (
+		secret = "pi_final_secret_b5f0"
+		url    = "https://bank.example/3ds/final"
+	)
+	// set stores payment id's new client secret and redirect URL with
+	// its timeline step, as an update that did not clear them would.
+	set := func(tx pay.Tx, id, secret, url string) error {
+		p, err := tx.Payment(id)
+		if err != nil {
+			return err
+		}
+		prev := p.Version
+		p.ClientSecret, p.RedirectURL, p.Version = secret, url, prev+1
+		if err := tx.UpdatePayment(p, prev); err != nil {
+			return err
+		}
+		return tx.AppendStep(pay.Step{PaymentID: id, At: t0, Source: pay.SourceAPI, Kind: pay.StepUpdate, To: p.Status, Version: p.Version})
+	}
+	err := db.Update(ctx, func(tx pay.Tx) error {
+		for _, id := range []string{"pay_ok", "pay_final_secret", "pay_final_url"} {
+			if err := captured(tx, id, t0, true); err != nil {
+				return err
+			}
+		}
+		if err := set(tx, "pay_final_secret", secret, ""); err != nil {
+			return err
+		}
+		if err := set(tx, "pay_final_url", "", url); err != nil {
+			return err
+		}
+		// Open payments: one with printable values, one whose secret
+		// holds a NUL (as a report could store before such fields were
+		// checked).
+		for _, id := range []string{"pay_open", "pay_open_nul"} {
+			p := pay.Payment{
+				ID: id, OrderID: "order-" + id, Amount: 1000, Currency: "EUR", Provider: "mock",
+				Status: pay.Created, Version: 1, CreatedAt: t0, UpdatedAt: t0,
+				ClientSecret: "pi_open_secret", RedirectURL: "https://bank.example/3ds/open",
+			}
+			if id == "pay_open_nul" {
+				p.ClientSecret = "pi_open\x00secret"
+			}
+			if err := tx.InsertPayment(p); err != nil {
+				return err
+			}
+			if err := tx.AppendStep(pay.Step{PaymentID: id, At: t0, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := verify.Run(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, m := range rep.Mismatches {
+		got[m.PaymentID] += m.Problem + "; "
+		if strings.Contains(m.Problem, "secret_b5f0") || strings.Contains(m.Problem, "3ds/final") || strings.Contains(m.Problem, "pi_open") {
+			t.Errorf("the report holds a stored value: %s", m)
+		}
+	}
+	want := map[string]string{
+		"pay_final_secret": "the payment is captured, a final status, and still holds a client secret or redirect URL; ",
+		"pay_final_url":    "the payment is captured, a final status, and still holds a client secret or redirect URL; ",
+		"pay_open_nul":     "stored client_secret contains a control, format or bidirectional character (U+0000); ",
+	}
+	if len(got) != len(want) {
+		t.Errorf("mismatches %v; want %v", got, want)
+	}
+	for id, w := range want {
+		if got[id] != w {
+			t.Errorf("%s: %q; want %q", id, got[id], w)
+		}
+	}
+}
