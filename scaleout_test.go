@@ -91,18 +91,6 @@ type scaleCluster struct {
 	next atomic.Uint64
 }
 
-// live returns the base URLs of the instances that are up, by index ("" for
-// one that is down).
-func (cl *scaleCluster) live() []string {
-	out := make([]string, scaleInstances)
-	for i := range cl.urls {
-		if u := cl.urls[i].Load(); u != nil {
-			out[i] = *u
-		}
-	}
-	return out
-}
-
 // pick returns the next instance round robin, up or not.
 func (cl *scaleCluster) pick() int { return int(cl.next.Add(1) % scaleInstances) }
 

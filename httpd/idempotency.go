@@ -121,13 +121,14 @@ func transient(code string) bool {
 	return st == fasthttp.StatusConflict || st >= 500
 }
 
-// once answers a request that ran under its Idempotency-Key in the
-// operation's own transactions (finalize.Payments.CreateOnce and
-// RefundOnce, which claim the key and store its answer with the
-// operation's writes): an error that left the key held is settled
-// (failed), any other error is the answer as it is (a key refused, a
-// request that cannot run); a replay answers from the key's record; a
-// success is the payment's client view with status.
+// once answers a create that ran under its Idempotency-Key in the
+// operation's own transactions (finalize.Payments.CreateOnce, which
+// claims the key and stores its answer with the operation's writes;
+// handleRefund does the same for RefundOnce, whose replay is a refund):
+// an error that left the key held is settled (failed), any other error
+// is the answer as it is (a key refused, a request that cannot run); a
+// replay answers from the key's record; a success is the payment's
+// client view with status.
 func (s *Server) once(ctx context.Context, rc *fasthttp.RequestCtx, scoped string, status int, c finalize.Created, err error) error {
 	switch {
 	case err != nil && c.Held:

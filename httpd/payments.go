@@ -80,16 +80,7 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	ctx, cancel := s.requestContext()
 	defer cancel()
 	c, err := s.Payments.CreateOnce(ctx, req, finalize.IdemKey{Key: scoped, Fingerprint: fingerprint, Status: fasthttp.StatusCreated})
-	switch {
-	case err != nil && c.Held:
-		return s.failed(ctx, rc, scoped, err)
-	case err != nil:
-		return keyRefused(rc, err)
-	case c.Claim == finalize.ClaimReplay:
-		return s.replay(ctx, rc, c.Record)
-	}
-	writeJSON(rc, fasthttp.StatusCreated, viewJSON(c.Payment))
-	return nil
+	return s.once(ctx, rc, scoped, fasthttp.StatusCreated, c, err)
 }
 
 // paymentID checks a payment id from the path.

@@ -106,9 +106,9 @@ func bigEvent(i, n int) pay.InboxEvent {
 }
 
 // writeUntilError stores big webhooks until a commit fails, and returns
-// that error and how many commits succeeded. It fails the test if 500
-// commits succeed.
-func writeUntilError(t *testing.T, db *store.DB, from int) (error, int) {
+// how many commits succeeded and the error of the one that failed. It
+// fails the test if 500 commits succeed.
+func writeUntilError(t *testing.T, db *store.DB, from int) (int, error) {
 	t.Helper()
 	for i := from; i < from+500; i++ {
 		err := db.Update(context.Background(), func(tx pay.Tx) error {
@@ -116,11 +116,11 @@ func writeUntilError(t *testing.T, db *store.DB, from int) (error, int) {
 			return err
 		})
 		if err != nil {
-			return err, i - from
+			return i - from, err
 		}
 	}
 	t.Fatal("500 commits of 256 KiB succeeded on a file system that should fail them")
-	return nil, 0
+	return 0, nil
 }
 
 // TestDB_DiskFull: a write refused for want of space is EDISKFULL, not
@@ -137,7 +137,7 @@ func TestDB_DiskFull(t *testing.T) {
 
 	filler := filepath.Join(dir, "filler")
 	testkit.FillUp(t, filler)
-	err, _ := writeUntilError(t, db, 0)
+	_, err := writeUntilError(t, db, 0)
 	if got, want := pay.ErrorCode(err), pay.EDISKFULL; got != want {
 		t.Fatalf("commit on a full disk: %v: code=%q, want %q", err, got, want)
 	}
@@ -250,7 +250,7 @@ func TestDB_FatalFsync(t *testing.T) {
 	db := open(t, filepath.Join(dir, "paystate.db"), &store.Options{OnFatal: rec.onFatal})
 
 	// ext4 sees 64 MiB; the tmpfs under it has room for a few.
-	err, n := writeUntilError(t, db, 0)
+	n, err := writeUntilError(t, db, 0)
 	t.Logf("%d commits of 256 KiB before: %v", n, err)
 	if got := pay.ErrorCode(err); got == pay.EDISKFULL {
 		t.Fatalf("a failed fsync was taken for a full disk: %v", err)

@@ -237,7 +237,7 @@ func (t *tx) ListReconRuns(beforeID string, limit int) ([]pay.ReconRun, error) {
 	if beforeID == "" {
 		k, v = c.Last()
 	} else {
-		k, v = c.Seek([]byte(beforeID))
+		k, _ = c.Seek([]byte(beforeID))
 		if k == nil {
 			k, v = c.Last()
 		} else {
