@@ -17,6 +17,13 @@ require (
 )
 
 require (
+	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	golang.org/x/mod v0.41.0 // indirect
+	golang.org/x/tools v0.51.0 // indirect
+	honnef.co/go/tools v0.8.2 // indirect
+)
+
+require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/basgys/goxml2json v1.1.1-0.20231018121955-e66ee54ceaad // indirect
 	github.com/buger/jsonparser v1.6.1 // indirect
@@ -80,3 +87,5 @@ require (
 	gopkg.in/validator.v2 v2.0.1 // indirect
 	pgregory.net/rapid v1.3.0
 )
+
+tool honnef.co/go/tools/cmd/staticcheck
