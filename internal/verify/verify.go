@@ -6,9 +6,10 @@
 // that balances per currency. Outbox records purged after their retention
 // are not asked for: a transition older than the store's purge horizon
 // (pay.Tx.OutboxHorizon) may have lost its record; a younger one must
-// have it. It reads one consistent snapshot and changes nothing. It is the engine of `paystate verify` (cli/verify.go, which
-// adds the file and journal checks of the store); the simulation and the
-// tests of other packages run it too.
+// have it. It reads one consistent snapshot and changes nothing. It is
+// the engine of `paystate verify` (cli/verify.go, which adds the file and
+// journal checks of the store); the simulation and the tests of other
+// packages run it too.
 //
 // Refunds and disputes are checked against their payment and the ledger:
 // a payment's pending and succeeded refunds never exceed its amount, its
