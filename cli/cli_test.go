@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -149,6 +150,33 @@ func TestRun_ExitCodes(t *testing.T) {
 	}
 	if got, want := ExitCode(errors.New("boom")), ExitFailure; got != want {
 		t.Errorf("ExitCode(plain error)=%d, want %d", got, want)
+	}
+}
+
+// TestRun_ServerNotReachable: a command that talks to a running paystate
+// and finds nothing listening at its address says which address it
+// tried and how to give another, and fails with exit 1.
+func TestRun_ServerNotReachable(t *testing.T) {
+	t.Parallel()
+	// A port that was free a moment ago: nothing listens there now.
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	_ = l.Close()
+	for _, args := range [][]string{
+		{"review", "list", "-url", addr, "-api-key", "k"},
+		{"backup", "-url", addr, "-api-key", "k", "-o", filepath.Join(t.TempDir(), "copy.db")},
+	} {
+		_, _, err := runSplit(args...)
+		if got := ExitCode(err); got != ExitFailure {
+			t.Errorf("%q: exit %d (err=%v), want %d", args, got, err, ExitFailure)
+		}
+		want := "cannot reach paystate at http://" + addr + " (is it running there? -url sets the address)"
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: error %v; want it to say %q", args, err, want)
+		}
 	}
 }
 

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -139,6 +141,11 @@ func (c *Client) send(ctx context.Context, method, path string, body []byte) (*h
 	}
 	res, err := hc.Do(req)
 	if err != nil {
+		if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+			// Nothing listens there, or the name does not resolve: say
+			// which address was tried and how to give another.
+			return nil, fmt.Errorf("cannot reach paystate at %s (is it running there? -url sets the address): %w", base, err)
+		}
 		return nil, err
 	}
 	if res.StatusCode/100 == 2 {
