@@ -23,6 +23,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/internal/verify"
+	"github.com/paystate/paystate/pay"
 )
 
 // The parts of a fuzzed request that are picked from a list rather than
@@ -114,13 +115,17 @@ func FuzzAPIBackends(f *testing.F) {
 			verifyStore(t, "bbolt: "+req.method+" "+req.target, bolt)
 			verifyStore(t, "PostgreSQL: "+req.method+" "+req.target, pg)
 		}
-		if a.Status < 300 {
+		// Facts are compared only while neither inbox holds a webhook it
+		// deferred (a dispute for a payment not captured yet, a lease
+		// held): each inbox retries it after a backoff with jitter, so
+		// the two apply it at different moments.
+		if a.Status < 300 && !inboxPending(t, bolt) && !inboxPending(t, pg) {
 			var fa, fb []string
 			facts(a.JSON, &fa)
 			facts(b.JSON, &fb)
 			if !slices.Equal(fa, fb) {
-				t.Errorf("%s %s: %d on both, but bbolt says %v and PostgreSQL %v\nbbolt: %.500s\nPostgreSQL: %.500s",
-					req.method, req.target, a.Status, fa, fb, a.Body, b.Body)
+				t.Errorf("%s %s: %d on both, but bbolt says %v and PostgreSQL %v\nbbolt: %.500s\nPostgreSQL: %.500s\nthe placeholders' timelines on bbolt:\n%s\nand on PostgreSQL:\n%s",
+					req.method, req.target, a.Status, fa, fb, a.Body, b.Body, timelines(t, bolt, boltIDs), timelines(t, pg, pgIDs))
 			}
 		}
 	})
@@ -197,6 +202,52 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 			verifyStore(t, what, in)
 		}
 	})
+}
+
+// inboxPending reports whether the inbox of in holds a webhook not
+// applied yet, due or not.
+func inboxPending(t *testing.T, in *daemontest.Instance) bool {
+	t.Helper()
+	var pending []pay.InboxEvent
+	err := in.Main.Store.View(context.Background(), func(tx pay.Tx) (err error) {
+		pending, err = tx.PendingInbox(time.Now().Add(365*24*time.Hour), 1)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("pending inbox: %v", err)
+	}
+	return len(pending) > 0
+}
+
+// timelines returns the timeline and the webhooks of each placeholder's
+// payment in in, one a line, for a failure that two backends disagree on.
+func timelines(t *testing.T, in *daemontest.Instance, ids map[string]string) string {
+	t.Helper()
+	var b strings.Builder
+	for _, name := range slices.Sorted(maps.Keys(ids)) {
+		var (
+			steps  []pay.Step
+			events []pay.InboxEvent
+		)
+		err := in.Main.Store.View(context.Background(), func(tx pay.Tx) (err error) {
+			if steps, err = tx.Steps(ids[name]); err != nil {
+				return err
+			}
+			events, err = tx.InboxForPayment(ids[name])
+			return err
+		})
+		if err != nil {
+			t.Fatalf("timeline of %s: %v", name, err)
+		}
+		fmt.Fprintf(&b, "  %s %s\n", name, ids[name])
+		for _, s := range steps {
+			fmt.Fprintf(&b, "    %d %s %s %s→%s v%d event=%q note=%q\n", s.Seq, s.Source, s.Kind, s.From, s.To, s.Version, s.EventID, s.Note)
+		}
+		for _, e := range events {
+			fmt.Fprintf(&b, "    webhook %s/%s %s processed=%v attempts=%d next=%s error=%q\n", e.Provider, e.EventID, e.Type, e.Processed, e.Attempts, e.NextAttemptAt.Format(time.RFC3339), e.LastError)
+		}
+	}
+	return b.String()
 }
 
 // verifyStore runs paystate verify's checks (internal/verify: every
