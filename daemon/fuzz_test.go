@@ -116,9 +116,9 @@ func FuzzAPIBackends(f *testing.F) {
 			verifyStore(t, "PostgreSQL: "+req.method+" "+req.target, pg)
 		}
 		// Facts are compared only while neither inbox holds a webhook it
-		// deferred (a dispute for a payment not captured yet, a lease
-		// held): each inbox retries it after a backoff with jitter, so
-		// the two apply it at different moments.
+		// deferred for a known payment (a dispute for a payment not
+		// captured yet, a lease held): each inbox retries it after a
+		// backoff with jitter, so the two apply it at different moments.
 		if a.Status < 300 && !inboxPending(t, bolt) && !inboxPending(t, pg) {
 			var fa, fb []string
 			facts(a.JSON, &fa)
@@ -204,19 +204,21 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 	})
 }
 
-// inboxPending reports whether the inbox of in holds a webhook not
-// applied yet, due or not.
+// inboxPending reports whether the inbox of in holds a webhook for a
+// known payment that it has not applied yet, due or not. Events for
+// payments neither instance knows (orphans, which the fuzzer sends often)
+// wait too, but change none of the facts compared.
 func inboxPending(t *testing.T, in *daemontest.Instance) bool {
 	t.Helper()
 	var pending []pay.InboxEvent
 	err := in.Main.Store.View(context.Background(), func(tx pay.Tx) (err error) {
-		pending, err = tx.PendingInbox(time.Now().Add(365*24*time.Hour), 1)
+		pending, err = tx.PendingInbox(time.Now().Add(365*24*time.Hour), 10000)
 		return err
 	})
 	if err != nil {
 		t.Fatalf("pending inbox: %v", err)
 	}
-	return len(pending) > 0
+	return slices.ContainsFunc(pending, func(e pay.InboxEvent) bool { return e.PaymentID != "" })
 }
 
 // timelines returns the timeline and the webhooks of each placeholder's
