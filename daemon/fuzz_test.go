@@ -197,6 +197,11 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 			if e.IsPathMissingError() || e.IsOperationMissingError() {
 				continue // not a route of the document: nothing to hold it to
 			}
+			if normalizedAway(target) {
+				// The server routed another path than the one the
+				// validator matched: nothing to hold the answer to.
+				break
+			}
 			t.Errorf("%s: the answer %d does not match api/openapi.yaml:%s\nbody: %.500s", what, st, describe(x.resErrs), x.res.Body)
 			break
 		}
@@ -441,6 +446,26 @@ func routePath(target string) string {
 		return ""
 	}
 	return path.Clean("/" + u.Path)
+}
+
+// normalizedAway reports whether the server answers target for another
+// path than the one sent: fasthttp removes "." and ".." segments and
+// empty ones ("//") before routing, so "/v1/payments/./sync" is answered
+// as "/v1/payments/sync" (405 for a POST), while libopenapi-validator
+// matches the path as sent ("/v1/payments/{id}/sync", whose operation
+// declares no 405).
+func normalizedAway(target string) bool {
+	u, err := url.Parse(target)
+	if err != nil {
+		return true
+	}
+	segs := strings.Split(u.Path, "/")[1:]
+	for i, s := range segs {
+		if s == "." || s == ".." || s == "" && i < len(segs)-1 {
+			return true
+		}
+	}
+	return false
 }
 
 // validHeaderValue reports whether net/http sends s as a header value:
