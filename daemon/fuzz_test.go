@@ -69,7 +69,8 @@ func FuzzAPIPostgres(f *testing.F) {
 // one on PostgreSQL, that have seen the same requests before, and checks
 // that they answer alike: the same status and, for an error, the same
 // code; for a success, the same facts (factKeys: status, version,
-// amounts, ...) in the same order; and after a successful POST,
+// amounts, ...) in the same order, unless an inbox holds a deferred
+// webhook of a known payment (inboxPending); and after a successful POST,
 // verifyStore on both. The mock PSP's webhooks reach neither,
 // so only the requests change what the two hold. Routes whose answers
 // follow the background workers (deliveries, customers' points, the
@@ -193,14 +194,11 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 		if bad := secretWhereFinal(x.res.JSON); bad != "" {
 			t.Errorf("%s: %s in an answer about a payment that is not open: %.500s", what, bad, x.res.Body)
 		}
+		// A path the server routes as another (normalizedAway) is held to
+		// no operation: the validator matched the path as sent.
 		for _, e := range x.resErrs {
-			if e.IsPathMissingError() || e.IsOperationMissingError() {
+			if e.IsPathMissingError() || e.IsOperationMissingError() || normalizedAway(target) {
 				continue // not a route of the document: nothing to hold it to
-			}
-			if normalizedAway(target) {
-				// The server routed another path than the one the
-				// validator matched: nothing to hold the answer to.
-				break
 			}
 			t.Errorf("%s: the answer %d does not match api/openapi.yaml:%s\nbody: %.500s", what, st, describe(x.resErrs), x.res.Body)
 			break
