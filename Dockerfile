@@ -47,8 +47,8 @@ USER 65532:65532
 WORKDIR /var/lib/paystate
 VOLUME ["/var/lib/paystate"]
 EXPOSE 8080
-# /healthz answers 200 while the process serves. With server.allowed_hosts
-# set, keep "127.0.0.1" in it: this request's Host is 127.0.0.1:8080.
+# /healthz answers 200 while the process serves. Its Host, 127.0.0.1:8080,
+# is served whatever server.allowed_hosts says (IP addresses always are).
 HEALTHCHECK --interval=30s --timeout=5s --start-period=10s --retries=3 \
     CMD ["/usr/bin/wget", "-q", "-O", "/dev/null", "http://127.0.0.1:8080/healthz"]
 # SIGTERM (docker stop) shuts down within server.shutdown_timeout (10s):

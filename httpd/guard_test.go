@@ -142,10 +142,22 @@ func TestServer_AllowedHosts(t *testing.T) {
 			t.Errorf("Host %s: status=%d, want 200: %s", host, a.status, a.body)
 		}
 	}
-	for _, host := range []string{"127.0.0.1", "localhost", "evil.example.com", "pay.example.com.evil.test"} {
+	for _, host := range []string{"evil.example.com", "pay.example.com.evil.test", "localhost.evil.test", "10.1.2.3.nip.io"} {
 		assertRefused(t, "Host "+host, d.do("GET", "/v1/payments", "", "", bearer(host)), http.StatusMisdirectedRequest, pay.EMISDIRECTED)
 	}
 	assertRefused(t, "healthz", d.do("GET", "/healthz", "", "", map[string]string{"Host": "evil.example.com"}), http.StatusMisdirectedRequest, pay.EMISDIRECTED)
+
+	// IP literals and localhost are always served: a Kubernetes probe sends
+	// the pod's IP, a local health check or a Prometheus scrape 127.0.0.1,
+	// and DNS rebinding needs a name.
+	for _, host := range []string{"127.0.0.1", "127.0.0.1:8080", "10.1.2.3", "10.1.2.3:8090", "[::1]", "[::1]:8080", "[fd00::7]", "localhost", "LOCALHOST:8080"} {
+		if a := d.do("GET", "/healthz", "", "", map[string]string{"Host": host}); a.status != http.StatusOK {
+			t.Errorf("healthz, Host %s: status=%d, want 200: %s", host, a.status, a.body)
+		}
+		if a := d.do("GET", "/v1/payments", "", "", bearer(host)); a.status != http.StatusOK {
+			t.Errorf("Host %s: status=%d, want 200: %s", host, a.status, a.body)
+		}
+	}
 
 	// The dashboard's session follows the same rule.
 	a := d.do("POST", "/dashboard/login", "application/x-www-form-urlencoded", url.Values{"api_key": {dashKey}}.Encode(), map[string]string{"Host": "pay.example.com"})

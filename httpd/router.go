@@ -230,7 +230,10 @@ func (s *Server) recovered(rc *fasthttp.RequestCtx, v any) error {
 //     or a request meant for another server: 421 misdirected_request.
 //
 // With API keys, a non-empty server.allowed_hosts restricts Host the same
-// way; proxies are welcome, the key is the gate.
+// way, except that an IP literal and localhost are always served: DNS
+// rebinding needs a name, while health checks, Kubernetes probes (which
+// send the pod's IP) and Prometheus scrapes address the server by IP.
+// Proxies are welcome, the key is the gate.
 func (s *Server) guard(rc *fasthttp.RequestCtx) error {
 	if len(s.keys) == 0 {
 		for _, h := range []string{"Forwarded", "X-Forwarded-For"} {
@@ -238,22 +241,30 @@ func (s *Server) guard(rc *fasthttp.RequestCtx) error {
 				return pay.Errorf(pay.EPROXIED, "request forwarded by a proxy (%s) to a server without auth.api_keys, which trusts only its own machine: configure API keys", h)
 			}
 		}
-		return checkHost(rc, loopbackHosts, "without auth.api_keys only localhost, 127.0.0.1 and [::1] are served")
+		return checkHost(rc, loopbackHosts, false, "without auth.api_keys only localhost, 127.0.0.1 and [::1] are served")
 	}
 	if len(s.hosts) > 0 {
-		return checkHost(rc, s.hosts, "it is not in server.allowed_hosts")
+		return checkHost(rc, s.hosts, true, "it is not in server.allowed_hosts (IP addresses and localhost are always served)")
 	}
 	return nil
+}
+
+// alwaysServed reports whether the host name (as hostName returns it) is
+// one that server.allowed_hosts does not restrict: an IP address or
+// localhost.
+func alwaysServed(name string) bool {
+	return name == "localhost" || net.ParseIP(name) != nil
 }
 
 // loopbackHosts are the Host names a server without API keys answers to.
 var loopbackHosts = map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true}
 
 // checkHost refuses a request whose Host (the request line's, for an
-// absolute URI, and the header's) is not in allowed.
-func checkHost(rc *fasthttp.RequestCtx, allowed map[string]bool, why string) error {
+// absolute URI, and the header's) is not in allowed; with ipOK, an IP
+// literal or localhost is accepted too (alwaysServed).
+func checkHost(rc *fasthttp.RequestCtx, allowed map[string]bool, ipOK bool, why string) error {
 	for _, h := range [][]byte{rc.Host(), rc.Request.Header.Host()} {
-		if name, ok := hostName(string(h)); !ok || !allowed[name] {
+		if name, ok := hostName(string(h)); !ok || !(allowed[name] || ipOK && alwaysServed(name)) {
 			return pay.Errorf(pay.EMISDIRECTED, "this server does not answer for Host %q: %s", truncate(string(h), 64), why)
 		}
 	}
