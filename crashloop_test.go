@@ -23,6 +23,7 @@ import (
 const (
 	crashStdSecret      = "whsec_Y3Jhc2gtc3RhbmRhcmQtc2VjcmV0LWNyYXNoLXN0YW5kYXJk"
 	crashMerchantSecret = "whsec_Y3Jhc2gtbWVyY2hhbnQtc2VjcmV0LWNyYXNoLW1lcmNoYW50"
+	crashMockSecret     = "whsec_Y3Jhc2gtbW9jay1zZWNyZXQtY3Jhc2gtbW9jay1zZWM="
 )
 
 // crashConfig runs the real binary with chaos in the mock, a short sweeper
@@ -49,6 +50,8 @@ url = "` + merchantURL + `"
 secret = "` + crashMerchantSecret + `"
 events = ["payment.captured", "payment.failed", "payment.refunded"]
 [providers.mock]
+allow_public = true # an API key is production: the test drives the mock
+webhook_secret = "` + crashMockSecret + `"
 webhook_delay = "0s"
 duplicate_rate = 0.3
 webhook_first_rate = 0.2

@@ -196,6 +196,7 @@ api_keys = ["` + daemontest.APIKey + `"]
 level = "debug"
 format = "json"
 [providers.mock]
+allow_public = true # an API key is production: the tests drive the mock
 webhook_secret = "whsec_c2VjcmV0LW1vY2stc2VjcmV0LW1vY2stc2VjcmV0LW1vY2s="
 webhook_delay = "0s"
 duplicate_rate = 0.5

@@ -33,6 +33,7 @@ import (
 const (
 	scaleStdSecret      = "whsec_c2NhbGUtc3RhbmRhcmQtc2VjcmV0LXNjYWxlLXN0YW5kYXJk"
 	scaleMerchantSecret = "whsec_c2NhbGUtbWVyY2hhbnQtc2VjcmV0LXNjYWxlLW1lcmNoYW50"
+	scaleMockSecret     = "whsec_c2NhbGUtbW9jay1zZWNyZXQtc2NhbGUtbW9jay1zZWM="
 	scaleInstances      = 3
 )
 
@@ -73,6 +74,8 @@ url = "` + merchantURL + `"
 secret = "` + scaleMerchantSecret + `"
 events = ["payment.captured", "payment.failed", "payment.refunded"]
 [providers.mock]
+allow_public = true # an API key is production: the test drives the mock
+webhook_secret = "` + scaleMockSecret + `"
 webhook_url = "` + lbURL + `/webhooks/mock"
 webhook_delay = "0s"
 duplicate_rate = 0.3

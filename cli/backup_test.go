@@ -62,7 +62,7 @@ func TestBackup_DuringWriteLoad(t *testing.T) {
 		t.Fatalf("backup -url: %v\n%s", err, out)
 	}
 	cfgPath := filepath.Join(dir, "paystate.toml")
-	os.WriteFile(cfgPath, []byte(fmt.Sprintf("[server]\nlisten = %q\n[auth]\napi_keys = [%q]\n[providers.mock]\n", strings.TrimPrefix(base, "http://"), daemontest.APIKey)), 0o600)
+	os.WriteFile(cfgPath, []byte(fmt.Sprintf("[server]\nlisten = %q\n[auth]\napi_keys = [%q]\n[providers.mock]\nallow_public = true\nwebhook_secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n", strings.TrimPrefix(base, "http://"), daemontest.APIKey)), 0o600)
 	if out, err := runCmd("backup", "-db", dbPath, "-o", outs[1], "-config", cfgPath); err != nil {
 		t.Fatalf("backup of a locked file: %v\n%s", err, out)
 	}

@@ -20,7 +20,7 @@ func TestCheck(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	good := filepath.Join(dir, "good.toml")
-	os.WriteFile(good, []byte("[auth]\napi_keys = [\"a-very-secret-key-123456\"]\n[providers.mock]\n"), 0o600)
+	os.WriteFile(good, []byte("[auth]\napi_keys = [\"a-very-secret-key-123456\"]\n[providers.mock]\nallow_public = true\nwebhook_secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n"), 0o600)
 	out, err := runCmd("check", "-config", good)
 	if err != nil {
 		t.Fatalf("%v\n%s", err, out)
@@ -73,5 +73,43 @@ func TestCheck_PublicRefusesDevelopmentParts(t *testing.T) {
 				t.Errorf("%s %s: err=%q, want one line naming %s", cmd, tt.name, msg, tt.key)
 			}
 		}
+	}
+}
+
+// TestCheck_ProductionBehindProxy: the shipped config.example.toml on its
+// loopback listener, with the API key only in the environment (a TLS
+// proxy in front, the systemd unit's way), is production: serve and check
+// exit 2 naming the mock and the development secret (deploy's
+// TestExampleConfig_ProductionEdits checks the file after the edits
+// docs/production.md names).
+func TestCheck_ProductionBehindProxy(t *testing.T) {
+	t.Setenv("PAYSTATE_AUTH_API_KEYS", "a-very-secret-key-123456")
+	example, err := os.ReadFile("../config.example.toml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	doc := strings.Replace(string(example), `path = "./paystate.db"`, `path = "`+filepath.Join(dir, "p.db")+`"`, 1)
+	doc = strings.Replace(doc, `listen = "127.0.0.1:8080"`, `listen = "127.0.0.1:0"`, 1)
+	path := filepath.Join(dir, "paystate.toml")
+	if err := os.WriteFile(path, []byte(doc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // serve, if it started, would stop at once
+	for _, cmd := range []string{"check", "serve"} {
+		var out bytes.Buffer
+		err := Run(ctx, []string{cmd, "-config", path}, &out, &out)
+		if got, want := ExitCode(err), 2; got != want {
+			t.Fatalf("%s: exit code %d, want %d (%v)\n%s", cmd, got, want, err, out.String())
+		}
+		for _, key := range []string{"providers.mock.allow_public", "providers.standard.webhook_secret"} {
+			if !strings.Contains(err.Error(), "config: "+key+": ") {
+				t.Errorf("%s: err=%q, want a line naming %s", cmd, err, key)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "p.db")); err == nil {
+		t.Error("serve opened the database of a refused configuration")
 	}
 }

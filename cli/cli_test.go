@@ -318,7 +318,7 @@ func TestServe_Listen(t *testing.T) {
 func TestCheck_MarksEnvironment(t *testing.T) {
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "paystate.toml")
-	if err := os.WriteFile(cfg, []byte("[server]\nlisten = \"127.0.0.1:8080\"\n[providers.mock]\n"), 0o600); err != nil {
+	if err := os.WriteFile(cfg, []byte("[server]\nlisten = \"127.0.0.1:8080\"\n[providers.mock]\nallow_public = true\nwebhook_secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("PAYSTATE_SERVER_LISTEN", "127.0.0.1:9595")

@@ -28,7 +28,6 @@ func reviewDaemon(t *testing.T, dbPath string, clock *storetest.Clock) *daemonte
 	t.Helper()
 	return daemontest.BootMain(t, func(c *config.Config) {
 		c.Storage.Path = dbPath
-		c.Providers.Mock.WebhookSecret = config.DevelopmentWebhookSecret
 		c.Sweeper.Interval = config.Duration{Duration: time.Hour}
 	}, func(m *daemon.Main) { m.Now = clock.Now })
 }
@@ -43,7 +42,7 @@ func mockWebhook(t *testing.T, in *daemontest.Instance, clock *storetest.Clock, 
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := testkit.SignStandard(t, config.DevelopmentWebhookSecret, id, clock.Now(), body)
+	h := testkit.SignStandard(t, in.Main.Config.Providers.Mock.WebhookSecret, id, clock.Now(), body)
 	if got := in.Do("POST", "/webhooks/mock", body, h).Status; got != http.StatusOK {
 		t.Fatalf("webhook %s: HTTP %d, want 200", id, got)
 	}

@@ -234,7 +234,12 @@ func TestLoad(t *testing.T) {
 
 	t.Run("NoPathEnv", func(t *testing.T) {
 		t.Parallel()
-		got, err := LoadEnv("", env(map[string]string{"PAYSTATE_AUTH_API_KEYS": "0123456789abcdef"}))
+		got, err := LoadEnv("", env(map[string]string{
+			"PAYSTATE_AUTH_API_KEYS":                     "0123456789abcdef",
+			"PAYSTATE_PROVIDERS_MOCK_ALLOW_PUBLIC":       "true",
+			"PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET":     testSecret("mock"),
+			"PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET": testSecret("std"),
+		}))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -390,6 +395,13 @@ events = ["payment.captured"]
 				// The file's endpoint secret is a placeholder that only
 				// the environment makes valid.
 				vars["PAYSTATE_WEBHOOKS_0_SECRET"] = hookSecret
+			}
+			if tt.env == "PAYSTATE_AUTH_API_KEYS" {
+				// A key is production: no development secret, and
+				// the mock only where allowed.
+				vars["PAYSTATE_PROVIDERS_MOCK_ALLOW_PUBLIC"] = "true"
+				vars["PAYSTATE_PROVIDERS_MOCK_WEBHOOK_SECRET"] = mockSecret
+				vars["PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET"] = stdSecret
 			}
 			c, err := Parse([]byte(file), env(vars))
 			if err != nil {

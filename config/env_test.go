@@ -117,6 +117,8 @@ max_body = 1000
 [sweeper]
 interval = "5m"
 [providers.mock]
+allow_public = true
+webhook_secret = "whsec_bW9jay1zZWNyZXQtZm9yLWVudi10ZXN0cy0wMDAw"
 duplicate_rate = 0.5
 [providers.stripe]
 secret_key = "sk_test_file"
@@ -274,7 +276,7 @@ func (src Source) with(data string) (Config, Origins, error) {
 
 func TestAnnotate(t *testing.T) {
 	t.Parallel()
-	file := "[providers.mock]\n[[webhooks]]\nurl = \"https://a.example.com/h\"\nsecret = \"" + testSecret("a") + "\"\nevents = [\"payment.captured\"]\n" +
+	file := "[providers.mock]\nallow_public = true\n[[webhooks]]\nurl = \"https://a.example.com/h\"\nsecret = \"" + testSecret("a") + "\"\nevents = [\"payment.captured\"]\n" +
 		"[[webhooks]]\nurl = \"https://b.example.com/h\"\nsecret = \"x\"\nevents = [\"payment.captured\"]\n"
 	c, origins, err := Source{Getenv: env(map[string]string{
 		"PAYSTATE_SERVER_LISTEN":                 "127.0.0.1:9494",

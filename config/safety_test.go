@@ -120,6 +120,79 @@ func TestParse_Public(t *testing.T) {
 	}
 }
 
+// TestParse_Production: paystate is in production with an API key (in the
+// file or the environment), a non-loopback listen or server.allowed_hosts;
+// a TLS proxy in front of a loopback listener is production. Then the
+// development secret (also when only the environment could have replaced
+// it) and the mock without allow_public are refused, each in one line
+// naming the key; the embedded defaults, with no key, stay the
+// development mode.
+func TestParse_Production(t *testing.T) {
+	t.Parallel()
+	const (
+		loopback = "[server]\nlisten = \"127.0.0.1:8080\"\n"
+		keyFile  = loopback + "[auth]\napi_keys = [\"0123456789abcdef\"]\n"
+	)
+	keyEnv := map[string]string{"PAYSTATE_AUTH_API_KEYS": "0123456789abcdef"}
+	hook := func(secret string) string {
+		return "[[webhooks]]\nurl = \"https://shop.example.com/h\"\nsecret = \"" + secret + "\"\nevents = [\"payment.captured\"]\n"
+	}
+	stripe := "[providers.stripe]\nsecret_key = \"sk_test_x\"\nwebhook_secret = \"whsec_x\"\n"
+	for _, tt := range []struct {
+		name, toml string
+		env        map[string]string
+		key        string // "" for valid
+	}{
+		{"KeyInFile/Mock", keyFile + "[providers.mock]\nwebhook_secret = \"" + testSecret("mock") + "\"\n", nil, "providers.mock.allow_public"},
+		{"KeyInFile/StandardDefault", keyFile + "[providers.standard]\n", nil, "providers.standard.webhook_secret"},
+		{"KeyInEnv/Mock", loopback + "[providers.mock]\nwebhook_secret = \"" + testSecret("mock") + "\"\n", keyEnv, "providers.mock.allow_public"},
+		{"KeyInEnv/StandardDefault", loopback + "[providers.standard]\n", keyEnv, "providers.standard.webhook_secret"},
+		{"KeyInEnv/StripeDevSecretFromEnv", loopback + "[providers.stripe]\n", map[string]string{
+			"PAYSTATE_AUTH_API_KEYS": "0123456789abcdef", "PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY": "sk_test_env",
+			"PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET": DevelopmentWebhookSecret,
+		}, "providers.stripe.webhook_secret"},
+		{"KeyInEnv/StandardSecretFromEnv", loopback + "[providers.standard]\n", map[string]string{
+			"PAYSTATE_AUTH_API_KEYS": "0123456789abcdef", "PAYSTATE_PROVIDERS_STANDARD_WEBHOOK_SECRET": testSecret("std"),
+		}, ""},
+		{"KeyInEnv/MerchantWebhookDevSecret", loopback + stripe + hook(DevelopmentWebhookSecret), keyEnv, "webhooks[0].secret"},
+		{"AllowedHosts/Mock", loopback + "[providers.mock]\nwebhook_secret = \"" + testSecret("mock") + "\"\n",
+			map[string]string{"PAYSTATE_SERVER_ALLOWED_HOSTS": "pay.example.com"}, "providers.mock.allow_public"},
+		{"KeyInEnv/MockAllowed", loopback + "[providers.mock]\nallow_public = true\nwebhook_secret = \"" + testSecret("mock") + "\"\n", keyEnv, ""},
+		{"KeyInEnv/Stripe", loopback + stripe + hook(testSecret("hook")), keyEnv, ""},
+		{"Development/Mock", loopback + "[providers.mock]\n", nil, ""},
+		{"Development/Merchant", loopback + stripe + hook(DevelopmentWebhookSecret), nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := Parse([]byte(tt.toml), env(tt.env))
+			if tt.key == "" {
+				if err != nil {
+					t.Fatalf("err=%v, want none", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "config: "+tt.key+": ") || !strings.Contains(err.Error(), "production") {
+				t.Fatalf("err=%v (config %+v), want one naming %s and production", err, c.Server, tt.key)
+			}
+			if strings.Count(err.Error(), "\n") != 0 {
+				t.Fatalf("err=%q, want one line", err)
+			}
+		})
+	}
+
+	t.Run("EmbeddedDefaults", func(t *testing.T) {
+		t.Parallel()
+		c, err := Parse(nil, nil)
+		if err != nil || c.Production() {
+			t.Fatalf("no file, no key: err=%v, Production()=%v, want the development mode", err, c.Production())
+		}
+		_, err = Parse(nil, env(keyEnv))
+		if err == nil || !strings.Contains(err.Error(), "providers.mock.allow_public") {
+			t.Fatalf("no file, a key: err=%v, want the mock refused", err)
+		}
+	})
+}
+
 // TestParse_Bounds: error messages stay short whatever the file holds.
 func TestParse_Bounds(t *testing.T) {
 	t.Parallel()

@@ -100,9 +100,10 @@ func (c Config) Validate() error {
 	} else if len(c.Auth.APIKeys) == 0 && !c.Loopback() {
 		p.addf("server.listen", "%s is not a loopback address and auth.api_keys is empty: set an API key or listen on 127.0.0.1", quote(c.Server.Listen))
 	}
-	// public: the server may be reached from the network, so nothing
-	// public (the development secret, the mock) may move payment state.
-	public := listenOK && !c.Loopback()
+	// prod: in production (Production) nothing public - the development
+	// secret, the mock - may move payment state; why names the reason in
+	// the messages.
+	why, prod := c.production(listenOK)
 	if c.Server.MaxBody <= 0 || c.Server.MaxBody > MaxBodyLimit {
 		p.addf("server.max_body", "must be between 1 and %d bytes, got %d", MaxBodyLimit, c.Server.MaxBody)
 	}
@@ -254,10 +255,10 @@ func (c Config) Validate() error {
 
 	// [providers.*]: a provider exists only if its table is present.
 	if mock := c.Providers.Mock; mock != nil {
-		if public && !mock.AllowPublic {
-			p.addf("providers.mock.allow_public", "server.listen %s is not loopback: the mock PSP captures anything it is asked to; remove [providers.mock], or set allow_public = true for a public demo", quote(c.Server.Listen))
+		if prod && !mock.AllowPublic {
+			p.addf("providers.mock.allow_public", "paystate is in production (%s) and [providers.mock] is present: the mock PSP captures anything it is asked to; remove [providers.mock] (and set payment.provider to a real one), or set allow_public = true for a public demo", why)
 		}
-		p.webhookSecret("providers.mock.webhook_secret", mock.WebhookSecret, public)
+		p.webhookSecret("providers.mock.webhook_secret", mock.WebhookSecret, why)
 		if mock.WebhookURL != "" {
 			if err := checkHTTPURL(mock.WebhookURL); err != nil {
 				p.addf("providers.mock.webhook_url", "%v", err)
@@ -276,7 +277,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if std := c.Providers.Standard; std != nil {
-		p.webhookSecret("providers.standard.webhook_secret", std.WebhookSecret, public)
+		p.webhookSecret("providers.standard.webhook_secret", std.WebhookSecret, why)
 	}
 	if st := c.Providers.Stripe; st != nil {
 		switch {
@@ -290,12 +291,26 @@ func (c Config) Validate() error {
 			p.addf("providers.stripe.webhook_secret", "required (or PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET): the endpoint's signing secret, whsec_...")
 		case !strings.HasPrefix(st.WebhookSecret, "whsec_"):
 			p.addf("providers.stripe.webhook_secret", "must start with whsec_")
-		case public && st.WebhookSecret == DevelopmentWebhookSecret:
-			p.addf("providers.stripe.webhook_secret", "is the public development secret and server.listen is not loopback: set the endpoint's own signing secret")
+		case prod && st.WebhookSecret == DevelopmentWebhookSecret:
+			p.addf("providers.stripe.webhook_secret", "is the public development secret and paystate is in production (%s): set the endpoint's own signing secret", why)
 		}
 		if st.APIBase != "" {
 			if err := checkHTTPURL(st.APIBase); err != nil {
 				p.addf("providers.stripe.api_base", "%v", err)
+			}
+		}
+	}
+
+	// [[webhooks]] signing secrets: the development secret would let
+	// anyone sign events the merchant's endpoint believes.
+	for i, w := range c.Webhooks {
+		for j, sec := range append([]string{w.Secret}, w.Secrets...) {
+			if prod && sec == DevelopmentWebhookSecret {
+				key := fmt.Sprintf("webhooks[%d].secret", i)
+				if j > 0 {
+					key = fmt.Sprintf("webhooks[%d].secrets[%d]", i, j-1)
+				}
+				p.addf(key, "is the public development secret and paystate is in production (%s): set your own secret", why)
 			}
 		}
 	}
@@ -318,13 +333,14 @@ func (c Config) Validate() error {
 }
 
 // webhookSecret checks a provider's Standard Webhooks secret: required, well
-// formed, and not the public development secret when the server is public.
-func (p *problems) webhookSecret(key, secret string, public bool) {
+// formed, and not the public development secret in production (prodWhy is
+// why paystate is in production, "" when it is not).
+func (p *problems) webhookSecret(key, secret, prodWhy string) {
 	switch {
 	case secret == "":
 		p.addf(key, "required: a Standard Webhooks secret, whsec_ followed by base64 (echo whsec_$(openssl rand -base64 32))")
-	case public && secret == DevelopmentWebhookSecret:
-		p.addf(key, "is the public development secret and server.listen is not loopback: anyone could sign webhooks; set your own secret")
+	case prodWhy != "" && secret == DevelopmentWebhookSecret:
+		p.addf(key, "is the public development secret and paystate is in production (%s): anyone could sign webhooks; set your own secret (echo whsec_$(openssl rand -base64 32)) in the file or the environment (%s)", prodWhy, EnvName(key))
 	default:
 		if err := checkWebhookSecret(secret); err != nil {
 			p.addf(key, "%v", err)
@@ -404,6 +420,32 @@ func (c Config) Loopback() bool {
 	}
 	addr, err := netip.ParseAddr(host)
 	return err == nil && addr.IsLoopback()
+}
+
+// Production reports whether paystate runs in production: an API key is
+// configured (in the file or the environment), server.listen is not
+// loopback, or server.allowed_hosts is set. A TLS proxy in front of a
+// loopback listener is production. Then the development webhook secret
+// and the mock (without providers.mock.allow_public) are refused
+// (Validate); the embedded defaults, with no key, are the development
+// mode.
+func (c Config) Production() bool {
+	_, prod := c.production(true)
+	return prod
+}
+
+// production is Production with the reason, for messages; listenOK false
+// (server.listen does not parse) leaves the listen address out of it.
+func (c Config) production(listenOK bool) (string, bool) {
+	switch {
+	case len(c.Auth.APIKeys) > 0:
+		return "auth.api_keys is set", true
+	case listenOK && !c.Loopback():
+		return fmt.Sprintf("server.listen %s is not loopback", quote(c.Server.Listen)), true
+	case len(c.Server.AllowedHosts) > 0:
+		return "server.allowed_hosts is set", true
+	}
+	return "", false
 }
 
 // Warnings returns advice about a configuration that Validate accepts but

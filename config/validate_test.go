@@ -106,7 +106,10 @@ func TestConfig_Validate(t *testing.T) {
 		{"PointsHuge", func(c *Config) { c.Loyalty.PointsPerUnit = 1 << 50 }, "loyalty.points_per_unit"},
 		{"RippleRetentionShort", func(c *Config) { c.Ripple.Retention = d("1m") }, "ripple.retention"},
 		{"SessionTTLZero", func(c *Config) { c.Auth.SessionTTL = Duration{} }, "auth.session_ttl"},
-		{"AllowedHosts", func(c *Config) { c.Server.AllowedHosts = []string{"pay.example.com", "10.0.0.1"} }, ""},
+		{"AllowedHosts", func(c *Config) {
+			c.Server.AllowedHosts = []string{"pay.example.com", "10.0.0.1"}
+			c.Providers.Mock.AllowPublic, c.Providers.Mock.WebhookSecret, c.Providers.Standard = true, testSecret("mock"), nil
+		}, ""},
 		{"AllowedHostsPort", func(c *Config) { c.Server.AllowedHosts = []string{"pay.example.com:443"} }, "server.allowed_hosts[0]"},
 		{"ListenBadHost", func(c *Config) { c.Server.Listen = "no such host:8080" }, "server.listen"},
 		{"WebhookMaxInFlightHuge", hook(func(w *Webhook) { w.MaxInFlight = 1000 }), "webhooks[0].max_in_flight"},

@@ -13,6 +13,7 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -327,9 +328,18 @@ func TestDockerfile(t *testing.T) {
 	if !strings.HasSuffix(cfg.Server.Listen, ":8080") || strings.HasPrefix(cfg.Server.Listen, "127.") {
 		t.Errorf("server.listen=%q, want a non-loopback address on port 8080", cfg.Server.Listen)
 	}
-	if h := cfg.Server.AllowedHosts; len(h) > 0 && !slices.Contains(h, "127.0.0.1") {
-		t.Errorf("server.allowed_hosts=%v lacks 127.0.0.1: the HEALTHCHECK would get 421", h)
+	if !served("127.0.0.1", cfg.Server.AllowedHosts) {
+		t.Errorf("server.allowed_hosts=%v: the HEALTHCHECK's Host 127.0.0.1 would get 421", cfg.Server.AllowedHosts)
 	}
+}
+
+// served reports whether a Host name (no port) passes server.allowed_hosts:
+// an IP address and localhost always do (SPEC §2), a name only if listed.
+func served(host string, allowed []string) bool {
+	if len(allowed) == 0 || host == "localhost" || net.ParseIP(strings.Trim(host, "[]")) != nil {
+		return true
+	}
+	return slices.Contains(allowed, host)
 }
 
 // TestSystemdUnit checks the hardening the unit promises and that its
@@ -502,13 +512,13 @@ func TestKubernetesSidecar(t *testing.T) {
 		if g.Path != want.path || g.Port != port {
 			t.Errorf("%s: GET :%d%s, want :%d%s", name, g.Port, g.Path, port, want.path)
 		}
-		host := ""
+		host := "10.1.2.3" // no Host header: the kubelet sends the Pod's IP
 		for _, h := range g.HTTPHeaders {
 			if strings.EqualFold(h.Name, "Host") {
 				host = h.Value
 			}
 		}
-		if len(cfg.Server.AllowedHosts) > 0 && !slices.Contains(cfg.Server.AllowedHosts, host) {
+		if !served(host, cfg.Server.AllowedHosts) {
 			t.Errorf("%s: Host %q is not in server.allowed_hosts %v: the probe would get 421", name, host, cfg.Server.AllowedHosts)
 		}
 	}
@@ -827,6 +837,108 @@ func TestDocs_StripeEvents(t *testing.T) {
 	for _, e := range mapped {
 		if !slices.ContainsFunc(rows, func(r string) bool { return strings.Contains(r, "`"+e+"`") }) {
 			t.Errorf("docs/stripe.md: event %s is not in the table of events to enable", e)
+		}
+	}
+}
+
+// TestExampleConfig_ProductionEdits: config.example.toml, which the
+// systemd unit installs, is the development setup; with the API key from
+// the environment it is production and refused (SPEC §2), and after the
+// edits docs/production.md lists (each named there) it is accepted. Each
+// of the provider edits left out is refused, naming its key.
+func TestExampleConfig_ProductionEdits(t *testing.T) {
+	t.Parallel()
+	example := readFile(t, "config.example.toml")
+	doc := readFile(t, "docs/production.md")
+	env := map[string]string{
+		"PAYSTATE_AUTH_API_KEYS":                   "example-test-key-0123456789",
+		"PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY":     "rk_live_example",
+		"PAYSTATE_PROVIDERS_STRIPE_WEBHOOK_SECRET": "whsec_example",
+	}
+	load := func(t *testing.T, toml string) error {
+		t.Helper()
+		path := filepath.Join(t.TempDir(), "paystate.toml")
+		if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		_, err := config.LoadEnv(path, func(k string) string { return env[k] })
+		return err
+	}
+	// dropTable removes the table header and its keys, up to the next header.
+	dropTable := func(s, header string) string {
+		var out []string
+		in := false
+		for _, line := range strings.Split(s, "\n") {
+			if strings.HasPrefix(line, "[") {
+				in = strings.HasPrefix(line, header)
+			}
+			if !in {
+				out = append(out, line)
+			}
+		}
+		return strings.Join(out, "\n")
+	}
+	type edit struct {
+		name  string
+		apply func(string) string
+		named []string // what docs/production.md must say for it
+		key   string   // the key named when it is left out ("": optional)
+	}
+	replace := func(old, new string) func(string) string {
+		return func(s string) string {
+			if !strings.Contains(s, old) {
+				t.Fatalf("config.example.toml has no %q", old)
+			}
+			return strings.Replace(s, old, new, 1)
+		}
+	}
+	edits := []edit{
+		{"allowed_hosts", replace(`allowed_hosts = []`, `allowed_hosts = ["pay.example.com"]`), []string{`allowed_hosts = ["pay.example.com"]`}, ""},
+		{"storage.path", replace(`path = "./paystate.db"`, `path = "/var/lib/paystate/paystate.db"`), []string{`path = "/var/lib/paystate/paystate.db"`}, ""},
+		{"log.format", replace(`format = "console"`, `format = "json"`), []string{`format = "json"`}, ""},
+		{"payment.provider", replace(`provider = "mock"`, `provider = "stripe"`), []string{`provider = "mock"`, `provider = "stripe"`}, "payment.provider"},
+		{"providers.mock", func(s string) string { return dropTable(s, "[providers.mock]") }, []string{"`[providers.mock]`"}, "providers.mock.allow_public"},
+		{"providers.standard", func(s string) string { return dropTable(s, "[providers.standard]") }, []string{"`[providers.standard]`"}, "providers.standard.webhook_secret"},
+		{"providers.stripe", func(s string) string { return s + "\n[providers.stripe]\n" }, []string{"`[providers.stripe]`"}, "providers.stripe"},
+	}
+	for _, e := range edits {
+		for _, n := range e.named {
+			if !strings.Contains(doc, n) {
+				t.Errorf("docs/production.md does not name the edit %s (%s)", e.name, n)
+			}
+		}
+	}
+	for k := range env {
+		if !strings.Contains(doc, k) {
+			t.Errorf("docs/production.md does not name %s", k)
+		}
+	}
+	if !strings.Contains(readFile(t, "deploy/systemd/paystate.service"), "install -D -m 0644 config.example.toml") {
+		t.Error("the systemd unit no longer installs config.example.toml: check this test's premise")
+	}
+
+	if err := load(t, example); err == nil || !strings.Contains(err.Error(), "providers.mock.allow_public") {
+		t.Errorf("config.example.toml with an API key in the environment: err=%v, want the mock refused", err)
+	}
+	all := example
+	for _, e := range edits {
+		all = e.apply(all)
+	}
+	if err := load(t, all); err != nil {
+		t.Fatalf("config.example.toml after the edits of docs/production.md: %v", err)
+	}
+	for i, e := range edits {
+		if e.key == "" {
+			continue
+		}
+		partial := example
+		for j, o := range edits {
+			if j != i {
+				partial = o.apply(partial)
+			}
+		}
+		if err := load(t, partial); err == nil || !strings.Contains(err.Error(), e.key) {
+			t.Errorf("without the edit %s: err=%v, want one naming %s", e.name, err, e.key)
 		}
 	}
 }

@@ -212,6 +212,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	cfg.Server.Listen = "127.0.0.1:0"
 	cfg.Storage.Path = filepath.Join(dir, "paystate.db")
 	cfg.Auth.APIKeys = []string{s.key}
+	// An API key is production: the mock must be allowed, and no
+	// provider may keep the public development secret.
+	cfg.Providers.Mock.AllowPublic = true
+	cfg.Providers.Mock.WebhookSecret = "whsec_" + base64.StdEncoding.EncodeToString(randBytes(32))
+	cfg.Providers.Standard = nil
 	cfg.Providers.Mock.WebhookDelay = config.Duration{}
 	cfg.Providers.Mock.DuplicateRate = 0.3
 	cfg.Providers.Mock.Reorder = true

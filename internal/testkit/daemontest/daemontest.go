@@ -27,6 +27,14 @@ import (
 // APIKey is the API key of a booted paystate; Do sends it.
 const APIKey = "test-api-key-0123456789abcdef"
 
+// The webhook secrets of an Instance's mock and standard providers (with
+// an API key paystate is in production, which refuses the development
+// secret).
+const (
+	MockSecret     = "whsec_dGVzdC1tb2NrLXNlY3JldC10ZXN0LW1vY2stc2VjcmV0"
+	StandardSecret = "whsec_dGVzdC1zdGFuZGFyZC1zZWNyZXQtdGVzdC1zdGFuZGFyZA=="
+)
+
 // client is the HTTP client of an Instance without one: it uses
 // http.DefaultTransport, whose idle connections the leak checks of the
 // daemon's tests close.
@@ -62,6 +70,11 @@ func BootMain(t testing.TB, mutate func(*config.Config), setup func(*daemon.Main
 	cfg.Storage.Path = filepath.Join(t.TempDir(), "paystate.db")
 	cfg.Auth.APIKeys = []string{APIKey}
 	cfg.Providers.Mock.WebhookDelay = config.Duration{}
+	// An API key is production: the development secret is refused and
+	// the mock must be allowed.
+	cfg.Providers.Mock.AllowPublic = true
+	cfg.Providers.Mock.WebhookSecret = MockSecret
+	cfg.Providers.Standard.WebhookSecret = StandardSecret
 	if mutate != nil {
 		mutate(&cfg)
 	}
