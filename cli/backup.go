@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,35 +17,48 @@ import (
 )
 
 // runBackup is `paystate backup -db FILE -o OUT`: a consistent copy of the
-// database. A stopped database is copied directly: store.DB.WriteTo takes
-// the copy to a local file (a read transaction as short as the copy) and
-// then writes it out. A running paystate holds the file's lock; then the
-// copy is streamed from its GET /admin/backup, which takes its copy the
-// same way before it streams, at -url or at the server.listen of -config
-// (default: the embedded defaults), with the API key from -api-key,
-// PAYSTATE_API_KEY or the config's first key. The copy is written to a
-// temporary file, checked to open as a paystate database and to pass
-// DB.Check, and renamed. A damaged database file is refused in one line.
+// database. The database is -db, else the storage.path of -config, else
+// ./paystate.db. A stopped database is copied directly: store.DB.Snapshot
+// takes the copy (a read transaction as short as the copy) and then
+// writes it out. A running paystate holds the file's lock; then the copy
+// is streamed from its GET /admin/backup, which takes its copy the same
+// way before it streams, at -url or at the server.listen of -config
+// (default: the embedded defaults; a wildcard address is reached on
+// loopback), with the API key from -api-key or PAYSTATE_API_KEY.
+//
+// OUT is checked before anything is written (checkBackupTarget): absent
+// or a regular file, neither the database being copied nor the database
+// of a running paystate. The copy goes to a new temporary file beside
+// OUT, is synced, checked to open as a paystate database and to pass
+// DB.Check, and only then renamed over OUT. A damaged database file is
+// refused in one line.
 func runBackup(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("backup", "backup [-db FILE] -o OUT [-url URL] [-config FILE] [-api-key KEY]", `Write a consistent copy of a bbolt database to OUT: of the file itself
+	fs := newFlags("backup", "backup [-db FILE | -config FILE] -o OUT [-url URL] [-api-key KEY]", `Write a consistent copy of a bbolt database to OUT: of the file itself
 when no paystate runs on it, else streamed from the running paystate's
-GET /admin/backup (-url, or the server.listen of -config). The copy is
-checked before it replaces OUT. Progress is shown on stderr.`)
-	path := fs.String("db", "./paystate.db", "database file")
-	out := fs.String("o", "", "output file (required)")
+GET /admin/backup (-url, or the server.listen of -config). The database is
+-db, else the storage.path of -config. The copy is written to a temporary
+file beside OUT and replaces OUT only once it is complete and checked; OUT
+must be absent or a regular file, and not a database in use. Progress is
+shown on stderr.`)
+	path := fs.String("db", "./paystate.db", "database file (default: the storage.path of -config, else ./paystate.db)")
+	out := fs.String("o", "", "output file (required): absent or a regular file")
 	url := fs.String("url", "", "address of a running paystate to back up over HTTP, http://host:port or host:port")
-	cfgPath := fs.String("config", "", "config of the running paystate (for its address and API key)")
-	key := fs.String("api-key", "", "API key for -url (default: PAYSTATE_API_KEY or the config's first key)")
+	cfgPath := fs.String("config", "", "config of the paystate: its storage.path, server.listen")
+	key := fs.String("api-key", "", "API key of the running paystate (default: PAYSTATE_API_KEY)")
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
+	var cfg config.Config
 	if *cfgPath != "" {
-		cfg, _, err := loadConfig(*cfgPath)
-		if err != nil {
+		var err error
+		if cfg, _, err = loadConfig(*cfgPath); err != nil {
 			return err
 		}
 		if cfg.Storage.Backend == "postgres" {
 			return usageError(errors.New("backup: storage.backend is \"postgres\": back the database up with PostgreSQL's own tools, e.g. pg_dump -Fc -f paystate.dump \"$PAYSTATE_STORAGE_DSN\" (or continuous archiving); paystate backup copies bbolt files only"))
+		}
+		if !fs.set("db") {
+			*path = cfg.Storage.Path
 		}
 	}
 	if *out == "" {
@@ -56,7 +70,15 @@ checked before it replaces OUT. Progress is shown on stderr.`)
 			return err
 		}
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(*out), filepath.Base(*out)+".*.tmp")
+	live := []string{*path}
+	if *cfgPath != "" && cfg.Storage.Path != *path {
+		live = append(live, cfg.Storage.Path)
+	}
+	if err := checkBackupTarget(*out, live); err != nil {
+		return usageError(fmt.Errorf("backup: %w; nothing was written", err))
+	}
+
+	tmp, err := os.CreateTemp(filepath.Dir(*out), "."+filepath.Base(*out)+".*.tmp")
 	if err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
@@ -71,21 +93,23 @@ checked before it replaces OUT. Progress is shown on stderr.`)
 			db.Close()
 		} else if errors.Is(err, store.ErrLocked) {
 			// A running paystate has the file: ask it.
-			cfg, _, cerr := loadConfig(*cfgPath)
-			if cerr != nil {
-				return cerr
-			}
-			*url, *key = cfg.Server.Listen, apiKey(*key, cfg)
+			*url = serverAddr(*cfgPath, cfg)
 			fmt.Fprintf(stderr, "backup: %s is in use by a running paystate; fetching /admin/backup of %s\n", *path, *url)
 			err = nil
 		}
 	}
 	if err == nil && *url != "" {
-		c := &httpd.Client{BaseURL: *url, APIKey: apiKey(*key, config.Config{})}
+		c := &httpd.Client{BaseURL: *url, APIKey: apiKey(*key)}
 		p := newProgress(stderr, progressOptions{Desc: "backup", Bytes: true})
 		n, err = c.Backup(ctx, p.writer(tmp))
+		if err != nil {
+			p.abort()
+		}
 		p.finish()
 		err = printable(err)
+	}
+	if err == nil {
+		err = tmp.Sync()
 	}
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
@@ -105,11 +129,71 @@ checked before it replaces OUT. Progress is shown on stderr.`)
 		// Check joins its problems with newlines: one line here.
 		return fmt.Errorf("backup: the copy is damaged: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
+	// OUT may have changed while the copy was made: check it again.
+	if err := checkBackupTarget(*out, live); err != nil {
+		return usageError(fmt.Errorf("backup: %w; nothing was written", err))
+	}
 	if err := os.Rename(tmp.Name(), *out); err != nil {
 		return fmt.Errorf("backup: %w", err)
 	}
+	syncDir(filepath.Dir(*out))
 	fmt.Fprintf(stdout, "backup written to %s (%d bytes)\n", *out, n)
 	return nil
+}
+
+// checkBackupTarget refuses an -o that backup must not replace: anything
+// but a regular file or nothing (a symlink, a FIFO, a device, a
+// directory), one of the databases in live (-db, the config's
+// storage.path), and the database of a running paystate, found by the
+// lock bbolt holds on it.
+func checkBackupTarget(out string, live []string) error {
+	fi, err := os.Lstat(out)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	} else if err != nil {
+		return fmt.Errorf("-o %s: %w", out, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("-o %s is %s, not a regular file: name a new file (or a regular one to replace)", out, fileKind(fi.Mode()))
+	}
+	for _, db := range live {
+		if dfi, err := os.Stat(db); err == nil && os.SameFile(fi, dfi) {
+			return fmt.Errorf("-o %s is the database being backed up (%s)", out, db)
+		}
+	}
+	held, err := lockedByOther(out)
+	if err != nil {
+		return fmt.Errorf("-o %s: %w", out, err)
+	}
+	if held {
+		return fmt.Errorf("-o %s is the database of a running paystate (another process holds its lock)", out)
+	}
+	return nil
+}
+
+// fileKind names a file type that is not a regular file.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symlink"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "not a regular file"
+}
+
+// syncDir makes a rename in dir durable; a failure only loses that.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		_ = d.Sync()
+		d.Close()
+	}
 }
 
 // copySnapshot writes a consistent copy of db to w (store.DB.Snapshot),
@@ -124,6 +208,7 @@ func copySnapshot(db *store.DB, w io.Writer, stderr io.Writer) (int64, error) {
 	defer p.finish()
 	n, err := io.Copy(p.writer(w), r)
 	if err != nil {
+		p.abort()
 		return n, fmt.Errorf("backup: %w", err)
 	}
 	return n, nil

@@ -63,7 +63,7 @@ func TestBackup_DuringWriteLoad(t *testing.T) {
 	}
 	cfgPath := filepath.Join(dir, "paystate.toml")
 	os.WriteFile(cfgPath, []byte(fmt.Sprintf("[server]\nlisten = %q\n[auth]\napi_keys = [%q]\n[providers.mock]\nallow_public = true\nwebhook_secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n", strings.TrimPrefix(base, "http://"), daemontest.APIKey)), 0o600)
-	if out, err := runCmd("backup", "-db", dbPath, "-o", outs[1], "-config", cfgPath); err != nil {
+	if out, err := runCmd("backup", "-db", dbPath, "-o", outs[1], "-config", cfgPath, "-api-key", daemontest.APIKey); err != nil {
 		t.Fatalf("backup of a locked file: %v\n%s", err, out)
 	}
 	stop.Store(true)

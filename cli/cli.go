@@ -80,7 +80,8 @@ commands:
   version                  print version and build information (also: paystate --version)
   verify -db FILE | -config FILE
                            replay every payment's history and check it; exit 3 on a mismatch
-  backup -db FILE -o OUT   write a consistent copy of the database (stopped, or -url of a running server)
+  backup -db FILE | -config FILE -o OUT
+                           write a consistent copy of the database (stopped, or through the running server)
   migrate -config FILE     bring the configured database (bbolt or PostgreSQL) to this binary's schema
   copy -from-db FILE -config FILE
                            move a bbolt database into the config's (empty) PostgreSQL database

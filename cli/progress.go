@@ -57,14 +57,15 @@ type progressOptions struct {
 // writer (bytes), and calls finish once at the end, also on failure. The
 // methods are safe for concurrent use, and do nothing on a nil *progress.
 type progress struct {
-	mu    sync.Mutex
-	w     io.Writer
-	opts  progressOptions
-	bar   *progressbar.ProgressBar
-	start time.Time
-	last  time.Time // of the last plain line
-	n     int64
-	ended bool
+	mu      sync.Mutex
+	w       io.Writer
+	opts    progressOptions
+	bar     *progressbar.ProgressBar
+	start   time.Time
+	last    time.Time // of the last plain line
+	n       int64
+	ended   bool
+	aborted bool // abort: the work failed
 }
 
 // newProgress starts a progress on w (the command's stderr).
@@ -197,6 +198,17 @@ func (pw *progressWriter) Write(b []byte) (int, error) {
 	return n, err
 }
 
+// abort marks the progress as failed: finish then leaves a bar as it is
+// and prints no last line, which would read like a result.
+func (p *progress) abort() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.aborted = true
+}
+
 // finish ends the progress: the bar is drawn a last time and left on its
 // line, or the last plain line is printed, with the time taken. A second
 // call does nothing.
@@ -212,6 +224,8 @@ func (p *progress) finish() {
 	p.ended = true
 	if p.bar != nil {
 		switch {
+		case p.aborted:
+			p.bar.Exit()
 		case p.opts.Total > 0 && p.n >= p.opts.Total:
 			p.bar.Finish()
 		case p.opts.Total <= 0 && p.n > 0:
@@ -220,6 +234,9 @@ func (p *progress) finish() {
 		default:
 			p.bar.Exit() // stopped short: left as it is
 		}
+		return
+	}
+	if p.aborted {
 		return
 	}
 	took := p.opts.Now().Sub(p.start).Round(time.Millisecond)

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -27,8 +29,9 @@ var (
 	reviewAbout = `The review queue of a running paystate, over its HTTP API (GET /v1/review,
 POST /v1/review/{id}/resolve). The server is -url (http://host:port or
 host:port), else the server.listen of -config (default: the embedded
-defaults, 127.0.0.1:8080). The API key is -api-key, else PAYSTATE_API_KEY,
-else the first auth.api_keys of -config.
+defaults, 127.0.0.1:8080; a wildcard address such as 0.0.0.0 is reached
+on loopback). The API key is -api-key, else PAYSTATE_API_KEY; it is not
+read from the config file.
 
 resolve -id is the review item's id: the payment id, or orphan_<provider>_<event>
 for a PSP event paystate could not place. A payment is resolved with the
@@ -58,8 +61,8 @@ func runReview(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	sub := args[0]
 	fs := newFlags("review "+sub, reviewSynopsis[sub], reviewAbout)
 	base := fs.String("url", "", "address of the running paystate, http://host:port or host:port (default: server.listen of -config)")
-	cfgPath := fs.String("config", "", "config of the running paystate (for its address and API key)")
-	key := fs.String("api-key", "", "API key (default: PAYSTATE_API_KEY or the config's first key)")
+	cfgPath := fs.String("config", "", "config of the running paystate (for its server.listen)")
+	key := fs.String("api-key", "", "API key (default: PAYSTATE_API_KEY)")
 	asJSON := fs.Bool("json", false, "print the server's answer as JSON")
 	var id, status, note *string
 	if sub == "resolve" {
@@ -112,41 +115,66 @@ func runReview(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
-// newClient is the client of a running paystate: its address and API key
-// from the flags first, then the environment, then the config. A bad -url
-// or config is a usage error.
+// newClient is the client of a running paystate: at base, else at the
+// server.listen of the config at cfgPath (serverAddr), with the API key of
+// apiKey. A bad -url or config is a usage error.
 func newClient(base, cfgPath, key string) (*httpd.Client, error) {
 	if base != "" {
 		if _, err := serverURL(base); err != nil {
 			return nil, err
 		}
-	}
-	if base == "" || key == "" {
-		cfg, _, err := loadConfig(cfgPath)
-		if err != nil {
-			return nil, err
+	} else {
+		var cfg config.Config
+		if cfgPath != "" {
+			var err error
+			if cfg, _, err = loadConfig(cfgPath); err != nil {
+				return nil, err
+			}
 		}
-		if base == "" {
-			base = cfg.Server.Listen
-		}
-		key = apiKey(key, cfg)
+		base = serverAddr(cfgPath, cfg)
 	}
-	return &httpd.Client{BaseURL: base, APIKey: key}, nil
+	return &httpd.Client{BaseURL: base, APIKey: apiKey(key)}, nil
 }
 
-// apiKey returns the API key: the flag's, else PAYSTATE_API_KEY, else the
-// config's first one ("" if none: a loopback-only server).
-func apiKey(flagKey string, cfg config.Config) string {
+// serverAddr is the address a command dials to reach the paystate of the
+// config cfg read from cfgPath ("": the embedded defaults with the
+// environment, or their listen address if those do not validate): its
+// server.listen, with a wildcard host (0.0.0.0, [::], none) replaced by
+// loopback. The Host header is then that loopback address, which the
+// server always serves, whatever server.allowed_hosts says.
+func serverAddr(cfgPath string, cfg config.Config) string {
+	listen := cfg.Server.Listen
+	if cfgPath == "" {
+		listen = config.DefaultConfig().Server.Listen
+		if c, _, err := loadConfig(""); err == nil {
+			listen = c.Server.Listen
+		}
+	}
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil {
+		return listen
+	}
+	if host == "" {
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	if ip, err := netip.ParseAddr(host); err == nil && ip.IsUnspecified() {
+		if ip.Is6() {
+			return net.JoinHostPort("::1", port)
+		}
+		return net.JoinHostPort("127.0.0.1", port)
+	}
+	return listen
+}
+
+// apiKey returns the API key for a running paystate: the flag's, else
+// PAYSTATE_API_KEY ("" if neither: a loopback-only server). It is never
+// taken from a config file: keys belong in the environment, and the
+// server's own PAYSTATE_AUTH_API_KEYS may list several.
+func apiKey(flagKey string) string {
 	if flagKey != "" {
 		return flagKey
 	}
-	if k := os.Getenv("PAYSTATE_API_KEY"); k != "" {
-		return k
-	}
-	if len(cfg.Auth.APIKeys) > 0 {
-		return cfg.Auth.APIKeys[0]
-	}
-	return ""
+	return os.Getenv("PAYSTATE_API_KEY")
 }
 
 // printReviewList prints the queue as a table, oldest first.
@@ -191,16 +219,29 @@ func writeIndented(w io.Writer, v any) error {
 }
 
 // printable is err with the server's code and message cleaned (see
-// clean): an error is printed on the operator's terminal.
+// clean): an error is printed on the operator's terminal. A 401 says
+// where the command takes its key from.
 func printable(err error) error {
 	var e *httpd.APIError
 	if !errors.As(err, &e) {
 		return err
 	}
+	if e.Status == http.StatusUnauthorized {
+		return &keyError{e}
+	}
 	c := *e
 	c.Code, c.Message = clean(e.Code), clean(e.Message)
 	return &c
 }
+
+// keyError is a 401 of a running paystate, told in the command's terms:
+// where it takes the key from. It unwraps to the server's answer.
+type keyError struct{ api *httpd.APIError }
+
+func (e *keyError) Error() string {
+	return "the server refused the API key (unauthorized, HTTP 401): pass the key with -api-key KEY or in the environment as PAYSTATE_API_KEY"
+}
+func (e *keyError) Unwrap() error { return e.api }
 
 // clean makes text from the server (which may come from a PSP's webhook)
 // safe to print on a terminal: control and format characters (escape

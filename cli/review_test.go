@@ -274,21 +274,6 @@ func TestReview_QueueEvidenceAndCLI(t *testing.T) {
 	}
 }
 
-func TestReview_APIKeyFromEnv(t *testing.T) {
-	cfg := config.DefaultConfig()
-	cfg.Auth.APIKeys = []string{"from-config"}
-	t.Setenv("PAYSTATE_API_KEY", "from-env")
-	for _, tc := range []struct{ flag, want string }{{"from-flag", "from-flag"}, {"", "from-env"}} {
-		if got := apiKey(tc.flag, cfg); got != tc.want {
-			t.Errorf("apiKey(%q)=%q, want %q", tc.flag, got, tc.want)
-		}
-	}
-	t.Setenv("PAYSTATE_API_KEY", "")
-	if got, want := apiKey("", cfg), "from-config"; got != want {
-		t.Errorf("apiKey without flag and env=%q, want %q", got, want)
-	}
-}
-
 func TestReview_Usage(t *testing.T) {
 	t.Parallel()
 	var out, errb bytes.Buffer
