@@ -204,6 +204,64 @@ func TestOpen_DamagedFile(t *testing.T) {
 	}
 }
 
+// TestOpen_NotDatabase: a file that is not a paystate database at all -
+// empty where it must be read, or another kind of file (an executable) -
+// is refused as such, in one line naming the file, not called damaged (a
+// backup would not help: the path is wrong), and left as it was. A
+// writable open of an empty file still creates the database.
+func TestOpen_NotDatabase(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	empty := dir + "/empty.db"
+	if err := os.WriteFile(empty, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	elf, err := os.ReadFile(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	binary := dir + "/binary.db"
+	if err := os.WriteFile(binary, elf, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		path string
+		opts []*store.Options
+		want string
+	}{
+		{empty, []*store.Options{{ReadOnly: true}}, "empty"},
+		{binary, []*store.Options{nil, {ReadOnly: true}}, "not a bbolt file"},
+	} {
+		for _, o := range tc.opts {
+			db, err := store.Open(tc.path, o)
+			if err == nil {
+				db.Close()
+				t.Fatalf("Open(%s, ReadOnly=%v) succeeded", tc.path, o != nil)
+			}
+			msg := err.Error()
+			if !errors.Is(err, store.ErrNotDatabase) || errors.Is(err, store.ErrDamaged) {
+				t.Errorf("Open(%s, ReadOnly=%v): %v, want ErrNotDatabase, not ErrDamaged", tc.path, o != nil, err)
+			}
+			if !strings.Contains(msg, tc.want) || !strings.Contains(msg, "not a paystate database") || strings.Contains(msg, "restore") ||
+				strings.Contains(msg, "\n") || strings.Count(msg, tc.path) != 1 {
+				t.Errorf("Open(%s, ReadOnly=%v): %q, want one line naming the file once, saying %q and not to restore", tc.path, o != nil, msg, tc.want)
+			}
+		}
+	}
+	if b, err := os.ReadFile(binary); err != nil || !bytes.Equal(b, elf) {
+		t.Errorf("the binary was changed: %v", err)
+	}
+	db, err := store.Open(empty, nil)
+	if err != nil {
+		t.Fatalf("writable Open of an empty file: %v", err)
+	}
+	db.Close()
+}
+
 // TestOpen_SoundFile: the check at open accepts what the store writes,
 // reopened and written again several times.
 func TestOpen_SoundFile(t *testing.T) {

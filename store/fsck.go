@@ -18,8 +18,53 @@ import (
 // than opened: the only repair is a restore from a backup.
 var ErrDamaged = errors.New("damaged database file")
 
+// ErrNotDatabase is wrapped by the error Open returns for a file that is
+// not a paystate database at all: empty where it must be read (read-only),
+// or with nothing of a bbolt file in it (another file named by mistake).
+// Unlike ErrDamaged, a backup is not the cure: the path is.
+var ErrNotDatabase = errors.New("not a paystate database")
+
+// notDatabase says why a file is not a paystate database.
+func notDatabase(format string, args ...any) error {
+	return fmt.Errorf("%w: %s; check the path", ErrNotDatabase, fmt.Sprintf(format, args...))
+}
+
 // damagedError says what is wrong with a damaged file.
-type damagedError struct{ problem string }
+type damagedError struct {
+	problem string
+	cause   error // errNoMagic, for checkFile; nil otherwise
+}
+
+// errNoMagic is the cause of a meta page without bbolt's magic number.
+var errNoMagic = errors.New("no bbolt magic")
+
+// Unwrap is the cause, if any.
+func (e *damagedError) Unwrap() error { return e.cause }
+
+// bboltPages reports whether the file of size bytes holds anything of a
+// bbolt file although its meta page 0 does not: meta page 1 (bbolt's
+// magic one page in, for any page size), or page 2 (its id in its header
+// and the type of a branch, leaf or freelist page). A file with both meta
+// pages destroyed is damaged; one with neither is another kind of file.
+func bboltPages(f *os.File, size int64) bool {
+	b := make([]byte, bbPageHeader+4)
+	for ps := int64(512); ps <= bbMaxPageSize; ps *= 2 {
+		if ps+int64(len(b)) <= size {
+			if _, err := f.ReadAt(b, ps); err == nil && order.Uint32(b[bbPageHeader:]) == bbMagic {
+				return true
+			}
+		}
+		if 2*ps+int64(len(b)) <= size {
+			if _, err := f.ReadAt(b, 2*ps); err == nil && order.Uint64(b) == 2 {
+				switch order.Uint16(b[8:]) {
+				case bbBranch, bbLeaf, bbFreelist:
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
 
 func damaged(format string, args ...any) error {
 	return &damagedError{problem: fmt.Sprintf(format, args...)}
@@ -118,12 +163,20 @@ func checkFile(path string, readOnly bool, timeout time.Duration) (pagesRead int
 		return 0, fmt.Errorf("stat: %w", pathless(err))
 	}
 	size := fi.Size()
-	if size == 0 {
+	switch {
+	case size == 0 && readOnly:
+		// bbolt would try to write the first pages (EBADF on a read-only
+		// file): nothing was ever stored in it.
+		return 0, notDatabase("the file is empty (0 bytes)")
+	case size == 0:
 		return 0, nil
 	}
 
 	// The meta pages: page 0 gives the page size, which places page 1.
 	m0, err := readMeta(f, size, 0, 0)
+	if errors.Is(err, errNoMagic) && !bboltPages(f, size) {
+		return 0, notDatabase("it is not a bbolt file (%d bytes, no bbolt page in it)", size)
+	}
 	if err != nil {
 		return 0, err
 	}
@@ -232,7 +285,7 @@ func readMeta(f *os.File, size int64, id uint64, off int64) (bbMetaPage, error) 
 	meta := b[bbPageHeader:]
 	switch {
 	case order.Uint32(meta[0:]) != bbMagic:
-		return bbMetaPage{}, damaged("meta page %d is not a bbolt meta page", id)
+		return bbMetaPage{}, &damagedError{problem: fmt.Sprintf("meta page %d is not a bbolt meta page", id), cause: errNoMagic}
 	case order.Uint32(meta[4:]) != bbVersion:
 		return bbMetaPage{}, damaged("meta page %d has format version %d, want %d", id, order.Uint32(meta[4:]), bbVersion)
 	}
