@@ -90,6 +90,18 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 			}
 			return b.Put(k, nv)
 		}, "ledger in EUR"},
+		{"journal line undecodable", func(tx *bolt.Tx) error {
+			// One bit flipped in one journal line: its CBOR map header
+			// becomes an array's, which does not decode.
+			b := tx.Bucket([]byte("ledger"))
+			k, v := b.Cursor().First()
+			if k == nil || v[0]&0xe0 != 0xa0 {
+				return fmt.Errorf("no ledger line that is a CBOR map")
+			}
+			nv := append([]byte(nil), v...)
+			nv[0] ^= 0x20
+			return b.Put(k, nv)
+		}, "ledger entry"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "bad.db")
@@ -108,6 +120,13 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 			}
 			if !strings.Contains(out, tc.want) || !strings.Contains(out, "MISMATCH") {
 				t.Fatalf("output does not report %q:\n%s", tc.want, out)
+			}
+			// Every finding is reported, then the summary, and exit 3.
+			if got, want := ExitCode(err), ExitVerify; got != want {
+				t.Errorf("exit code %d, want %d (%v)", got, want, err)
+			}
+			if !strings.Contains(out, "20 payments, ") || !strings.Contains(out, " mismatches") {
+				t.Errorf("no summary line:\n%s", out)
 			}
 		})
 	}

@@ -127,10 +127,16 @@ type LedgerImbalance struct {
 	Sum      int64 // what the lines sum to; meaningless when Overflow
 	Overflow bool  // the sum left the int64 range on the way
 	Lines    int   // journal lines in this currency
+	// Problem, when set, is a journal line that does not decode (its
+	// currency unknown): it is left out of the sums, which go on.
+	Problem string
 }
 
 // String describes the imbalance for a report.
 func (i LedgerImbalance) String() string {
+	if i.Problem != "" {
+		return i.Problem
+	}
 	if i.Overflow {
 		return fmt.Sprintf("ledger in %s: the sum of %d lines overflows", i.Currency, i.Lines)
 	}
@@ -142,17 +148,20 @@ func (i LedgerImbalance) String() string {
 // currency; none when the ledger balances. It reads the journal itself,
 // not the running balances (Check compares those with the journal), in
 // one read transaction: O(journal lines). It is the ledger check of
-// `paystate verify`.
+// `paystate verify`. A line that does not decode (a flipped bit) is
+// reported after them, with its Problem, and left out of the sums.
 func (db *DB) CheckLedger(ctx context.Context) ([]LedgerImbalance, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
 	sums := map[string]*LedgerImbalance{}
+	var unreadable []LedgerImbalance
 	err := db.bolt.View(func(btx *bolt.Tx) error {
 		return btx.Bucket(bucketLedger).ForEach(func(k, v []byte) error {
 			var r ledgerRecord
 			if err := decodeAt("ledger entry", k, v, &r); err != nil {
-				return fmt.Errorf("ledger entry %x: %w", k, err)
+				unreadable = append(unreadable, LedgerImbalance{Problem: fmt.Sprintf("ledger entry %x does not decode, left out of the sums: %v", k, err)})
+				return nil
 			}
 			s, ok := sums[string(r.Currency)]
 			if !ok {
@@ -178,7 +187,7 @@ func (db *DB) CheckLedger(ctx context.Context) ([]LedgerImbalance, error) {
 		}
 	}
 	slices.SortFunc(out, func(a, b LedgerImbalance) int { return cmp.Compare(a.Currency, b.Currency) })
-	return out, nil
+	return append(out, unreadable...), nil
 }
 
 // checkLedger reports running balances that do not equal the sum of
