@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,5 +112,34 @@ func TestCheck_ProductionBehindProxy(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, "p.db")); err == nil {
 		t.Error("serve opened the database of a refused configuration")
+	}
+}
+
+// TestExitCode_MissingConfig: a -config file that does not exist is a
+// configuration error (exit 2) for every command that takes -config, with
+// the file named, as the README's table of exit codes says.
+func TestExitCode_MissingConfig(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "no-such.toml")
+	for _, args := range [][]string{
+		{"serve", "-config", missing}, {"check", "-config", missing}, {"verify", "-config", missing},
+		{"backup", "-config", missing, "-o", missing + ".db"}, {"migrate", "-config", missing},
+		{"review", "list", "-config", missing}, {"copy", "-from-db", missing + ".db", "-config", missing},
+	} {
+		_, err := runCmd(args...)
+		if got, want := ExitCode(err), ExitUsage; got != want || !strings.Contains(fmt.Sprint(err), missing) {
+			t.Errorf("%s: exit code %d, want %d, naming the file (%v)", args[0], got, want, err)
+		}
+	}
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, codes, _ := strings.Cut(string(readme), "**Exit codes.**")
+	codes, _, _ = strings.Cut(codes, "· 3")
+	_, two, _ := strings.Cut(codes, "· 2")
+	if !strings.Contains(strings.Join(strings.Fields(two), " "), "`-config` file that is missing") {
+		t.Errorf("README's exit code 2 does not list a missing -config file:%s", two)
 	}
 }

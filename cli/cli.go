@@ -12,8 +12,9 @@
 // Help asked for (-h, --help, help) is printed on stdout.
 //
 // Exit codes (ExitCode): 0 ok, 1 a runtime failure, 2 a usage or
-// configuration error, 3 a check found a problem (verify's mismatch,
-// simulate's broken invariant).
+// configuration error (a -config file that is missing or unreadable
+// included: a restart does not fix it), 3 a check found a problem
+// (verify's mismatch, simulate's broken invariant).
 package cli
 
 import (
