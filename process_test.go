@@ -166,7 +166,7 @@ func startBinary(t *testing.T, bin, dir, toml string, env []string, flags ...str
 			p.mu.Unlock()
 			var m map[string]any
 			if json.Unmarshal([]byte(line), &m) == nil && m["message"] == "paystate started" {
-				started <- m["listen"].(string)
+				started <- m["url"].(string)
 			}
 		}
 		p.done <- cmd.Wait()

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -12,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -266,30 +264,7 @@ func TestServe_Listen(t *testing.T) {
 	}
 	started := func(t *testing.T, args ...string) string {
 		t.Helper()
-		ctx, cancel := context.WithCancel(context.Background())
-		var stdout, stderr testkit.SyncBuffer
-		done := make(chan error, 1)
-		go func() { done <- Run(ctx, args, &stdout, &stderr) }()
-		var listen string
-		testkit.WaitFor(t, 30*time.Second, func() error {
-			for line := range strings.Lines(stderr.String()) {
-				var m map[string]any
-				if json.Unmarshal([]byte(line), &m) == nil && m["message"] == "paystate started" {
-					listen, _ = m["listen"].(string)
-					return nil
-				}
-			}
-			select {
-			case err := <-done:
-				t.Fatalf("serve %q ended: %v\n%s", args, err, stderr.String())
-			default:
-			}
-			return errors.New("not started")
-		})
-		cancel()
-		if err := <-done; err != nil {
-			t.Fatalf("serve: %v\n%s", err, stderr.String())
-		}
+		listen, _ := startLine(t, args...)["listen"].(string)
 		return listen
 	}
 	// -listen over the file.

@@ -224,7 +224,14 @@ func (m *Main) Open() (err error) {
 	m.g.Go(func() error { return m.Sweeper.Run(ctx) })
 	m.g.Go(func() error { return m.Ripple.Run(ctx) })
 	m.running.Store(true)
-	m.Logger.Info().Str("listen", m.Server.URL()).Str("db", cfg.Storage.Path).Msg("paystate started")
+	// The address bound (a wildcard one as it is) and how to reach it;
+	// the database really used, a DSN with its password masked.
+	db := cfg.Storage.Path
+	if cfg.Storage.Backend == "postgres" {
+		db = cfg.Masked().Storage.DSN
+	}
+	m.Logger.Info().Str("listen", m.Server.BoundAddr()).Str("url", m.Server.URL()).
+		Str("backend", cfg.Storage.Backend).Str("db", db).Msg("paystate started")
 	return nil
 }
 

@@ -194,6 +194,16 @@ func (s *Server) Port() int {
 	return s.ln.Addr().(*net.TCPAddr).Port
 }
 
+// BoundAddr is the address the listener is bound to, as the system gives
+// it ("[::]:8090", "127.0.0.1:43121"); "" before Open. URL is how to
+// reach it, which for a wildcard address is loopback.
+func (s *Server) BoundAddr() string {
+	if s.ln == nil {
+		return ""
+	}
+	return s.ln.Addr().String()
+}
+
 // URL returns the server's base URL on loopback.
 func (s *Server) URL() string {
 	host := "127.0.0.1"
