@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding"
+	"fmt"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -24,11 +25,13 @@ import (
 	"strings"
 	"testing"
 	"text/template"
+	"time"
 
 	"sigs.k8s.io/yaml"
 
 	"github.com/paystate/paystate/cli"
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/finalize"
 )
 
 // root is the repository root, seen from this package's directory.
@@ -940,5 +943,53 @@ func TestExampleConfig_ProductionEdits(t *testing.T) {
 		if err := load(t, partial); err == nil || !strings.Contains(err.Error(), e.key) {
 			t.Errorf("without the edit %s: err=%v, want one naming %s", e.name, err, e.key)
 		}
+	}
+}
+
+// TestDocs_Figures: what the README and docs/production.md say about
+// retries, waits and the image's user matches the code: an unknown
+// payment's webhook is tried webhook_inbox.max_attempts times with the
+// inbox's backoff (about a minute, not "three times"), the tour's 04
+// payment waits sweeper.min_age, and a Docker bind mount must belong to
+// the image's uid.
+func TestDocs_Figures(t *testing.T) {
+	t.Parallel()
+	readme := strings.Join(strings.Fields(readFile(t, "README.md")), " ")
+	cfg := config.DefaultConfig()
+
+	if strings.Contains(readme, "retried three times") {
+		t.Error("README: an unknown payment's webhook is not retried three times")
+	}
+	// The waits between the tries: backoff.Delay's nominal delays, each
+	// drawn in their upper half.
+	var most time.Duration
+	for n := 1; n < cfg.WebhookInbox.MaxAttempts; n++ {
+		d := finalize.DefaultInboxBackoffBase << (n - 1)
+		if d > finalize.DefaultInboxBackoffCap || d <= 0 {
+			d = finalize.DefaultInboxBackoffCap
+		}
+		most += d
+	}
+	if most/2 < 30*time.Second || most > 90*time.Second {
+		t.Errorf("the inbox's retries take %s to %s: README's \"about a minute\" is wrong", most/2, most)
+	}
+	for _, want := range []string{
+		fmt.Sprintf("up to `webhook_inbox.max_attempts` tries, %d by default", cfg.WebhookInbox.MaxAttempts),
+		fmt.Sprintf("from %v s to %v s between tries: about a minute", finalize.DefaultInboxBackoffBase.Seconds(), finalize.DefaultInboxBackoffCap.Seconds()),
+		fmt.Sprintf("`sweeper.min_age`, %d minutes by default", int(cfg.Sweeper.MinAge.Minutes())),
+	} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README does not say %q", want)
+		}
+	}
+
+	prod := strings.Join(strings.Fields(readFile(t, "docs/production.md")), " ")
+	d := parseDockerfile(t)
+	user := ""
+	if u := d["USER"]; len(u) > 0 {
+		user, _, _ = strings.Cut(u[len(u)-1], ":")
+	}
+	if user == "" || !strings.Contains(prod, "bind mount") || !strings.Contains(prod, "must belong to uid "+user) {
+		t.Errorf("docs/production.md does not say that a bind mount must belong to uid %q (the image's USER)", user)
 	}
 }

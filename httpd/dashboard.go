@@ -44,6 +44,7 @@ import (
 	"embed"
 	"encoding/base64"
 	"encoding/hex"
+	"fmt"
 	"html/template"
 	"net/url"
 	"strconv"
@@ -439,11 +440,29 @@ func (s *Server) setSessionCookie(rc *fasthttp.RequestCtx, value string, maxAge 
 // writeLogin answers with the sign-in page and a message.
 func (s *Server) writeLogin(rc *fasthttp.RequestCtx, status int, msg string) error {
 	var buf bytes.Buffer
-	if err := loginPage.Execute(&buf, struct{ Error string }{msg}); err != nil {
+	if err := loginPage.Execute(&buf, struct{ Error, TTL string }{msg, humanDuration(s.SessionTTL)}); err != nil {
 		return err
 	}
 	writeHTML(rc, status, buf.Bytes())
 	return nil
+}
+
+// humanDuration writes d for a person: "12 hours", "90 minutes", else
+// Go's form.
+func humanDuration(d time.Duration) string {
+	plural := func(n int64, unit string) string {
+		if n == 1 {
+			return "1 " + unit
+		}
+		return fmt.Sprintf("%d %ss", n, unit)
+	}
+	switch {
+	case d >= time.Hour && d%time.Hour == 0:
+		return plural(int64(d/time.Hour), "hour")
+	case d >= time.Minute && d%time.Minute == 0:
+		return plural(int64(d/time.Minute), "minute")
+	}
+	return d.String()
 }
 
 func writeHTML(rc *fasthttp.RequestCtx, status int, body []byte) {

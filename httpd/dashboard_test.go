@@ -235,6 +235,12 @@ func TestDashboard_SignIn(t *testing.T) {
 		if !strings.Contains(a.body, `action="/dashboard/login"`) || strings.Contains(a.body, "csrf-token") {
 			t.Fatalf("want the sign-in form and no dashboard: %s", a.body)
 		}
+		// What the page says is kept: a session on the server, its id in
+		// the cookie, never the key; for auth.session_ttl.
+		if !strings.Contains(a.body, "opens a session on this server for 12 hours") || !strings.Contains(a.body, "never the key") ||
+			strings.Contains(a.body, "key stays in") {
+			t.Fatalf("the sign-in page does not say it keeps a session, not the key: %s", a.body)
+		}
 		if api := d.do("GET", "/v1/payments", "", "", nil); api.status != http.StatusUnauthorized {
 			t.Fatalf("API without credentials: status=%d", api.status)
 		}
