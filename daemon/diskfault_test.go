@@ -185,6 +185,7 @@ func TestE2E_ReadOnlyFileSystem(t *testing.T) {
 	cfg.Storage.Path = filepath.Join(dir, "paystate.db")
 	cfg.Auth.APIKeys = []string{daemontest.APIKey}
 	cfg.Payment.Provider = "standard"
+	daemontest.TestProviders(&cfg)
 	logger := zerolog.New(zerolog.NewTestWriter(t)).Level(zerolog.WarnLevel)
 	ctx := context.Background()
 

@@ -27,6 +27,20 @@ import (
 // APIKey is the API key of a booted paystate; Do sends it.
 const APIKey = "test-api-key-0123456789abcdef"
 
+// TestProviders sets c's mock and standard providers up for a test with
+// an API key, which is production (config.Config.Production): the mock
+// allowed, and each on a secret of its own (MockSecret, StandardSecret)
+// instead of the refused development secret.
+func TestProviders(c *config.Config) {
+	if c.Providers.Mock != nil {
+		c.Providers.Mock.AllowPublic = true
+		c.Providers.Mock.WebhookSecret = MockSecret
+	}
+	if c.Providers.Standard != nil {
+		c.Providers.Standard.WebhookSecret = StandardSecret
+	}
+}
+
 // The webhook secrets of an Instance's mock and standard providers (with
 // an API key paystate is in production, which refuses the development
 // secret).
@@ -70,11 +84,7 @@ func BootMain(t testing.TB, mutate func(*config.Config), setup func(*daemon.Main
 	cfg.Storage.Path = filepath.Join(t.TempDir(), "paystate.db")
 	cfg.Auth.APIKeys = []string{APIKey}
 	cfg.Providers.Mock.WebhookDelay = config.Duration{}
-	// An API key is production: the development secret is refused and
-	// the mock must be allowed.
-	cfg.Providers.Mock.AllowPublic = true
-	cfg.Providers.Mock.WebhookSecret = MockSecret
-	cfg.Providers.Standard.WebhookSecret = StandardSecret
+	TestProviders(&cfg)
 	if mutate != nil {
 		mutate(&cfg)
 	}
