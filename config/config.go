@@ -69,8 +69,8 @@ import (
 // can sign a webhook. It is "whsec_" followed by the base64 of the 32 bytes
 // "paystate-development-secret-0000". It is public: set your own secret
 // before anything but your own machine can reach the server. Validate refuses
-// it for providers.standard on a non-loopback listen address, and Warnings
-// reports it wherever it is in use.
+// it for every provider and merchant endpoint in production (Production),
+// and Warnings reports it wherever it is in use.
 const DevelopmentWebhookSecret = "whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA="
 
 // Provider names, as payment.provider and the create request spell them.
@@ -344,8 +344,9 @@ func (p Providers) Names() []string {
 
 // Mock is the [providers.mock] section: the simulated PSP inside the binary.
 type Mock struct {
-	// AllowPublic lets the mock run when server.listen is not loopback.
-	// Without it such a configuration is refused: the mock captures
+	// AllowPublic lets the mock run in production (Config.Production: an
+	// API key, a non-loopback listen, allowed_hosts). Without it such a
+	// configuration is refused: the mock captures
 	// whatever it is asked to, so a reachable one moves no real money but
 	// makes fake payments look real.
 	AllowPublic bool `toml:"allow_public"`
