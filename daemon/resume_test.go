@@ -35,7 +35,7 @@ func TestE2E_IdempotencyCrashResume(t *testing.T) {
 			return err
 		}
 		return tx.PutIdemKey(pay.IdemRecord{
-			Key: httpd.ScopedKey("create", daemontest.APIKey, "crash-1"), Fingerprint: httpd.Fingerprint("POST", "/v1/payments", body),
+			Key: httpd.ScopedKey("create", "crash-1"), Fingerprint: httpd.Fingerprint("POST", "/v1/payments", body),
 			State: pay.IdemInFlight, Owner: "a-process-that-died", LockedUntil: now.Add(time.Minute),
 			PaymentID: p.ID, CreatedAt: now, ExpiresAt: now.Add(24 * time.Hour),
 		})

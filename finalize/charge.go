@@ -186,16 +186,17 @@ func (s *Payments) CreateOnce(ctx context.Context, req CreateRequest, key IdemKe
 	k := s.keys()
 	var out Created
 	var err error
-	if out.Record, out.Claim, err = k.peek(ctx, key.Key, key.Fingerprint); err != nil || out.Claim == ClaimReplay {
+	if out.Record, out.Claim, err = k.peek(ctx, key); err != nil || out.Claim == ClaimReplay {
 		return out, err
 	}
+	key = key.resolved(out.Record)
 
 	// Claim the key and store the payment before anything leaves the
 	// process, in one transaction.
 	var p pay.Payment
 	err = s.Store.Update(ctx, func(tx pay.Tx) error {
 		p = pay.Payment{}
-		rec, claim, err := k.claim(tx, key.Key, key.Fingerprint)
+		rec, claim, err := k.claim(tx, key)
 		out.Record, out.Claim = rec, claim
 		switch {
 		case err != nil || claim == ClaimReplay:

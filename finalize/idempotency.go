@@ -59,11 +59,12 @@ type Idempotency struct {
 // reused key and a key in flight are answered from a read transaction:
 // only a claim writes.
 func (k *Idempotency) Begin(ctx context.Context, key, fingerprint string) (rec pay.IdemRecord, claim Claim, err error) {
-	if rec, claim, err = k.peek(ctx, key, fingerprint); err != nil || claim == ClaimReplay {
+	ik := IdemKey{Key: key, Fingerprint: fingerprint}
+	if rec, claim, err = k.peek(ctx, ik); err != nil || claim == ClaimReplay {
 		return rec, claim, err
 	}
 	err = k.Store.Update(ctx, func(tx pay.Tx) error {
-		rec, claim, err = k.claim(tx, key, fingerprint)
+		rec, claim, err = k.claim(tx, ik)
 		if err != nil || claim == ClaimReplay {
 			return err
 		}
@@ -75,29 +76,38 @@ func (k *Idempotency) Begin(ctx context.Context, key, fingerprint string) (rec p
 // peek is the claim of key as a read transaction sees it, written nowhere:
 // a replay, a reused key or a key in flight is the answer as it is; a new
 // or resumed claim is made again, in the transaction that writes it.
-func (k *Idempotency) peek(ctx context.Context, key, fingerprint string) (rec pay.IdemRecord, claim Claim, err error) {
+func (k *Idempotency) peek(ctx context.Context, key IdemKey) (rec pay.IdemRecord, claim Claim, err error) {
 	err = k.Store.View(ctx, func(tx pay.Tx) error {
-		rec, claim, err = k.claim(tx, key, fingerprint)
+		rec, claim, err = k.claim(tx, key)
 		return err
 	})
 	return rec, claim, err
 }
 
-// claim decides, inside tx, what a request with key and fingerprint may
-// do, and returns the record to store for a new or resumed claim (the
-// caller writes it, so a create writes it once, with its payment). It
-// writes nothing.
-func (k *Idempotency) claim(tx pay.Tx, key, fingerprint string) (pay.IdemRecord, Claim, error) {
+// claim decides, inside tx, what a request with key may do, and returns
+// the record to store for a new or resumed claim (the caller writes it,
+// so a create writes it once, with its payment). It writes nothing. The
+// record's Key is the name the key is stored under: key.Key, or
+// key.Legacy when a live record is stored under that name only.
+func (k *Idempotency) claim(tx pay.Tx, key IdemKey) (pay.IdemRecord, Claim, error) {
 	lock := or(k.Lock, DefaultIdemLock)
 	now := tx.Now()
-	r, err := tx.IdemKey(key)
+	r, err := tx.IdemKey(key.Key)
+	if pay.ErrorCode(err) == pay.ENOTFOUND && key.Legacy != "" {
+		switch lr, lerr := tx.IdemKey(key.Legacy); {
+		case lerr == nil && now.Before(lr.ExpiresAt):
+			r, err = lr, nil
+		case lerr != nil && pay.ErrorCode(lerr) != pay.ENOTFOUND:
+			return pay.IdemRecord{}, 0, lerr
+		}
+	}
 	switch {
 	case pay.ErrorCode(err) == pay.ENOTFOUND || (err == nil && !now.Before(r.ExpiresAt)):
-		return pay.IdemRecord{Key: key, Fingerprint: fingerprint, State: pay.IdemInFlight, Owner: k.Owner,
+		return pay.IdemRecord{Key: key.Key, Fingerprint: key.Fingerprint, State: pay.IdemInFlight, Owner: k.Owner,
 			LockedUntil: now.Add(lock), CreatedAt: now, ExpiresAt: now.Add(or(k.TTL, DefaultIdemTTL))}, ClaimNew, nil
 	case err != nil:
 		return pay.IdemRecord{}, 0, err
-	case r.Fingerprint != fingerprint:
+	case r.Fingerprint != key.Fingerprint:
 		return pay.IdemRecord{}, 0, pay.Errorf(pay.EKEYREUSED, "this Idempotency-Key was used with another request body or path")
 	case r.State == pay.IdemDone:
 		return r, ClaimReplay, nil
@@ -108,6 +118,18 @@ func (k *Idempotency) claim(tx pay.Tx, key, fingerprint string) (pay.IdemRecord,
 		r.Owner, r.LockedUntil = k.Owner, now.Add(lock)
 		return r, ClaimResume, nil
 	}
+}
+
+// resolved is key as the claim rec names it: under the name rec is
+// stored under, with no other name to look up. An operation goes on
+// under it after its first claim, so that every later claim, its refund
+// and its answer name the one record.
+func (key IdemKey) resolved(rec pay.IdemRecord) IdemKey {
+	if rec.Key != "" {
+		key.Key = rec.Key
+	}
+	key.Legacy = ""
+	return key
 }
 
 // Finish stores the answer of a finished request on its key: the status
@@ -150,7 +172,11 @@ func (k *Idempotency) Release(ctx context.Context, key string) error {
 // scoped key, the request's fingerprint and the status code stored as the
 // answer of a success.
 type IdemKey struct {
-	Key         string
+	Key string
+	// Legacy, if not empty, is the name the same key was stored under
+	// before keys were scoped by merchant (by API key): a record stored
+	// under it, and not expired, is the key's record.
+	Legacy      string
 	Fingerprint string
 	Status      int
 }

@@ -443,13 +443,13 @@ func (s *Payments) RefundOnce(ctx context.Context, paymentID string, req RefundR
 	var missing error
 	err := s.Store.View(ctx, func(tx pay.Tx) error {
 		missing = nil
-		rec, claim, err := k.claim(tx, key.Key, key.Fingerprint)
+		rec, claim, err := k.claim(tx, key)
 		out.Record, out.Claim = rec, claim
 		if err != nil {
 			return err
 		}
 		if claim == ClaimReplay {
-			out.Refund, out.Payment, err = refundOfKey(tx, rec.PaymentID, key.Key)
+			out.Refund, out.Payment, err = refundOfKey(tx, rec.PaymentID, rec.Key)
 			return err
 		}
 		p, err := tx.Payment(paymentID)
@@ -468,11 +468,12 @@ func (s *Payments) RefundOnce(ctx context.Context, paymentID string, req RefundR
 	if err != nil || out.Claim == ClaimReplay {
 		return out, err
 	}
+	key = key.resolved(out.Record)
 	if missing != nil {
 		// An unknown payment is an answer the same request would get
 		// again: the key is claimed and held, for the caller to store it.
 		err := s.Store.Update(ctx, func(tx pay.Tx) error {
-			rec, claim, err := k.claim(tx, key.Key, key.Fingerprint)
+			rec, claim, err := k.claim(tx, key)
 			out.Record, out.Claim = rec, claim
 			if err != nil || claim == ClaimReplay {
 				return err
@@ -500,7 +501,7 @@ func (s *Payments) RefundOnce(ctx context.Context, paymentID string, req RefundR
 	var resumed pay.Refund
 	res, err := s.Finalizer.finalize(ctx, obs, func(tx pay.Tx) error {
 		resumed = pay.Refund{}
-		rec, claim, err := k.claim(tx, key.Key, key.Fingerprint)
+		rec, claim, err := k.claim(tx, key)
 		out.Record, out.Claim = rec, claim
 		if err != nil {
 			return err

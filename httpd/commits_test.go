@@ -71,7 +71,7 @@ func TestServer_CreateCommits(t *testing.T) {
 
 	var rec pay.IdemRecord
 	if err := cs.View(context.Background(), func(tx pay.Tx) (err error) {
-		rec, err = tx.IdemKey(httpd.ScopedKey("create", "", "commits-1"))
+		rec, err = tx.IdemKey(httpd.ScopedKey("create", "commits-1"))
 		return err
 	}); err != nil {
 		t.Fatal(err)

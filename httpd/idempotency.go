@@ -22,8 +22,12 @@ import (
 //
 //   - the key is 1–255 printable ASCII characters; a request without it is
 //     answered 400 (idempotency_key_missing);
-//   - keys are scoped by operation and API key; the fingerprint is the
-//     SHA-256 of method, path and body;
+//   - keys are scoped by operation and merchant: every API key of a
+//     paystate belongs to its one merchant, so a retry sent with another
+//     API key (a rotation) replays. A key stored before this scope, under
+//     its name scoped by API key (LegacyScopedKey), is still found for the
+//     API key it was sent with until it expires (idempotency.ttl). The
+//     fingerprint is the SHA-256 of method, path and body;
 //   - same key, same fingerprint, finished: the stored status code is
 //     replayed with Idempotent-Replayed: true. The body of a replay is the
 //     payment's current client view, not a copy of the first one: a replay
@@ -89,8 +93,18 @@ func Fingerprint(method, path string, body []byte) string {
 }
 
 // ScopedKey is the stored name of a client's idempotency key: the
-// operation, a hash of the API key and the key itself.
-func ScopedKey(op, apiKey, key string) string {
+// operation, the merchant and the key itself, "<op>:merchant:<key>". A
+// paystate serves one merchant, whichever API key a request carries.
+func ScopedKey(op, key string) string {
+	return op + ":merchant:" + key
+}
+
+// LegacyScopedKey is the name a key was stored under before keys were
+// scoped by merchant: the operation, the first 8 bytes of the SHA-256 of
+// the API key in hex, and the key, "<op>:<16 hex digits>:<key>". Such a
+// key is still honoured for the API key it was sent with until it
+// expires (docs/upgrading.md); no key is stored under this name any more.
+func LegacyScopedKey(op, apiKey, key string) string {
 	h := hashKey(apiKey)
 	return op + ":" + hex.EncodeToString(h[:8]) + ":" + key
 }
@@ -129,10 +143,10 @@ func transient(code string) bool {
 // is the answer as it is (a key refused, a request that cannot run); a
 // replay answers from the key's record; a success is the payment's
 // client view with status.
-func (s *Server) once(ctx context.Context, rc *fasthttp.RequestCtx, scoped string, status int, c finalize.Created, err error) error {
+func (s *Server) once(ctx context.Context, rc *fasthttp.RequestCtx, status int, c finalize.Created, err error) error {
 	switch {
 	case err != nil && c.Held:
-		return s.failed(ctx, rc, scoped, err)
+		return s.failed(ctx, rc, c.Record.Key, err)
 	case err != nil:
 		return keyRefused(rc, err)
 	case c.Claim == finalize.ClaimReplay:
@@ -142,10 +156,16 @@ func (s *Server) once(ctx context.Context, rc *fasthttp.RequestCtx, scoped strin
 	return nil
 }
 
-// scopedKey is the stored name and the fingerprint of the request's key.
-func (s *Server) scopedKey(rc *fasthttp.RequestCtx, op, key string) (scoped, fingerprint string) {
+// idemKeyOf is the request's key as an operation runs under it: its
+// stored name, its name before keys were scoped by merchant, the
+// request's fingerprint and the status code of a success.
+func idemKeyOf(rc *fasthttp.RequestCtx, op, key string, status int) finalize.IdemKey {
 	apiKey, _ := bearer(rc)
-	return ScopedKey(op, apiKey, key), Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody())
+	return finalize.IdemKey{
+		Key: ScopedKey(op, key), Legacy: LegacyScopedKey(op, apiKey, key),
+		Fingerprint: Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody()),
+		Status:      status,
+	}
 }
 
 // keyRefused passes on why a key could not be claimed, with Retry-After

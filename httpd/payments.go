@@ -76,11 +76,10 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	if err != nil {
 		return err
 	}
-	scoped, fingerprint := s.scopedKey(rc, "create", key)
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	c, err := s.Payments.CreateOnce(ctx, req, finalize.IdemKey{Key: scoped, Fingerprint: fingerprint, Status: fasthttp.StatusCreated})
-	return s.once(ctx, rc, scoped, fasthttp.StatusCreated, c, err)
+	c, err := s.Payments.CreateOnce(ctx, req, idemKeyOf(rc, "create", key, fasthttp.StatusCreated))
+	return s.once(ctx, rc, fasthttp.StatusCreated, c, err)
 }
 
 // paymentID checks a payment id from the path.

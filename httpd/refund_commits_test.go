@@ -114,7 +114,7 @@ func TestServer_RefundCommits(t *testing.T) {
 		}
 		var rec pay.IdemRecord
 		if err := cs.View(context.Background(), func(tx pay.Tx) (err error) {
-			rec, err = tx.IdemKey(httpd.ScopedKey("refund", "", "refund-commits-1"))
+			rec, err = tx.IdemKey(httpd.ScopedKey("refund", "refund-commits-1"))
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -197,7 +197,7 @@ func TestServer_RefundCommits(t *testing.T) {
 		svc := d.srv.Payments.(*finalize.Payments)
 		deadSvc := &finalize.Payments{Store: dead, Finalizer: finalize.New(dead), Providers: svc.Providers, DefaultProvider: "mock",
 			Idempotency: &finalize.Idempotency{Store: dead, Owner: "dead"}}
-		key := httpd.ScopedKey("refund", "", "refund-commits-4")
+		key := httpd.ScopedKey("refund", "refund-commits-4")
 		fp := httpd.Fingerprint("POST", "/v1/payments/"+pid+"/refund", nil)
 		if r, err := deadSvc.RefundOnce(ctx, pid, finalize.RefundRequest{}, finalize.IdemKey{Key: key, Fingerprint: fp, Status: http.StatusCreated}); err == nil || !r.Held {
 			t.Fatalf("the dying request: held=%v (%v), want its failure with the key held", r.Held, err)

@@ -63,13 +63,12 @@ func (s *Server) handleRefundPayment(rc *fasthttp.RequestCtx, params []string) e
 	if err != nil {
 		return err
 	}
-	scoped, fingerprint := s.scopedKey(rc, "refund", key)
 	ctx, cancel := s.requestContext()
 	defer cancel()
-	r, err := s.Payments.RefundOnce(ctx, id, req, finalize.IdemKey{Key: scoped, Fingerprint: fingerprint, Status: fasthttp.StatusCreated})
+	r, err := s.Payments.RefundOnce(ctx, id, req, idemKeyOf(rc, "refund", key, fasthttp.StatusCreated))
 	switch {
 	case err != nil && r.Held:
-		return s.failed(ctx, rc, scoped, err)
+		return s.failed(ctx, rc, r.Record.Key, err)
 	case err != nil:
 		return keyRefused(rc, err)
 	case r.Claim == finalize.ClaimReplay:

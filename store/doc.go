@@ -83,7 +83,7 @@
 //	review_by_created           be64(created_at) ‖ review id                     —
 //
 //	idempotency.go: idempotency keys
-//	idempotency_keys            scoped key ("create:<hash>:<key>"; sym(op) ‖ 8 bytes of hash ‖ key)   idempotency record (CBOR)
+//	idempotency_keys            scoped key as text ("create:merchant:<key>"); a key stored before keys were scoped by merchant: "create:<hash>:<key>" as sym(op) ‖ 8 bytes of hash ‖ key   idempotency record (CBOR)
 //	idempotency_keys_by_expiry  be64(expires_at) ‖ scoped key, as above          —
 //
 //	effects.go: the state of the ripple effects

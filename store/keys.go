@@ -558,11 +558,13 @@ func parsePSPChargeKey(k []byte) (string, bool) {
 	return string(k), true
 }
 
-// idemKey is the key of a scoped idempotency key "<op>:<16 hex digits of
-// the API key's hash>:<client key>" (httpd.ScopedKey) in
-// idempotency_keys: keyCoded, the code of op, the 8 bytes of the hash and
-// the client's key, 10 bytes for the 24 of "create:…:"; any other key as
-// it is.
+// idemKey is the key of a scoped idempotency key in idempotency_keys. A
+// key scoped by API key, as keys were stored before they were scoped by
+// merchant, "<op>:<16 hex digits of the API key's hash>:<client key>"
+// (httpd.LegacyScopedKey), is keyCoded, the code of op, the 8 bytes of the
+// hash and the client's key, 10 bytes for the 24 of "create:…:"; any other
+// key, "<op>:merchant:<client key>" (httpd.ScopedKey) among them, is the
+// text as it is.
 func idemKey(scoped string) []byte {
 	op, rest, ok := strings.Cut(scoped, ":")
 	code, known := symbolCodes[op]
