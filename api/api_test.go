@@ -177,18 +177,16 @@ func TestDocument_ExamplesMatchTheirSchemas(t *testing.T) {
 	}
 }
 
-// TestDocument_EventCatalog: the merchant event catalog has one event per
-// status a payment can move to (ripple sends "payment." + the new status
-// of every real transition, pay.EventType) and the events of refunds and
-// disputes, each with an example of its own type.
+// TestDocument_EventCatalog: the merchant event catalog is pay's list of
+// event types (pay.EventTypes, which config checks [[webhooks]] events
+// against): one event per status a payment can move to (ripple sends
+// "payment." + the new status of every real transition, pay.EventType)
+// and the events of refunds and disputes, each with an example of its own
+// type.
 func TestDocument_EventCatalog(t *testing.T) {
 	t.Parallel()
 	_, m := model(t, api.YAML())
-	var want []string
-	for _, st := range pay.Statuses {
-		want = append(want, pay.EventType(st))
-	}
-	want = append(want, pay.EventRefundSucceeded, pay.EventRefundFailed, pay.EventDisputeCreated, pay.EventDisputeClosed)
+	want := pay.EventTypes()
 	var got []string
 	for name, item := range m.Webhooks.FromOldest() {
 		got = append(got, name)

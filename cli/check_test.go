@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -141,5 +142,38 @@ func TestExitCode_MissingConfig(t *testing.T) {
 	_, two, _ := strings.Cut(codes, "· 2")
 	if !strings.Contains(strings.Join(strings.Fields(two), " "), "`-config` file that is missing") {
 		t.Errorf("README's exit code 2 does not list a missing -config file:%s", two)
+	}
+}
+
+// TestCheck_WebhookEvents: [[webhooks]] events are the merchant event
+// types; a stray space, a typo or an unknown type is a configuration
+// error of check and serve (exit 2) naming the key and the event.
+func TestCheck_WebhookEvents(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, tt := range []struct{ name, event string }{
+		{"StraySpace", "payment.captured "},
+		{"Typo", "payment.refund_succeeded"},
+		{"Unknown", "payment.nope"},
+	} {
+		path := filepath.Join(dir, tt.name+".toml")
+		toml := "[providers.mock]\n[[webhooks]]\nurl = \"http://127.0.0.1:9000/paystate\"\n" +
+			"secret = \"whsec_bW9jay1zZWNyZXQtbW9jay1zZWNyZXQtbW9jay0wMDA=\"\n" +
+			"events = [\"payment.captured\", " + strconv.Quote(tt.event) + "]\n"
+		if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"check", "serve"} {
+			out, err := runCmd(cmd, "-config", path)
+			if err == nil {
+				t.Fatalf("%s %s: accepted\n%s", cmd, tt.name, out)
+			}
+			if got, want := ExitCode(err), 2; got != want {
+				t.Errorf("%s %s: exit code %d, want %d (%v)", cmd, tt.name, got, want, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "config: webhooks[0].events[1]: "+strconv.Quote(tt.event)+" is not a merchant event type") {
+				t.Errorf("%s %s: err=%q, want it to name webhooks[0].events[1] and %q", cmd, tt.name, msg, tt.event)
+			}
+		}
 	}
 }

@@ -247,8 +247,8 @@ func (c Config) Validate() error {
 			p.addf(key+".events", "required: list the events to send, such as [\"payment.captured\"]")
 		}
 		for j, e := range w.Events {
-			if !strings.HasPrefix(e, "payment.") || len(e) == len("payment.") {
-				p.addf(fmt.Sprintf("%s.events[%d]", key, j), "%s is not an event type such as \"payment.captured\"", quote(e))
+			if err := checkEventType(e); err != nil {
+				p.addf(fmt.Sprintf("%s.events[%d]", key, j), "%v", err)
 			}
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/paystate/paystate/pay"
 )
 
 // validWebhook returns a merchant endpoint that passes Validate.
@@ -163,6 +165,10 @@ func TestConfig_Validate(t *testing.T) {
 		{"WebhookNoEvents", hook(func(w *Webhook) { w.Events = nil }), "webhooks[0].events"},
 		{"WebhookBadEvent", hook(func(w *Webhook) { w.Events = []string{"payment.captured", "captured"} }), "webhooks[0].events[1]"},
 		{"WebhookBareEvent", hook(func(w *Webhook) { w.Events = []string{"payment."} }), "webhooks[0].events[0]"},
+		{"WebhookEventStraySpace", hook(func(w *Webhook) { w.Events = []string{"payment.failed", "payment.captured "} }), "webhooks[0].events[1]"},
+		{"WebhookEventTypo", hook(func(w *Webhook) { w.Events = []string{"payment.refund_succeeded"} }), "webhooks[0].events[0]"},
+		{"WebhookEventUnknown", hook(func(w *Webhook) { w.Events = []string{"payment.nope"} }), "webhooks[0].events[0]"},
+		{"WebhookEventsAll", hook(func(w *Webhook) { w.Events = pay.EventTypes() }), ""},
 		{"MockSecretBad", func(c *Config) { c.Providers.Mock.WebhookSecret = "secret" }, "providers.mock.webhook_secret"},
 		{"MockURL", func(c *Config) { c.Providers.Mock.WebhookURL = "http://127.0.0.1:9/webhooks/mock" }, ""},
 		{"MockURLBad", func(c *Config) { c.Providers.Mock.WebhookURL = "127.0.0.1:9/webhooks/mock" }, "providers.mock.webhook_url"},

@@ -210,6 +210,18 @@ func ValidateAmount(n int64) error {
 // EventType is the outbox and merchant-webhook type of a transition to s.
 func EventType(s Status) string { return "payment." + string(s) }
 
+// EventTypes lists every merchant event type, in the order of the API
+// document's catalog: "payment." and each status (EventType), then the
+// events of refunds and disputes. A merchant endpoint subscribes to some
+// of them ([[webhooks]] events); nothing else is ever sent.
+func EventTypes() []string {
+	types := make([]string, 0, len(Statuses)+4)
+	for _, s := range Statuses {
+		types = append(types, EventType(s))
+	}
+	return append(types, EventRefundSucceeded, EventRefundFailed, EventDisputeCreated, EventDisputeClosed)
+}
+
 // String formats a payment for logs; it never includes secrets.
 func (p Payment) String() string {
 	return fmt.Sprintf("%s(%s v%d)", p.ID, p.Status, p.Version)
