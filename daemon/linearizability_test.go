@@ -25,7 +25,8 @@ import (
 //
 //   - POST /v1/payments/{id}/sync with a status, sometimes a client secret,
 //     and an expected_version that is absent, the version the client last
-//     saw, or a random one;
+//     saw, or a random one (one above the payment's version, which it
+//     never had, is refused: 400 naming expected_version, nothing changes);
 //   - signed POST /webhooks/standard events;
 //   - GET /v1/payments/{id}.
 //
@@ -80,6 +81,7 @@ type linOutput struct {
 	status   pay.Status // sync and read
 	version  uint64     // sync and read: the payment's; webhook: the step's
 	conflict bool       // sync
+	refused  bool       // sync: 400 naming expected_version, above the payment's version
 	secret   bool       // sync and read: client_secret present in the answer
 	step     string     // webhook: the kind of its timeline step
 }
@@ -142,6 +144,11 @@ var linModel = porcupine.Model{
 			want := linOutput{status: s.status, version: s.version, secret: s.secret && s.status.ShowsSecrets()}
 			return out == want, s
 		case linSync:
+			if in.expected > s.version {
+				// A version the payment never had: refused, nothing
+				// changes.
+				return out == linOutput{refused: true}, s
+			}
 			n, _ := linObserve(s, in.status, in.secret)
 			want := linOutput{
 				status: n.status, version: n.version,
@@ -161,8 +168,8 @@ var linModel = porcupine.Model{
 		case linRead:
 			return fmt.Sprintf("read() -> %s v%d secret=%v", out.status, out.version, out.secret)
 		case linSync:
-			return fmt.Sprintf("sync(%s, expected=%d, secret=%v) -> %s v%d conflict=%v secret=%v",
-				in.status, in.expected, in.secret, out.status, out.version, out.conflict, out.secret)
+			return fmt.Sprintf("sync(%s, expected=%d, secret=%v) -> %s v%d conflict=%v refused=%v secret=%v",
+				in.status, in.expected, in.secret, out.status, out.version, out.conflict, out.refused, out.secret)
 		}
 		return fmt.Sprintf("webhook(%s) -> %s v%d", in.status, out.step, out.version)
 	},
@@ -225,12 +232,15 @@ func (c *linClient) sync(id string, st pay.Status, expected uint64, secret bool)
 	}
 	b, _ := json.Marshal(body)
 	call := c.now()
-	_, m, err := c.call("POST", "/v1/payments/"+id+"/sync", b, nil)
+	status, m, err := c.call("POST", "/v1/payments/"+id+"/sync", b, nil)
 	ret := c.now()
+	in := linInput{payment: id, kind: linSync, status: st, expected: expected, secret: secret}
+	if e, _ := m["error"].(map[string]any); status == 400 && e["param"] == "expected_version" {
+		return porcupine.Operation{Input: in, Call: call, Output: linOutput{refused: true}, Return: ret}, nil
+	}
 	if err != nil {
 		return porcupine.Operation{}, err
 	}
-	in := linInput{payment: id, kind: linSync, status: st, expected: expected, secret: secret}
 	return porcupine.Operation{Input: in, Call: call, Output: paymentOutput(m), Return: ret}, nil
 }
 
@@ -429,6 +439,9 @@ func TestLinearizability_HTTP(t *testing.T) {
 			counts["sync"]++
 			if out.conflict {
 				counts["sync conflict"]++
+			}
+			if out.refused {
+				counts["sync refused"]++
 			}
 		case linWebhook:
 			counts["webhook"]++

@@ -222,6 +222,13 @@ func Apply(tx Tx, obs pay.Observation) (pay.Result, error) {
 
 	step := pay.Step{PaymentID: p.ID, At: now, Source: obs.Source, From: p.Status, To: obs.Status, Version: p.Version, EventID: obs.EventID, Note: obs.Note}
 
+	// A version the payment never had (versions only grow) is no conflict
+	// to resolve: the caller made it up, or read another payment.
+	if obs.ExpectedVersion > p.Version {
+		return pay.Result{}, pay.Invalidf("expected_version", "expected_version %d is above payment %s's version %d: the payment never had that version (send the version you read, from the ETag or the view's version)",
+			obs.ExpectedVersion, p.ID, p.Version)
+	}
+
 	// A version conflict is a signal to re-read: the rules below run on the
 	// fresh record just read.
 	if obs.ExpectedVersion != 0 && obs.ExpectedVersion != p.Version {

@@ -59,9 +59,11 @@ var propSources = []pay.Source{pay.SourceSync, pay.SourceReport, pay.SourceWebho
 //     terminal keeps no secret;
 //   - versions go up by exactly one per write, Flipped is true exactly when
 //     the status changed, and the result is the committed record;
-//   - a redelivered event and a stale lease token change nothing at all;
+//   - a redelivered event, a stale lease token and an expected version
+//     above the stored one (which the payment never had) change nothing
+//     at all;
 //   - a version conflict is reported exactly when the expected version is
-//     not the stored one;
+//     below the stored one;
 //   - the ledger balances per currency.
 //
 // Iterations: rapid's default of 100 sequences (20 with -short), each of up
@@ -152,12 +154,19 @@ func TestFinalize_Properties(t *testing.T) {
 			}
 			after := readProp(rt, db, p.ID)
 
-			// A processed event or a stale token changes nothing.
-			if stale && !redelivered {
+			// A processed event, a stale token or a version the payment
+			// never had changes nothing.
+			neverHad := obs.ExpectedVersion > before.p.Version
+			switch {
+			case stale && !redelivered:
 				if got, want := pay.ErrorCode(err), pay.ELEASELOST; got != want {
 					rt.Fatalf("stale lease token: ErrorCode=%q (%v), want %s", got, err, want)
 				}
-			} else if err != nil {
+			case neverHad && !redelivered:
+				if got, want := pay.ErrorCode(err), pay.EINVALID; got != want {
+					rt.Fatalf("expected version %d above the stored %d: ErrorCode=%q (%v), want %s", obs.ExpectedVersion, before.p.Version, got, err, want)
+				}
+			case err != nil:
 				rt.Fatalf("Finalize(%+v): %v", obs, err)
 			}
 			if err == nil && obs.EventID != "" && !redelivered {

@@ -269,8 +269,7 @@ func (s *Server) handleDashboardStatic(rc *fasthttp.RequestCtx, params []string)
 	setDashboardHeaders(rc)
 	rc.Response.Header.Set("ETag", f.etag)
 	rc.Response.Header.Set("Cache-Control", "no-cache")
-	if string(rc.Request.Header.Peek("If-None-Match")) == f.etag {
-		rc.SetStatusCode(fasthttp.StatusNotModified)
+	if notModified(rc, f.etag) {
 		return nil
 	}
 	rc.Response.Header.SetContentType(f.contentType)

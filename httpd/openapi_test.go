@@ -20,13 +20,22 @@ import (
 type openapiDoc struct {
 	Paths      map[string]map[string]json.RawMessage `json:"paths"`
 	Components struct {
-		Schemas struct {
+		Parameters map[string]openapiParam `json:"parameters"`
+		Schemas    struct {
 			ErrorCode struct {
 				Enum        []string `json:"enum"`
 				Description string   `json:"description"`
 			} `json:"ErrorCode"`
 		} `json:"schemas"`
 	} `json:"components"`
+}
+
+// openapiParam is a parameter of an operation, or a reference to one of
+// the document's components.
+type openapiParam struct {
+	Ref  string `json:"$ref"`
+	Name string `json:"name"`
+	In   string `json:"in"`
 }
 
 func readOpenAPI(t *testing.T) openapiDoc {
@@ -45,7 +54,8 @@ func readOpenAPI(t *testing.T) openapiDoc {
 // TestOpenAPI_EveryRoute: the document describes every route of the
 // route table (pprof's included) and no route the server does not have,
 // and a route needs the API key exactly when the document says it needs
-// authentication.
+// authentication; a GET of the API takes exactly the query parameters the
+// document declares (any other is refused, checkQuery).
 func TestOpenAPI_EveryRoute(t *testing.T) {
 	t.Parallel()
 	doc := readOpenAPI(t)
@@ -60,7 +70,8 @@ func TestOpenAPI_EveryRoute(t *testing.T) {
 			continue
 		}
 		var op struct {
-			Security *[]map[string][]string `json:"security"`
+			Security   *[]map[string][]string `json:"security"`
+			Parameters []openapiParam         `json:"parameters"`
 		}
 		if err := json.Unmarshal(raw, &op); err != nil {
 			t.Fatal(err)
@@ -68,6 +79,18 @@ func TestOpenAPI_EveryRoute(t *testing.T) {
 		open := op.Security != nil && len(*op.Security) == 0
 		if r.auth == open {
 			t.Errorf("%s: the route needs the API key: %v, the document says it needs authentication: %v", name, r.auth, !open)
+		}
+		var query []string
+		for _, p := range op.Parameters {
+			if ref, ok := strings.CutPrefix(p.Ref, "#/components/parameters/"); ok {
+				p = doc.Components.Parameters[ref]
+			}
+			if p.In == "query" {
+				query = append(query, p.Name)
+			}
+		}
+		if r.checksQuery() && !slices.Equal(r.query, query) {
+			t.Errorf("%s: the route takes the query parameters %q, the document declares %q", name, r.query, query)
 		}
 	}
 	for path, item := range doc.Paths {

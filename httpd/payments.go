@@ -47,7 +47,7 @@ type Events interface {
 // createPaymentRequest is the body of POST /v1/payments.
 type createPaymentRequest struct {
 	OrderID   string        `json:"order_id"`
-	Amount    int64         `json:"amount"`
+	Amount    *int64        `json:"amount"` // nil: absent, which is not 0
 	Currency  string        `json:"currency"`
 	Customer  *customerJSON `json:"customer"`
 	Provider  string        `json:"provider"`
@@ -59,8 +59,11 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	if err := decodeJSON(rc, &body); err != nil {
 		return err
 	}
+	if body.Amount == nil {
+		return pay.Invalidf("amount", "amount is required: a positive number of minor units (1000 for 10.00 EUR)")
+	}
 	req := finalize.CreateRequest{
-		OrderID: body.OrderID, Amount: body.Amount, Currency: body.Currency,
+		OrderID: body.OrderID, Amount: *body.Amount, Currency: body.Currency,
 		Provider: body.Provider, ReturnURL: body.ReturnURL,
 	}
 	if body.Customer != nil {
@@ -110,8 +113,7 @@ func (s *Server) handleGetPayment(rc *fasthttp.RequestCtx, params []string) erro
 	}
 	etag := `"` + strconv.FormatUint(p.Version, 10) + `"`
 	rc.Response.Header.Set("ETag", etag)
-	if inm := string(rc.Request.Header.Peek("If-None-Match")); inm != "" && inm == etag {
-		rc.SetStatusCode(fasthttp.StatusNotModified)
+	if notModified(rc, etag) {
 		return nil
 	}
 	writeJSON(rc, fasthttp.StatusOK, viewJSON(p))
@@ -120,11 +122,11 @@ func (s *Server) handleGetPayment(rc *fasthttp.RequestCtx, params []string) erro
 
 // syncRequest is the body of POST /v1/payments/{id}/sync.
 type syncRequest struct {
-	Status          string  `json:"status"`
-	ProviderRef     string  `json:"provider_ref"`
-	ClientSecret    string  `json:"client_secret"`
-	RedirectURL     string  `json:"redirect_url"`
-	ExpectedVersion *uint64 `json:"expected_version"`
+	Status          string `json:"status"`
+	ProviderRef     string `json:"provider_ref"`
+	ClientSecret    string `json:"client_secret"`
+	RedirectURL     string `json:"redirect_url"`
+	ExpectedVersion *int64 `json:"expected_version"` // signed, so that -1 is refused as a version, not as a type
 }
 
 func (s *Server) handleSyncPayment(rc *fasthttp.RequestCtx, params []string) error {
@@ -142,10 +144,10 @@ func (s *Server) handleSyncPayment(rc *fasthttp.RequestCtx, params []string) err
 	}
 	var expected uint64
 	if body.ExpectedVersion != nil {
-		if *body.ExpectedVersion == 0 {
-			return pay.Invalidf("expected_version", "field expected_version: versions start at 1")
+		if *body.ExpectedVersion < 1 {
+			return pay.Invalidf("expected_version", "expected_version must be a version the payment had: a positive integer (a payment starts at version 1), got %d", *body.ExpectedVersion)
 		}
-		expected = *body.ExpectedVersion
+		expected = uint64(*body.ExpectedVersion)
 	}
 	if im := rc.Request.Header.Peek("If-Match"); len(im) > 0 {
 		v, err := strconv.ParseUint(strings.Trim(string(im), `"`), 10, 64)

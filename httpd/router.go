@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -22,32 +23,36 @@ type route struct {
 	method  string
 	pattern string // e.g. "/v1/payments/{id}/sync"
 	auth    bool   // requires the API key
-	name    string // for metrics and logs: the pattern
-	handle  func(rc *fasthttp.RequestCtx, params []string) error
-	parts   []string
+	// query are the query parameters a GET of the merchant API takes, as
+	// api/openapi.yaml declares them: any other, and one given twice, is
+	// refused (checksQuery, checkQuery).
+	query  []string
+	name   string // for metrics and logs: the pattern
+	handle func(rc *fasthttp.RequestCtx, params []string) error
+	parts  []string
 }
 
 // routeTable is the one place every route is registered.
 func (s *Server) routeTable() []route {
 	rs := []route{
 		{method: "POST", pattern: "/v1/payments", auth: true, handle: s.handleCreatePayment},
-		{method: "GET", pattern: "/v1/payments", auth: true, handle: s.handleListPayments},
+		{method: "GET", pattern: "/v1/payments", auth: true, query: []string{"status", "order_id", "customer_id", "customer_email", "created_from", "created_before", "limit", "cursor"}, handle: s.handleListPayments},
 		{method: "GET", pattern: "/v1/payments/{id}", auth: true, handle: s.handleGetPayment},
 		{method: "POST", pattern: "/v1/payments/{id}/sync", auth: true, handle: s.handleSyncPayment},
 		{method: "POST", pattern: "/v1/payments/{id}/refund", auth: true, handle: s.handleRefundPayment},
 		{method: "GET", pattern: "/v1/payments/{id}/refunds", auth: true, handle: s.handleListRefunds},
-		{method: "GET", pattern: "/v1/disputes", auth: true, handle: s.handleListDisputes},
-		{method: "GET", pattern: "/v1/reconciliation/runs", auth: true, handle: s.handleListReconRuns},
+		{method: "GET", pattern: "/v1/disputes", auth: true, query: []string{"status", "limit"}, handle: s.handleListDisputes},
+		{method: "GET", pattern: "/v1/reconciliation/runs", auth: true, query: []string{"limit", "cursor"}, handle: s.handleListReconRuns},
 		{method: "GET", pattern: "/v1/reconciliation/runs/{id}", auth: true, handle: s.handleGetReconRun},
 		{method: "GET", pattern: "/v1/payments/{id}/events", auth: true, handle: s.handlePaymentEvents},
 		{method: "GET", pattern: "/v1/review", auth: true, handle: s.handleListReview},
 		{method: "POST", pattern: "/v1/review/{id}/resolve", auth: true, handle: s.handleResolveReview},
-		{method: "GET", pattern: "/v1/deliveries", auth: true, handle: s.handleListDeliveries},
+		{method: "GET", pattern: "/v1/deliveries", auth: true, query: []string{"state", "since", "limit", "cursor"}, handle: s.handleListDeliveries},
 		{method: "POST", pattern: "/v1/deliveries/{id}/retry", auth: true, handle: s.handleRetryDelivery},
 		{method: "POST", pattern: "/v1/deliveries/retry", auth: true, handle: s.handleRetryDeliveries},
 		{method: "GET", pattern: "/v1/customers/{id}", auth: true, handle: s.handleGetCustomer},
 		{method: "GET", pattern: "/v1/ledger/balances", auth: true, handle: s.handleLedgerBalances},
-		{method: "GET", pattern: "/v1/ledger/revenue", auth: true, handle: s.handleRevenue},
+		{method: "GET", pattern: "/v1/ledger/revenue", auth: true, query: []string{"from", "to"}, handle: s.handleRevenue},
 		{method: "GET", pattern: "/admin/backup", auth: true, handle: s.handleBackup},
 		{method: "POST", pattern: "/webhooks/{provider}", handle: s.handleWebhook},
 		{method: "GET", pattern: "/metrics", handle: s.handleMetrics},
@@ -193,7 +198,41 @@ func (s *Server) dispatch(rc *fasthttp.RequestCtx) (name string, err error) {
 			return name, pay.Errorf(pay.ENOTFOUND, "%q is not the id of anything: it is not UTF-8 or holds a control, format or bidirectional character", truncate(p, 64))
 		}
 	}
+	if r.checksQuery() {
+		if err := checkQuery(rc, r); err != nil {
+			return name, err
+		}
+	}
 	return name, r.handle(rc, params)
+}
+
+// checksQuery reports whether r is a GET of the merchant API (/v1 and
+// /admin), whose query parameters checkQuery checks. pprof's routes take
+// the query net/http/pprof reads.
+func (r *route) checksQuery() bool {
+	return r.auth && r.method == "GET" && (strings.HasPrefix(r.pattern, "/v1/") || strings.HasPrefix(r.pattern, "/admin/"))
+}
+
+// checkQuery refuses, with 400 naming it, a query parameter that a GET of
+// the API does not take (a typo such as created_after would otherwise be
+// ignored, and the unfiltered list answered as if it were filtered) and
+// one given twice (limit=1&limit=500: which one counts would be a guess).
+func checkQuery(rc *fasthttp.RequestCtx, r *route) error {
+	accepted, q := r.query, rc.QueryArgs()
+	for k := range q.All() {
+		name := string(k)
+		switch {
+		case !slices.Contains(accepted, name):
+			takes := "no query parameters"
+			if len(accepted) > 0 {
+				takes = "only " + strings.Join(accepted, ", ")
+			}
+			return pay.Invalidf(truncate(name, 64), "unknown query parameter %q: GET %s takes %s", truncate(name, 64), r.pattern, takes)
+		case len(q.PeekMulti(name)) > 1:
+			return pay.Invalidf(name, "query parameter %q is given %d times: give it once", name, len(q.PeekMulti(name)))
+		}
+	}
+	return nil
 }
 
 // panicError is a handler's panic, with the stack where it happened. It
