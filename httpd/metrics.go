@@ -11,16 +11,25 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/valyala/fasthttp"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/buildinfo"
-	"github.com/paystate/paystate/pay"
 )
 
-// PaymentCounter is what GET /metrics asks at every scrape for the
-// paystate_payments gauge (finalize.Payments).
+// PaymentCounter is what GET /metrics asks at every scrape for the gauges
+// of stored state: paystate_payments, paystate_review_queue_size and
+// paystate_disputes_open (finalize.Payments).
 type PaymentCounter interface {
-	// CountByStatus returns how many payments are in each status.
-	CountByStatus(ctx context.Context) (map[pay.Status]int, error)
+	// CountStored counts the payments in each status, the review queue
+	// and the open disputes, in one read.
+	CountStored(ctx context.Context) (finalize.StoredCounts, error)
 }
+
+// The gauges of stored state other than paystate_payments, set at each
+// scrape from the store.
+var (
+	reviewQueueGauge  = metrics.GetOrCreateGauge(`paystate_review_queue_size`, nil)
+	disputesOpenGauge = metrics.GetOrCreateGauge(`paystate_disputes_open`, nil)
+)
 
 // countTimeout bounds the count of payments of one scrape.
 const countTimeout = 5 * time.Second
@@ -37,8 +46,9 @@ var buildInfoOnce sync.Once
 
 // handleMetrics exposes every metric in the Prometheus text format: the
 // process-wide registry of package metrics (Go runtime and process
-// metrics included), the build and the payments per status, read from
-// storage at the scrape. It needs no API key: metrics carry counts, never
+// metrics included), the build, and the stored state (the payments per
+// status, the review queue, the open disputes), read from storage at the
+// scrape. It needs no API key: metrics carry counts, never
 // payment data or secrets, and no label value comes from a request.
 func (s *Server) handleMetrics(rc *fasthttp.RequestCtx, _ []string) error {
 	buildInfoOnce.Do(func() {
@@ -53,15 +63,20 @@ func (s *Server) handleMetrics(rc *fasthttp.RequestCtx, _ []string) error {
 		_, err, _ := s.counting.Do("", func() (any, error) {
 			ctx, cancel := context.WithTimeout(s.ctx, countTimeout)
 			defer cancel()
-			counts, err := s.Counts.CountByStatus(ctx)
-			for st, n := range counts {
+			c, err := s.Counts.CountStored(ctx)
+			if err != nil {
+				return nil, err
+			}
+			for st, n := range c.ByStatus {
 				metrics.GetOrCreateGauge(fmt.Sprintf(`paystate_payments{status=%q}`, st), nil).Set(float64(n))
 			}
-			return nil, err
+			reviewQueueGauge.Set(float64(c.ReviewQueue))
+			disputesOpenGauge.Set(float64(c.OpenDisputes))
+			return nil, nil
 		})
 		if err != nil {
-			// The gauge keeps its last values; the scrape goes on.
-			s.log(rc).Warn().Err(err).Msg("metrics: count payments by status")
+			// The gauges keep their last values; the scrape goes on.
+			s.log(rc).Warn().Err(err).Msg("metrics: count stored payments, review items and disputes")
 		}
 	}
 	var buf bytes.Buffer
@@ -99,9 +114,11 @@ func writeHelp(w *fasthttp.RequestCtx, exposition []byte) {
 // and the process (github.com/VictoriaMetrics/metrics). A text has no
 // backslash and no newline, which the format would need escaped.
 var metricHelp = map[string]string{
-	// The build and the stored payments (httpd, at each scrape).
-	"paystate_build_info": "Always 1; the labels name the running build: release or module version, VCS revision (-modified for a dirty checkout), Go version.",
-	"paystate_payments":   "Payments stored, by status, counted from the storage index at each scrape (every instance on a shared database reports the same totals).",
+	// The build and the stored state (httpd, at each scrape).
+	"paystate_build_info":        "Always 1; the labels name the running build: release or module version, VCS revision (-modified for a dirty checkout), Go version.",
+	"paystate_payments":          "Payments stored, by status, counted from the storage index at each scrape (every instance on a shared database reports the same totals).",
+	"paystate_review_queue_size": "Items on the review queue waiting for a human, counted from the store at each scrape.",
+	"paystate_disputes_open":     "Disputes needs_response or under_review, counted from the store at each scrape.",
 
 	// HTTP (httpd).
 	"paystate_http_requests_total":           "HTTP requests answered, by route pattern (unmatched, unparsed) and status code.",
@@ -129,8 +146,6 @@ var metricHelp = map[string]string{
 	"paystate_sweeper_drift_alert":           "1 when the last sweeper pass corrected more than max(3, 3 times the trailing average) payments, else 0.",
 	"paystate_sweeper_pass_duration_seconds": "Time one sweeper pass took: expiry, reconciliation and housekeeping.",
 	"paystate_sweeper_purged_total":          "Records removed after their retention, by kind: idempotency_keys, processed_events, deliveries, outbox.",
-	"paystate_review_queue_size":             "Payments on the review queue waiting for a human, after the last sweeper pass.",
-	"paystate_disputes_open":                 "Disputes needs_response or under_review, counted after the last sweeper pass.",
 
 	// ripple and the NATS relay.
 	"paystate_ripple_deliveries_total":   "Attempts of ripple deliveries recorded, by effect (loyalty, retention, receipt, webhook, nats) and outcome: done, skipped, retry, dead.",

@@ -1,6 +1,7 @@
 package httpd_test
 
 import (
+	"context"
 	"fmt"
 	"io/fs"
 	"net/http"
@@ -15,9 +16,11 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	svix "github.com/svix/svix-webhooks/go"
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
+	"github.com/paystate/paystate/pay"
 )
 
 // scrape reads GET /metrics of d and parses it as Prometheus does, failing
@@ -321,5 +324,63 @@ func TestMetrics_Promtool(t *testing.T) {
 		if out, err := cmd.CombinedOutput(); err != nil {
 			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
 		}
+	}
+}
+
+// TestServer_StoredStateGauges: paystate_review_queue_size and
+// paystate_disputes_open are read from the store at the scrape, like
+// paystate_payments: an item queued for review a moment ago (an
+// amount_mismatch webhook) and a dispute just opened are in the next
+// scrape, with no sweeper pass (none runs here). The dashboard's Review
+// badge shows this gauge (app.js, pollMetrics). Not parallel: the gauges
+// are of the process-wide registry.
+func TestServer_StoredStateGauges(t *testing.T) {
+	d := newDashServerWith(t, func(s *httpd.Server) { s.Counts = s.Payments.(*finalize.Payments) }, dashKey)
+	gauge := func(name string) float64 {
+		t.Helper()
+		fams, _ := scrape(t, d)
+		mf := fams[name]
+		if mf == nil || len(mf.GetMetric()) != 1 {
+			t.Fatalf("%s: %v, want one gauge", name, mf)
+		}
+		return mf.GetMetric()[0].GetGauge().GetValue()
+	}
+	if got := gauge("paystate_review_queue_size"); got != 0 {
+		t.Fatalf("paystate_review_queue_size=%g on an empty store, want 0", got)
+	}
+
+	// A webhook whose amount is not the payment's puts it on review.
+	id := d.createPayment(dashKey)
+	body := fmt.Sprintf(`{"id":"evt_gauge","type":"payment.captured","created":%d,"data":{"payment_id":%q,"provider_ref":"psp_gauge","amount":999,"currency":"EUR"}}`, d.clock.Now().Unix(), id)
+	wh, err := svix.NewWebhook(standardSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := wh.Sign("evt_gauge", d.clock.Now(), []byte(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := d.do("POST", "/webhooks/standard", "application/json", body, map[string]string{
+		"webhook-id": "evt_gauge", "webhook-timestamp": fmt.Sprint(d.clock.Now().Unix()), "webhook-signature": sig,
+	})
+	if a.status != http.StatusOK {
+		t.Fatalf("webhook: status=%d: %s", a.status, a.body)
+	}
+	if got, want := gauge("paystate_review_queue_size"), 1.0; got != want {
+		t.Errorf("paystate_review_queue_size=%g right after an item was queued, want %g", got, want)
+	}
+
+	// A dispute opened on a captured payment.
+	other := d.createPayment(dashKey)
+	if a := d.do("POST", "/v1/payments/"+other+"/sync", "application/json", `{"status":"captured","provider_ref":"psp_gauge_2"}`, bearer()); a.status != http.StatusOK {
+		t.Fatalf("sync: status=%d: %s", a.status, a.body)
+	}
+	payments := d.srv.Payments.(*finalize.Payments)
+	if _, err := payments.Finalizer.Finalize(context.Background(), pay.Observation{PaymentID: other, Source: pay.SourceWebhook,
+		Dispute: &pay.DisputeChange{ID: "dp_gauge", Amount: 1500, Status: pay.DisputeNeedsResponse}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := gauge("paystate_disputes_open"), 1.0; got != want {
+		t.Errorf("paystate_disputes_open=%g right after a dispute opened, want %g", got, want)
 	}
 }

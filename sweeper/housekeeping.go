@@ -70,7 +70,8 @@ func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx pay.Tx, lim
 
 // tidyQueue takes unresolved review items off the queue whose payment has
 // become final since they were queued (a late webhook, a later pass), and
-// sets the queue gauges. It reads the whole queue: O(review items), and
+// sets paystate_sweeper_unresolved (paystate_review_queue_size is read
+// from the store at each scrape, httpd/metrics.go). It reads the whole queue: O(review items), and
 // opens a write transaction only for an item it drops (finalize.DropSettled
 // checks again there).
 func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
@@ -126,7 +127,6 @@ func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 		}
 	}
 	rep.Unresolved -= rep.Dropped
-	queueGauge.Set(float64(rep.ReviewQueue))
 	unresolvedGauge.Set(float64(rep.Unresolved))
 	return nil
 }

@@ -5,15 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/VictoriaMetrics/metrics"
-
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 )
-
-// disputesOpen is paystate_disputes_open: the disputes needs_response or
-// under_review, counted in the store after each pass.
-var disputesOpen = metrics.GetOrCreateGauge(`paystate_disputes_open`, nil)
 
 // sweepRefunds reconciles the refunds left pending longer than MinAge,
 // as payments are: a refund is a candidate through the store's index of
@@ -22,8 +16,7 @@ var disputesOpen = metrics.GetOrCreateGauge(`paystate_disputes_open`, nil)
 // final answer is finalized as any observation is. A refund still pending,
 // unknown to the PSP or whose provider cannot say (standard: its webhook
 // settles it) past GiveUpAfter goes on the review queue, reason
-// refund_unresolved. Then it counts the open disputes
-// (paystate_disputes_open).
+// refund_unresolved.
 func (s *Sweeper) sweepRefunds(ctx context.Context, now time.Time, rep *Report) error {
 	bound := now.Add(-s.MinAge)
 	batch := or(s.Batch, DefaultBatch)
@@ -58,16 +51,6 @@ func (s *Sweeper) sweepRefunds(ctx context.Context, now time.Time, rep *Report) 
 		}
 		f.AfterUpdated, f.AfterID = page[len(page)-1].UpdatedAt, page[len(page)-1].ID
 	}
-	return s.countDisputes(ctx)
-}
-
-// countDisputes sets paystate_disputes_open from the store.
-func (s *Sweeper) countDisputes(ctx context.Context) error {
-	var n int
-	if err := s.Store.View(ctx, func(tx pay.Tx) (err error) { n, err = tx.CountOpenDisputes(); return err }); err != nil {
-		return fmt.Errorf("count open disputes: %w", err)
-	}
-	disputesOpen.Set(float64(n))
 	return nil
 }
 

@@ -98,7 +98,6 @@ var (
 	errorsTotal     = metrics.GetOrCreateCounter(`paystate_sweeper_errors_total`)
 	reviewedTotal   = metrics.GetOrCreateCounter(`paystate_sweeper_reviewed_total`)
 	unresolvedGauge = metrics.GetOrCreateGauge(`paystate_sweeper_unresolved`, nil)
-	queueGauge      = metrics.GetOrCreateGauge(`paystate_review_queue_size`, nil)
 	alertGauge      = metrics.GetOrCreateGauge(`paystate_sweeper_drift_alert`, nil)
 	passSeconds     = metrics.GetOrCreatePrometheusHistogramExt(`paystate_sweeper_pass_duration_seconds`,
 		[]float64{.01, .05, .1, .5, 1, 5, 10, 30, 60, 120, 300, 600})
