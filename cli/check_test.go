@@ -63,18 +63,7 @@ func TestCheck_PublicRefusesDevelopmentParts(t *testing.T) {
 		if err := os.WriteFile(path, []byte(head+tt.toml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, cmd := range []string{"check", "serve"} {
-			out, err := runCmd(cmd, "-config", path)
-			if err == nil {
-				t.Fatalf("%s %s: accepted\n%s", cmd, tt.name, out)
-			}
-			if got, want := ExitCode(err), 2; got != want {
-				t.Errorf("%s %s: exit code %d, want %d (%v)", cmd, tt.name, got, want, err)
-			}
-			if msg := err.Error(); !strings.Contains(msg, "config: "+tt.key+": ") || strings.Contains(msg, "\n") {
-				t.Errorf("%s %s: err=%q, want one line naming %s", cmd, tt.name, msg, tt.key)
-			}
-		}
+		assertConfigRefused(t, tt.name, path, "config: "+tt.key+": ")
 	}
 }
 
@@ -163,17 +152,24 @@ func TestCheck_WebhookEvents(t *testing.T) {
 		if err := os.WriteFile(path, []byte(toml), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		for _, cmd := range []string{"check", "serve"} {
-			out, err := runCmd(cmd, "-config", path)
-			if err == nil {
-				t.Fatalf("%s %s: accepted\n%s", cmd, tt.name, out)
-			}
-			if got, want := ExitCode(err), 2; got != want {
-				t.Errorf("%s %s: exit code %d, want %d (%v)", cmd, tt.name, got, want, err)
-			}
-			if msg := err.Error(); !strings.Contains(msg, "config: webhooks[0].events[1]: "+strconv.Quote(tt.event)+" is not a merchant event type") {
-				t.Errorf("%s %s: err=%q, want it to name webhooks[0].events[1] and %q", cmd, tt.name, msg, tt.event)
-			}
+		assertConfigRefused(t, tt.name, path, "config: webhooks[0].events[1]: "+strconv.Quote(tt.event)+" is not a merchant event type")
+	}
+}
+
+// assertConfigRefused runs check and serve on the configuration file at
+// path and fails unless each exits 2 with one line containing want.
+func assertConfigRefused(t *testing.T, name, path, want string) {
+	t.Helper()
+	for _, cmd := range []string{"check", "serve"} {
+		out, err := runCmd(cmd, "-config", path)
+		if err == nil {
+			t.Fatalf("%s %s: accepted\n%s", cmd, name, out)
+		}
+		if got, want := ExitCode(err), 2; got != want {
+			t.Errorf("%s %s: exit code %d, want %d (%v)", cmd, name, got, want, err)
+		}
+		if msg := err.Error(); !strings.Contains(msg, want) || strings.Contains(msg, "\n") {
+			t.Errorf("%s %s: err=%q, want one line containing %q", cmd, name, msg, want)
 		}
 	}
 }

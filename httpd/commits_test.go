@@ -7,8 +7,6 @@ import (
 	"net/http"
 	"testing"
 
-	svix "github.com/svix/svix-webhooks/go"
-
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/internal/testkit"
@@ -102,19 +100,7 @@ func TestServer_DuplicateWebhookCommits(t *testing.T) {
 	id := d.createPayment("")
 
 	body := fmt.Sprintf(`{"id":"evt_dup","type":"payment.processing","created":%d,"data":{"payment_id":%q,"amount":1500,"currency":"EUR"}}`, d.clock.Now().Unix(), id)
-	wh, err := svix.NewWebhook(standardSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sig, err := wh.Sign("evt_dup", d.clock.Now(), []byte(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	send := func() answer {
-		return d.do("POST", "/webhooks/standard", "application/json", body, map[string]string{
-			"webhook-id": "evt_dup", "webhook-timestamp": fmt.Sprint(d.clock.Now().Unix()), "webhook-signature": sig,
-		})
-	}
+	send := func() answer { return d.sendWebhook("evt_dup", "application/json", body) }
 	var out struct{ Duplicate bool }
 	for i, want := range []struct {
 		dup     bool

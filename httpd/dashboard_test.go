@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	svix "github.com/svix/svix-webhooks/go"
+
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/pay"
@@ -144,6 +146,24 @@ func (d *dashServer) do(method, path, contentType, body string, hdr map[string]s
 		d.t.Fatal(err)
 	}
 	return answer{status: res.StatusCode, header: res.Header, body: string(b)}
+}
+
+// sendWebhook posts body to /webhooks/standard as Content-Type
+// contentType, signed with standardSecret by the Standard Webhooks library
+// at the server's clock, under the event id eventID.
+func (d *dashServer) sendWebhook(eventID, contentType, body string) answer {
+	d.t.Helper()
+	wh, err := svix.NewWebhook(standardSecret)
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	sig, err := wh.Sign(eventID, d.clock.Now(), []byte(body))
+	if err != nil {
+		d.t.Fatal(err)
+	}
+	return d.do("POST", "/webhooks/standard", contentType, body, map[string]string{
+		"webhook-id": eventID, "webhook-timestamp": fmt.Sprint(d.clock.Now().Unix()), "webhook-signature": sig,
+	})
 }
 
 // signIn posts the sign-in form and returns the session token.
