@@ -376,6 +376,10 @@ func TestBrowser_ReviewResolve(t *testing.T) {
 
 	b := newBrowser(t)
 	b.signIn(in.Base)
+	// The Review badge counts the item before the tab is opened, without
+	// waiting for a sweeper pass: it shows paystate_review_queue_size,
+	// which /metrics reads from the store at each scrape.
+	b.poll("the Review badge counts the item", `!document.getElementById('review-count').hidden && document.getElementById('review-count').textContent === '1'`)
 	form := fmt.Sprintf(`form.resolve[data-payment-id=%q]`, id)
 	b.do("open the review queue",
 		chromedp.Click(chromedp.CSS("#tab-review")),
