@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
@@ -24,7 +25,7 @@ const rotatedKey = "test-api-key-rotated-fedcba9876543210"
 // rotation) are replayed, never made twice; a key stored before the
 // change, under its old name "<op>:<16 hex digits of the API key's
 // SHA-256>:<key>", still replays for the API key it was sent with, and
-// still refuses another body.
+// still refuses another body; a refund made under its old name replays.
 func TestE2E_IdempotencyMerchantScope(t *testing.T) {
 	t.Parallel()
 	for _, backend := range []string{"bolt", "postgres"} {
@@ -125,6 +126,24 @@ func testIdempotencyOldName(t *testing.T, in *daemontest.Instance) {
 	other := in.Create(`{"order_id":"o-old","amount":2001,"currency":"EUR"}`, "old-1")
 	if got, want := other.ErrCode(), "idempotency_key_reused"; other.Status != 422 || got != want {
 		t.Fatalf("another body under a key stored under its old name: %d %s, want 422 %s", other.Status, other.Body, want)
+	}
+
+	// A refund made under the old name (as the binary before did: the
+	// refund names its key) is replayed by the retry, not made again.
+	path := "/v1/payments/" + first.Str("id") + "/refund"
+	refund := []byte(`{"amount":500}`)
+	oldRefund := "refund:" + hex.EncodeToString(h[:8]) + ":old-r"
+	made, err := in.Main.Payments.RefundOnce(ctx, first.Str("id"), finalize.RefundRequest{Amount: 500},
+		finalize.IdemKey{Key: oldRefund, Fingerprint: httpd.Fingerprint("POST", path, refund), Status: 201})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rf := in.Do("POST", path, refund, map[string]string{"Idempotency-Key": "old-r"})
+	if got, want := rf.Str("id"), made.Refund.ID; rf.Status != 201 || got != want {
+		t.Fatalf("retry of a refund stored under its old name: %d %s, want the replay of %s", rf.Status, rf.Body, want)
+	}
+	if g := in.Do("GET", "/v1/payments/"+first.Str("id"), nil, nil); g.Num("amount_refunded") != 500 {
+		t.Fatalf("after the retried refund: %s, want 500 refunded", g.Body)
 	}
 }
 
