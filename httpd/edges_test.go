@@ -9,14 +9,15 @@ import (
 	"github.com/paystate/paystate/httpd"
 )
 
-// errorParam is the param and message of an error answer.
+// errorParam is the param and message of an error answer; an answer that
+// is not one fails the test and gives "".
 func errorParam(t *testing.T, a answer) (param, message string) {
 	t.Helper()
 	var e struct {
 		Error struct{ Param, Message string } `json:"error"`
 	}
 	if err := json.Unmarshal([]byte(a.body), &e); err != nil {
-		t.Fatalf("not an error answer: %v: %s", err, a.body)
+		t.Errorf("not an error answer: %v: %.100q", err, a.body)
 	}
 	return e.Error.Param, e.Error.Message
 }
