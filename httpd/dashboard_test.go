@@ -104,6 +104,15 @@ func (a answer) errCode() string {
 	return e.Error.Code
 }
 
+// errParam returns the param of an error answer.
+func (a answer) errParam() string {
+	var e struct {
+		Error struct{ Param string } `json:"error"`
+	}
+	_ = json.Unmarshal([]byte(a.body), &e)
+	return e.Error.Param
+}
+
 // cookie returns the Set-Cookie of the session cookie, or nil.
 func (a answer) cookie() *http.Cookie {
 	for _, c := range (&http.Response{Header: a.header}).Cookies() {

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -172,10 +173,20 @@ func TestServer_RefundCommits(t *testing.T) {
 		if err := json.Unmarshal([]byte(l.body), &list); err != nil || l.status != http.StatusOK || len(list.Data) != 1 || list.Data[0].Reason != "one item" {
 			t.Fatalf("refunds: %d %s (%v), want the one refund", l.status, l.body, err)
 		}
-		for _, bad := range []string{`{"amount":0}`, `{"amount":-5}`, `{"amount":"300"}`, `{"amount":300,"extra":1}`} {
-			if a := refund(pid, "refund-partial-bad", bad); a.status != http.StatusBadRequest {
-				t.Fatalf("refund %s: status=%d %s, want 400", bad, a.status, a.body)
+		if a := refund(pid, "refund-partial-bad", `{"amount":300,"extra":1}`); a.status != http.StatusBadRequest {
+			t.Fatalf("refund with an unknown field: status=%d %s, want 400", a.status, a.body)
+		}
+		// Only an absent amount means the rest: null, 0, a string or a
+		// fraction is refused naming the key, and nothing is refunded.
+		for i, bad := range []string{`{"amount":null}`, `{"amount":null,"reason":"whole"}`, `{"reason":"x","amount":null}`,
+			`{"amount":0}`, `{"amount":-5}`, `{"amount":"300"}`, `{"amount":""}`, `{"amount":3.5}`, `{"amount":true}`, `{"amount":{}}`} {
+			a := refund(pid, "refund-partial-bad-"+strconv.Itoa(i), bad)
+			if a.status != http.StatusBadRequest || a.errCode() != httpd.CodeInvalidRequest || a.errParam() != "amount" {
+				t.Fatalf("refund %s: status=%d %s, want 400 %s with param amount", bad, a.status, a.body, httpd.CodeInvalidRequest)
 			}
+		}
+		if v := d.do("GET", "/v1/payments/"+pid, "", "", nil); !strings.Contains(v.body, `"amount_refundable":700`) {
+			t.Fatalf("payment after refused refunds: %s, want 700 still refundable", v.body)
 		}
 	})
 

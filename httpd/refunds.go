@@ -1,6 +1,8 @@
 package httpd
 
 import (
+	"strconv"
+
 	"github.com/valyala/fasthttp"
 
 	"github.com/paystate/paystate/finalize"
@@ -8,10 +10,44 @@ import (
 )
 
 // refundRequest is the body of POST /v1/payments/{id}/refund; an empty
-// body refunds whatever is left.
+// body, or one without the amount key, refunds whatever is left.
 type refundRequest struct {
-	Amount *int64 `json:"amount"`
-	Reason string `json:"reason"`
+	Amount refundAmount `json:"amount"`
+	Reason string       `json:"reason"`
+}
+
+// refundAmount is the amount key of a refund request as sent: Set says
+// whether the key was there at all, which a *int64 cannot tell from null.
+// Only an absent key means "the rest" (SPEC §1); null, 0, a string or a
+// fraction is refused naming the key.
+type refundAmount struct {
+	Set   bool
+	Value int64
+	raw   string // the value as sent, when it is not a positive integer
+}
+
+// UnmarshalJSON records the key's presence; encoding/json calls it for a
+// literal null too.
+func (a *refundAmount) UnmarshalJSON(b []byte) error {
+	a.Set = true
+	n, err := strconv.ParseInt(string(b), 10, 64)
+	if err != nil || n <= 0 {
+		a.raw = truncate(string(b), 32)
+		return nil
+	}
+	a.Value = n
+	return nil
+}
+
+// amount returns the amount to refund in minor units, 0 for the rest.
+func (a refundAmount) amount() (int64, error) {
+	switch {
+	case !a.Set:
+		return 0, nil
+	case a.raw != "":
+		return 0, pay.Invalidf("amount", "amount must be an integer of at least 1 (minor units), got %s; leave the key out to refund what is left", a.raw)
+	}
+	return a.Value, nil
 }
 
 // refundJSON is a refund on the wire.
@@ -49,13 +85,11 @@ func (s *Server) handleRefundPayment(rc *fasthttp.RequestCtx, params []string) e
 			return err
 		}
 	}
-	req := finalize.RefundRequest{Reason: body.Reason}
-	if body.Amount != nil {
-		if *body.Amount <= 0 {
-			return pay.Invalidf("amount", "amount must be a positive number of minor units, got %d (leave it out to refund what is left)", *body.Amount)
-		}
-		req.Amount = *body.Amount
+	amount, err := body.Amount.amount()
+	if err != nil {
+		return err
 	}
+	req := finalize.RefundRequest{Amount: amount, Reason: body.Reason}
 	if err := req.Validate(); err != nil {
 		return err
 	}
