@@ -14,7 +14,6 @@ import (
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/reconcile"
-	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 )
@@ -248,10 +247,10 @@ func printRun(w io.Writer, run pay.ReconRun) error {
 				line = fmt.Sprint(it.Line)
 			}
 			if it.Kind == pay.ReconAmountMismatch {
-				expected = ripple.FormatAmount(it.Expected, it.Currency)
+				expected = pay.FormatAmount(it.Expected, it.Currency)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.Kind, line, dash(clean(it.LineID)), dash(clean(it.ProviderRef)), dash(it.PaymentID),
-				ripple.FormatAmount(it.Amount, it.Currency), expected, clean(it.Note))
+				pay.FormatAmount(it.Amount, it.Currency), expected, clean(it.Note))
 		}
 		if err := tw.Flush(); err != nil {
 			return err

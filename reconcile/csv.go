@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/ripple"
 )
 
 // MaxLines bounds the lines of one report file.
@@ -154,7 +153,7 @@ func parseAmount(r row, col, currency string, optional bool) (int64, error) {
 // ParseAmount reads a decimal amount in major units of currency ("12.50",
 // "-4", "1500" for JPY) as minor units, exactly.
 func ParseAmount(s, currency string) (int64, error) {
-	exp := ripple.MinorUnits(strings.ToUpper(currency))
+	exp := pay.CurrencyDecimals(strings.ToUpper(currency))
 	orig := s
 	neg := false
 	switch {

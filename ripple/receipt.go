@@ -350,7 +350,7 @@ func (r *receipt) message(rec pay.OutboxRecord, to string) (*gomail.Msg, error) 
 	at := rec.CreatedAt.UTC()
 	data := ReceiptData{
 		Merchant: r.merchant, OrderID: rec.OrderID, PaymentID: rec.PaymentID,
-		Amount: FormatAmount(rec.Amount, rec.Currency), AmountMinor: rec.Amount, Currency: rec.Currency,
+		Amount: pay.FormatAmount(rec.Amount, rec.Currency), AmountMinor: rec.Amount, Currency: rec.Currency,
 		Date: at.Format(receiptDateLayout), Time: at, Email: to,
 	}
 	var text, html, subject bytes.Buffer

@@ -207,7 +207,7 @@ func TestPointsAndFormat(t *testing.T) {
 		if got != tc.points {
 			t.Errorf("Points(%d, %s, %d)=%d, want %d", tc.amount, tc.currency, tc.perUnit, got, tc.points)
 		}
-		if got := ripple.FormatAmount(tc.amount, tc.currency); got != tc.text {
+		if got := pay.FormatAmount(tc.amount, tc.currency); got != tc.text {
 			t.Errorf("FormatAmount(%d, %s)=%q, want %q", tc.amount, tc.currency, got, tc.text)
 		}
 	}
