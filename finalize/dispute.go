@@ -67,7 +67,7 @@ func applyDispute(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res 
 		if amount < 0 || amount > p.Amount {
 			res.Rejected = pay.ReasonAmountMismatch
 			return disputeReview(tx, p, obs, pay.ReasonAmountMismatch,
-				fmt.Sprintf("%s reported dispute %s of %d %s; payment %s is for %d", describe(obs), c.ID, amount, p.Currency, p.ID, p.Amount))
+				fmt.Sprintf("%s reported dispute %s of %s; payment %s is for %s", describe(obs), c.ID, pay.FormatAmount(amount, p.Currency), p.ID, pay.FormatAmount(p.Amount, p.Currency)))
 		}
 		d = pay.Dispute{
 			Provider: provider, ID: c.ID, PaymentID: p.ID, Amount: amount, Currency: p.Currency, Reason: c.Reason,
@@ -77,8 +77,8 @@ func applyDispute(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res 
 		if d.Status.Closed() {
 			step.Kind = pay.StepDisputeClosed // its closing came first
 		}
-		step.Note = joinNote(step.Note, fmt.Sprintf("dispute %s of %d %s: %s", d.ID, d.Amount, d.Currency, d.Status))
-		np, err := writeDispute(tx, p, step, now)
+		step.Note = joinNote(step.Note, fmt.Sprintf("dispute %s of %s: %s", d.ID, pay.FormatAmount(d.Amount, d.Currency), d.Status))
+		np, err := writeDispute(tx, p, d, step, now)
 		if err != nil {
 			return err
 		}
@@ -111,7 +111,7 @@ func applyDispute(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res 
 		if nd.Status.Closed() {
 			step.Kind = pay.StepDisputeClosed
 		}
-		np, err := writeDispute(tx, p, step, now)
+		np, err := writeDispute(tx, p, nd, step, now)
 		if err != nil {
 			return err
 		}
@@ -137,9 +137,22 @@ func applyDispute(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res 
 }
 
 // writeDispute writes the next version of p for a change of one of its
-// disputes, with its step.
-func writeDispute(tx Tx, p pay.Payment, step pay.Step, now time.Time) (pay.Payment, error) {
+// disputes, d as it becomes, with its step. The payment's Dispute is its
+// disputes' status (pay.DisputeOfPayment), d's new one included: what
+// DecideRefundRequest reads in the transaction of a refund.
+func writeDispute(tx Tx, p pay.Payment, d pay.Dispute, step pay.Step, now time.Time) (pay.Payment, error) {
+	ds, err := tx.DisputesForPayment(p.ID)
+	if err != nil {
+		return pay.Payment{}, err
+	}
+	statuses := []pay.DisputeStatus{d.Status}
+	for _, o := range ds {
+		if o.Provider != d.Provider || o.ID != d.ID {
+			statuses = append(statuses, o.Status)
+		}
+	}
 	np := p
+	np.Dispute = pay.DisputeOfPayment(statuses...)
 	if err := write(tx, &np, p.Version, now); err != nil {
 		return pay.Payment{}, err
 	}

@@ -57,7 +57,7 @@ func TestFinalize_AmountMismatch(t *testing.T) {
 		if item.Reason != pay.ReasonAmountMismatch || item.EventID != "evt_amt" || item.Observed != pay.Captured {
 			t.Fatalf("review item=%+v", item)
 		}
-		for _, want := range []string{"1 EUR", "1250 EUR", "evt_amt"} {
+		for _, want := range []string{"captured 0.01 EUR;", "is for 12.50 EUR", "evt_amt"} {
 			if !strings.Contains(item.Note, want) {
 				t.Fatalf("review note %q does not say %q", item.Note, want)
 			}

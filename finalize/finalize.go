@@ -44,6 +44,7 @@ type Tx interface {
 	RefundsForPayment(paymentID string) ([]pay.Refund, error)
 	PutDispute(d pay.Dispute) error
 	Dispute(provider, id string) (pay.Dispute, error)
+	DisputesForPayment(paymentID string) ([]pay.Dispute, error)
 }
 
 // Finalizer applies observations to payments. It is the only code in
@@ -437,14 +438,14 @@ func contradiction(tx Tx, p pay.Payment, obs pay.Observation) (reason, note stri
 		}
 	}
 	if (obs.Amount != 0 && obs.Amount != p.Amount) || (obs.Currency != "" && !strings.EqualFold(obs.Currency, p.Currency)) {
-		got := fmt.Sprintf("%d %s", obs.Amount, strings.ToUpper(obs.Currency))
+		got := pay.FormatAmount(obs.Amount, obs.Currency)
 		switch {
 		case obs.Amount == 0:
 			got = "currency " + strings.ToUpper(obs.Currency)
 		case obs.Currency == "":
-			got = fmt.Sprintf("amount %d", obs.Amount)
+			got = "amount " + pay.FormatAmount(obs.Amount, p.Currency)
 		}
-		return pay.ReasonAmountMismatch, fmt.Sprintf("%s reported %s %s; payment %s is for %d %s", src, obs.Status, got, p.ID, p.Amount, p.Currency), nil
+		return pay.ReasonAmountMismatch, fmt.Sprintf("%s reported %s %s; payment %s is for %s", src, obs.Status, got, p.ID, pay.FormatAmount(p.Amount, p.Currency)), nil
 	}
 	return "", "", nil
 }

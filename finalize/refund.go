@@ -70,7 +70,7 @@ func applyRefund(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *
 	if c.Amount != 0 && c.Amount != r.Amount {
 		res.Rejected = pay.ReasonAmountMismatch
 		return refundReview(tx, p, obs, r, pay.ReasonAmountMismatch,
-			fmt.Sprintf("%s reported refund %s of %d %s; it is of %d", describe(obs), r.ID, c.Amount, p.Currency, r.Amount))
+			fmt.Sprintf("%s reported refund %s of %s; it is of %s", describe(obs), r.ID, pay.FormatAmount(c.Amount, p.Currency), pay.FormatAmount(r.Amount, p.Currency)))
 	}
 
 	res.Decision = pay.DecideRefund(r.Status, c.Status)
@@ -140,8 +140,10 @@ func applyRefund(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *
 // newRefund applies an observation of a refund paystate does not hold
 // yet: a merchant's request (pending, before the PSP is called) or a
 // refund the PSP made and reports (made at its dashboard, or another
-// system's), in whatever status it reports. A request that does not fit
-// in what is left is ERefundExceeds and writes nothing; a reported refund
+// system's), in whatever status it reports. A request is decided by
+// pay.DecideRefundRequest, here in the transaction: one that does not fit
+// in what is left is ERefundExceeds, one of a payment whose dispute is
+// open or lost EChargeDisputed, and either writes nothing; a reported refund
 // that does not fit, or of a payment that is not captured here, goes on
 // the review queue.
 func newRefund(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *pay.Result) error {
@@ -150,17 +152,9 @@ func newRefund(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *pa
 	c := *obs.Refund
 	amount := c.Amount
 	if c.Request {
-		switch {
-		case p.Status != pay.Captured:
-			return pay.Errorf(pay.ECONFLICT, "payment %s is %s; only a captured payment can be refunded", p.ID, p.Status)
-		case p.Refundable() <= 0:
-			return pay.Errorf(pay.ERefundExceeds, "payment %s has nothing left to refund: %d of %d %s refunded, %d pending",
-				p.ID, p.AmountRefunded, p.Amount, p.Currency, p.AmountRefundPending)
-		case amount == 0:
-			amount = p.Refundable() // no amount: whatever is left
-		case amount > p.Refundable():
-			return pay.Errorf(pay.ERefundExceeds, "refund of %d %s exceeds what is left to refund of payment %s: %d (%d refunded, %d pending)",
-				amount, p.Currency, p.ID, p.Refundable(), p.AmountRefunded, p.AmountRefundPending)
+		var err error
+		if amount, err = pay.DecideRefundRequest(p, amount); err != nil {
+			return err
 		}
 	} else {
 		if c.ID != "" && !strings.HasPrefix(c.ID, ids.RefundPrefix) && c.ProviderRef == "" {
@@ -177,11 +171,11 @@ func newRefund(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *pa
 		case p.Status != pay.Captured:
 			res.Rejected = pay.ReasonAmountMismatch
 			return refundReview(tx, p, obs, pay.Refund{}, pay.ReasonAmountMismatch,
-				fmt.Sprintf("%s reported a refund of %d %s; payment %s is %s here", describe(obs), amount, p.Currency, p.ID, p.Status))
-		case amount <= 0 || amount > p.Refundable():
+				fmt.Sprintf("%s reported a refund of %s; payment %s is %s here", describe(obs), pay.FormatAmount(amount, p.Currency), p.ID, p.Status))
+		case amount <= 0 || amount > p.Unrefunded():
 			res.Rejected = pay.ReasonAmountMismatch
 			return refundReview(tx, p, obs, pay.Refund{}, pay.ReasonAmountMismatch,
-				fmt.Sprintf("%s reported a refund of %d %s; %d is left to refund of payment %s", describe(obs), amount, p.Currency, p.Refundable(), p.ID))
+				fmt.Sprintf("%s reported a refund of %s; %s is left to refund of payment %s", describe(obs), pay.FormatAmount(amount, p.Currency), pay.FormatAmount(p.Unrefunded(), p.Currency), p.ID))
 		}
 	}
 
@@ -214,7 +208,7 @@ func newRefund(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *pa
 		return err
 	}
 	step.To, step.Version = np.Status, np.Version
-	step.Note = joinNote(step.Note, fmt.Sprintf("refund %s of %d %s: %s", r.ID, amount, p.Currency, c.Status))
+	step.Note = joinNote(step.Note, fmt.Sprintf("refund %s of %s: %s", r.ID, pay.FormatAmount(amount, p.Currency), c.Status))
 	if err := tx.AppendStep(step); err != nil {
 		return err
 	}
@@ -571,21 +565,11 @@ var (
 )
 
 // refundable says whether p can be refunded by amount (0: the rest):
-// ECONFLICT unless it is captured, ERefundExceeds if the amount does not
-// fit. The store checks it again in the transaction that creates the
-// refund.
+// pay.DecideRefundRequest on a read, to answer a refused request without
+// a write. The transaction that creates the refund decides again.
 func refundable(p pay.Payment, amount int64) error {
-	switch {
-	case p.Status != pay.Captured:
-		return pay.Errorf(pay.ECONFLICT, "payment %s is %s; only a captured payment can be refunded", p.ID, p.Status)
-	case p.Refundable() <= 0:
-		return pay.Errorf(pay.ERefundExceeds, "payment %s has nothing left to refund: %d of %d %s refunded, %d pending",
-			p.ID, p.AmountRefunded, p.Amount, p.Currency, p.AmountRefundPending)
-	case amount > p.Refundable():
-		return pay.Errorf(pay.ERefundExceeds, "refund of %d %s exceeds what is left to refund of payment %s: %d (%d refunded, %d pending)",
-			amount, p.Currency, p.ID, p.Refundable(), p.AmountRefunded, p.AmountRefundPending)
-	}
-	return nil
+	_, err := pay.DecideRefundRequest(p, amount)
+	return err
 }
 
 // refundOfKey returns the refund of payment paymentID that the request

@@ -24,11 +24,14 @@ type View struct {
 	Customer    pay.Customer
 	// AmountRefunded is the sum of the succeeded refunds;
 	// AmountRefundable what may still be refunded (the amount less the
-	// succeeded and pending refunds).
+	// succeeded and pending refunds; 0 unless captured, and 0 while its
+	// dispute is open or lost).
 	AmountRefunded   int64
 	AmountRefundable int64
-	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// Dispute is the status of the payment's dispute, "" if it has none.
+	Dispute   pay.DisputeStatus
+	CreatedAt time.Time
+	UpdatedAt time.Time
 
 	clientSecret string
 	redirectURL  string
@@ -41,7 +44,7 @@ func NewView(p pay.Payment) View {
 		Status: p.Status, Terminal: p.Status.Terminal(), Version: p.Version,
 		Provider: p.Provider, ProviderRef: p.ProviderRef, Customer: p.Customer,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
-		AmountRefunded: p.AmountRefunded,
+		AmountRefunded: p.AmountRefunded, Dispute: p.Dispute,
 	}
 	if p.Status == pay.Captured {
 		v.AmountRefundable = p.Refundable()

@@ -44,9 +44,13 @@ type paymentJSON struct {
 	Conflict     bool         `json:"conflict,omitempty"`
 
 	// AmountRefunded is the sum of the payment's succeeded refunds,
-	// AmountRefundable what may still be refunded (0 unless captured).
+	// AmountRefundable what may still be refunded (0 unless captured, 0
+	// while its dispute is open or lost).
 	AmountRefunded   int64 `json:"amount_refunded"`
 	AmountRefundable int64 `json:"amount_refundable"`
+	// Dispute is the status of the payment's dispute, absent if it has
+	// none.
+	Dispute string `json:"dispute,omitempty"`
 }
 
 // toJSON builds the wire view of a payment.
@@ -57,7 +61,7 @@ func toJSON(v finalize.View) paymentJSON {
 		Provider: v.Provider, ProviderRef: v.ProviderRef,
 		Customer:  customerJSON{ID: v.Customer.ID, Email: v.Customer.Email},
 		CreatedAt: rfc3339(v.CreatedAt), UpdatedAt: rfc3339(v.UpdatedAt),
-		AmountRefunded: v.AmountRefunded, AmountRefundable: v.AmountRefundable,
+		AmountRefunded: v.AmountRefunded, AmountRefundable: v.AmountRefundable, Dispute: string(v.Dispute),
 	}
 	if s, ok := v.ClientSecret(); ok {
 		out.ClientSecret = &s

@@ -36,6 +36,42 @@ func (s DisputeStatus) Valid() bool {
 // reopens.
 func (s DisputeStatus) Closed() bool { return s == DisputeWon || s == DisputeLost }
 
+// Open reports whether s is a dispute still being decided
+// (needs_response, under_review).
+func (s DisputeStatus) Open() bool { return s == DisputeNeedsResponse || s == DisputeUnderReview }
+
+// BlocksRefund reports whether a payment with a dispute in status s may
+// not be refunded: the dispute is open or lost (SPEC §1 "Refunds").
+func (s DisputeStatus) BlocksRefund() bool { return s.Open() || s == DisputeLost }
+
+// DisputeOfPayment is the status a payment carries for its disputes
+// (Payment.Dispute): an open one if any is open, else lost if any was
+// lost, else won if any was won, "" if it has none. Stripe allows one
+// dispute per charge; the order keeps the strictest should a PSP report
+// more.
+func DisputeOfPayment(statuses ...DisputeStatus) DisputeStatus {
+	rank := func(s DisputeStatus) int {
+		switch s {
+		case DisputeNeedsResponse:
+			return 4
+		case DisputeUnderReview:
+			return 3
+		case DisputeLost:
+			return 2
+		case DisputeWon:
+			return 1
+		}
+		return 0
+	}
+	var out DisputeStatus
+	for _, s := range statuses {
+		if rank(s) > rank(out) {
+			out = s
+		}
+	}
+	return out
+}
+
 // ParseDisputeStatus returns the dispute status named s or an invalid
 // error.
 func ParseDisputeStatus(s string) (DisputeStatus, error) {

@@ -43,8 +43,13 @@ type Payment struct {
 	// with the refunds, and their sum never exceeds Amount (Refundable).
 	AmountRefunded      int64
 	AmountRefundPending int64
-	CreatedAt           time.Time
-	UpdatedAt           time.Time
+	// Dispute is the status of the payment's dispute (DisputeOfPayment of
+	// its disputes), "" if it has none: finalize sets it with every
+	// change of a dispute. While it is open or lost the payment cannot be
+	// refunded (RefundBlocked).
+	Dispute   DisputeStatus
+	CreatedAt time.Time
+	UpdatedAt time.Time
 }
 
 // Source says which path made an observation.

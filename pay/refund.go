@@ -8,6 +8,12 @@ import "time"
 // concurrent refunds cannot over-refund (HTTP 409).
 const ERefundExceeds = "refund_exceeds_amount"
 
+// EChargeDisputed is the error code of a refund requested while the
+// payment's dispute is open or was lost (HTTP 409): the customer's bank
+// already took or holds the money, and a refund would pay the customer
+// twice. A won dispute makes the payment refundable again.
+const EChargeDisputed = "charge_disputed"
+
 // ReasonRefundUnresolved is the review reason of a refund left pending
 // past sweeper.give_up_after that the PSP does not settle (or cannot say
 // about): a human looks at it at the PSP.
@@ -151,9 +157,59 @@ func ValidateRefund(r Refund) error {
 }
 
 // Refundable returns what is left to refund of p: its amount less its
-// succeeded and pending refunds.
+// succeeded and pending refunds, and 0 while its dispute is open or was
+// lost (RefundBlocked).
 func (p Payment) Refundable() int64 {
+	if p.RefundBlocked() {
+		return 0
+	}
+	return p.Unrefunded()
+}
+
+// Unrefunded returns p's amount less its succeeded and pending refunds,
+// whatever its dispute: what a refund the PSP reports must fit in.
+func (p Payment) Unrefunded() int64 {
 	return p.Amount - p.AmountRefunded - p.AmountRefundPending
+}
+
+// RefundBlocked reports whether p's dispute forbids a refund: it is open
+// (needs_response, under_review) or lost.
+func (p Payment) RefundBlocked() bool { return p.Dispute.BlocksRefund() }
+
+// DecideRefundRequest is the one decision about a merchant's request to
+// refund amount of p (0: whatever is left): it returns the amount to
+// refund, or ECONFLICT unless p is captured, EChargeDisputed while p's
+// dispute is open or lost, ERefundExceeds if nothing is left or the
+// amount does not fit. finalize makes it in the transaction that creates
+// the refund (and before, on a read, to answer without a write); the
+// store checks the dispute and the sum again in that transaction
+// (CheckRefundRequest, CheckRefundFits). Amounts in its messages are in
+// major units (FormatAmount).
+func DecideRefundRequest(p Payment, amount int64) (int64, error) {
+	left := p.Unrefunded()
+	switch {
+	case p.Status != Captured:
+		return 0, Errorf(ECONFLICT, "payment %s is %s; only a captured payment can be refunded", p.ID, p.Status)
+	case p.RefundBlocked():
+		return 0, disputedError(p)
+	case left <= 0:
+		return 0, Errorf(ERefundExceeds, "payment %s has nothing left to refund: %s of %s refunded, %s pending",
+			p.ID, FormatAmount(p.AmountRefunded, p.Currency), FormatAmount(p.Amount, p.Currency), FormatAmount(p.AmountRefundPending, p.Currency))
+	case amount == 0:
+		return left, nil
+	case amount > left:
+		return 0, Errorf(ERefundExceeds, "refund of %s exceeds what is left to refund of payment %s: %s (%s refunded, %s pending)",
+			FormatAmount(amount, p.Currency), p.ID, FormatAmount(left, p.Currency), FormatAmount(p.AmountRefunded, p.Currency), FormatAmount(p.AmountRefundPending, p.Currency))
+	}
+	return amount, nil
+}
+
+// disputedError is the EChargeDisputed of a refund request of p.
+func disputedError(p Payment) error {
+	if p.Dispute == DisputeLost {
+		return Errorf(EChargeDisputed, "payment %s was charged back (its dispute was lost): the customer has the money back from the bank, so it cannot be refunded", p.ID)
+	}
+	return Errorf(EChargeDisputed, "payment %s has an open dispute (%s): the bank holds the money, so it cannot be refunded unless the dispute is won", p.ID, p.Dispute)
 }
 
 // Ledger accounts of disputes; refunds post to AccountPSPReceivable and

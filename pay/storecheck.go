@@ -166,6 +166,17 @@ func RefundOfPayment(r Refund, p Payment) (Refund, error) {
 	return r, nil
 }
 
+// CheckRefundRequest is the check a store makes when it inserts refund r
+// of p: a refund the merchant requested (r.IdemKey set) of a payment whose
+// dispute is open or lost is EChargeDisputed. A refund learnt from the PSP
+// happened already and is not refused here.
+func CheckRefundRequest(r Refund, p Payment) error {
+	if r.IdemKey != "" && p.RefundBlocked() {
+		return disputedError(p)
+	}
+	return nil
+}
+
 // CheckRefundFits is the last: if r holds part of p's amount
 // (RefundHolds), othersHeld — what p's other refunds hold — plus r's
 // amount must not exceed it, else ERefundExceeds. A store checks it inside
@@ -176,8 +187,8 @@ func CheckRefundFits(r Refund, p Payment, othersHeld int64) error {
 		return nil
 	}
 	if held := othersHeld + r.Amount; othersHeld > p.Amount || held > p.Amount {
-		return Errorf(ERefundExceeds, "refund of %d %s would take the refunded and pending refunds of payment %s to %d, more than its amount %d",
-			r.Amount, p.Currency, p.ID, held, p.Amount)
+		return Errorf(ERefundExceeds, "refund of %s would take the refunded and pending refunds of payment %s to %s, more than its amount %s",
+			FormatAmount(r.Amount, p.Currency), p.ID, FormatAmount(held, p.Currency), FormatAmount(p.Amount, p.Currency))
 	}
 	return nil
 }

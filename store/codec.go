@@ -52,6 +52,10 @@ type paymentRecord struct {
 	// has refunded nothing.
 	AmountRefunded      int64 `json:"-" cbor:"16,keyasint,omitempty"`
 	AmountRefundPending int64 `json:"-" cbor:"17,keyasint,omitempty"`
+	// Field 18 came with the refund rule of disputes: the status of the
+	// payment's dispute; a record without it has none recorded (Open
+	// fills it once from the disputes, fillPaymentDisputes).
+	Dispute symbol `json:"-" cbor:"18,keyasint,omitzero"`
 }
 
 func fromPayment(p pay.Payment) paymentRecord {
@@ -61,7 +65,7 @@ func fromPayment(p pay.Payment) paymentRecord {
 		Provider: symbol(p.Provider), ProviderRef: p.ProviderRef, Status: symbol(p.Status), Version: p.Version,
 		ClientSecret: p.ClientSecret, RedirectURL: p.RedirectURL, ReturnURL: p.ReturnURL,
 		CreatedAt: at(p.CreatedAt), UpdatedAt: at(p.UpdatedAt),
-		AmountRefunded: p.AmountRefunded, AmountRefundPending: p.AmountRefundPending,
+		AmountRefunded: p.AmountRefunded, AmountRefundPending: p.AmountRefundPending, Dispute: symbol(p.Dispute),
 	}
 }
 
@@ -72,7 +76,7 @@ func (r paymentRecord) payment() pay.Payment {
 		Provider: string(r.Provider), ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), Version: r.Version,
 		ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, ReturnURL: r.ReturnURL,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
-		AmountRefunded: r.AmountRefunded, AmountRefundPending: r.AmountRefundPending,
+		AmountRefunded: r.AmountRefunded, AmountRefundPending: r.AmountRefundPending, Dispute: pay.DisputeStatus(r.Dispute),
 	}
 }
 

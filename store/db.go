@@ -159,7 +159,12 @@ func openBolt(path string, o Options) (bdb *bolt.DB, checked, migrated int, err 
 	if o.ReadOnly {
 		err = bdb.View(checkSchema)
 	} else if migrated, err = migrate(bdb, o.Now); err == nil {
-		err = bdb.Update(initSchema)
+		err = bdb.Update(func(btx *bolt.Tx) error {
+			if err := initSchema(btx); err != nil {
+				return err
+			}
+			return fillPaymentDisputes(btx)
+		})
 	}
 	if err != nil {
 		_ = bdb.Close()

@@ -10,6 +10,7 @@ import (
 	"slices"
 
 	"github.com/paystate/paystate/pay"
+	bolt "go.etcd.io/bbolt"
 )
 
 // PutDispute stores d under (d.Provider, d.ID), replacing the one before,
@@ -194,4 +195,48 @@ func (c *checker) checkDisputes() {
 	})
 	c.wantCount(bucketDisputesByPayment, n, "disputes")
 	c.wantCount(bucketDisputesByDue, n, "disputes")
+}
+
+// fillPaymentDisputes sets the Dispute of every payment with disputes to
+// what they say (pay.DisputeOfPayment), where it differs: a file written
+// before payments carried it (field 18 of paymentRecord), or by such a
+// binary since. Open runs it on every writable open; disputes are few, so
+// it reads them all and writes only a payment whose field is behind. The
+// version is not bumped: nothing about the payment changed.
+func fillPaymentDisputes(btx *bolt.Tx) error {
+	b := btx.Bucket(bucketDisputes)
+	if b == nil {
+		return nil
+	}
+	statuses := map[string][]pay.DisputeStatus{}
+	var order []string
+	if err := b.ForEach(func(k, v []byte) error {
+		var rec disputeRecord
+		if err := decodeAt(string(bucketDisputes), k, v, &rec); err != nil {
+			return err
+		}
+		id := string(rec.PaymentID)
+		if _, ok := statuses[id]; !ok {
+			order = append(order, id)
+		}
+		statuses[id] = append(statuses[id], pay.DisputeStatus(rec.Status))
+		return nil
+	}); err != nil {
+		return err
+	}
+	t := &tx{btx: btx}
+	for _, id := range order {
+		p, ok, err := t.payment(id)
+		if err != nil {
+			return err
+		}
+		if want := pay.DisputeOfPayment(statuses[id]...); ok && p.Dispute != want {
+			p.Dispute = want
+			t.cached = pay.Payment{}
+			if err := t.putRecord(bucketPayments, keyID(p.ID), fromPayment(p)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -81,6 +81,13 @@ func (t *tx) refundOfPayment(r pay.Refund, self string) (pay.Refund, error) {
 	if r, err = pay.RefundOfPayment(r, p); err != nil {
 		return r, err
 	}
+	if self == "" {
+		// A new refund: one the merchant requested of a disputed
+		// payment is refused here too.
+		if err := pay.CheckRefundRequest(r, p); err != nil {
+			return r, err
+		}
+	}
 	if r.ProviderRef != "" {
 		if v := t.bucket(bucketRefundsByRef).Get(refKey(r.Provider, r.ProviderRef)); v != nil && string(v) != r.ID {
 			return r, pay.Errorf(pay.ECONFLICT, "%s refund reference %s already belongs to refund %s", r.Provider, r.ProviderRef, v)

@@ -417,3 +417,48 @@ func TestDB_EndLeases(t *testing.T) {
 		t.Fatalf("Token=%d, want %d", got, want)
 	}
 }
+
+// TestOpen_FillsPaymentDisputes gives the payments of a file written
+// before payments carried their dispute's status (or by such a binary
+// since) that status at the next writable open, from their disputes: the
+// refund rule reads it.
+func TestOpen_FillsPaymentDisputes(t *testing.T) {
+	t.Parallel()
+	lost, won, open2, none := payment(1, pay.Captured, t0), payment(2, pay.Captured, t0), payment(3, pay.Captured, t0), payment(4, pay.Captured, t0)
+	path := newFile(t, lost, won, open2, none)
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(context.Background(), func(tx pay.Tx) error {
+		for i, d := range []struct {
+			p  pay.Payment
+			st pay.DisputeStatus
+		}{{lost, pay.DisputeLost}, {won, pay.DisputeWon}, {open2, pay.DisputeWon}, {open2, pay.DisputeUnderReview}} {
+			if err := tx.PutDispute(pay.Dispute{Provider: "mock", ID: fmt.Sprintf("dp_%d", i), PaymentID: d.p.ID, Amount: 100,
+				Currency: "EUR", Status: d.st, CreatedAt: t0, UpdatedAt: t0}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = open(t, path, nil)
+	for id, want := range map[string]pay.DisputeStatus{lost.ID: pay.DisputeLost, won.ID: pay.DisputeWon, open2.ID: pay.DisputeUnderReview, none.ID: ""} {
+		var p pay.Payment
+		if err := db.View(context.Background(), func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
+			t.Fatal(err)
+		}
+		if p.Dispute != want || p.Version != 1 {
+			t.Errorf("payment %s: dispute %q version %d, want %q at version 1", id, p.Dispute, p.Version, want)
+		}
+	}
+	if err := db.Check(); err != nil {
+		t.Fatal(err)
+	}
+}

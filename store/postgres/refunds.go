@@ -39,7 +39,7 @@ func (t *tx) InsertRefund(r pay.Refund) error {
 	if err := checkRefund(r); err != nil {
 		return err
 	}
-	r, err := t.refundOfPayment(r)
+	r, err := t.refundOfPayment(r, true)
 	if err != nil {
 		return err
 	}
@@ -78,7 +78,7 @@ func (t *tx) UpdateRefund(r pay.Refund) error {
 	if err := checkRefund(nr); err != nil {
 		return err
 	}
-	if nr, err = t.refundOfPayment(nr); err != nil {
+	if nr, err = t.refundOfPayment(nr, false); err != nil {
 		return err
 	}
 	e := enc{what: "refund " + r.ID}
@@ -114,7 +114,7 @@ func checkRefund(r pay.Refund) error {
 // payment's lock, and the payment's other refunds: the same currency and
 // provider, and no more refunded and pending than the payment's amount.
 // It returns r with the payment's currency and provider filled in.
-func (t *tx) refundOfPayment(r pay.Refund) (pay.Refund, error) {
+func (t *tx) refundOfPayment(r pay.Refund, insert bool) (pay.Refund, error) {
 	p, err := t.Payment(r.PaymentID)
 	if pay.ErrorCode(err) == pay.ENOTFOUND {
 		return r, pay.Errorf(pay.ENOTFOUND, "refund %s: payment %s not found", r.ID, r.PaymentID)
@@ -123,6 +123,11 @@ func (t *tx) refundOfPayment(r pay.Refund) (pay.Refund, error) {
 	}
 	if r, err = pay.RefundOfPayment(r, p); err != nil {
 		return r, err
+	}
+	if insert {
+		if err := pay.CheckRefundRequest(r, p); err != nil {
+			return r, err
+		}
 	}
 	var othersHeld int64
 	if pay.RefundHolds(r.Status) {

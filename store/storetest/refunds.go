@@ -159,6 +159,50 @@ func testRefunds(t *testing.T, open Opener) {
 		}
 	})
 
+	t.Run("ErrChargeDisputed", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		p := newPayment(1, t0)
+		p.Status = pay.Captured
+		e.insert(p)
+		e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(1, p, 100, t0)) })
+		setDispute := func(st pay.DisputeStatus) {
+			t.Helper()
+			e.update(func(tx pay.Tx) error {
+				cur, err := tx.Payment(p.ID)
+				if err != nil {
+					return err
+				}
+				next := cur
+				next.Dispute, next.Version = st, cur.Version+1
+				return tx.UpdatePayment(next, cur.Version)
+			})
+			if got := e.payment(p.ID).Dispute; got != st {
+				t.Fatalf("payment's dispute=%q after the update, want %q", got, st)
+			}
+		}
+		for i, st := range []pay.DisputeStatus{pay.DisputeNeedsResponse, pay.DisputeUnderReview, pay.DisputeLost} {
+			setDispute(st)
+			// A refund the merchant requests (it has a key) is refused
+			// in the transaction; one learnt from the PSP is not, and a
+			// pending refund from before the dispute may still settle.
+			wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(10+i, p, 100, t0)) }), pay.EChargeDisputed)
+			learnt := newRefund(20+i, p, 10, t0)
+			learnt.IdemKey = ""
+			e.update(func(tx pay.Tx) error { return tx.InsertRefund(learnt) })
+		}
+		e.update(func(tx pay.Tx) error {
+			r, err := tx.Refund(refundID(1))
+			if err != nil {
+				return err
+			}
+			r.Status = pay.RefundSucceeded
+			return tx.UpdateRefund(r)
+		})
+		setDispute(pay.DisputeWon)
+		e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(30, p, 100, t0)) })
+	})
+
 	t.Run("PendingRefunds", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
