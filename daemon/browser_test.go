@@ -818,6 +818,30 @@ func TestBrowser_RefundsDisputes(t *testing.T) {
 	b.do("show the lost ones", chromedp.SetValue(chromedp.CSS("#dispute-status"), "lost"),
 		chromedp.WaitVisible(chromedp.CSS(`#disputes-table tr[data-dispute-id="dp_browser_a"][data-status="lost"]`)))
 
+	// A disputed payment cannot be refunded: the API says 409
+	// charge_disputed with nothing left to refund, and the dashboard
+	// shows the dispute on the payment and in the list, with no refund
+	// form and no button. The lost one too.
+	for _, c := range []struct{ id, dispute, badge string }{{a, "lost", "charged back"}, {d, "needs_response", "disputed"}} {
+		if p := in.Do("GET", "/v1/payments/"+c.id, nil, nil); p.Str("dispute") != c.dispute || p.Num("amount_refundable") != 0 {
+			t.Fatalf("payment with a %s dispute: %s, want its dispute and nothing refundable", c.dispute, p.Body)
+		}
+		r := in.Do("POST", "/v1/payments/"+c.id+"/refund", []byte(`{}`), map[string]string{"Idempotency-Key": "rd-disputed-" + c.dispute})
+		if r.Status != 409 || !strings.Contains(string(r.Body), `"code":"`+pay.EChargeDisputed+`"`) {
+			t.Fatalf("refund of a payment with a %s dispute: %d %s, want 409 %s", c.dispute, r.Status, r.Body, pay.EChargeDisputed)
+		}
+		b.do("open the disputed payment", chromedp.Navigate(in.Base+"/#/payments/"+c.id), chromedp.WaitVisible(chromedp.CSS("#refund-disputed")))
+		if eval[bool](b, `document.getElementById('refund-form') !== null || document.getElementById('refund-rest') !== null || document.getElementById('refund-start') !== null`) {
+			t.Errorf("the page of a payment with a %s dispute offers a refund", c.dispute)
+		}
+		if got := eval[string](b, `document.getElementById('payment-dispute').textContent`); got != c.badge {
+			t.Errorf("the payment's dispute badge=%q, want %q", got, c.badge)
+		}
+		b.do("list the payments", chromedp.Navigate(in.Base+"/#payments"),
+			chromedp.WaitVisible(chromedp.CSS(fmt.Sprintf(`#payments-table tr[data-payment-id=%q] [data-dispute=%q]`, c.id, c.dispute))))
+	}
+	b.screenshot("disputed-payment")
+
 	// Reconciliation: before any run the panel says so.
 	b.do("open reconciliation", chromedp.Click(chromedp.CSS("#tab-reconciliation")), chromedp.WaitVisible(chromedp.CSS("#reconciliation-empty")))
 	if r := in.Do("GET", "/v1/reconciliation/runs", nil, nil); r.Status != 200 || !strings.Contains(string(r.Body), `"data":[]`) {

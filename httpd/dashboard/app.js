@@ -260,7 +260,7 @@
     el('td', {}, paymentLink(p.id)),
     el('td', { class: 'order wrap', text: p.order_id }),
     el('td', { class: 'num', text: fmtAmount(p.amount, p.currency) }),
-    el('td', {}, badge(p.status)),
+    el('td', {}, badge(p.status), p.dispute ? disputeBadge(p.dispute) : null),
     el('td', { class: 'customer wrap', text: [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') }),
     el('td', { text: p.provider }),
     el('td', { class: 'mono wrap', text: p.provider_ref || '' }),
@@ -269,6 +269,19 @@
     body.append(drawnFrom(sig, el('table', { id: 'payments-table' },
       el('thead', {}, el('tr', {}, ['Payment', 'Order id', 'Amount', 'Status', 'Customer', 'Provider', 'Provider ref', 'Created', 'Updated'].map((h) => el('th', { text: h })))),
       el('tbody', {}, rows))));
+  }
+
+  // disputeBadge marks a payment with a dispute: "disputed" while it is
+  // open, "charged back" once lost, "dispute won" after a win.
+  function disputeBadge(status) {
+    const text = { needs_response: 'disputed', under_review: 'disputed', lost: 'charged back', won: 'dispute won' }[status] || status;
+    return el('span', { class: 'badge dispute ' + String(status).replace(/[^a-z_]/g, ''), 'data-dispute': status, title: 'dispute: ' + status, text: text });
+  }
+
+  // refundBlocked reports whether the payment's dispute forbids a refund
+  // (open or lost), as the server decides it.
+  function refundBlocked(p) {
+    return p.dispute === 'needs_response' || p.dispute === 'under_review' || p.dispute === 'lost';
   }
 
   // exportCSV downloads the list with the current filters, every page of
@@ -407,6 +420,7 @@
     if (Number(p.amount_refunded) > 0 || p.status === 'captured') {
       facts.splice(2, 0, ['Refunded', fmtAmount(p.amount_refunded || 0, p.currency)], ['Left to refund', fmtAmount(refundable(p), p.currency)]);
     }
+    if (p.dispute) facts.splice(3, 0, ['Dispute', p.dispute]);
     const rows = steps.map((s) => el('tr', {
       class: s.seq === v.wonSeq ? 'won' : (['duplicate', 'stale', 'version_conflict'].includes(s.kind) ? 'absorbed' : ''),
       'data-kind': s.kind,
@@ -421,7 +435,8 @@
     el('td', { class: 'wrap', text: s.note || '' })));
     clear(box).append(
       drawnFrom(sig, backLink()),
-      el('h2', {}, 'Payment ', el('a', { class: 'mono', id: 'timeline-id', href: paymentHref(p.id), text: p.id }), el('span', { id: 'payment-status' }, badge(p.status))),
+      el('h2', {}, 'Payment ', el('a', { class: 'mono', id: 'timeline-id', href: paymentHref(p.id), text: p.id }), el('span', { id: 'payment-status' }, badge(p.status)),
+        p.dispute ? el('span', { id: 'payment-dispute' }, disputeBadge(p.dispute)) : null),
       el('dl', { class: 'facts' }, facts.map(([k, val]) => el('div', {}, el('dt', { text: k }), el('dd', { text: val })))),
       refundView(p, refunds, refundsErr),
       el('p', { class: 'verdict', id: 'timeline-verdict', text: v.text }),
@@ -545,6 +560,15 @@
     else box.append(refundsTable(list, p.currency));
     if (refund.done) box.append(el('p', { class: 'notice', id: 'refund-result', role: 'status', text: refund.done }));
     const left = refundable(p);
+    if (p.status === 'captured' && refundBlocked(p)) {
+      // No form and no button: the bank holds or gave back the money, and
+      // paystate refuses the refund (409 charge_disputed).
+      box.append(el('p', { class: 'notice', id: 'refund-disputed', role: 'status',
+        text: p.dispute === 'lost'
+          ? 'No refund: this payment was charged back (its dispute was lost); the customer has the money back from the bank.'
+          : 'No refund while the dispute is open (' + p.dispute + '): the bank holds the money. A won dispute makes it refundable again.' }));
+      return box;
+    }
     if (refund.stage !== 'idle') {
       box.append(refundConfirm(p));
       return box;
