@@ -614,7 +614,7 @@ func TestBrowser_MerchantDashboard(t *testing.T) {
 		Sum   float64
 	}
 	sets := eval[[]dataset](b, `Chart.getChart(document.querySelector('#revenue-charts figure[data-currency="EUR"] canvas')).data.datasets.map(d => ({label: d.label, sum: d.data.reduce((a, b) => a + b, 0)}))`)
-	if got, want := fmt.Sprint(sets), "[{Captured 30} {Refunded 10} {Net 20}]"; got != want {
+	if got, want := fmt.Sprint(sets), "[{Captured 30} {Refunded 10} {Lost to disputes 0} {Fees 0} {Net 20}]"; got != want {
 		t.Fatalf("chart datasets %s, want %s", got, want)
 	}
 	if got := eval[string](b, `document.querySelector('#revenue-table tr[data-currency="EUR"] td.net').textContent`); !strings.Contains(got, "20") {
@@ -625,6 +625,13 @@ func TestBrowser_MerchantDashboard(t *testing.T) {
 	}
 	if got := eval[string](b, `document.getElementById('balances-check').textContent`); !strings.HasPrefix(got, "Balanced") {
 		t.Errorf("balance check %q", got)
+	}
+	// The balances say what each sign means.
+	if got := eval[string](b, `document.querySelector('#balances-table tr[data-account="merchant_revenue"] td.account-meaning').textContent`); !strings.HasPrefix(got, "Negative") {
+		t.Errorf("merchant_revenue's meaning %q, want it to say why it is negative", got)
+	}
+	if got := eval[string](b, `document.getElementById('revenue-net').textContent`); !strings.Contains(got, "captured − refunded − lost to disputes − fees") {
+		t.Errorf("revenue note %q does not say how net is made", got)
 	}
 	b.screenshot("revenue")
 	noSecret("the revenue view")

@@ -10,9 +10,9 @@ import (
 // journalPage is how many journal lines Revenue reads per transaction.
 const journalPage = 2000
 
-// Revenue returns the captures, refunds and net of each UTC day in
-// [from, before) per currency (pay.RevenueBook), oldest first; days
-// without either are left out. It reads the whole journal in Seq order, a
+// Revenue returns the captures, refunds, dispute losses, fees and net of
+// each UTC day in [from, before) per currency (pay.RevenueBook), oldest
+// first; days without any are left out. It reads the whole journal in Seq order, a
 // page of journal lines per read transaction, so it costs O(journal
 // lines) and holds no transaction for long: a line written while it reads
 // is counted when it lands after the page being read.

@@ -9,12 +9,12 @@ import (
 )
 
 // Revenue: GET /v1/ledger/revenue?from=YYYY-MM-DD&to=YYYY-MM-DD answers,
-// per UTC day and currency, what the ledger's journal says was captured
-// and refunded that day and the net (captured - refunded), in minor
-// units, oldest day first. Both dates are UTC days and inclusive; to
+// per UTC day and currency, what the ledger's journal says was captured,
+// refunded, lost to disputes and taken in PSP fees that day and the net
+// (captured - refunded - dispute losses - fees), in minor units, oldest
+// day first. Both dates are UTC days and inclusive; to
 // defaults to today, from to 29 days before to, and a range holds at most
-// MaxRevenueDays days. Days with neither a capture nor a refund are left
-// out. It reads the whole journal (finalize.Payments.Revenue): it is for
+// MaxRevenueDays days. Days with none of these are left out. It reads the whole journal (finalize.Payments.Revenue): it is for
 // a person looking at the dashboard, not for polling.
 
 // MaxRevenueDays is the longest range GET /v1/ledger/revenue answers.
@@ -33,7 +33,10 @@ type revenueDayJSON struct {
 	Currency string `json:"currency"`
 	Captured int64  `json:"captured"`
 	Refunded int64  `json:"refunded"`
-	Net      int64  `json:"net"`
+	// DisputeLosses and Fees are counted positive; Net subtracts them.
+	DisputeLosses int64 `json:"dispute_losses"`
+	Fees          int64 `json:"fees"`
+	Net           int64 `json:"net"`
 }
 
 func (s *Server) handleRevenue(rc *fasthttp.RequestCtx, _ []string) error {
@@ -62,7 +65,7 @@ func (s *Server) handleRevenue(rc *fasthttp.RequestCtx, _ []string) error {
 	for _, r := range rs {
 		out.Data = append(out.Data, revenueDayJSON{
 			Date: r.Day.Format(time.DateOnly), Currency: r.Currency,
-			Captured: r.Captured, Refunded: r.Refunded, Net: r.Net,
+			Captured: r.Captured, Refunded: r.Refunded, DisputeLosses: r.DisputeLosses, Fees: r.Fees, Net: r.Net,
 		})
 	}
 	writeJSON(rc, fasthttp.StatusOK, out)

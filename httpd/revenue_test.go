@@ -9,17 +9,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 )
 
 // revenueDay is one row of GET /v1/ledger/revenue.
 type revenueDay struct {
-	Date     string `json:"date"`
-	Currency string `json:"currency"`
-	Captured int64  `json:"captured"`
-	Refunded int64  `json:"refunded"`
-	Net      int64  `json:"net"`
+	Date          string `json:"date"`
+	Currency      string `json:"currency"`
+	Captured      int64  `json:"captured"`
+	Refunded      int64  `json:"refunded"`
+	DisputeLosses int64  `json:"dispute_losses"`
+	Fees          int64  `json:"fees"`
+	Net           int64  `json:"net"`
 }
 
 // revenue reads GET /v1/ledger/revenue with query q.
@@ -37,6 +40,19 @@ func (d *dashServer) revenue(q string) (from, to string, days []revenueDay) {
 		d.t.Fatal(err)
 	}
 	return r.From, r.To, r.Data
+}
+
+// dispute opens or closes dispute dp_<payment id> of a payment with a
+// signed standard webhook.
+func (d *dashServer) dispute(id, evt, typ, status string, amount int64) {
+	d.t.Helper()
+	body := []byte(fmt.Sprintf(`{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"currency":"EUR","dispute":{"id":"dp_%s","amount":%d,"status":%q}}}`,
+		evt, typ, d.clock.Now().Unix(), id, id, amount, status))
+	hdr := testkit.SignStandard(d.t, standardSecret, evt, d.clock.Now(), body)
+	delete(hdr, "Authorization")
+	if a := d.do("POST", "/webhooks/standard", "application/json", string(body), hdr); a.status != http.StatusOK {
+		d.t.Fatalf("dispute webhook: status=%d: %s", a.status, a.body)
+	}
 }
 
 // refundByWebhook settles a refund the PSP reports with a signed standard
@@ -66,14 +82,36 @@ func TestLedger_Revenue(t *testing.T) {
 		d.sync(id, `{"status":"captured","provider_ref":"psp_`+id+`"}`)
 	}
 	_ = d.create(`{"order_id":"o-4","amount":900,"currency":"EUR"}`) // never captured: no revenue
+	// A dispute opened on day 0 holds money but loses none yet.
+	d.dispute(b, "evt_dp_open", "payment.dispute.created", "needs_response", 800)
 	d.clock.Add(24 * time.Hour)
 	day1 := d.clock.Now().Format(time.DateOnly)
 	d.refundByWebhook(a)
+	// Day 1: the dispute is lost, and settlement reconciliation posts the
+	// PSP's fees of b (with its payout, which is not revenue) and of c.
+	d.dispute(b, "evt_dp_lost", "payment.dispute.closed", "lost", 800)
+	err := d.db.Update(context.Background(), func(tx pay.Tx) error {
+		for pid, l := range map[string]pay.SettlementLine{
+			b: {Line: 1, ID: "txn_b", Kind: pay.SettleCharge, ProviderRef: "psp_" + b, Amount: 2500, Fee: 75, Currency: "EUR", PayoutID: "po_1"},
+			c: {Line: 2, ID: "txn_c", Kind: pay.SettleCharge, ProviderRef: "psp_" + c, Amount: 700, Fee: 21, Currency: "USD"},
+		} {
+			if _, err := finalize.PostSettlement(tx, "standard", "run_1", pid, l); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 
+	// Net is captured - refunded - dispute losses - fees, per day and
+	// currency.
 	both := []revenueDay{
-		{day0, "EUR", 4000, 0, 4000},
-		{day0, "USD", 700, 0, 700},
-		{day1, "EUR", 0, 1500, -1500},
+		{day0, "EUR", 4000, 0, 0, 0, 4000},
+		{day0, "USD", 700, 0, 0, 0, 700},
+		{day1, "EUR", 0, 1500, 800, 75, -2375},
+		{day1, "USD", 0, 0, 0, 21, -21},
 	}
 	from, to, got := d.revenue("?from=" + day0 + "&to=" + day1)
 	if !slices.Equal(got, both) || from != day0 || to != day1 {
@@ -147,7 +185,7 @@ func TestLedger_RevenuePages(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, got := d.revenue("")
-	want := []revenueDay{{at.Format(time.DateOnly), "EUR", 100 * n * 4 / 5, 10 * n / 5, 100*n*4/5 - 10*n/5}}
+	want := []revenueDay{{at.Format(time.DateOnly), "EUR", 100 * n * 4 / 5, 10 * n / 5, 0, 0, 100*n*4/5 - 10*n/5}}
 	if !slices.Equal(got, want) {
 		t.Fatalf("revenue %+v, want %+v", got, want)
 	}

@@ -30,10 +30,28 @@ func TestRevenueBook(t *testing.T) {
 	lines = append(lines, posting("evt_4", "EUR", -1000, day2.Add(time.Hour))...)
 	// 00:30 in Paris on day 2 is 23:30 UTC on day 1.
 	lines = append(lines, posting("evt_5", "EUR", 250, day2.Add(30*time.Minute).In(paris).Add(-time.Hour))...)
-	// Not a capture or a refund: other accounts, one line, no event id.
+	// A fee on its own, and a settlement line's fee and payout in one
+	// posting (four lines of one event): the fees count, the payout does
+	// not (the merchant had that money already). A fee given back counts
+	// negative.
+	move := func(event, debit, credit, currency string, amount int64, at time.Time) []pay.LedgerEntry {
+		return []pay.LedgerEntry{
+			{EventID: event, Account: debit, Currency: currency, Amount: amount, At: at},
+			{EventID: event, Account: credit, Currency: currency, Amount: -amount, At: at},
+		}
+	}
+	lines = append(lines, move("evt_fee", pay.AccountPSPFees, pay.AccountPSPReceivable, "EUR", 30, day1)...)
+	lines = append(lines, move("txn_1", pay.AccountPSPFees, pay.AccountPSPReceivable, "EUR", 45, day1.Add(time.Hour))...)
+	lines = append(lines, move("txn_1", pay.AccountPayouts, pay.AccountPSPReceivable, "EUR", 955, day1.Add(time.Hour))...)
+	lines = append(lines, move("txn_back", pay.AccountPSPFees, pay.AccountPSPReceivable, "USD", -15, day1.Add(time.Hour))...)
+	// Disputes: opened (held, not lost), lost, and one won: only the
+	// loss counts.
+	lines = append(lines, move("evt_dp_open", pay.AccountDisputes, pay.AccountPSPReceivable, "EUR", 400, day1.Add(2*time.Hour))...)
+	lines = append(lines, move("evt_dp_lost", pay.AccountDisputeLosses, pay.AccountDisputes, "EUR", 400, day2.Add(2*time.Hour))...)
+	lines = append(lines, move("evt_dp2_open", pay.AccountDisputes, pay.AccountPSPReceivable, "USD", 100, day1.Add(2*time.Hour))...)
+	lines = append(lines, move("evt_dp2_won", pay.AccountPSPReceivable, pay.AccountDisputes, "USD", 100, day2.Add(2*time.Hour))...)
+	// Not a capture or a refund: no event id, so no posting.
 	lines = append(lines,
-		pay.LedgerEntry{EventID: "evt_fee", Account: "psp_fees", Currency: "EUR", Amount: 30, At: day1},
-		pay.LedgerEntry{EventID: "evt_fee", Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: -30, At: day1},
 		pay.LedgerEntry{Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: 5, At: day1},
 		pay.LedgerEntry{Account: pay.AccountMerchantRevenue, Currency: "EUR", Amount: -5, At: day1},
 	)
@@ -51,9 +69,9 @@ func TestRevenueBook(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []pay.DayRevenue{
-		{Day: day1, Currency: "EUR", Captured: 1750, Net: 1750},
-		{Day: day1, Currency: "USD", Captured: 700, Net: 700},
-		{Day: day2, Currency: "EUR", Refunded: 1000, Net: -1000},
+		{Day: day1, Currency: "EUR", Captured: 1750, Fees: 75, Net: 1675},
+		{Day: day1, Currency: "USD", Captured: 700, Fees: -15, Net: 715},
+		{Day: day2, Currency: "EUR", Refunded: 1000, DisputeLosses: 400, Net: -1400},
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("Days=%+v\nwant %+v", got, want)

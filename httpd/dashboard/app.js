@@ -728,14 +728,15 @@
     const charts = el('div', { class: 'charts', id: 'revenue-charts' });
     body.append(charts);
     if (currencies.length === 0) {
-      charts.append(el('div', { class: 'empty', id: 'revenue-empty' }, 'Nothing was captured or refunded from ' + rev.from + ' to ' + rev.to + ' (UTC).'));
+      charts.append(el('div', { class: 'empty', id: 'revenue-empty' }, 'Nothing was captured, refunded, lost or charged in fees from ' + rev.from + ' to ' + rev.to + ' (UTC).'));
     }
     for (const cur of currencies) {
       const byDay = new Map(rows.filter((r) => r.currency === cur).map((r) => [r.date, r]));
       const sum = (k) => rows.filter((r) => r.currency === cur).reduce((n, r) => n + r[k], 0);
       const canvas = el('canvas', { 'aria-label': 'Revenue in ' + cur + ' per day', role: 'img' });
       charts.append(el('figure', { class: 'chart revenue-chart', 'data-currency': cur },
-        el('figcaption', {}, cur + ': captured ' + fmtAmount(sum('captured'), cur) + ', refunded ' + fmtAmount(sum('refunded'), cur) + ', net ' + fmtAmount(sum('net'), cur)),
+        el('figcaption', {}, cur + ': captured ' + fmtAmount(sum('captured'), cur) + ', refunded ' + fmtAmount(sum('refunded'), cur) +
+          ', lost to disputes ' + fmtAmount(sum('dispute_losses'), cur) + ', fees ' + fmtAmount(sum('fees'), cur) + ', net ' + fmtAmount(sum('net'), cur)),
         el('div', { class: 'chart-box' }, canvas)));
       // Bars in major units; each dataset keeps its minor units for the
       // tooltip, which formats them as the tables do.
@@ -748,6 +749,8 @@
           datasets: [
             dataset('captured', 'Captured', { backgroundColor: '#16794a', order: 2 }),
             dataset('refunded', 'Refunded', { backgroundColor: '#b42318', order: 2 }),
+            dataset('dispute_losses', 'Lost to disputes', { backgroundColor: '#7a2e0e', order: 2 }),
+            dataset('fees', 'Fees', { backgroundColor: '#b54708', order: 2 }),
             dataset('net', 'Net', { type: 'line', borderColor: '#2456d3', backgroundColor: '#2456d3', pointRadius: 2, tension: 0.2, order: 1 }),
           ],
         },
@@ -761,16 +764,32 @@
       }));
     }
     if (rows.length) {
-      body.append(el('h3', { text: 'Per day (UTC)' }), el('table', { id: 'revenue-table' },
-        el('thead', {}, el('tr', {}, ['Date', 'Currency', 'Captured', 'Refunded', 'Net'].map((h) => el('th', { text: h })))),
+      body.append(el('h3', { text: 'Per day (UTC)' }),
+        el('p', { class: 'hint', id: 'revenue-net' }, 'Net = captured − refunded − lost to disputes − fees, each on the day the ledger posted it. Money held by an open dispute, and payouts to your bank, are not in it: the balances below show them.'),
+        el('table', { id: 'revenue-table' },
+        el('thead', {}, el('tr', {}, ['Date', 'Currency', 'Captured', 'Refunded', 'Lost to disputes', 'Fees', 'Net'].map((h) => el('th', { text: h })))),
         el('tbody', {}, rows.map((r) => el('tr', { 'data-date': r.date, 'data-currency': r.currency },
           el('td', { text: r.date }), el('td', { text: r.currency }),
           el('td', { class: 'num captured', text: fmtAmount(r.captured, r.currency) }),
           el('td', { class: 'num refunded', text: fmtAmount(r.refunded, r.currency) }),
+          el('td', { class: 'num dispute_losses', text: fmtAmount(r.dispute_losses || 0, r.currency) }),
+          el('td', { class: 'num fees', text: fmtAmount(r.fees || 0, r.currency) }),
           el('td', { class: 'num net', text: fmtAmount(r.net, r.currency) }))))));
     }
     body.append(balancesView(balances));
   }
+
+  // ACCOUNT_MEANING says what each ledger account's balance means, with its
+  // sign: debits are positive, credits negative, and each currency sums to
+  // zero.
+  const ACCOUNT_MEANING = {
+    psp_receivable: 'Positive: what the PSP holds for you (captured, less refunds, money held or lost in disputes, fees and payouts).',
+    merchant_revenue: 'Negative: what you earned (captures, less refunds); a credit, so it shows below zero.',
+    disputes: 'Positive: money the bank holds while disputes are open; it goes back to psp_receivable if won, to dispute_losses if lost.',
+    dispute_losses: 'Positive: money lost to disputes.',
+    psp_fees: 'Positive: fees the PSP took (settlement reconciliation).',
+    payouts: 'Positive: what the PSP paid out to your bank (settlement reconciliation).',
+  };
 
   // balancesView lists the ledger balance of each account and currency,
   // and whether each currency's accounts sum to zero.
@@ -784,10 +803,11 @@
     for (const b of balances) sums.set(b.currency, (sums.get(b.currency) || 0) + b.amount);
     const off = Array.from(sums).filter(([, n]) => n !== 0);
     box.append(el('table', { id: 'balances-table' },
-      el('thead', {}, el('tr', {}, ['Account', 'Currency', 'Balance'].map((h) => el('th', { text: h })))),
+      el('thead', {}, el('tr', {}, ['Account', 'Currency', 'Balance', 'What its sign means'].map((h) => el('th', { text: h })))),
       el('tbody', {}, balances.map((b) => el('tr', { 'data-account': b.account, 'data-currency': b.currency },
         el('td', { class: 'mono', text: b.account }), el('td', { text: b.currency }),
-        el('td', { class: 'num', text: fmtAmount(b.amount, b.currency) }))))),
+        el('td', { class: 'num', text: fmtAmount(b.amount, b.currency) }),
+        el('td', { class: 'hint wrap account-meaning', text: ACCOUNT_MEANING[b.account] || '' }))))),
     el('p', { class: off.length ? 'error' : 'hint', id: 'balances-check' },
       off.length ? 'The ledger does not balance in ' + off.map(([c]) => c).join(', ') + ': run paystate verify.'
         : 'Balanced: in each currency the accounts sum to zero (debits positive, credits negative).'));
