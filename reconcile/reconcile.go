@@ -194,10 +194,10 @@ func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string,
 			return p.ID, p.Amount, fmt.Sprintf("settled, payment is %s here", p.Status), true, nil
 		case l.Category == "partial_capture_reversal":
 			if l.Amount >= 0 || -l.Amount > p.Amount {
-				return p.ID, p.Amount, fmt.Sprintf("a capture reversal of %d for a payment of %d", l.Amount, p.Amount), true, nil
+				return p.ID, p.Amount, fmt.Sprintf("a capture reversal of %s for a payment of %s", pay.FormatAmount(l.Amount, p.Currency), pay.FormatAmount(p.Amount, p.Currency)), true, nil
 			}
 		case l.Amount != p.Amount:
-			return p.ID, p.Amount, fmt.Sprintf("settled %d, payment is for %d", l.Amount, p.Amount), true, nil
+			return p.ID, p.Amount, fmt.Sprintf("settled %s, payment is for %s", pay.FormatAmount(l.Amount, p.Currency), pay.FormatAmount(p.Amount, p.Currency)), true, nil
 		}
 		return p.ID, p.Amount, "", true, nil
 
@@ -218,7 +218,7 @@ func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string,
 		case r.Status != st:
 			return r.PaymentID, want, fmt.Sprintf("%s settled, refund %s is %s here", l.Category, r.ID, r.Status), true, nil
 		case l.Amount != want:
-			return r.PaymentID, want, fmt.Sprintf("settled %d, refund %s is for %d", l.Amount, r.ID, r.Amount), true, nil
+			return r.PaymentID, want, fmt.Sprintf("settled %s, refund %s is for %s", pay.FormatAmount(l.Amount, r.Currency), r.ID, pay.FormatAmount(r.Amount, r.Currency)), true, nil
 		}
 		return r.PaymentID, want, "", true, nil
 
@@ -237,7 +237,7 @@ func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string,
 		case !strings.EqualFold(d.Currency, l.Currency):
 			return d.PaymentID, want, fmt.Sprintf("settled in %s, dispute %s is in %s", l.Currency, d.ID, d.Currency), true, nil
 		case l.Amount != want:
-			return d.PaymentID, want, fmt.Sprintf("settled %d, dispute %s is for %d", l.Amount, d.ID, d.Amount), true, nil
+			return d.PaymentID, want, fmt.Sprintf("settled %s, dispute %s is for %s", pay.FormatAmount(l.Amount, d.Currency), d.ID, pay.FormatAmount(d.Amount, d.Currency)), true, nil
 		case l.Amount > 0 && d.Status != pay.DisputeWon:
 			return d.PaymentID, want, fmt.Sprintf("reversal settled, dispute %s is %s here", d.ID, d.Status), true, nil
 		}
@@ -262,7 +262,7 @@ func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string,
 func queueUnreconciled(tx pay.Tx, provider string, l pay.SettlementLine, note string) error {
 	_, err := finalize.QueueReview(tx, pay.ReviewItem{
 		ID: "unreconciled_" + provider + "_" + l.ID, Reason: pay.ReasonUnreconciled, Provider: provider, ProviderRef: l.ProviderRef,
-		EventID: l.ID, Note: fmt.Sprintf("settlement line %s (%s %d %s): %s", l.ID, l.Category, l.Amount, l.Currency, note),
+		EventID: l.ID, Note: fmt.Sprintf("settlement line %s (%s %s): %s", l.ID, l.Category, pay.FormatAmount(l.Amount, l.Currency), note),
 	}, pay.SourceSettlement)
 	return err
 }

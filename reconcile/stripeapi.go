@@ -78,7 +78,8 @@ func stripeTxLine(bt *stripego.BalanceTransaction) (pay.SettlementLine, error) {
 	case len(l.Currency) != 3:
 		return l, pay.Invalidf("currency", "stripe balance transaction %s: currency %q", l.ID, bt.Currency)
 	case bt.Net != l.Net():
-		return l, pay.Invalidf("net", "stripe balance transaction %s: net %d is not amount %d minus fee %d", l.ID, bt.Net, bt.Amount, bt.Fee)
+		return l, pay.Invalidf("net", "stripe balance transaction %s: net %s is not amount %s minus fee %s", l.ID,
+			pay.FormatAmount(bt.Net, l.Currency), pay.FormatAmount(bt.Amount, l.Currency), pay.FormatAmount(bt.Fee, l.Currency))
 	}
 	if src := bt.Source; src != nil {
 		l.ProviderRef = src.ID

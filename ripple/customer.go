@@ -91,7 +91,7 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 				}
 			}
 			points = -refundShare(full, rec.Amount, rec.AmountRefunded, rec.ObjectAmount)
-			out.note = fmt.Sprintf("clawed back %d points from %s for refund %s of %d", -points, rec.Customer.ID, rec.RefundID, rec.ObjectAmount)
+			out.note = fmt.Sprintf("clawed back %d points from %s for refund %s of %s", -points, rec.Customer.ID, rec.RefundID, pay.FormatAmount(rec.ObjectAmount, rec.Currency))
 		case rec.Status == pay.Captured && known:
 			out.note = "the payment was refunded before its capture was applied: no points"
 		case rec.Status == pay.Captured:

@@ -140,7 +140,7 @@ func (i LedgerImbalance) String() string {
 	if i.Overflow {
 		return fmt.Sprintf("ledger in %s: the sum of %d lines overflows", i.Currency, i.Lines)
 	}
-	return fmt.Sprintf("ledger in %s: %d lines sum to %d, want 0", i.Currency, i.Lines, i.Sum)
+	return fmt.Sprintf("ledger in %s: %d lines sum to %s, want 0", i.Currency, i.Lines, pay.FormatAmount(i.Sum, i.Currency))
 }
 
 // CheckLedger sums every journal line per currency, across all accounts,
@@ -212,7 +212,7 @@ func (c *checker) checkLedger() {
 		case !ok:
 			c.report(fmt.Errorf("balance %s %s has no ledger entry", account, currency))
 		case int64(binary.BigEndian.Uint64(v)) != sum:
-			c.report(fmt.Errorf("balance %s %s is %d, ledger sums to %d", account, currency, int64(binary.BigEndian.Uint64(v)), sum))
+			c.report(fmt.Errorf("balance %s %s is %s, ledger sums to %s", account, currency, pay.FormatAmount(int64(binary.BigEndian.Uint64(v)), currency), pay.FormatAmount(sum, currency)))
 		}
 		delete(sums, string(k))
 		return nil

@@ -257,7 +257,7 @@ func (c *checker) checkRefunds() {
 		if p, ok, err := c.payment(id); err != nil || !ok {
 			c.report(fmt.Errorf("refunds of payment %s: the payment is missing", id))
 		} else if sum > p.Amount {
-			c.report(fmt.Errorf("payment %s: pending and succeeded refunds sum to %d, more than its amount %d", id, sum, p.Amount))
+			c.report(fmt.Errorf("payment %s: pending and succeeded refunds sum to %s, more than its amount %s", id, pay.FormatAmount(sum, p.Currency), pay.FormatAmount(p.Amount, p.Currency)))
 		}
 	}
 }

@@ -63,13 +63,26 @@ func TestRun_Refunds(t *testing.T) {
 		t.Fatalf("%s: mismatches %v, want one saying %q", name, rep.Mismatches, want)
 	}
 	// The payment says more was refunded than its refunds did.
-	damage("amount_refunded", "amount_refunded 600", func(tx pay.Tx) error {
+	damage("amount_refunded", "amount_refunded 6.00 EUR", func(tx pay.Tx) error {
 		cur, err := tx.Payment(p.ID)
 		if err != nil {
 			return err
 		}
 		next := cur
 		next.AmountRefunded, next.Version = 600, cur.Version+1
+		if err := tx.UpdatePayment(next, cur.Version); err != nil {
+			return err
+		}
+		return tx.AppendStep(pay.Step{PaymentID: p.ID, Source: pay.SourceAPI, Kind: pay.StepUpdate, From: cur.Status, To: cur.Status, Version: next.Version})
+	})
+	// The payment says it was charged back; it has no dispute.
+	damage("dispute status", `the payment says its dispute is "lost", its disputes say ""`, func(tx pay.Tx) error {
+		cur, err := tx.Payment(p.ID)
+		if err != nil {
+			return err
+		}
+		next := cur
+		next.Dispute, next.Version = pay.DisputeLost, cur.Version+1
 		if err := tx.UpdatePayment(next, cur.Version); err != nil {
 			return err
 		}

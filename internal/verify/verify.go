@@ -64,6 +64,7 @@ type Report struct {
 // amount if it succeeded, nothing if not.
 type refundEvent struct {
 	paymentID, refundID string
+	currency            string
 	amount              int64 // 0: no posting
 	debit, credit       int64 // what the journal holds under the event
 	lines               int
@@ -332,7 +333,7 @@ func checkLedger(tx verifyTx, r *Report) error {
 	sort.Strings(curs)
 	for _, c := range curs {
 		if sum[c] != 0 {
-			r.add("", "ledger does not balance in %s: accounts sum to %d", c, sum[c])
+			r.add("", "ledger does not balance in %s: accounts sum to %s", c, pay.FormatAmount(sum[c], c))
 		}
 	}
 	return nil
@@ -381,18 +382,20 @@ func checkRefundsAndDisputes(tx verifyTx, p pay.Payment, steps, transitions []pa
 			if r.refundEvents == nil {
 				r.refundEvents = map[string]refundEvent{}
 			}
-			r.refundEvents[f.EventID] = refundEvent{paymentID: p.ID, refundID: f.ID, amount: amount}
+			r.refundEvents[f.EventID] = refundEvent{paymentID: p.ID, refundID: f.ID, currency: f.Currency, amount: amount}
 		}
 	}
 	if succeeded+pending > p.Amount {
-		r.add(p.ID, "refunded more than captured: refunds succeeded %d and pending %d of an amount of %d", succeeded, pending, p.Amount)
+		r.add(p.ID, "refunded more than captured: refunds succeeded %s and pending %s of an amount of %s",
+			pay.FormatAmount(succeeded, p.Currency), pay.FormatAmount(pending, p.Currency), pay.FormatAmount(p.Amount, p.Currency))
 	}
 	if len(refunds) > 0 || p.AmountRefunded != 0 || p.AmountRefundPending != 0 {
 		if p.AmountRefunded != succeeded || p.AmountRefundPending != pending {
-			r.add(p.ID, "amount_refunded %d and pending %d, its refunds say %d and %d", p.AmountRefunded, p.AmountRefundPending, succeeded, pending)
+			r.add(p.ID, "amount_refunded %s and pending %s, its refunds say %s and %s", pay.FormatAmount(p.AmountRefunded, p.Currency),
+				pay.FormatAmount(p.AmountRefundPending, p.Currency), pay.FormatAmount(succeeded, p.Currency), pay.FormatAmount(pending, p.Currency))
 		}
 		if full := succeeded == p.Amount; full != (p.Status == pay.Refunded) {
-			r.add(p.ID, "status %s with %d of %d refunded", p.Status, succeeded, p.Amount)
+			r.add(p.ID, "status %s with %s of %s refunded", p.Status, pay.FormatAmount(succeeded, p.Currency), pay.FormatAmount(p.Amount, p.Currency))
 		}
 	}
 	if len(disputes) > 0 {
@@ -409,6 +412,13 @@ func checkRefundsAndDisputes(tx verifyTx, p pay.Payment, steps, transitions []pa
 			}
 		}
 		r.disputeSums[p.ID] = e
+	}
+	statuses := make([]pay.DisputeStatus, 0, len(disputes))
+	for _, d := range disputes {
+		statuses = append(statuses, d.Status)
+	}
+	if want := pay.DisputeOfPayment(statuses...); p.Dispute != want {
+		r.add(p.ID, "the payment says its dispute is %q, its disputes say %q", p.Dispute, want)
 	}
 
 	// Each money step has its records at its version, each record a step.
@@ -504,8 +514,8 @@ func checkMoney(tx verifyTx, r *Report) error {
 		case e.amount == 0 && e.lines > 0:
 			r.add(e.paymentID, "refund %s did not succeed but the ledger has %d lines under its event %s", e.refundID, e.lines, id)
 		case e.amount > 0 && (e.lines != 2 || e.debit != e.amount || e.credit != e.amount):
-			r.add(e.paymentID, "refund %s of %d: the ledger has %d lines under its event %s (revenue %d, receivable %d), want one posting of its amount",
-				e.refundID, e.amount, e.lines, id, e.debit, -e.credit)
+			r.add(e.paymentID, "refund %s of %s: the ledger has %d lines under its event %s (revenue %s, receivable %s), want one posting of its amount",
+				e.refundID, pay.FormatAmount(e.amount, e.currency), e.lines, id, pay.FormatAmount(e.debit, e.currency), pay.FormatAmount(-e.credit, e.currency))
 		}
 	}
 	pids := make([]string, 0, len(r.disputeSums))

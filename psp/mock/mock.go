@@ -525,7 +525,7 @@ func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key
 	case r.Amount > c.Amount-c.AmountRefunded:
 		left := c.Amount - c.AmountRefunded
 		p.mu.Unlock()
-		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: refund of %d exceeds what is left of payment %s: %d", r.Amount, pm.ID, left)
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: refund of %s exceeds what is left of payment %s: %s", pay.FormatAmount(r.Amount, c.Currency), pm.ID, pay.FormatAmount(left, c.Currency))
 	}
 	rf := &refund{key: key, id: r.ID, paymentID: c.PaymentID, ref: "mock_re_" + digest(key), amount: r.Amount, currency: c.Currency, status: pay.RefundSucceeded}
 	if c.Amount%100 == 6 {
