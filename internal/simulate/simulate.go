@@ -69,6 +69,8 @@ type Report struct {
 	PartialRefunds     int // refunds of part of a payment accepted
 	RefundsRefused     int // refunds answered 409 refund_exceeds_amount: they did not fit
 	RefundsFailed      int // refunds the PSP failed after accepting them (amounts ending 06)
+	RefundsDisputed    int // refunds answered 409 charge_disputed: the payment's dispute is open or lost
+	NullAmounts        int // refunds with "amount": null answered 400 naming amount
 	Disputes           int // disputes opened (amounts ending 05)
 	DisputesLost       int
 	ReviewQueue        int // payments left for a human
@@ -80,6 +82,15 @@ type Report struct {
 	// RefundedTooMuch counts payments whose succeeded and pending
 	// refunds exceed their amount, here or at the PSP (invariant).
 	RefundedTooMuch int
+	// PaidBackTooMuch counts payments whose succeeded and pending
+	// refunds and open or lost disputes together exceed their amount,
+	// from the stored refunds and disputes (invariant): the customer
+	// would have been paid back by the merchant and by the bank.
+	PaidBackTooMuch int
+	// WrongRefundAnswers counts refund answers against the rules: a
+	// refund of a payment whose dispute is open or lost, or with a null
+	// amount, that was not refused as it must be (invariant).
+	WrongRefundAnswers int
 	// LedgerUnbalanced counts ledger figures that are off: a currency
 	// whose accounts do not sum to zero, revenue other than what was
 	// captured less what was refunded, losses other than the lost
@@ -97,13 +108,13 @@ type Report struct {
 // OK reports whether every invariant held.
 func (r Report) OK() bool {
 	return r.SecretsForFinal == 0 && r.EffectsTwice == 0 && r.LostUpdates == 0 && r.Unsettled == 0 &&
-		r.RefundedTooMuch == 0 && r.LedgerUnbalanced == 0
+		r.RefundedTooMuch == 0 && r.LedgerUnbalanced == 0 && r.PaidBackTooMuch == 0 && r.WrongRefundAnswers == 0
 }
 
 // Print writes the report as a table.
 func (r Report) Print(w io.Writer) {
 	row := func(name string, v any, must string) {
-		fmt.Fprintf(w, "  %-42s %12v  %s\n", name, v, must)
+		fmt.Fprintf(w, "  %-44s %12v  %s\n", name, v, must)
 	}
 	fmt.Fprintln(w, "paystate simulate")
 	row("payments", r.Payments, "")
@@ -112,6 +123,8 @@ func (r Report) Print(w io.Writer) {
 	row("partial refunds", r.PartialRefunds, "")
 	row("refunds refused (would exceed the amount)", r.RefundsRefused, "")
 	row("refunds failed after acceptance", r.RefundsFailed, "")
+	row("refunds refused (charge disputed)", r.RefundsDisputed, "")
+	row("refunds with a null amount refused", r.NullAmounts, "")
 	row("disputes (lost)", fmt.Sprintf("%d (%d)", r.Disputes, r.DisputesLost), "")
 	row("races (webhook before sync answer)", r.Races, "")
 	row("version conflicts resolved", r.VersionConflicts, "")
@@ -123,6 +136,8 @@ func (r Report) Print(w io.Writer) {
 	row("lost updates", r.LostUpdates, "(must be 0)")
 	row("payments not settled", r.Unsettled, "(must be 0)")
 	row("refunded more than captured", r.RefundedTooMuch, "(must be 0)")
+	row("refunded or charged back more than captured", r.PaidBackTooMuch, "(must be 0)")
+	row("refunds answered against the rules", r.WrongRefundAnswers, "(must be 0)")
 	row("ledger unbalanced", r.LedgerUnbalanced, "(must be 0)")
 	row("throughput (payments/s)", fmt.Sprintf("%.0f", r.Throughput), "")
 	row("create latency p50", r.P50.Round(time.Microsecond), "")
@@ -258,7 +273,14 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	}
 	s.report.P50, s.report.P95, s.report.P99 = percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
 
-	// Settle, then check everything.
+	// Settle, try to refund what is disputed, settle again, then check
+	// everything.
+	if err := s.settle(ctx, ids); err != nil {
+		return s.report, err
+	}
+	if err := s.refundDisputed(ctx, ids); err != nil {
+		return s.report, err
+	}
 	if err := s.settle(ctx, ids); err != nil {
 		return s.report, err
 	}
@@ -502,6 +524,13 @@ func (s *sim) onePayment(ctx context.Context, i int) (string, time.Duration) {
 		switch n := s.intn(10); {
 		case n == 0:
 			s.refund(ctx, id, nil, "refund-"+key)
+		case n == 3:
+			// Only an absent amount means the rest: null is refused.
+			body := `{"amount":null}`
+			if s.intn(2) == 0 {
+				body = `{"amount":null,"reason":"sim null"}`
+			}
+			s.refundNull(ctx, id, []byte(body), "refund-null-"+key)
 		case n <= 2:
 			amount := int64(a.body["amount"].(float64))
 			var wg sync.WaitGroup
@@ -541,9 +570,86 @@ func (s *sim) refund(ctx context.Context, id string, body []byte, key string) {
 	case r.status == 409 && (bytes.Contains(r.raw, []byte(pay.ERefundExceeds)) || bytes.Contains(r.raw, []byte(`"code":"conflict"`))):
 		// It did not fit, or the parts before it refunded the payment in full.
 		s.report.RefundsRefused++
+	case r.status == 409 && bytes.Contains(r.raw, []byte(`"code":"`+pay.EChargeDisputed+`"`)):
+		// The mock's bank disputed it (05) before this refund.
+		s.report.RefundsDisputed++
+	case r.status == 400 && bytes.Contains(r.raw, []byte("disputed at the PSP")):
+		// The PSP knew of the dispute before paystate did: it refused,
+		// and the refund failed.
+		s.report.RefundsDisputed++
 	default:
 		s.problemLocked("refund %s answered %d %s", id, r.status, r.raw)
 	}
+}
+
+// refundNull asks for a refund with "amount": null, which must be 400
+// naming amount, with nothing refunded.
+func (s *sim) refundNull(ctx context.Context, id string, body []byte, key string) {
+	r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", body, key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case err != nil:
+		s.problemLocked("refund %s: %v", id, err)
+	case r.status == 400 && bytes.Contains(r.raw, []byte(`"param":"amount"`)):
+		s.report.NullAmounts++
+	default:
+		s.report.WrongRefundAnswers++
+		if r.status == 201 {
+			s.refunded[id] = true
+		}
+		s.problemLocked("refund %s with %s answered %d %s, want 400 naming amount", id, body, r.status, r.raw)
+	}
+}
+
+// refundDisputed asks for refunds of every payment whose dispute is open
+// or lost, as the store says: each must be 409 charge_disputed.
+func (s *sim) refundDisputed(ctx context.Context, ids []string) error {
+	var disputed []string
+	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+		for _, id := range ids {
+			p, err := tx.Payment(id)
+			if err != nil {
+				return err
+			}
+			ds, err := tx.DisputesForPayment(id)
+			if err != nil {
+				return err
+			}
+			for _, d := range ds {
+				if d.Status.BlocksRefund() && p.Status == pay.Captured {
+					disputed = append(disputed, id)
+					break
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i, id := range disputed {
+		body := []byte(nil) // the rest
+		if i%2 == 1 {
+			body = []byte(`{"amount":1,"reason":"sim after a dispute"}`)
+		}
+		r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", body, fmt.Sprintf("refund-disputed-%s", id))
+		s.mu.Lock()
+		switch {
+		case err != nil:
+			s.problemLocked("refund of disputed %s: %v", id, err)
+		case r.status == 409 && bytes.Contains(r.raw, []byte(`"code":"`+pay.EChargeDisputed+`"`)):
+			s.report.RefundsDisputed++
+		default:
+			s.report.WrongRefundAnswers++
+			if r.status == 201 {
+				s.refunded[id] = true
+			}
+			s.problemLocked("refund of %s, whose dispute is open or lost, answered %d %s, want 409 %s", id, r.status, r.raw, pay.EChargeDisputed)
+		}
+		s.mu.Unlock()
+	}
+	return nil
 }
 
 // settle waits until every payment is final or on the review queue and
@@ -844,28 +950,37 @@ func (s *sim) checkMoney(tx pay.Tx, p pay.Payment, lost *int64) error {
 	}
 	if held > p.Amount || p.AmountRefunded+p.AmountRefundPending > p.Amount {
 		r.RefundedTooMuch++
-		s.problem("%s: refunds hold %d of an amount of %d", p.ID, held, p.Amount)
+		s.problem("%s: refunds hold %s of an amount of %s", p.ID, pay.FormatAmount(held, p.Currency), pay.FormatAmount(p.Amount, p.Currency))
 	}
 	if c, ok := s.m.Mock.Charge("charge-" + p.ID); ok {
 		if c.AmountRefunded > c.Amount {
 			r.RefundedTooMuch++
-			s.problem("%s: the PSP refunded %d of %d", p.ID, c.AmountRefunded, c.Amount)
+			s.problem("%s: the PSP refunded %s of %s", p.ID, pay.FormatAmount(c.AmountRefunded, c.Currency), pay.FormatAmount(c.Amount, c.Currency))
 		}
 		if c.AmountRefunded != p.AmountRefunded {
 			r.LostUpdates++
-			s.problem("%s: paystate refunded %d, the PSP %d", p.ID, p.AmountRefunded, c.AmountRefunded)
+			s.problem("%s: paystate refunded %s, the PSP %s", p.ID, pay.FormatAmount(p.AmountRefunded, p.Currency), pay.FormatAmount(c.AmountRefunded, c.Currency))
 		}
 	}
 	ds, err := tx.DisputesForPayment(p.ID)
 	if err != nil {
 		return err
 	}
+	paidBack := held
 	for _, d := range ds {
 		r.Disputes++
 		if d.Status == pay.DisputeLost {
 			r.DisputesLost++
 			*lost += d.Amount
 		}
+		if d.Status.BlocksRefund() {
+			paidBack += d.Amount
+		}
+	}
+	if paidBack > p.Amount {
+		r.PaidBackTooMuch++
+		s.problem("%s: refunds hold %s and disputes %s of an amount of %s", p.ID, pay.FormatAmount(held, p.Currency),
+			pay.FormatAmount(paidBack-held, p.Currency), pay.FormatAmount(p.Amount, p.Currency))
 	}
 	return nil
 }

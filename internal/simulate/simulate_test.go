@@ -41,6 +41,16 @@ func TestRun(t *testing.T) {
 	if rep.PartialRefunds == 0 || rep.Disputes == 0 {
 		t.Errorf("partial refunds=%d disputes=%d: the money chaos did not happen", rep.PartialRefunds, rep.Disputes)
 	}
+	// Refunds of disputed payments and with null amounts were tried, and
+	// refused.
+	if rep.RefundsDisputed == 0 || rep.NullAmounts == 0 {
+		t.Errorf("refunds refused as disputed=%d, null amounts refused=%d: the tries did not happen", rep.RefundsDisputed, rep.NullAmounts)
+	}
+	for _, row := range []string{"refunded or charged back more than captured", "refunds answered against the rules"} {
+		if !strings.Contains(out.String(), row) {
+			t.Errorf("table lacks the row %q", row)
+		}
+	}
 	if !strings.Contains(out.String(), "every invariant held") {
 		t.Errorf("table does not say the invariants held")
 	}

@@ -213,6 +213,10 @@ type Provider struct {
 	byKey      map[string]*charge
 	byRef      map[string]*charge
 	refunds    map[string]*refund // by refund key; forgotten with their charge
+	// disputed holds the keys of the charges the customer's bank
+	// disputed (amounts ending 05): like Stripe (charge_disputed), the
+	// mock refunds none of them. Kept in memory only.
+	disputed map[string]bool
 	// order holds the remembered charges in the order they were made; once
 	// it holds maxCharges it is a ring whose oldest charge is at
 	// order[oldest], replaced by the next charge. (A slice of pointers
@@ -336,6 +340,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		byKey:      make(map[string]*charge),
 		byRef:      make(map[string]*charge),
 		refunds:    make(map[string]*refund),
+		disputed:   make(map[string]bool),
 		maxCharges: cmp.Or(cfg.MaxCharges, DefaultMaxCharges),
 	}
 	p.idle = sync.NewCond(&p.mu)
@@ -522,6 +527,9 @@ func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key
 		status := c.Status
 		p.mu.Unlock()
 		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: payment %s cannot be refunded: it is %s at the PSP", pm.ID, status)
+	case p.disputed[c.Key]:
+		p.mu.Unlock()
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mock: payment %s is disputed at the PSP: a disputed charge cannot be refunded", pm.ID)
 	case r.Amount > c.Amount-c.AmountRefunded:
 		left := c.Amount - c.AmountRefunded
 		p.mu.Unlock()
@@ -657,6 +665,7 @@ func (p *Provider) rememberLocked(c *charge) {
 	} else {
 		old := p.order[p.oldest]
 		delete(p.byKey, old.Key)
+		delete(p.disputed, old.Key)
 		delete(p.byRef, old.ProviderRef)
 		for k, rf := range p.refunds {
 			if rf.paymentID == old.PaymentID {

@@ -132,14 +132,21 @@ func (p *Provider) scheduleRefund(c *charge, rf *refund) {
 	})
 }
 
-// scheduleDispute opens a dispute of the whole of c after the webhook
+// scheduleDispute opens a dispute of what is left of c (its amount less
+// its refunds; none if it was refunded in full) after the webhook
 // delay and closes it lost after dispute_after.
 func (p *Provider) scheduleDispute(c *charge) {
 	p.later(func() {
 		p.mu.Lock()
 		now := p.Now()
+		amount := c.Amount - c.AmountRefunded
+		if amount <= 0 {
+			p.mu.Unlock()
+			return // the customer has all of it back: nothing to dispute
+		}
+		p.disputed[c.Key] = true
 		d := &stdwebhook.Dispute{
-			ID: "mock_dp_" + digest(c.Key), Amount: c.Amount, Reason: "fraudulent",
+			ID: "mock_dp_" + digest(c.Key), Amount: amount, Reason: "fraudulent",
 			Status: pay.DisputeNeedsResponse, EvidenceDueBy: now.Add(disputeEvidenceWindow).UTC(),
 		}
 		opened := p.copiesLocked(p.disputeEvent(c, d, stdwebhook.TypeDisputeCreated))
