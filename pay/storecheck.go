@@ -167,11 +167,20 @@ func RefundOfPayment(r Refund, p Payment) (Refund, error) {
 }
 
 // CheckRefundRequest is the check a store makes when it inserts refund r
-// of p: a refund the merchant requested (r.IdemKey set) of a payment whose
-// dispute is open or lost is EChargeDisputed. A refund learnt from the PSP
-// happened already and is not refused here.
-func CheckRefundRequest(r Refund, p Payment) error {
-	if r.IdemKey != "" && p.RefundBlocked() {
+// of p, given p's stored disputes: a refund the merchant requested
+// (r.IdemKey set) of a payment with a dispute open or lost is
+// EChargeDisputed. The disputes decide, not p.Dispute, so a payment
+// written by a binary that did not keep that field is refused too. A
+// refund learnt from the PSP happened already and is not refused here.
+func CheckRefundRequest(r Refund, p Payment, disputes []Dispute) error {
+	if r.IdemKey == "" {
+		return nil
+	}
+	statuses := make([]DisputeStatus, 0, len(disputes))
+	for _, d := range disputes {
+		statuses = append(statuses, d.Status)
+	}
+	if p.Dispute = DisputeOfPayment(statuses...); p.RefundBlocked() {
 		return disputedError(p)
 	}
 	return nil

@@ -124,8 +124,14 @@ func (t *tx) refundOfPayment(r pay.Refund, insert bool) (pay.Refund, error) {
 	if r, err = pay.RefundOfPayment(r, p); err != nil {
 		return r, err
 	}
-	if insert {
-		if err := pay.CheckRefundRequest(r, p); err != nil {
+	if insert && r.IdemKey != "" {
+		// A new refund the merchant requested: refused here too if a
+		// dispute of the payment is open or lost.
+		ds, err := t.DisputesForPayment(p.ID)
+		if err != nil {
+			return r, err
+		}
+		if err := pay.CheckRefundRequest(r, p, ds); err != nil {
 			return r, err
 		}
 	}

@@ -166,20 +166,27 @@ func testRefunds(t *testing.T, open Opener) {
 		p.Status = pay.Captured
 		e.insert(p)
 		e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(1, p, 100, t0)) })
+		// The disputes decide, whatever the payment's field says (a
+		// payment written by an older binary lacks it).
 		setDispute := func(st pay.DisputeStatus) {
 			t.Helper()
 			e.update(func(tx pay.Tx) error {
-				cur, err := tx.Payment(p.ID)
-				if err != nil {
-					return err
-				}
-				next := cur
-				next.Dispute, next.Version = st, cur.Version+1
-				return tx.UpdatePayment(next, cur.Version)
+				return tx.PutDispute(pay.Dispute{Provider: p.Provider, ID: "dp_1", PaymentID: p.ID, Amount: 500, Currency: p.Currency,
+					Status: st, CreatedAt: t0, UpdatedAt: t0})
 			})
-			if got := e.payment(p.ID).Dispute; got != st {
-				t.Fatalf("payment's dispute=%q after the update, want %q", got, st)
+		}
+		// The payment's own field round-trips.
+		e.update(func(tx pay.Tx) error {
+			cur, err := tx.Payment(p.ID)
+			if err != nil {
+				return err
 			}
+			next := cur
+			next.Dispute, next.Version = pay.DisputeUnderReview, cur.Version+1
+			return tx.UpdatePayment(next, cur.Version)
+		})
+		if got := e.payment(p.ID).Dispute; got != pay.DisputeUnderReview {
+			t.Fatalf("payment's dispute=%q after the update, want %q", got, pay.DisputeUnderReview)
 		}
 		for i, st := range []pay.DisputeStatus{pay.DisputeNeedsResponse, pay.DisputeUnderReview, pay.DisputeLost} {
 			setDispute(st)
