@@ -555,55 +555,75 @@ func (s *sim) onePayment(ctx context.Context, i int) (string, time.Duration) {
 // refund asks for a refund of payment id (body nil: what is left) and
 // counts the answer: 201 accepted, 409 refund_exceeds_amount refused.
 func (s *sim) refund(ctx context.Context, id string, body []byte, key string) {
-	r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", body, key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case err != nil:
-		s.problemLocked("refund %s: %v", id, err)
-	case r.status == 201:
-		s.report.Refunds++
-		if body != nil {
-			s.report.PartialRefunds++
+	s.askRefund(ctx, id, body, key, func(r answer) string {
+		switch {
+		case r.status == 201:
+			s.report.Refunds++
+			if body != nil {
+				s.report.PartialRefunds++
+			}
+			s.refunded[id] = true
+		case r.status == 409 && (bytes.Contains(r.raw, []byte(pay.ERefundExceeds)) || bytes.Contains(r.raw, []byte(`"code":"conflict"`))):
+			// It did not fit, or the parts before it refunded the payment in full.
+			s.report.RefundsRefused++
+		case r.status == 409 && bytes.Contains(r.raw, []byte(`"code":"`+pay.EChargeDisputed+`"`)):
+			// The mock's bank disputed it (05) before this refund.
+			s.report.RefundsDisputed++
+		case r.status == 400 && bytes.Contains(r.raw, []byte("disputed at the PSP")):
+			// The PSP knew of the dispute before paystate did: it refused,
+			// and the refund failed.
+			s.report.RefundsDisputed++
+		default:
+			return "unexpected"
 		}
-		s.refunded[id] = true
-	case r.status == 409 && (bytes.Contains(r.raw, []byte(pay.ERefundExceeds)) || bytes.Contains(r.raw, []byte(`"code":"conflict"`))):
-		// It did not fit, or the parts before it refunded the payment in full.
-		s.report.RefundsRefused++
-	case r.status == 409 && bytes.Contains(r.raw, []byte(`"code":"`+pay.EChargeDisputed+`"`)):
-		// The mock's bank disputed it (05) before this refund.
-		s.report.RefundsDisputed++
-	case r.status == 400 && bytes.Contains(r.raw, []byte("disputed at the PSP")):
-		// The PSP knew of the dispute before paystate did: it refused,
-		// and the refund failed.
-		s.report.RefundsDisputed++
-	default:
-		s.problemLocked("refund %s answered %d %s", id, r.status, r.raw)
-	}
+		return ""
+	})
 }
 
 // refundNull asks for a refund with "amount": null, which must be 400
 // naming amount, with nothing refunded.
 func (s *sim) refundNull(ctx context.Context, id string, body []byte, key string) {
-	r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", body, key)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	switch {
-	case err != nil:
-		s.problemLocked("refund %s: %v", id, err)
-	case r.status == 400 && bytes.Contains(r.raw, []byte(`"param":"amount"`)):
-		s.report.NullAmounts++
-	default:
+	s.refundRefused(ctx, id, body, key, &s.report.NullAmounts, "400 naming amount", func(r answer) bool {
+		return r.status == 400 && bytes.Contains(r.raw, []byte(`"param":"amount"`))
+	})
+}
+
+// refundRefused asks for a refund the rules refuse: an answer refused
+// reports as the refusal counts in *count, any other is a wrong answer
+// (want says what was expected).
+func (s *sim) refundRefused(ctx context.Context, id string, body []byte, key string, count *int, want string, refused func(answer) bool) {
+	s.askRefund(ctx, id, body, key, func(r answer) string {
+		if refused(r) {
+			*count++
+			return ""
+		}
 		s.report.WrongRefundAnswers++
 		if r.status == 201 {
 			s.refunded[id] = true
 		}
-		s.problemLocked("refund %s with %s answered %d %s, want 400 naming amount", id, body, r.status, r.raw)
+		return "want " + want
+	})
+}
+
+// askRefund sends a refund request and hands its answer to count, under
+// s.mu: count counts it and returns "" or what is wrong with it, a
+// problem.
+func (s *sim) askRefund(ctx context.Context, id string, body []byte, key string, count func(answer) string) {
+	r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", body, key)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err != nil {
+		s.problemLocked("refund %s: %v", id, err)
+		return
+	}
+	if wrong := count(r); wrong != "" {
+		s.problemLocked("refund %s with %q answered %d %s: %s", id, body, r.status, r.raw, wrong)
 	}
 }
 
-// refundDisputed asks for refunds of every payment whose dispute is open
-// or lost, as the store says: each must be 409 charge_disputed.
+// refundDisputed asks for refunds of every captured payment whose dispute
+// is open or lost, as the store says (verify checks the payment's field
+// against its disputes): each must be 409 charge_disputed.
 func (s *sim) refundDisputed(ctx context.Context, ids []string) error {
 	var disputed []string
 	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
@@ -612,15 +632,8 @@ func (s *sim) refundDisputed(ctx context.Context, ids []string) error {
 			if err != nil {
 				return err
 			}
-			ds, err := tx.DisputesForPayment(id)
-			if err != nil {
-				return err
-			}
-			for _, d := range ds {
-				if d.Status.BlocksRefund() && p.Status == pay.Captured {
-					disputed = append(disputed, id)
-					break
-				}
+			if p.Status == pay.Captured && p.RefundBlocked() {
+				disputed = append(disputed, id)
 			}
 		}
 		return nil
@@ -633,21 +646,9 @@ func (s *sim) refundDisputed(ctx context.Context, ids []string) error {
 		if i%2 == 1 {
 			body = []byte(`{"amount":1,"reason":"sim after a dispute"}`)
 		}
-		r, err := s.do(ctx, "POST", "/v1/payments/"+id+"/refund", body, fmt.Sprintf("refund-disputed-%s", id))
-		s.mu.Lock()
-		switch {
-		case err != nil:
-			s.problemLocked("refund of disputed %s: %v", id, err)
-		case r.status == 409 && bytes.Contains(r.raw, []byte(`"code":"`+pay.EChargeDisputed+`"`)):
-			s.report.RefundsDisputed++
-		default:
-			s.report.WrongRefundAnswers++
-			if r.status == 201 {
-				s.refunded[id] = true
-			}
-			s.problemLocked("refund of %s, whose dispute is open or lost, answered %d %s, want 409 %s", id, r.status, r.raw, pay.EChargeDisputed)
-		}
-		s.mu.Unlock()
+		s.refundRefused(ctx, id, body, "refund-disputed-"+id, &s.report.RefundsDisputed, "409 "+pay.EChargeDisputed, func(r answer) bool {
+			return r.status == 409 && bytes.Contains(r.raw, []byte(`"code":"`+pay.EChargeDisputed+`"`))
+		})
 	}
 	return nil
 }
