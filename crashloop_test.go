@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -15,6 +16,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
 	"github.com/paystate/paystate/internal/simulate"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
@@ -27,8 +31,17 @@ const (
 )
 
 // crashConfig runs the real binary with chaos in the mock, a short sweeper
-// and ripple clock, and a merchant endpoint.
-func crashConfig(merchantURL string) string {
+// and ripple clock, and a merchant endpoint. minAge is sweeper.min_age.
+//
+// The mock PSP has no rate limit of its own, so the sweeper's
+// rate_per_second is the largest allowed: at the default (5 status calls a
+// second) the sweeper, not paystate's correctness, bounds the test. One
+// mock create in six (amount ending in 04) is answered finalize_pending by
+// design, and only the sweeper's status call settles it: some 1,000 such
+// payments per 100 cycles, 200 s of status calls at 5 a second, and the
+// few hundred milliseconds each process lives leave most of them to the
+// last start.
+func crashConfig(merchantURL, minAge string) string {
 	return `
 [server]
 listen = "127.0.0.1:0"
@@ -41,7 +54,8 @@ level = "info"
 format = "json"
 [sweeper]
 interval = "200ms"
-min_age = "1s"
+min_age = "` + minAge + `"
+rate_per_second = 10000
 [ripple]
 backoff_base = "50ms"
 backoff_cap = "500ms"
@@ -193,7 +207,7 @@ func TestCrashLoop(t *testing.T) {
 	}
 	ms := httptest.NewServer(m)
 	defer ms.Close()
-	cfg := crashConfig(ms.URL + "/hooks")
+	cfg := crashConfig(ms.URL+"/hooks", "1s")
 
 	c := &crashClient{t: t, hc: &http.Client{Timeout: 5 * time.Second},
 		book: newBook(), keys: map[string]string{}, customers: map[string]bool{}}
@@ -233,7 +247,10 @@ func TestCrashLoop(t *testing.T) {
 	}
 
 	// The last start: finish the open creates, let the workers settle.
-	p := startProcessIn(t, dir, cfg)
+	// Its sweeper asks the PSP about every open payment, however young
+	// (min_age 0): each pass then sees every candidate, so a pass that
+	// moves none of them shows a stuck payment, not a young one (settle).
+	p := startProcessIn(t, dir, crashConfig(ms.URL+"/hooks", "0s"))
 	c.url.Store(&p.url)
 	stop.Store(true)
 	wg.Wait()
@@ -275,24 +292,11 @@ func TestCrashLoop(t *testing.T) {
 	// Effects exactly once, over every payment stored: a create whose
 	// answer a crash cut off is charged at the PSP (which keeps its
 	// charges in the store) and may be captured by the sweeper, though
-	// the client never learnt its id.
-	// The sweeper may still be reconciling such payments (min_age 1s):
-	// wait until no status changes between two looks, and their effects
-	// are delivered.
-	all := listPayments(t, c)
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		time.Sleep(1500 * time.Millisecond)
-		waitSettled(t, c)
-		again := listPayments(t, c)
-		if sameStatuses(all, again) {
-			break
-		}
-		if all = again; time.Now().After(deadline) {
-			t.Fatal("payment statuses still change 30 s after the last start")
-		}
-	}
+	// the client never learnt its id. settle drives the sweeper until it
+	// has nothing left to do for the mock's payments.
+	all := settle(t, c)
 	points := map[string]int64{}
-	captured := 0
+	captured, capturedHooks := 0, 0
 	for _, pm := range all {
 		id, _ := pm["id"].(string)
 		status, _ := pm["status"].(string)
@@ -300,14 +304,17 @@ func TestCrashLoop(t *testing.T) {
 			continue
 		}
 		captured++
-		if ids := m.Events(id, "payment.captured"); ids != 1 {
+		ids := m.Events(id, "payment.captured")
+		if ids != 1 {
 			t.Errorf("%s (%s) got %d distinct payment.captured webhooks, want 1", id, status, ids)
 		}
+		capturedHooks += ids
 		cus, _ := pm["customer"].(map[string]any)["id"].(string)
 		if cus != "" && status == "captured" {
 			points[cus] += int64(pm["amount"].(float64)) / 100
 		}
 	}
+	var pointsTotal int64
 	for cus := range c.customers {
 		_, cm, err := c.do("GET", "/v1/customers/"+cus, nil, nil)
 		if err != nil {
@@ -317,6 +324,7 @@ func TestCrashLoop(t *testing.T) {
 		if int64(got) != points[cus] {
 			t.Errorf("customer %s has %v points, captures say %d", cus, got, points[cus])
 		}
+		pointsTotal += int64(got)
 	}
 	if bad := m.Rejected(); len(bad) > 0 {
 		t.Errorf("%d merchant webhooks failed verification: %v", len(bad), bad)
@@ -335,15 +343,14 @@ func TestCrashLoop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify after %d crashes: %v\n%s", cycles, err, out)
 	}
-	t.Logf("%d crashes, %d payments (%d captured), %d acknowledged webhooks, %d answers checked for versions; %s",
-		cycles, len(c.payments), captured, len(c.acked), answers, strings.TrimSpace(out))
+	t.Logf("%d crashes, %d payments stored (%d known to the client, %d captured or refunded), %d acknowledged webhooks, "+
+		"effects: %d merchant payment.captured webhooks, %d loyalty points over %d customers; %d answers checked for versions; %s",
+		cycles, len(all), len(c.payments), captured, len(c.acked), capturedHooks, pointsTotal, len(c.customers), answers, strings.TrimSpace(out))
 	if captured == 0 || len(c.acked) == 0 {
 		t.Fatalf("the load did too little to show anything")
 	}
 }
 
-// waitSettled waits until no webhook, outbox record or delivery is pending
-// (the process's /v1/deliveries and the timeline tell).
 // listPayments lists every stored payment over the API.
 func listPayments(t *testing.T, c *crashClient) []map[string]any {
 	t.Helper()
@@ -365,6 +372,61 @@ func listPayments(t *testing.T, c *crashClient) []map[string]any {
 	}
 }
 
+// settle drives the last process's sweeper to its fixed point and returns
+// the stored payments then: the wait is counted in sweeper passes, not
+// seconds. After a listing, two more passes end (/metrics'
+// paystate_sweeper_pass_duration_seconds_count), so one whole pass began
+// after the listing and, with min_age 0, asked the PSP about every
+// candidate; then the deliveries settle and the payments are listed
+// again. The fixed point is a listing that no write changed over such a
+// pass, with no candidate skipped for a held lease. Each round either
+// finds it or saw a payment written: the rounds are bounded by the work
+// left.
+//
+// At the fixed point no mock payment is finalize_pending, expired or
+// created: the mock charged each one and its status API answers, so the
+// sweeper must have settled every one of them. What a correct paystate
+// leaves open there is named in the log: a 3-D Secure or processing
+// payment (02, 03) whose customer step the mock runs in the process a
+// kill ended (the PSP still says requires_action or processing, so
+// paystate waits, up to sweeper.give_up_after), a refund the kill cut off
+// before the PSP had it (the PSP does not know it: pending until
+// give_up_after, or until its retry), and a standard payment whose final
+// webhook never came (report mode: no one to ask).
+func settle(t *testing.T, c *crashClient) []map[string]any {
+	t.Helper()
+	all := listPayments(t, c)
+	t.Logf("last start: %d payments stored; mock payments open for the sweeper: %v", len(all), openKinds(openMock(all)))
+	for {
+		before := sweeperCounts(t, c)
+		after := before
+		for guard := time.Now().Add(5 * time.Minute); after.passes < before.passes+2; {
+			if time.Now().After(guard) { // a hang, not a measurement
+				t.Fatalf("no sweeper pass ended in 5 minutes (%d passes before, %d now)", before.passes, after.passes)
+			}
+			time.Sleep(50 * time.Millisecond)
+			after = sweeperCounts(t, c)
+		}
+		waitSettled(t, c)
+		again := listPayments(t, c)
+		if sameVersions(all, again) && after.leaseHeld == before.leaseHeld {
+			all = again
+			break
+		}
+		all = again
+	}
+	open := openMock(all)
+	t.Logf("sweeper at its fixed point: mock payments left open: %v", openKinds(open))
+	for _, p := range open {
+		switch p["status"] {
+		case "finalize_pending", "expired", "created":
+			t.Errorf("mock payment %v (amount %v) is still %v when the sweeper has nothing left to do: the PSP charged it and answers its status",
+				p["id"], p["amount"], p["status"])
+		}
+	}
+	return all
+}
+
 // sameStatuses reports whether two lists hold the same payments in the
 // same statuses.
 func sameStatuses(a, b []map[string]any) bool {
@@ -383,6 +445,99 @@ func sameStatuses(a, b []map[string]any) bool {
 	return true
 }
 
+// openMock returns the mock payments that are not final, or captured with
+// a refund pending (less refundable than the amount less what was
+// refunded).
+func openMock(all []map[string]any) []map[string]any {
+	var open []map[string]any
+	for _, p := range all {
+		if p["provider"] != "mock" {
+			continue
+		}
+		amount, _ := p["amount"].(float64)
+		refunded, _ := p["amount_refunded"].(float64)
+		refundable, _ := p["amount_refundable"].(float64)
+		switch p["status"] {
+		case "captured":
+			if refundable < amount-refunded {
+				open = append(open, p)
+			}
+		case "failed", "refunded":
+		default:
+			open = append(open, p)
+		}
+	}
+	return open
+}
+
+// openKinds counts open payments by status and the last two digits of
+// their amount (the mock's outcome).
+func openKinds(open []map[string]any) map[string]int {
+	kinds := map[string]int{}
+	for _, p := range open {
+		amount, _ := p["amount"].(float64)
+		kinds[fmt.Sprintf("%v/%02d", p["status"], int64(amount)%100)]++
+	}
+	return kinds
+}
+
+// sameVersions reports whether two lists hold the same payments at the
+// same versions: nothing was written to a payment in between.
+func sameVersions(a, b []map[string]any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	v := map[any]any{}
+	for _, p := range a {
+		v[p["id"]] = p["version"]
+	}
+	for _, p := range b {
+		if got, ok := v[p["id"]]; !ok || got != p["version"] {
+			return false
+		}
+	}
+	return true
+}
+
+// sweeperCount is what /metrics says about the sweeper's work so far.
+type sweeperCount struct {
+	passes, leaseHeld uint64
+}
+
+// sweeperCounts reads from /metrics how many sweeper passes ended and how
+// many candidates they skipped for a held lease.
+func sweeperCounts(t *testing.T, c *crashClient) sweeperCount {
+	t.Helper()
+	base := c.url.Load()
+	api := &daemontest.Instance{Base: *base, HTTP: c.hc}
+	r, err := api.Send("GET", "/metrics", nil, nil)
+	if err != nil || r.Status != http.StatusOK {
+		t.Fatalf("GET /metrics: %v %d %.300s", err, r.Status, r.Body)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(bytes.NewReader(r.Body))
+	if err != nil {
+		t.Fatalf("parse /metrics: %v", err)
+	}
+	counter := func(name string) uint64 {
+		if f := fams[name]; f != nil && len(f.GetMetric()) == 1 {
+			return uint64(f.GetMetric()[0].GetCounter().GetValue())
+		}
+		t.Fatalf("/metrics has no counter %s", name)
+		return 0
+	}
+	h := fams["paystate_sweeper_pass_duration_seconds"]
+	if h == nil || len(h.GetMetric()) != 1 {
+		t.Fatal("/metrics has no paystate_sweeper_pass_duration_seconds")
+	}
+	return sweeperCount{
+		passes:    h.GetMetric()[0].GetHistogram().GetSampleCount(),
+		leaseHeld: counter("paystate_sweeper_lease_held_total"),
+	}
+}
+
+// waitSettled waits until no webhook, outbox record or delivery is pending
+// (the process's /v1/deliveries and the timeline tell).
 func waitSettled(t *testing.T, c *crashClient) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
