@@ -409,7 +409,7 @@ func settle(t *testing.T, c *crashClient) []map[string]any {
 		}
 		waitSettled(t, c)
 		again := listPayments(t, c)
-		if sameVersions(all, again) && after.leaseHeld == before.leaseHeld {
+		if sameField(all, again, "version") && after.leaseHeld == before.leaseHeld {
 			all = again
 			break
 		}
@@ -425,24 +425,6 @@ func settle(t *testing.T, c *crashClient) []map[string]any {
 		}
 	}
 	return all
-}
-
-// sameStatuses reports whether two lists hold the same payments in the
-// same statuses.
-func sameStatuses(a, b []map[string]any) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	st := map[any]any{}
-	for _, p := range a {
-		st[p["id"]] = p["status"]
-	}
-	for _, p := range b {
-		if st[p["id"]] != p["status"] {
-			return false
-		}
-	}
-	return true
 }
 
 // openMock returns the mock payments that are not final, or captured with
@@ -481,18 +463,19 @@ func openKinds(open []map[string]any) map[string]int {
 	return kinds
 }
 
-// sameVersions reports whether two lists hold the same payments at the
-// same versions: nothing was written to a payment in between.
-func sameVersions(a, b []map[string]any) bool {
+// sameField reports whether two lists hold the same payments with the
+// same value of field ("status"; "version": nothing was written to a
+// payment in between).
+func sameField(a, b []map[string]any, field string) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	v := map[any]any{}
 	for _, p := range a {
-		v[p["id"]] = p["version"]
+		v[p["id"]] = p[field]
 	}
 	for _, p := range b {
-		if got, ok := v[p["id"]]; !ok || got != p["version"] {
+		if got, ok := v[p["id"]]; !ok || got != p[field] {
 			return false
 		}
 	}

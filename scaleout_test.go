@@ -528,7 +528,7 @@ func TestScaleOut(t *testing.T) {
 		time.Sleep(time.Second)
 		waitSettled(t, c)
 		again := listPayments(t, c)
-		if sameStatuses(all, again) {
+		if sameField(all, again, "status") {
 			break
 		}
 		if all = again; time.Now().After(deadline) {
