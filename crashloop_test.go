@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -19,9 +20,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/simulate"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 const (
@@ -343,6 +347,7 @@ func TestCrashLoop(t *testing.T) {
 	if err != nil {
 		t.Fatalf("verify after %d crashes: %v\n%s", cycles, err, out)
 	}
+	checkOpenAtPSP(t, filepath.Join(dir, "paystate.db"), openMock(all))
 	t.Logf("%d crashes, %d payments stored (%d known to the client, %d captured or refunded), %d acknowledged webhooks, "+
 		"effects: %d merchant payment.captured webhooks, %d loyalty points over %d customers; %d answers checked for versions; %s",
 		cycles, len(all), len(c.payments), captured, len(c.acked), capturedHooks, pointsTotal, len(c.customers), answers, strings.TrimSpace(out))
@@ -386,7 +391,8 @@ func listPayments(t *testing.T, c *crashClient) []map[string]any {
 // At the fixed point no mock payment is finalize_pending, expired or
 // created: the mock charged each one and its status API answers, so the
 // sweeper must have settled every one of them. What a correct paystate
-// leaves open there is named in the log: a 3-D Secure or processing
+// leaves open there is logged, and checked against the PSP's records
+// after the stop (checkOpenAtPSP): a 3-D Secure or processing
 // payment (02, 03) whose customer step the mock runs in the process a
 // kill ended (the PSP still says requires_action or processing, so
 // paystate waits, up to sweeper.give_up_after), a refund the kill cut off
@@ -425,6 +431,55 @@ func settle(t *testing.T, c *crashClient) []map[string]any {
 		}
 	}
 	return all
+}
+
+// checkOpenAtPSP checks, in the stopped process's file, that each mock
+// payment left open at the sweeper's fixed point is open at the PSP too
+// (the mock keeps its charges and refunds in the file, as paystate runs
+// it): a payment in processing or requires_action is in that status at
+// the PSP, and a pending refund is one the PSP never received. Anything
+// else the sweeper should have settled.
+func checkOpenAtPSP(t *testing.T, path string, open []map[string]any) {
+	t.Helper()
+	db, err := store.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	err = db.View(context.Background(), func(tx pay.Tx) error {
+		for _, p := range open {
+			id, _ := p["id"].(string)
+			if p["status"] != "captured" {
+				c, err := tx.PSPCharge(finalize.ChargeKey(id))
+				if err != nil {
+					return fmt.Errorf("the PSP's charge of %s: %w", id, err)
+				}
+				if string(c.Status) != p["status"] {
+					t.Errorf("%s is %v at the sweeper's fixed point while the PSP says %s", id, p["status"], c.Status)
+				}
+				continue
+			}
+			refunds, err := tx.RefundsForPayment(id)
+			if err != nil {
+				return err
+			}
+			for _, r := range refunds {
+				if r.Status != pay.RefundPending {
+					continue
+				}
+				switch c, err := tx.PSPCharge(pay.RefundKey(r.ID)); {
+				case err == nil:
+					t.Errorf("refund %s of %s is pending at the sweeper's fixed point while the PSP has it (%s)", r.ID, id, c.Status)
+				case pay.ErrorCode(err) != pay.ENOTFOUND:
+					return err
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 // openMock returns the mock payments that are not final, or captured with
