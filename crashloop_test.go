@@ -41,10 +41,9 @@ const (
 // rate_per_second is the largest allowed: at the default (5 status calls a
 // second) the sweeper, not paystate's correctness, bounds the test. One
 // mock create in six (amount ending in 04) is answered finalize_pending by
-// design, and only the sweeper's status call settles it: some 1,000 such
-// payments per 100 cycles, 200 s of status calls at 5 a second, and the
-// few hundred milliseconds each process lives leave most of them to the
-// last start.
+// design, and only the sweeper's status call settles it; at 5 a second
+// the few hundred milliseconds each process lives leave most of them to
+// the last start (354 after 100 cycles, some 70 s of status calls).
 func crashConfig(merchantURL, minAge string) string {
 	return `
 [server]
@@ -253,7 +252,8 @@ func TestCrashLoop(t *testing.T) {
 	// The last start: finish the open creates, let the workers settle.
 	// Its sweeper asks the PSP about every open payment, however young
 	// (min_age 0): each pass then sees every candidate, so a pass that
-	// moves none of them shows a stuck payment, not a young one (settle).
+	// writes nothing is the sweeper's fixed point (settle), not a pass
+	// that passed young payments over.
 	p := startProcessIn(t, dir, crashConfig(ms.URL+"/hooks", "0s"))
 	c.url.Store(&p.url)
 	stop.Store(true)
@@ -296,8 +296,8 @@ func TestCrashLoop(t *testing.T) {
 	// Effects exactly once, over every payment stored: a create whose
 	// answer a crash cut off is charged at the PSP (which keeps its
 	// charges in the store) and may be captured by the sweeper, though
-	// the client never learnt its id. settle drives the sweeper until it
-	// has nothing left to do for the mock's payments.
+	// the client never learnt its id. settle waits for the sweeper's
+	// fixed point, counted in its passes.
 	all := settle(t, c)
 	points := map[string]int64{}
 	captured, capturedHooks := 0, 0
