@@ -22,7 +22,9 @@
 // serve" uses on its embedded defaults), and reports webhooks/s. With
 // -wait it then waits until the server has applied them (the server's
 // paystate_finalize_outcomes_total{outcome="flipped"} has grown by -n, so
-// other traffic on the same server counts too):
+// other traffic on the same server counts too). -before-webhooks runs a
+// shell command between the creates and the first webhook, so that what
+// it resets counts the webhooks alone:
 //
 //	go run ./bench/load -mode webhook -n 5000 -c 64
 package main
@@ -40,6 +42,7 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/exec"
 	"slices"
 	"sort"
 	"strconv"
@@ -77,6 +80,7 @@ func run() error {
 	provider := flag.String("provider", "mock", "provider of the payments (create mode)")
 	secret := flag.String("standard-secret", config.DevelopmentWebhookSecret, "providers.standard.webhook_secret of the server (webhook mode)")
 	wait := flag.Bool("wait", true, "webhook mode: wait until the server has applied the webhooks")
+	before := flag.String("before-webhooks", "", "webhook mode: a shell command (sh -c) run after the creates, before the first webhook (bench/pg/instances.sh resets PostgreSQL's statistics there)")
 	flag.Parse()
 
 	var bases []string
@@ -109,7 +113,7 @@ func run() error {
 		res.print("payments", *c)
 		return res.err(false)
 	case "webhook":
-		return l.webhooks(ctx, run, *n, *secret, *wait)
+		return l.webhooks(ctx, run, *n, *secret, *wait, *before)
 	default:
 		return fmt.Errorf("-mode %q: want create or webhook", *mode)
 	}
@@ -132,7 +136,7 @@ func (l *loader) createRequest(ctx context.Context, run string, i, amount int, p
 
 // webhooks is -mode webhook: n payments of the standard provider, then one
 // signed payment.captured webhook for each.
-func (l *loader) webhooks(ctx context.Context, run string, n int, secret string, wait bool) error {
+func (l *loader) webhooks(ctx context.Context, run string, n int, secret string, wait bool, before string) error {
 	signer, err := stdwebhook.NewSigner(secret)
 	if err != nil {
 		return fmt.Errorf("-standard-secret: %w", err)
@@ -174,6 +178,13 @@ func (l *loader) webhooks(ctx context.Context, run string, n int, secret string,
 		}
 	}
 
+	if before != "" {
+		cmd := exec.CommandContext(ctx, "sh", "-c", before)
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err := cmd.Run(); err != nil {
+			return fmt.Errorf("-before-webhooks: %w", err)
+		}
+	}
 	flipped, err := l.flipped(ctx)
 	if err != nil && wait {
 		return fmt.Errorf("read /metrics before the webhooks: %w", err)

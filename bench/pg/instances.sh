@@ -1,24 +1,36 @@
 #!/usr/bin/env bash
 # Durable webhooks/s and p99 of 1, 2 and 3 paystate instances on one
 # PostgreSQL 15, beside one paystate on its embedded bbolt file, and then
-# pgbench running the webhook's transaction (bench/pg/run.sh), all in one
-# run so that every figure sees the same machine.
+# pgbench running the webhook's transaction (bench/pg/run.sh, on a cluster
+# of its own), all in one run so that every figure sees the same machine.
+# Beside each PostgreSQL rate: WAL syncs (pg_stat_wal), commits
+# (pg_stat_database) and SQL statements (pg_stat_statements; BEGIN, COMMIT
+# and other utility statements not counted) per webhook, counted from the
+# first webhook until ripple has delivered everything the webhooks caused
+# (loyalty is on).
 #
 #   bench/pg/instances.sh
 #
 # For each round and each instance count k, a new database on one
-# throwaway cluster (scripts/postgres.sh), k `paystate serve` processes on
-# it (storage.backend = "postgres", one port each), and bench/load -mode
-# webhook spreading creates and webhooks round robin over them (the webhook
-# of a payment goes to another instance than its create) until every
-# webhook is applied. The bbolt row is the same load on one `paystate
-# serve` with its own file. Settings (environment):
+# throwaway cluster (scripts/postgres.sh, never the one PAYSTATE_PG_DIR
+# names), k `paystate serve` processes on it (storage.backend =
+# "postgres", one port each), and bench/load -mode webhook spreading
+# creates and webhooks round robin over them (the webhook of a payment goes
+# to another instance than its create) until every webhook is applied. The
+# bbolt row is the same load on one `paystate serve` with its own file.
+# Each configuration's processes are stopped, and checked gone, before the
+# next one starts. PostgreSQL keeps the durable settings (fsync,
+# synchronous_commit and full_page_writes on; the header prints them).
+# Settings (environment):
 #   INST_N=4000         webhooks per run (as many payments, created first)
 #   INST_C=64           concurrent clients of bench/load
 #   INST_COUNTS="1 2 3" instance counts
 #   INST_ROUNDS=2       rounds; every round runs bbolt and each count once
 #   INST_MAX_CONNS=16   storage.max_conns of each instance
 #   INST_PGBENCH=1      0: skip the pgbench part
+#   INST_BEFORE=        a git revision (main, a commit): its paystate is
+#                       measured on PostgreSQL too, right before this
+#                       tree's, in each round (rows "before xK")
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -30,19 +42,30 @@ read -r -a counts <<<"${INST_COUNTS:-1 2 3}"
 rounds=${INST_ROUNDS:-2}
 maxconns=${INST_MAX_CONNS:-16}
 pgbench=${INST_PGBENCH:-1}
+before=${INST_BEFORE:-}
 secret='whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA=' # config.DevelopmentWebhookSecret
 
 work=$(mktemp -d)
 chmod 755 "$work"
 pgdir=
+# pids are the paystate processes of the configuration being measured. They
+# are kept in this shell: start runs in it, never in a command
+# substitution (a subshell, whose pids the parent would never see).
 pids=()
 stop_all() {
+  local p
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do
+    if kill -0 "$p" 2>/dev/null; then
+      echo "paystate $p still runs after its stop" >&2
+      return 1
+    fi
+  done
   pids=()
 }
 cleanup() {
-  stop_all
+  stop_all || true
   if [ -n "$pgdir" ]; then
     "$root/scripts/postgres.sh" remove "$pgdir" || true
   fi
@@ -52,20 +75,38 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 (cd "$root" && go build -o "$work/paystate" . && go build -o "$work/load" ./bench/load)
-"$root/scripts/postgres.sh" start >"$work/env"
+builds=(paystate)
+if [ -n "$before" ]; then
+  mkdir "$work/before"
+  git -C "$root" archive "$before" | tar -x -C "$work/before"
+  (cd "$work/before" && go build -o "$work/paystate-before" .)
+  builds=(paystate-before paystate)
+fi
+PAYSTATE_PG_DIR='' "$root/scripts/postgres.sh" start >"$work/env"
 # shellcheck disable=SC1091 # written just above by scripts/postgres.sh
 . "$work/env"
 pgdir=$PAYSTATE_PG_DIR
 psql=$PAYSTATE_PG_BIN/psql
+q() { "$psql" "$PAYSTATE_PG_DSN" -XqtA -v ON_ERROR_STOP=1 "$@"; }
+# pg_stat_statements is loaded at start (shared_preload_libraries): a
+# restart, on the same port.
+q -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
+"$root/scripts/postgres.sh" stop "$pgdir"
+"$root/scripts/postgres.sh" start "$pgdir" >"$work/env"
+# shellcheck disable=SC1091 # written just above by scripts/postgres.sh
+. "$work/env"
+q -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' \
+  -c 'ALTER SYSTEM SET pg_stat_statements.track_utility = off' -c 'SELECT pg_reload_conf()' >/dev/null
 
 # freeport prints a free TCP port on 127.0.0.1.
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
-# start starts one paystate with the [storage] table given as $2 on a free
-# port, logging to $work/$1.log, and prints its base URL once /healthz
-# answers.
+# start starts one paystate (the build $3, default this tree's) with the
+# [storage] table given as $2 on a free port, logging to $work/$1.log, adds
+# its PID to pids and sets url to its base URL once /healthz answers.
+url=
 start() {
-  local name=$1 storage=$2 port
+  local name=$1 storage=$2 bin=${3:-paystate} port
   port=$(freeport)
   cat >"$work/$name.toml" <<EOF
 [server]
@@ -74,14 +115,16 @@ listen = "127.0.0.1:$port"
 $storage
 [log]
 level = "warn"
+[loyalty]
+points_per_unit = 1
 [providers.standard]
 webhook_secret = "$secret"
 EOF
-  "$work/paystate" serve -config "$work/$name.toml" >"$work/$name.log" 2>&1 &
+  "$work/$bin" serve -config "$work/$name.toml" >"$work/$name.log" 2>&1 &
   pids+=($!)
   for _ in $(seq 1 200); do
     if curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1; then
-      echo "http://127.0.0.1:$port"
+      url="http://127.0.0.1:$port"
       return 0
     fi
     sleep 0.05
@@ -91,48 +134,97 @@ EOF
   return 1
 }
 
+# counters prints WAL syncs of the cluster, and commits and statements of
+# database $1, so far.
+counters() {
+  # The WAL writer reports its counts on its next round (wal_writer_delay).
+  sleep 1
+  q -F ' ' -c "select (select wal_sync from pg_stat_wal),
+      (select xact_commit from pg_stat_database where datname = '$1'),
+      (select coalesce(sum(calls), 0) from pg_stat_statements s join pg_database d on d.oid = s.dbid
+        where d.datname = '$1' and s.query not like '/* bench */%')"
+}
+
+# drained waits until database $1 holds no pending delivery: ripple's work
+# of the webhooks (loyalty) is done. It writes how many transactions it
+# made to $work/polls (counters leaves out its statements: /* bench */).
+drained() {
+  local dsn=${PAYSTATE_PG_DSN/\/paystate\?//$1?} i
+  for i in $(seq 1 600); do
+    echo "$i" >"$work/polls"
+    [ "$("$psql" "$dsn" -XqtA -c "/* bench */ select count(*) from deliveries where state = 'pending'")" = 0 ] && return 0
+    sleep 0.1
+  done
+  echo "deliveries of $1 still pending after 60 s" >&2
+  return 1
+}
+
 # measure runs the load against the comma-separated URLs $2 and prints one
 # result line labelled $1: applied webhooks/s, answered webhooks/s, p50 and
-# p99 of the webhook answers.
+# p99 of the webhook answers and, given a database $3, WAL syncs, commits
+# and statements per webhook, counted from the first webhook (the load's
+# -before-webhooks resets them) until no delivery is pending.
 measure() {
-  local label=$1 urls=$2 out
+  local label=$1 urls=$2 db=${3:-} out hook= syncs=- commits=- stmts=-
   out=$work/load.out
-  "$work/load" -mode webhook -url "$urls" -n "$n" -c "$c" -standard-secret "$secret" >"$out" 2>&1 || {
+  if [ -n "$db" ]; then
+    hook="'$psql' '$PAYSTATE_PG_DSN' -XqtA -v ON_ERROR_STOP=1 -c \"select pg_stat_reset_shared('wal')\" -c 'select pg_stat_statements_reset()' -c \"select xact_commit from pg_stat_database where datname = '$db'\" | tail -n 1 >'$work/commits0'"
+  fi
+  "$work/load" -mode webhook -url "$urls" -n "$n" -c "$c" -standard-secret "$secret" -before-webhooks "$hook" >"$out" 2>&1 || {
     cat "$out" >&2
     return 1
   }
-  awk -v label="$label" '
+  if [ -n "$db" ]; then
+    drained "$db"
+    read -r syncs commits stmts < <(counters "$db")
+    commits=$((commits - $(cat "$work/commits0") - $(cat "$work/polls")))
+  fi
+  awk -v label="$label" -v n="$n" -v syncs="$syncs" -v commits="$commits" -v stmts="$stmts" '
+    function per(x) { return x == "-" ? "-" : sprintf("%.2f", x / n) }
     /^webhooks$/ { w = 1 }
     w && /^throughput/ { sub("/s", "", $2); answered = $2 }
     w && /^latency/ { p50 = $3; p99 = $7; w = 0 }
     /^applied/ { applied = $(NF - 1) }
-    END { printf "%-18s %10s %12s %10s %10s\n", label, applied, answered, p50, p99 }
+    END { printf "%-18s %10s %11s %10s %10s %9s %8s %8s\n", label, applied, answered, p50, p99, per(syncs), per(commits), per(stmts) }
   ' "$out"
 }
 
 echo "# bench/pg/instances.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
-echo "# $("$psql" "$PAYSTATE_PG_DSN" -XqtA -c 'select version()')"
-echo "# $(uname -sr), $(nproc) cores; webhooks=$n clients=$c max_conns=$maxconns rounds=$rounds"
-printf '%-18s %10s %12s %10s %10s\n' run applied/s answered/s p50 p99
+echo "# $(q -c 'select version()')"
+echo "# $(q -c "select string_agg(name || '=' || setting, ' ' order by name) from pg_settings
+  where name in ('fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'commit_delay')")"
+echo "# $(uname -sr), $(nproc) cores; webhooks=$n clients=$c max_conns=$maxconns rounds=$rounds; loyalty on"
+printf '%-18s %10s %11s %10s %10s %9s %8s %8s\n' run applied/s answered/s p50 p99 syncs/wh txns/wh stmts/wh
 for r in $(seq 1 "$rounds"); do
-  url=$(start "bolt-$r" "path = \"$work/bolt-$r.db\"")
+  start "bolt-$r" "path = \"$work/bolt-$r.db\""
   measure "r$r bbolt" "$url"
   stop_all
   for k in "${counts[@]}"; do
-    db="bench_${r}_$k"
-    "$psql" "$PAYSTATE_PG_DSN" -XqtA -c "create database $db" >/dev/null
-    dsn=${PAYSTATE_PG_DSN/\/paystate\?//$db?}
-    urls=
-    for i in $(seq 1 "$k"); do
-      u=$(start "pg-$r-$k-$i" "backend = \"postgres\"
+    for b in "${builds[@]}"; do
+      label=postgres
+      [ "$b" = paystate-before ] && label=before
+      db="bench_${r}_${k}_${label}"
+      q -c "create database $db" >/dev/null
+      dsn=${PAYSTATE_PG_DSN/\/paystate\?//$db?}
+      urls=
+      for i in $(seq 1 "$k"); do
+        start "pg-$r-$k-$i-$label" "backend = \"postgres\"
 dsn = \"$dsn\"
-max_conns = $maxconns")
-      urls=${urls:+$urls,}$u
+max_conns = $maxconns" "$b"
+        urls=${urls:+$urls,}$url
+      done
+      measure "r$r $label x$k" "$urls" "$db"
+      stop_all
     done
-    measure "r$r postgres x$k" "$urls"
-    stop_all
   done
 done
+echo "# syncs/wh: WAL syncs (pg_stat_wal), txns/wh: commits of the database (pg_stat_database),"
+echo "# stmts/wh: statements (pg_stat_statements, no utility statements), per webhook, from the"
+echo "# first webhook until no delivery is pending"
+
+# The instances' cluster goes before pgbench starts its own.
+"$root/scripts/postgres.sh" remove "$pgdir"
+pgdir=
 
 if [ "$pgbench" = 1 ]; then
   echo

@@ -21,7 +21,8 @@
 #                         commits, as Inbox.Accept and Inbox.RunOnce do),
 #                         commit (the reference: one insert, one commit)
 #   GO_BENCH=0            1: same as --go-bench
-#   PAYSTATE_PG_DIR       the cluster's directory (default: a new temporary one)
+# The cluster is always a new one of this run, whatever PAYSTATE_PG_DIR
+# says: run.sh removes it at the end.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -62,8 +63,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-# 1. The cluster.
-"$root/scripts/postgres.sh" start >"$work/env"
+# 1. The cluster, a new one (an inherited PAYSTATE_PG_DIR is not used).
+PAYSTATE_PG_DIR='' "$root/scripts/postgres.sh" start >"$work/env"
 # shellcheck disable=SC1091 # written just above by scripts/postgres.sh
 . "$work/env"
 pgdir=$PAYSTATE_PG_DIR
