@@ -21,7 +21,7 @@
 //
 //	table              key                               indexes
 //	schema_version     version                           —
-//	meta               key                               rows outbox_seq, ledger_seq, ripple_cursor, outbox_horizon
+//	meta               key                               rows outbox_seq, ripple_cursor, outbox_horizon
 //	payments           id                                payments_by_status (status, updated_at, id),
 //	                                                     payments_by_created (created_at, id),
 //	                                                     payments_by_order (order_id, created_at, id),
@@ -35,8 +35,8 @@
 //	deliveries         id                                deliveries_due (next_attempt_at, id) WHERE pending,
 //	                                                     deliveries_open UNIQUE (target, payment_id, event_seq) WHERE pending,
 //	                                                     deliveries_by_state (state, state_at, id)
-//	ledger             seq                               —
-//	balances           (account, currency)               —
+//	ledger             seq (identity)                    —
+//	balances           (account, currency, shard)        — (a balance is the sum of its shards)
 //	review             id                                review_by_created (created_at, id)
 //	idempotency_keys   key                               idempotency_keys_by_expiry (expires_at, key)
 //	customers          id                                —
@@ -79,7 +79,7 @@
 // exist yet too (a new idempotency key, a first lease), which row locks
 // cannot do. Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
-// read each record again. Hot rows (the balances, the outbox counter) are
+// read each record again. A hot row (the outbox counter) is
 // a queue: concurrent transitions commit one after the other, each
 // holding them until its commit is durable (BenchmarkTransition).
 // Deadlocks (40P01) and serialization failures (40001) are rolled back and
@@ -99,11 +99,14 @@
 // bbolt store answers a conflict, so that a conflict leaves the
 // transaction usable. The purges delete with their condition in the outer
 // WHERE too, which READ COMMITTED checks again on a row changed meanwhile
-// (a key taken over, a delivery retried). The outbox and ledger Seq come from counter rows of
-// meta updated in the statement that inserts the records, whose row lock
-// makes Seq order commit order: OutboxAfter never shows a record while an
-// earlier one is still uncommitted, which the ripple cursor relies on (a
-// PostgreSQL sequence would not).
+// (a key taken over, a delivery retried). The outbox Seq comes from a
+// counter row of meta updated in the statement that inserts the record,
+// whose row lock makes Seq order commit order: OutboxAfter never shows a
+// record while an earlier one is still uncommitted, which the ripple
+// cursor relies on (a PostgreSQL sequence would not). The ledger Seq is an
+// identity column (the journal's order, not the commits'), and a balance
+// is the sum of shard rows, each posting adding to its connection's
+// shard: postings of different payments share no row.
 //
 // DueDeliveries and DueDeliveriesSkipping, in an Update, lock the
 // deliveries they return with FOR UPDATE SKIP LOCKED: two instances'

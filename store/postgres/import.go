@@ -102,7 +102,7 @@ var importTables = []struct{ name, cols, key string }{
 	{"outbox", outboxCols, "seq"},
 	{"deliveries", deliveryCols, "id"},
 	{"ledger", "seq, payment_id, event_id, account, currency, amount, at", "seq"},
-	{"balances", "account, currency, amount", "account, currency"},
+	{"balances", "account, currency, amount, shard", "account, currency, shard"},
 	{"review", reviewCols, "id"},
 	{"idempotency_keys", "key, fingerprint, state, owner, locked_until, payment_id, status_code, body, created_at, expires_at", "key"},
 	{"customers", "id, points, last_visit_at, updated_at", "id"},
@@ -370,15 +370,17 @@ func (im *Importer) Finish() error {
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	// A Seq is never reused: the counters are at least the highest stored.
 	_, err = tx.Exec(ctx, `WITH s AS (SELECT
-			greatest($1::bigint, (SELECT coalesce(max(seq), 0) FROM outbox)) AS outbox_seq,
-			greatest($2::bigint, (SELECT coalesce(max(seq), 0) FROM ledger)) AS ledger_seq)
+			greatest($1::bigint, (SELECT coalesce(max(seq), 0) FROM outbox)) AS outbox_seq)
 		UPDATE meta SET value = CASE key
 			WHEN 'outbox_seq' THEN greatest(value, s.outbox_seq)
-			WHEN 'ledger_seq' THEN greatest(value, s.ledger_seq)
-			WHEN 'ripple_cursor' THEN $3::bigint
-			WHEN 'outbox_horizon' THEN $4::bigint END
-		FROM s WHERE key IN ('outbox_seq', 'ledger_seq', 'ripple_cursor', 'outbox_horizon')`,
-		im.counters[0], im.counters[1], im.counters[2], im.counters[3])
+			WHEN 'ripple_cursor' THEN $2::bigint
+			WHEN 'outbox_horizon' THEN $3::bigint END
+		FROM s WHERE key IN ('outbox_seq', 'ripple_cursor', 'outbox_horizon')`,
+		im.counters[0], im.counters[2], im.counters[3])
+	if err == nil {
+		_, err = tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('ledger', 'seq'), greatest($1::bigint,
+			(SELECT coalesce(max(seq), 0) FROM ledger)) + 1, false)`, im.counters[1])
+	}
 	if err != nil {
 		return fmt.Errorf("copy counters: %w", classify("update meta", err, false))
 	}
@@ -471,10 +473,11 @@ func (im *Importer) LedgerEntry(l pay.LedgerEntry) error {
 		e.u64("seq", l.Seq), l.PaymentID, l.EventID, l.Account, l.Currency, l.Amount, e.stamp(l.At))
 }
 
-// Balance buffers the running balance of an account in a currency.
+// Balance buffers the running balance of an account in a currency, as
+// its shard 0.
 func (im *Importer) Balance(b pay.Balance) error {
 	e := enc{what: "balance"}
-	return im.add("balances", "balance of "+b.Account+" in "+b.Currency, &e, b.Account, b.Currency, b.Amount)
+	return im.add("balances", "balance of "+b.Account+" in "+b.Currency, &e, b.Account, b.Currency, b.Amount, int32(0))
 }
 
 // Review buffers a review item.

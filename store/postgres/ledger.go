@@ -1,9 +1,11 @@
 package postgres
 
-// The ledger: the journal (ledger) and the running balance of each
-// account and currency (balances), written together by AppendLedger.
+// The ledger: the journal (ledger) and the balance of each account and
+// currency, spread over shard rows (balances), written together by
+// AppendLedger.
 
 import (
+	"fmt"
 	"math"
 	"slices"
 
@@ -12,117 +14,110 @@ import (
 	"github.com/paystate/paystate/pay"
 )
 
+// balanceShards is how many rows each balance is spread over: a posting
+// adds to the shard of its connection (backend pid modulo balanceShards),
+// so postings on different connections, up to this many, lock no common
+// row.
+const balanceShards = 64
+
 // AppendLedger appends the journal lines of one posting, each with the
-// next Seq of the ledger (the counter meta "ledger_seq"), and writes the
-// assigned Seq (and At, Tx.Now when zero) back into entries. The lines
-// must sum to zero per currency, and no balance may leave the int64 range,
-// else EINVALID and nothing is written (both are checked before anything
-// is sent, so the transaction stays usable). Account and Currency are
-// required.
+// next Seq of the ledger (an identity column: increasing within a posting
+// and over time, not dense, and a line committed later may hold a lower
+// Seq than one committed before it), and writes the assigned Seq (and At,
+// Tx.Now when zero) back into entries. Each balance the posting moves is
+// added to one shard row of balances (balanceShards); no row is shared by
+// every posting. The lines must sum to zero per currency (checked before
+// anything is sent), and no balance (the sum of its shards) may leave the
+// int64 range: then EINVALID naming the account and currency, and nothing
+// is written. The check and the writes are one statement, which writes
+// nothing when the check fails, so the transaction stays usable. Account
+// and Currency are required.
+//
+// The overflow check reads the balances without locking them: two
+// postings committed at once could together pass the range that each
+// alone keeps within (a balance of 9.2·10^18 minor units); LedgerBalances
+// would then fail rather than answer a wrong sum.
 func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
-	// Check the posting first: it balances (then no balance overflows).
 	if err := pay.CheckPosting(entries); err != nil {
 		return err
 	}
 	if len(entries) == 0 {
 		return nil
 	}
-
-	// No balance overflows.
-	type key struct{ account, currency string }
-	var accounts, currencies []string
-	for _, e := range entries {
-		accounts, currencies = append(accounts, e.Account), append(currencies, e.Currency)
-	}
-	type balance struct {
-		key
-		amount int64
-	}
-	var keys []string
-	for _, e := range entries {
-		keys = append(keys, joinKey(e.Account, e.Currency))
-	}
-	slices.Sort(keys) // one order for every posting: no deadlock between two
-	if err := t.lock("balance", keys...); err != nil {
-		return err
-	}
-	stored, err := queryAll(t, "read balances", `SELECT account, currency, amount FROM balances
-		WHERE (account, currency) IN (SELECT * FROM unnest($1::text[], $2::text[]))`, func(r pgx.Row) (balance, error) {
-		var b balance
-		err := r.Scan(&b.account, &b.currency, &b.amount)
-		return b, err
-	}, accounts, currencies)
-	if err != nil {
-		return err
-	}
-	after := map[key]int64{}
-	for _, b := range stored {
-		after[b.key] = b.amount
-	}
-	var order []key // the balances the posting moves, in the order of its lines
-	for _, e := range entries {
-		k := key{e.Account, e.Currency}
-		if !slices.Contains(order, k) {
-			order = append(order, k)
-		}
-		b, ok := pay.AddInt64(after[k], e.Amount)
-		if !ok {
-			return pay.Errorf(pay.EINVALID, "ledger balance of %s in %s overflows", e.Account, e.Currency)
-		}
-		after[k] = b
-	}
-
-	// Write the lines and the balances after them (read under their
-	// locks, so no concurrent posting moved them since), in one statement.
 	n := len(entries)
 	var (
 		paymentIDs, eventIDs = make([]string, n), make([]string, n)
+		accounts, currencies = make([]string, n), make([]string, n)
 		amounts, ats         = make([]int64, n), make([]int64, n)
 		c                    = enc{what: "ledger entry"}
 	)
 	for i := range entries {
 		e := &entries[i]
-		if e.At.IsZero() {
-			e.At = t.now
+		at := e.At
+		if at.IsZero() {
+			at = t.now
 		}
-		paymentIDs[i], eventIDs[i], amounts[i], ats[i] = e.PaymentID, e.EventID, e.Amount, c.stamp(e.At)
+		paymentIDs[i], eventIDs[i], accounts[i], currencies[i], amounts[i], ats[i] = e.PaymentID, e.EventID, e.Account, e.Currency, e.Amount, c.stamp(at)
 	}
 	if c.err != nil {
 		return c.err
 	}
-	var (
-		bAccounts, bCurrencies []string
-		bAmounts               []int64
-	)
-	for _, k := range order {
-		bAccounts, bCurrencies, bAmounts = append(bAccounts, k.account), append(bCurrencies, k.currency), append(bAmounts, after[k])
+	shard := int32(t.ptx.Conn().PgConn().PID() % balanceShards)
+	type row struct {
+		seq               int64
+		account, currency string
 	}
-	last, _, err := queryOne(t, "append ledger", `WITH s AS (
-			UPDATE meta SET value = value + $1 WHERE key = 'ledger_seq' RETURNING value),
-		lines AS (
-			INSERT INTO ledger (seq, payment_id, event_id, account, currency, amount, at)
-			SELECT s.value - $1 + l.ord, l.payment_id, l.event_id, l.account, l.currency, l.amount, l.at
-			FROM s, unnest($2::text[], $3::text[], $4::text[], $5::text[], $6::bigint[], $7::bigint[])
+	rows, err := queryAll(t, "append ledger", `WITH lines AS (
+			SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::bigint[], $6::bigint[])
 				WITH ORDINALITY AS l(payment_id, event_id, account, currency, amount, at, ord)),
+		moves AS (
+			SELECT account, currency, sum(amount) AS amount, min(ord) AS first FROM lines GROUP BY account, currency),
+		over AS (
+			SELECT m.account, m.currency FROM moves m
+			WHERE m.amount + coalesce((SELECT sum(b.amount) FROM balances b WHERE b.account = m.account AND b.currency = m.currency), 0)
+				NOT BETWEEN -9223372036854775808 AND 9223372036854775807
+			ORDER BY m.first LIMIT 1),
+		put AS (
+			INSERT INTO ledger (payment_id, event_id, account, currency, amount, at)
+			SELECT payment_id, event_id, account, currency, amount, at FROM lines
+			WHERE NOT EXISTS (SELECT 1 FROM over) ORDER BY ord
+			RETURNING seq),
 		moved AS (
-			INSERT INTO balances (account, currency, amount) SELECT * FROM unnest($8::text[], $9::text[], $10::bigint[])
-			ON CONFLICT (account, currency) DO UPDATE SET amount = excluded.amount)
-		SELECT value FROM s`, scalar[int64],
-		int64(n), paymentIDs, eventIDs, accounts, currencies, amounts, ats, bAccounts, bCurrencies, bAmounts)
+			INSERT INTO balances (account, currency, shard, amount)
+			SELECT account, currency, $7, amount FROM moves
+			WHERE NOT EXISTS (SELECT 1 FROM over) ORDER BY account, currency
+			ON CONFLICT (account, currency, shard) DO UPDATE SET amount = balances.amount + excluded.amount)
+		SELECT seq, '', '' FROM put UNION ALL SELECT 0, account, currency FROM over`, func(r pgx.Row) (row, error) {
+		var x row
+		err := r.Scan(&x.seq, &x.account, &x.currency)
+		return x, err
+	}, paymentIDs, eventIDs, accounts, currencies, amounts, ats, shard)
 	if err != nil {
 		return err
 	}
+	var seqs []int64
+	for _, r := range rows {
+		if r.account != "" {
+			return pay.Errorf(pay.EINVALID, "ledger balance of %s in %s overflows", r.account, r.currency)
+		}
+		seqs = append(seqs, r.seq)
+	}
+	if len(seqs) != n {
+		return fmt.Errorf("append ledger: %d lines written, want %d", len(seqs), n)
+	}
+	slices.Sort(seqs) // assigned in the order of the lines
 	for i := range entries {
-		entries[i].Seq = uint64(last - int64(n) + int64(i) + 1)
-		entries[i].At = entries[i].At.UTC()
+		entries[i].Seq, entries[i].At = uint64(seqs[i]), fromNS(ats[i])
 	}
 	return nil
 }
 
-// LedgerBalances returns the running balance of every account and currency
-// that has a journal line, sorted by account, then currency.
+// LedgerBalances returns the balance of every account and currency that
+// has a journal line (the sum of its shards), sorted by account, then
+// currency.
 func (t *tx) LedgerBalances() ([]pay.Balance, error) {
-	return queryAll(t, "read balances", `SELECT account, currency, amount FROM balances ORDER BY account, currency`, func(r pgx.Row) (pay.Balance, error) {
+	return queryAll(t, "read balances", `SELECT account, currency, sum(amount)::bigint FROM balances
+		GROUP BY account, currency ORDER BY account, currency`, func(r pgx.Row) (pay.Balance, error) {
 		var b pay.Balance
 		err := r.Scan(&b.Account, &b.Currency, &b.Amount)
 		return b, err

@@ -1,0 +1,153 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"sync/atomic"
+	"testing"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store/postgres"
+	"github.com/paystate/paystate/store/storetest"
+)
+
+// SPEC §5: no row, lock or counter is shared by the transactions of
+// different payments on the request path. Each test runs one payment's
+// write in a transaction of one instance and keeps it open, then another
+// payment's write in a transaction of a second instance, and fails if the
+// second waits for a lock of the first (pg_stat_activity: a backend of
+// the second instance waiting on a Lock).
+
+// apps numbers the application names that tell the tests' connections
+// apart in pg_stat_activity.
+var apps atomic.Int64
+
+// instance is a store with one connection, named app in pg_stat_activity.
+type instance struct {
+	db  *postgres.DB
+	app string
+	pid int32
+}
+
+// twoInstances opens two stores of one connection each on one new schema,
+// whose connections add to different balance shards (backend pids that
+// differ modulo postgres.BalanceShards), so that the postings of one
+// never wait for the other's by chance.
+func twoInstances(t *testing.T) [2]instance {
+	t.Helper()
+	dsn := newSchema(t)
+	for range 20 {
+		var out [2]instance
+		for i := range out {
+			app := fmt.Sprintf("paystate-scale-%d", apps.Add(1))
+			u, err := url.Parse(dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := u.Query()
+			q.Set("application_name", app)
+			u.RawQuery = q.Encode()
+			db := mustOpen(t, u.String(), &postgres.Options{Now: storetest.NewClock(t0).Now, MaxConns: 1})
+			if err := db.View(context.Background(), func(pay.Tx) error { return nil }); err != nil {
+				t.Fatal(err)
+			}
+			if err := admin.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&out[i].pid); err != nil {
+				t.Fatalf("pid of %s: %v", app, err)
+			}
+			out[i].db, out[i].app = db, app
+		}
+		if out[0].pid%postgres.BalanceShards != out[1].pid%postgres.BalanceShards {
+			return out
+		}
+	}
+	t.Fatal("20 pairs of connections, each pair on one balance shard")
+	return [2]instance{}
+}
+
+// waitsBehind runs first in a transaction of ins[0] and, while that is
+// open, second in a transaction of ins[1]. It reports whether second
+// waited for a lock; both transactions commit either way.
+func waitsBehind(t *testing.T, ins [2]instance, first, second func(pay.Tx) error) bool {
+	t.Helper()
+	ctx := context.Background()
+	held, release := make(chan struct{}), make(chan struct{})
+	firstDone := make(chan error, 1)
+	go func() {
+		var once bool
+		firstDone <- ins[0].db.Update(ctx, func(tx pay.Tx) error {
+			if err := first(tx); err != nil {
+				return err
+			}
+			if !once {
+				once = true
+				close(held)
+				<-release
+			}
+			return nil
+		})
+	}()
+	select {
+	case <-held:
+	case err := <-firstDone:
+		t.Fatalf("first transaction: %v", err)
+	}
+	secondDone := make(chan error, 1)
+	go func() { secondDone <- ins[1].db.Update(ctx, second) }()
+	waited := false
+	for !waited {
+		select {
+		case err := <-secondDone:
+			close(release)
+			if err != nil {
+				t.Fatalf("second transaction: %v", err)
+			}
+			if err := <-firstDone; err != nil {
+				t.Fatalf("first transaction: %v", err)
+			}
+			return false
+		default:
+		}
+		if err := admin.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+			WHERE application_name = $1 AND wait_event_type = 'Lock')`, ins[1].app).Scan(&waited); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(release)
+	for _, done := range []chan error{firstDone, secondDone} {
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Fatalf("transaction: %v", err)
+		}
+	}
+	return true
+}
+
+// posting is a capture's two journal lines.
+func posting(paymentID string, amount int64) []pay.LedgerEntry {
+	return []pay.LedgerEntry{
+		{PaymentID: paymentID, EventID: "evt_" + paymentID, Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: amount},
+		{PaymentID: paymentID, EventID: "evt_" + paymentID, Account: pay.AccountMerchantRevenue, Currency: "EUR", Amount: -amount},
+	}
+}
+
+// TestScale_LedgerPostings: two payments' postings to the same accounts
+// and currency, from two instances at once, do not wait for each other,
+// and the balances are their sum.
+func TestScale_LedgerPostings(t *testing.T) {
+	t.Parallel()
+	ins := twoInstances(t)
+	if waitsBehind(t, ins,
+		func(tx pay.Tx) error { return tx.AppendLedger(posting("pay_1", 1000)) },
+		func(tx pay.Tx) error { return tx.AppendLedger(posting("pay_2", 250)) }) {
+		t.Error("a posting waited for another payment's posting to commit")
+	}
+	var bs []pay.Balance
+	if err := ins[0].db.View(context.Background(), func(tx pay.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
+		t.Fatal(err)
+	}
+	want := []pay.Balance{{Account: pay.AccountMerchantRevenue, Currency: "EUR", Amount: -1250}, {Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: 1250}}
+	if fmt.Sprint(bs) != fmt.Sprint(want) {
+		t.Fatalf("LedgerBalances=%v, want %v", bs, want)
+	}
+}
