@@ -21,7 +21,7 @@
 //
 //	table              key                               indexes
 //	schema_version     version                           —
-//	meta               key                               rows outbox_seq, ripple_cursor, outbox_horizon
+//	meta               key                               rows ripple_cursor, outbox_horizon
 //	payments           id                                payments_by_status (status, updated_at, id),
 //	                                                     payments_by_created (created_at, id),
 //	                                                     payments_by_order (order_id, created_at, id),
@@ -79,16 +79,16 @@
 // exist yet too (a new idempotency key, a first lease), which row locks
 // cannot do. Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
-// read each record again. A hot row (the outbox counter) is
-// a queue: concurrent transitions commit one after the other, each
-// holding them until its commit is durable (BenchmarkTransition).
+// read each record again. No row is written by the transitions of
+// every payment (SPEC §5; the tests TestScale_*): transitions of
+// different payments take no common lock.
 // Deadlocks (40P01) and serialization failures (40001) are rolled back and
 // the function runs again (pay.Store allows it; Stats counts the retries).
 //
 // SERIALIZABLE with retries, tried first, gives the same guarantee without
-// any lock, but every transition then conflicts with every concurrent one
-// on the balances and the outbox counter: at 16 concurrent transitions
-// some failed 50 attempts in a row. View is REPEATABLE READ READ ONLY: one
+// any lock, but every transition then conflicted with every concurrent one
+// on the balance rows and the outbox counter of that time: at 16
+// concurrent transitions some failed 50 attempts in a row. View is REPEATABLE READ READ ONLY: one
 // snapshot, no locks, never a retry.
 //
 // Compare-and-set is UPDATE payments … WHERE id = $1 AND version = $2 (no
@@ -99,11 +99,14 @@
 // bbolt store answers a conflict, so that a conflict leaves the
 // transaction usable. The purges delete with their condition in the outer
 // WHERE too, which READ COMMITTED checks again on a row changed meanwhile
-// (a key taken over, a delivery retried). The outbox Seq comes from a
-// counter row of meta updated in the statement that inserts the record,
-// whose row lock makes Seq order commit order: OutboxAfter never shows a
-// record while an earlier one is still uncommitted, which the ripple
-// cursor relies on (a PostgreSQL sequence would not). The ledger Seq is an
+// (a key taken over, a delivery retried). An outbox record's Seq is
+// 2^47 + its transaction's id (pg_current_xact_id()) · 2^16 + its number
+// in the transaction: no counter row. OutboxAfter shows only the records
+// below the oldest transaction of this database still running in its
+// snapshot (pg_snapshot_xip, pg_snapshot_xmax), so a record never appears
+// behind a cursor that follows it (the ripple fan-out, the NATS relay; a
+// plain sequence would allow that), and a long transaction delays the feed
+// until it ends. The ledger Seq is an
 // identity column (the journal's order, not the commits'), and a balance
 // is the sum of shard rows, each posting adding to its connection's
 // shard: postings of different payments share no row.

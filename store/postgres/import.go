@@ -369,14 +369,11 @@ func (im *Importer) Finish() error {
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	// A Seq is never reused: the counters are at least the highest stored.
-	_, err = tx.Exec(ctx, `WITH s AS (SELECT
-			greatest($1::bigint, (SELECT coalesce(max(seq), 0) FROM outbox)) AS outbox_seq)
-		UPDATE meta SET value = CASE key
-			WHEN 'outbox_seq' THEN greatest(value, s.outbox_seq)
-			WHEN 'ripple_cursor' THEN $2::bigint
-			WHEN 'outbox_horizon' THEN $3::bigint END
-		FROM s WHERE key IN ('outbox_seq', 'ripple_cursor', 'outbox_horizon')`,
-		im.counters[0], im.counters[2], im.counters[3])
+	_, err = tx.Exec(ctx, `UPDATE meta SET value = CASE key
+			WHEN 'ripple_cursor' THEN $1::bigint
+			WHEN 'outbox_horizon' THEN $2::bigint END
+		WHERE key IN ('ripple_cursor', 'outbox_horizon')`,
+		im.counters[2], im.counters[3])
 	if err == nil {
 		_, err = tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('ledger', 'seq'), greatest($1::bigint,
 			(SELECT coalesce(max(seq), 0) FROM ledger)) + 1, false)`, im.counters[1])
@@ -446,8 +443,12 @@ func (im *Importer) Lease(l pay.Lease) error {
 	return im.add("leases", "lease of payment "+l.PaymentID, &e, l.PaymentID, l.Holder, e.u64("token", l.Token), e.stamp(l.ExpiresAt))
 }
 
-// Outbox buffers an outbox record, with its Seq.
+// Outbox buffers an outbox record, with its Seq, which must be below
+// outboxBase (where the Seqs of records appended on PostgreSQL begin).
 func (im *Importer) Outbox(r pay.OutboxRecord) error {
+	if r.Seq >= outboxBase {
+		return fmt.Errorf("copy outbox record %d (%s): a Seq from %d on cannot be copied", r.Seq, r.ID, uint64(outboxBase))
+	}
 	e := enc{what: "outbox record"}
 	return im.add("outbox", fmt.Sprintf("outbox record %d (%s)", r.Seq, r.ID), &e,
 		e.u64("seq", r.Seq), r.ID, r.Type, r.PaymentID, string(r.Status), string(r.From), e.u64("version", r.Version), r.OrderID,

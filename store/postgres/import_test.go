@@ -98,8 +98,8 @@ func TestImporter_Copy(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		if got, want := recs[len(recs)-1].Seq, r.Single.OutboxSeq+1; got != want {
-			t.Errorf("next outbox Seq=%d, want %d", got, want)
+		if got, floor := recs[len(recs)-1].Seq, r.Single.OutboxSeq; got <= floor {
+			t.Errorf("next outbox Seq=%d, want above %d", got, floor)
 		}
 		lines := []pay.LedgerEntry{{Account: "a", Currency: "EUR", Amount: 1}, {Account: "b", Currency: "EUR", Amount: -1}}
 		if err := tx.AppendLedger(lines); err != nil {
@@ -257,24 +257,30 @@ func TestImporter_CountersNeverGoBack(t *testing.T) {
 	if err := im.Finish(); err != nil {
 		t.Fatal(err)
 	}
+	var lines []pay.LedgerEntry
 	err := db.Update(ctx, func(tx pay.Tx) error {
 		if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_a", Type: "payment.captured", PaymentID: "pay_a"}); err != nil {
 			return err
 		}
+		lines = []pay.LedgerEntry{{Account: "a", Currency: "EUR", Amount: 1}, {Account: "b", Currency: "EUR", Amount: -1}}
+		return tx.AppendLedger(lines)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The outbox record is read once its transaction has committed:
+	// OutboxAfter holds back the records of a transaction still running.
+	err = db.View(ctx, func(tx pay.Tx) error {
 		recs, err := tx.OutboxAfter(0, 10)
 		if err != nil {
-			return err
-		}
-		lines := []pay.LedgerEntry{{Account: "a", Currency: "EUR", Amount: 1}, {Account: "b", Currency: "EUR", Amount: -1}}
-		if err := tx.AppendLedger(lines); err != nil {
 			return err
 		}
 		h, err := tx.OutboxHorizon()
 		if err != nil {
 			return err
 		}
-		if len(recs) != 1 || recs[0].Seq != 10 || lines[0].Seq != 9 || !h.Equal(horizon) {
-			t.Errorf("outbox %+v, ledger Seq %d, horizon %s: want Seq 10, 9, %s", recs, lines[0].Seq, h, horizon)
+		if len(recs) != 1 || recs[0].Seq <= 9 || lines[0].Seq != 9 || !h.Equal(horizon) {
+			t.Errorf("outbox %+v, ledger Seq %d, horizon %s: want a Seq above 9, 9, %s", recs, lines[0].Seq, h, horizon)
 		}
 		return nil
 	})

@@ -31,32 +31,63 @@ func scanOutbox(r pgx.Row) (pay.OutboxRecord, error) {
 	return o, err
 }
 
-// AppendOutbox appends r with the next Seq of the outbox (from 1, never
-// reused); r.Seq is ignored. A zero CreatedAt becomes Tx.Now. The Seq is
-// the counter meta "outbox_seq", taken with an UPDATE in the statement
-// that inserts the record: the row lock it holds until the commit makes
-// concurrent appends take their numbers one after the other, so Seq order
-// is commit order and a reader of OutboxAfter never sees a record before
-// an earlier one is committed (a PostgreSQL sequence would allow both).
+// outboxBase is the lowest Seq of a record appended by this package since
+// schema 6; the Seqs below it are those of the outbox counter before, and
+// those a copy from a bbolt file brings.
+const outboxBase = 1 << 47
+
+// outboxPerTx is how many records one transaction may append: the low 16
+// bits of Seq number them.
+const outboxPerTx = 1 << 16
+
+// AppendOutbox appends r with the next Seq of the outbox; r.Seq is
+// ignored. A zero CreatedAt becomes Tx.Now. The Seq is outboxBase +
+// xid·2^16 + n, with xid the transaction's id (pg_current_xact_id()) and n
+// the record's number within the transaction: increasing in append order
+// within a transaction, never reused, and taken without any row that
+// other transactions write. Seq order is the order of the transactions'
+// ids, not of their commits; OutboxAfter makes it safe to follow
+// (outboxBound).
 func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 	if err := checkPart("payment id", r.PaymentID, true); err != nil {
 		return err
+	}
+	if t.outboxN >= outboxPerTx {
+		return pay.Errorf(pay.EINVALID, "a transaction appends at most %d outbox records", outboxPerTx)
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = t.now
 	}
 	e := enc{what: "outbox record " + r.ID}
 	args := []any{r.ID, r.Type, r.PaymentID, string(r.Status), string(r.From), e.u64("version", r.Version), r.OrderID, r.Amount, r.Currency,
-		r.Customer.ID, r.Customer.Email, r.Provider, e.stamp(r.CreatedAt), r.RefundID, r.DisputeID, r.ObjectAmount, r.ObjectStatus, r.AmountRefunded}
+		r.Customer.ID, r.Customer.Email, r.Provider, e.stamp(r.CreatedAt), r.RefundID, r.DisputeID, r.ObjectAmount, r.ObjectStatus, r.AmountRefunded,
+		int64(outboxBase + t.outboxN)}
 	if e.err != nil {
 		return e.err
 	}
-	_, err := t.exec("append outbox", `WITH s AS (UPDATE meta SET value = value + 1 WHERE key = 'outbox_seq' RETURNING value)
-		INSERT INTO outbox (`+outboxCols+`)
-		SELECT s.value, $1, $2, $3, $4, $5, $6::bigint, $7, $8::bigint, $9, $10, $11, $12, $13::bigint,
-			$14, $15, $16::bigint, $17, $18::bigint FROM s`, args...)
+	_, err := t.exec("append outbox", `INSERT INTO outbox (`+outboxCols+`)
+		VALUES ($19::bigint + (pg_current_xact_id()::text::bigint << 16), $1, $2, $3, $4, $5, $6::bigint, $7, $8::bigint, $9, $10, $11, $12,
+			$13::bigint, $14, $15, $16::bigint, $17, $18::bigint)`, args...)
+	if err == nil {
+		t.outboxN++
+	}
 	return err
 }
+
+// outboxBound is a query of one column, the lowest Seq that a record
+// appended by a transaction not yet ended, or by a later one, can have as
+// the statement's snapshot sees it: outboxBase + xid·2^16 for the oldest
+// transaction still running (the snapshot's in-progress ids, but those of
+// backends of other databases, which cannot write this outbox), or the
+// snapshot's xmax. Every record below it is committed (and visible) or
+// will never be: a reader that moves its cursor up to the records below
+// it never passes one that commits later.
+const outboxBound = `SELECT (1::bigint << 47) + (least(pg_snapshot_xmax(s), (
+		SELECT min(x) FROM pg_snapshot_xip(s) x WHERE NOT EXISTS (
+			SELECT 1 FROM pg_stat_activity a
+			WHERE a.backend_xid IS NOT NULL AND a.datid <> (SELECT oid FROM pg_database WHERE datname = current_database())
+				AND a.backend_xid::text::bigint = (x::text::bigint & 4294967295)))
+	)::text::bigint << 16) FROM pg_current_snapshot() s`
 
 // OutboxForPayment returns a payment's outbox records in Seq order.
 func (t *tx) OutboxForPayment(paymentID string) ([]pay.OutboxRecord, error) {
@@ -64,7 +95,11 @@ func (t *tx) OutboxForPayment(paymentID string) ([]pay.OutboxRecord, error) {
 }
 
 // OutboxAfter returns up to limit outbox records with Seq > seq, in Seq
-// order.
+// order, among those below outboxBound: the records of a transaction that
+// began writing before another one still running (in this database) are
+// held back until that one ends, so that no record can ever appear behind
+// a cursor that follows OutboxAfter (the ripple fan-out, the NATS relay).
+// A long transaction delays the feed; it never loses a record.
 func (t *tx) OutboxAfter(seq uint64, limit int) ([]pay.OutboxRecord, error) {
 	if err := checkLimit(limit); err != nil {
 		return nil, err
@@ -72,7 +107,8 @@ func (t *tx) OutboxAfter(seq uint64, limit int) ([]pay.OutboxRecord, error) {
 	if seq >= math.MaxInt64 {
 		return nil, nil
 	}
-	return queryAll(t, "read outbox", `SELECT `+outboxCols+` FROM outbox WHERE seq > $1 ORDER BY seq LIMIT $2`, scanOutbox, int64(seq), limit)
+	return queryAll(t, "read outbox", `SELECT `+outboxCols+` FROM outbox WHERE seq > $1 AND seq < (`+outboxBound+`)
+		ORDER BY seq LIMIT $2`, scanOutbox, int64(seq), limit)
 }
 
 // OutboxRecord returns the outbox record with the given Seq, or ENOTFOUND.

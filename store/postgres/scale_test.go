@@ -67,9 +67,10 @@ func twoInstances(t *testing.T) [2]instance {
 }
 
 // waitsBehind runs first in a transaction of ins[0] and, while that is
-// open, second in a transaction of ins[1]. It reports whether second
+// open, second in a transaction of ins[1], then (if second committed
+// first) during, and then lets first commit. It reports whether second
 // waited for a lock; both transactions commit either way.
-func waitsBehind(t *testing.T, ins [2]instance, first, second func(pay.Tx) error) bool {
+func waitsBehind(t *testing.T, ins [2]instance, first, second func(pay.Tx) error, during func()) bool {
 	t.Helper()
 	ctx := context.Background()
 	held, release := make(chan struct{}), make(chan struct{})
@@ -99,10 +100,14 @@ func waitsBehind(t *testing.T, ins [2]instance, first, second func(pay.Tx) error
 	for !waited {
 		select {
 		case err := <-secondDone:
-			close(release)
 			if err != nil {
+				close(release)
 				t.Fatalf("second transaction: %v", err)
 			}
+			if during != nil {
+				during()
+			}
+			close(release)
 			if err := <-firstDone; err != nil {
 				t.Fatalf("first transaction: %v", err)
 			}
@@ -139,7 +144,7 @@ func TestScale_LedgerPostings(t *testing.T) {
 	ins := twoInstances(t)
 	if waitsBehind(t, ins,
 		func(tx pay.Tx) error { return tx.AppendLedger(posting("pay_1", 1000)) },
-		func(tx pay.Tx) error { return tx.AppendLedger(posting("pay_2", 250)) }) {
+		func(tx pay.Tx) error { return tx.AppendLedger(posting("pay_2", 250)) }, nil) {
 		t.Error("a posting waited for another payment's posting to commit")
 	}
 	var bs []pay.Balance
@@ -149,5 +154,54 @@ func TestScale_LedgerPostings(t *testing.T) {
 	want := []pay.Balance{{Account: pay.AccountMerchantRevenue, Currency: "EUR", Amount: -1250}, {Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: 1250}}
 	if fmt.Sprint(bs) != fmt.Sprint(want) {
 		t.Fatalf("LedgerBalances=%v, want %v", bs, want)
+	}
+}
+
+// TestScale_Outbox: two payments' transitions append outbox records from
+// two instances at once without waiting for each other, and a reader that
+// follows OutboxAfter while the older transaction is still open is not
+// shown the younger one's record, so that its cursor can never pass a
+// record that commits later (the snapshot-safe cursor).
+func TestScale_Outbox(t *testing.T) {
+	t.Parallel()
+	ins := twoInstances(t)
+	ctx := context.Background()
+	record := func(id, paymentID string) func(pay.Tx) error {
+		return func(tx pay.Tx) error {
+			return tx.AppendOutbox(pay.OutboxRecord{ID: id, Type: "payment.captured", PaymentID: paymentID, Status: pay.Captured})
+		}
+	}
+	read := func(after uint64) []pay.OutboxRecord {
+		var recs []pay.OutboxRecord
+		if err := ins[1].db.View(ctx, func(tx pay.Tx) (err error) { recs, err = tx.OutboxAfter(after, 100); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return recs
+	}
+	var cursor uint64
+	if waitsBehind(t, ins, record("evt_old", "pay_1"), record("evt_young", "pay_2"), func() {
+		for _, r := range read(0) {
+			if r.ID == "evt_young" {
+				t.Errorf("OutboxAfter showed evt_young (Seq %d) while evt_old's transaction, which began before it, was open", r.Seq)
+			}
+			cursor = max(cursor, r.Seq)
+		}
+	}) {
+		t.Error("an outbox append waited for another payment's append to commit")
+	}
+	// Both committed now: the reader finds both after its cursor, once no
+	// older transaction of this database (another test's) holds them back.
+	var got []string
+	for range 10000 {
+		got = got[:0]
+		for _, r := range read(cursor) {
+			got = append(got, r.ID)
+		}
+		if len(got) == 2 {
+			break
+		}
+	}
+	if fmt.Sprint(got) != "[evt_old evt_young]" {
+		t.Fatalf("OutboxAfter(cursor)=%v, want [evt_old evt_young]: a record appeared behind the cursor", got)
 	}
 }

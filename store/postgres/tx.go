@@ -36,6 +36,9 @@ type tx struct {
 	// locked are the record keys whose advisory lock the transaction
 	// holds (lock).
 	locked map[string]bool
+
+	// outboxN is how many outbox records the transaction appended.
+	outboxN int
 }
 
 var _ pay.Tx = (*tx)(nil)
