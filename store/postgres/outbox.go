@@ -89,9 +89,10 @@ const outboxBound = `SELECT (1::bigint << 47) + (least(pg_snapshot_xmax(s), (
 				AND a.backend_xid::text::bigint = (x::text::bigint & 4294967295)))
 	)::text::bigint << 16) FROM pg_current_snapshot() s`
 
-// OutboxForPayment returns a payment's outbox records in Seq order.
+// OutboxForPayment returns a payment's outbox records in the order of its
+// versions, then Seq (see firstInLine).
 func (t *tx) OutboxForPayment(paymentID string) ([]pay.OutboxRecord, error) {
-	return queryAll(t, "read outbox of payment", `SELECT `+outboxCols+` FROM outbox WHERE payment_id = $1 ORDER BY seq`, scanOutbox, paymentID)
+	return queryAll(t, "read outbox of payment", `SELECT `+outboxCols+` FROM outbox WHERE payment_id = $1 ORDER BY version, seq`, scanOutbox, paymentID)
 }
 
 // OutboxAfter returns up to limit outbox records with Seq > seq, in Seq
@@ -366,10 +367,17 @@ func (t *tx) UpdateDelivery(d pay.Delivery) error {
 
 // firstInLine is the condition of a pending delivery d that no earlier
 // outbox record of the same payment is pending for the same target
-// (deliveries_open). It reads the pending rows whether another
-// transaction has locked them or not.
-const firstInLine = `NOT EXISTS (SELECT 1 FROM deliveries e WHERE e.state = 'pending' AND e.target = d.target
-	AND e.payment_id = d.payment_id AND e.event_seq < d.event_seq)`
+// (deliveries_open). Earlier is by the payment's version, then Seq: a
+// payment's transitions are ordered by its version (the compare-and-set),
+// while Seqs follow transaction ids, which a transaction that wrote
+// something before it took the payment may hold from before the previous
+// transition. A delivery whose record is gone counts as version 0. It
+// reads the pending rows whether another transaction has locked them or
+// not.
+const firstInLine = `NOT EXISTS (SELECT 1 FROM deliveries e
+	LEFT JOIN outbox eo ON eo.seq = e.event_seq
+	WHERE e.state = 'pending' AND e.target = d.target AND e.payment_id = d.payment_id
+		AND (coalesce(eo.version, 0), e.event_seq) < (coalesce((SELECT version FROM outbox WHERE seq = d.event_seq), 0), d.event_seq))`
 
 // DueDeliveries returns up to limit pending deliveries due at or before
 // due, soonest first (deliveries_due), that are first in line for their

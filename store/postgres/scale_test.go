@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store/postgres"
@@ -203,5 +204,72 @@ func TestScale_Outbox(t *testing.T) {
 	}
 	if fmt.Sprint(got) != "[evt_old evt_young]" {
 		t.Fatalf("OutboxAfter(cursor)=%v, want [evt_old evt_young]: a record appeared behind the cursor", got)
+	}
+}
+
+// TestScale_OutboxPaymentOrder: a transaction that wrote before it took
+// the payment holds a transaction id, and so outbox Seqs, from before a
+// transition that commits first; the payment's records and their
+// deliveries still go in the order of its versions.
+func TestScale_OutboxPaymentOrder(t *testing.T) {
+	t.Parallel()
+	ins := twoInstances(t)
+	ctx := context.Background()
+	record := func(tx pay.Tx, id string, version uint64) error {
+		return tx.AppendOutbox(pay.OutboxRecord{ID: id, Type: "payment.captured", PaymentID: "pay_1", Status: pay.Captured, Version: version})
+	}
+	wrote, appended := make(chan struct{}), make(chan struct{})
+	later := make(chan error, 1)
+	go func() {
+		var once bool
+		later <- ins[0].db.Update(ctx, func(tx pay.Tx) error {
+			// A write first: the transaction's id is taken here.
+			if err := tx.PutPSPAnswer(pay.PSPAnswer{PaymentID: "pay_1", Provider: "mock", Status: pay.Captured, Found: true}); err != nil {
+				return err
+			}
+			if !once {
+				once = true
+				close(wrote)
+				<-appended
+			}
+			return record(tx, "evt_v3", 3)
+		})
+	}()
+	<-wrote
+	if err := ins[1].db.Update(ctx, func(tx pay.Tx) error { return record(tx, "evt_v2", 2) }); err != nil {
+		t.Fatal(err)
+	}
+	close(appended)
+	if err := <-later; err != nil {
+		t.Fatal(err)
+	}
+	var recs []pay.OutboxRecord
+	if err := ins[0].db.View(ctx, func(tx pay.Tx) (err error) { recs, err = tx.OutboxForPayment("pay_1"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 2 || recs[0].ID != "evt_v2" || recs[1].ID != "evt_v3" {
+		t.Fatalf("OutboxForPayment=%+v, want evt_v2, evt_v3", recs)
+	}
+	if recs[1].Seq > recs[0].Seq {
+		t.Fatalf("Seqs of v2, v3 = %d, %d: want v3's below (its transaction's id is the older)", recs[0].Seq, recs[1].Seq)
+	}
+	err := ins[0].db.Update(ctx, func(tx pay.Tx) error {
+		for i, r := range recs {
+			if err := tx.InsertDelivery(pay.Delivery{ID: fmt.Sprintf("dlv_%d", i), Effect: pay.EffectLoyalty, EventID: r.ID, EventType: r.Type,
+				EventSeq: r.Seq, PaymentID: r.PaymentID, State: pay.DeliveryPending}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var due []pay.Delivery
+	if err := ins[0].db.View(ctx, func(tx pay.Tx) (err error) { due, err = tx.DueDeliveries(t0.Add(time.Hour), 10); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(due) != 1 || due[0].EventID != "evt_v2" {
+		t.Fatalf("DueDeliveries=%+v, want evt_v2's alone (first in line)", due)
 	}
 }
