@@ -177,6 +177,7 @@ func (m *Main) Open() (err error) {
 	m.Inbox = &finalize.Inbox{
 		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
 		MaxAttempts: cfg.WebhookInbox.MaxAttempts, Logger: m.component("inbox"),
+		WriteFirst: cfg.Storage.Backend == "postgres", // an empty commit costs PostgreSQL no flush
 	}
 	m.Review = &finalize.Review{Finalizer: m.Finalizer, Leases: leases("review"), Logger: m.component("review")}
 

@@ -100,6 +100,15 @@ type Inbox struct {
 	// RunOnce (tests of the worker's path). By default Accept applies a
 	// new event in the transaction that stores it, when it can.
 	ApplyLater bool
+	// WriteFirst makes Accept go straight to the transaction that stores
+	// and applies a new event, without the read transaction before it
+	// that answers a redelivery, or an event about an object paystate did
+	// not create, without a write: that transaction finds them too and,
+	// having written nothing, commits nothing durable. For PostgreSQL,
+	// where a commit without writes costs no WAL flush and the read
+	// transaction two statements and a commit per webhook; bbolt keeps
+	// the read first (its write transactions queue behind one writer).
+	WriteFirst bool
 
 	Logger zerolog.Logger
 
@@ -160,7 +169,11 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 	// transaction: no write commit. Only a new event is inserted, by a
 	// transaction that checks uniqueness again (PutInbox).
 	var inserted, notOurs, dup bool
-	err = in.Store.View(ctx, func(tx pay.Tx) error {
+	read := in.Store.View
+	if in.WriteFirst {
+		read = func(context.Context, func(pay.Tx) error) error { return nil }
+	}
+	err = read(ctx, func(tx pay.Tx) error {
 		notOurs, dup = false, false
 		if resolve(tx, provider, ev.PaymentID, ev.ProviderRef) == "" && ev.Untagged {
 			notOurs = true

@@ -41,6 +41,10 @@ type Options struct {
 	// Logger receives the migrations applied at Open and the retries of
 	// Update. The zero value logs nothing.
 	Logger zerolog.Logger
+
+	// Tracer, if set, sees every statement of the pool's connections
+	// (tests count a webhook's statements with it).
+	Tracer pgx.QueryTracer
 }
 
 // DB is the PostgreSQL store: a pool of connections to one database (the
@@ -99,6 +103,9 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 		return nil, fmt.Errorf("open postgres: %w", err) // pgconn redacts the password
 	}
 	cfg.MaxConns = int32(min(o.MaxConns, 1<<30))
+	if o.Tracer != nil {
+		cfg.ConnConfig.Tracer = o.Tracer
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", classify("connect", err, true))

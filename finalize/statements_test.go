@@ -1,0 +1,100 @@
+package finalize_test
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/internal/testkit/pgtest"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/psp/standard"
+	"github.com/paystate/paystate/psp/stdwebhook"
+	"github.com/paystate/paystate/store/postgres"
+	"github.com/paystate/paystate/store/storetest"
+)
+
+// statementCounter counts the statements a pool sends, but BEGIN, COMMIT
+// and ROLLBACK (as pg_stat_statements counts them without utility
+// statements), while on.
+type statementCounter struct {
+	on         atomic.Bool
+	statements atomic.Int64
+}
+
+func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	switch strings.ToLower(strings.Fields(d.SQL + " x")[0]) {
+	case "begin", "commit", "rollback":
+	default:
+		if c.on.Load() {
+			c.statements.Add(1)
+		}
+	}
+	return ctx
+}
+
+func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// maxWebhookStatements is what one new webhook that captures a payment
+// costs on PostgreSQL today, in statements: a change that adds one fails
+// TestWebhookStatements (and should lower this when it removes some).
+const maxWebhookStatements = 14
+
+// TestWebhookStatements counts the statements of one signed webhook that
+// captures a payment, accepted on PostgreSQL as the daemon accepts it
+// (WriteFirst: no read transaction before the write), with a pgx tracer.
+func TestWebhookStatements(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	var count statementCounter
+	db, err := postgres.Open(ctx, pgtest.Schema(t), &postgres.Options{Now: clock.Now, Tracer: &count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	std, err := standard.New(standard.Config{WebhookSecret: moneySecret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	providers := map[string]pay.Provider{"standard": std}
+	fin := finalize.New(db)
+	svc := &finalize.Payments{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "standard"}
+	inbox := &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now, WriteFirst: true}
+	p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-count", Amount: 1000, Currency: "EUR"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := stdwebhook.Event{ID: "evt_count", Type: stdwebhook.TypeCaptured, Created: clock.Now(), PaymentID: p.ID, Amount: 1000, Currency: "EUR"}
+	body, err := stdwebhook.EncodeEvent(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	count.on.Store(true)
+	_, dup, err := inbox.Accept(ctx, "standard", body, testkit.StandardHeader(t, moneySecret, ev.ID, clock.Now(), body))
+	count.on.Store(false)
+	if err != nil || dup {
+		t.Fatalf("Accept: duplicate %t, %v", dup, err)
+	}
+	var got pay.Payment
+	if err := db.View(ctx, func(tx pay.Tx) (err error) { got, err = tx.Payment(p.ID); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if got.Status != pay.Captured {
+		t.Fatalf("status %s after the webhook, want captured", got.Status)
+	}
+	if n := count.statements.Load(); n > maxWebhookStatements {
+		t.Errorf("one webhook sent %d statements, want at most %d", n, maxWebhookStatements)
+	} else {
+		t.Logf("one webhook: %d statements", n)
+	}
+	// Its redelivery is found by the write transaction: a duplicate.
+	if _, dup, err := inbox.Accept(ctx, "standard", body, testkit.StandardHeader(t, moneySecret, ev.ID, clock.Now(), body)); err != nil || !dup {
+		t.Fatalf("Accept of the redelivery: duplicate %t, %v; want a duplicate", dup, err)
+	}
+}
