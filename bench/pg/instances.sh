@@ -28,6 +28,8 @@
 #   INST_ROUNDS=2       rounds; every round runs bbolt and each count once
 #   INST_MAX_CONNS=16   storage.max_conns of each instance
 #   INST_PGBENCH=1      0: skip the pgbench part
+#   INST_TOP=0          N: after each PostgreSQL row, its N most called
+#                       statements (pg_stat_statements), calls per webhook
 #   INST_BEFORE=        a git revision (main, a commit): its paystate is
 #                       measured on PostgreSQL too, right before this
 #                       tree's, in each round (rows "before xK")
@@ -43,6 +45,7 @@ rounds=${INST_ROUNDS:-2}
 maxconns=${INST_MAX_CONNS:-16}
 pgbench=${INST_PGBENCH:-1}
 before=${INST_BEFORE:-}
+top=${INST_TOP:-0}
 secret='whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA=' # config.DevelopmentWebhookSecret
 
 work=$(mktemp -d)
@@ -187,6 +190,11 @@ measure() {
     /^applied/ { applied = $(NF - 1) }
     END { printf "%-18s %10s %11s %10s %10s %9s %8s %8s\n", label, applied, answered, p50, p99, per(syncs), per(commits), per(stmts) }
   ' "$out"
+  if [ -n "$db" ] && [ "$top" -gt 0 ]; then
+    q -F ' ' -c "select round(calls::numeric / $n, 2), regexp_replace(left(query, 110), '\s+', ' ', 'g')
+      from pg_stat_statements s join pg_database d on d.oid = s.dbid
+      where d.datname = '$db' and s.query not like '/* bench */%' order by calls desc limit $top" | sed 's/^/#   /'
+  fi
 }
 
 echo "# bench/pg/instances.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"
