@@ -11,15 +11,14 @@ import (
 	"github.com/paystate/paystate/pay"
 )
 
-// CustomerAccount returns a customer's account, or ENOTFOUND.
+// CustomerAccount returns a customer's account, or ENOTFOUND. In a write
+// transaction the account is locked (lockedRow: its row, or the advisory
+// lock while it does not exist).
 func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
 	if err := checkPart("customer id", id, true); err != nil {
 		return pay.CustomerAccount{}, err
 	}
-	if err := t.lock("customer", id); err != nil {
-		return pay.CustomerAccount{}, err
-	}
-	c, found, err := queryOne(t, "read customer", `SELECT points, last_visit_at, updated_at FROM customers WHERE id = $1`,
+	c, found, err := lockedRow(t, "customer", id, "read customer", `SELECT points, last_visit_at, updated_at FROM customers WHERE id = $1`,
 		func(r pgx.Row) (pay.CustomerAccount, error) {
 			var (
 				c              pay.CustomerAccount

@@ -297,9 +297,8 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 	if e.err != nil {
 		return e.err
 	}
-	if err := t.lock("delivery", d.ID); err != nil {
-		return err
-	}
+	// No lock: the id is new, and the unique indexes make a concurrent
+	// insert of the same id or pending key wait for the other's outcome.
 	n, err := t.exec("insert delivery", `INSERT INTO deliveries (`+deliveryCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) ON CONFLICT DO NOTHING`, args...)
 	if err != nil || n == 1 {
@@ -314,12 +313,10 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 	return pay.Errorf(pay.ECONFLICT, "event %d of payment %s is already pending for %s", d.EventSeq, d.PaymentID, d.Target())
 }
 
-// Delivery returns one delivery, or ENOTFOUND.
+// Delivery returns one delivery, or ENOTFOUND. In a write transaction the
+// delivery is locked (lockedRow: its row, FOR NO KEY UPDATE).
 func (t *tx) Delivery(id string) (pay.Delivery, error) {
-	if err := t.lock("delivery", id); err != nil {
-		return pay.Delivery{}, err
-	}
-	d, found, err := queryOne(t, "read delivery", `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, scanDelivery, id)
+	d, found, err := lockedRow(t, "delivery", id, "read delivery", `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, scanDelivery, id)
 	if err != nil {
 		return pay.Delivery{}, err
 	} else if !found {
@@ -386,8 +383,8 @@ const firstInLine = `NOT EXISTS (SELECT 1 FROM deliveries e
 // has locked (another instance's worker that took it in its own Update)
 // is passed over, and the deliveries behind it in line too, so two
 // instances that ask at once get different deliveries. In View it locks
-// nothing. (These are row locks; Delivery and UpdateDelivery take the
-// delivery's advisory lock as every record's read and write does.)
+// nothing. (Delivery, in an Update, locks the row too: a delivery another
+// transaction read to claim or record it is passed over as well.)
 func (t *tx) DueDeliveries(due time.Time, limit int) ([]pay.Delivery, error) {
 	return t.DueDeliveriesSkipping(due, limit, nil)
 }

@@ -273,3 +273,43 @@ func TestScale_OutboxPaymentOrder(t *testing.T) {
 		t.Fatalf("DueDeliveries=%+v, want evt_v2's alone (first in line)", due)
 	}
 }
+
+// TestDB_CustomerRace: two instances credit one customer at once, each
+// reading the account and writing it back, for a customer that does not
+// exist yet (the advisory lock of lockedRow) and for one that does (its
+// row lock): no credit is lost.
+func TestDB_CustomerRace(t *testing.T) {
+	t.Parallel()
+	dbs := pools(t, 2, storetest.NewClock(t0).Now)
+	credit := func(id string) {
+		meet := rendezvous(2)
+		errs := race(dbs, func(side int, db *postgres.DB) error {
+			return db.Update(context.Background(), func(tx pay.Tx) error {
+				meet(side) // both transactions run
+				c, err := tx.CustomerAccount(id)
+				if pay.ErrorCode(err) == pay.ENOTFOUND {
+					c, err = pay.CustomerAccount{ID: id}, nil
+				}
+				if err != nil {
+					return err
+				}
+				c.Points++
+				return tx.PutCustomerAccount(c)
+			})
+		})
+		for side, err := range errs {
+			if err != nil {
+				t.Fatalf("side %d: %v", side, err)
+			}
+		}
+	}
+	credit("cus_1") // created by the race
+	credit("cus_1") // updated by the race
+	var c pay.CustomerAccount
+	if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { c, err = tx.CustomerAccount("cus_1"); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if c.Points != 4 {
+		t.Fatalf("points=%d after four credits, want 4", c.Points)
+	}
+}

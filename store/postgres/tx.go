@@ -96,6 +96,42 @@ func (t *tx) lock(family string, keys ...string) error {
 	return nil
 }
 
+// lockedRow reads the row of one record with sql (a query of at most one
+// row, without a locking clause) and, in a write transaction, locks the
+// record first as lock would, for records that usually exist (a delivery,
+// a customer): one statement instead of two. A row that exists is read
+// FOR NO KEY UPDATE: its row lock is taken and, after any transaction that
+// held it ended, its newest version read. A row that does not exist (or
+// that another transaction is creating) has nothing to lock: then the
+// advisory lock of family and key is taken and the row read again, FOR NO
+// KEY UPDATE, so that a transaction creating it is waited for and the row
+// it created is locked too. Writers of such a family (an UPDATE, an
+// INSERT ... ON CONFLICT DO UPDATE) wait for the row lock themselves; a
+// writer that did not read first takes lock as before.
+func lockedRow[T any](t *tx, family, key, op, sql string, scan func(pgx.Row) (T, error), args ...any) (T, bool, error) {
+	k := family + ":" + key
+	if !t.writable || t.locked[k] {
+		return queryOne(t, op, sql, scan, args...)
+	}
+	v, found, err := queryOne(t, op, sql+` FOR NO KEY UPDATE`, scan, args...)
+	if err != nil {
+		return v, false, err
+	}
+	if !found {
+		if err := t.lock(family, key); err != nil {
+			return v, false, err
+		}
+		if v, found, err = queryOne(t, op, sql+` FOR NO KEY UPDATE`, scan, args...); err != nil {
+			return v, false, err
+		}
+	}
+	if t.locked == nil {
+		t.locked = map[string]bool{}
+	}
+	t.locked[k] = true
+	return v, found, nil
+}
+
 // joinKey joins the parts of a key for lock, each with its length, so
 // that parts never run into each other.
 func joinKey(parts ...string) string {
