@@ -69,15 +69,18 @@
 // keeps that true across instances with READ COMMITTED and locks by
 // record: each Tx method of a write transaction that reads or writes one
 // record first takes that record's transaction-level advisory lock (the
-// 64-bit hash of its family and key: payment, event, lease, delivery,
-// idempotency key, customer, effect, endpoint, review item, PSP answer,
-// balance, the ripple cursor) and holds it to the end. Two transactions
-// that touch the same record take turns, and the later one, whose
-// statements each get a snapshot taken after the lock was granted, reads
-// what the earlier one committed: strict two-phase locking of records,
-// the pattern of every caller. A lock is taken for records that do not
-// exist yet too (a new idempotency key, a first lease), which row locks
-// cannot do. Lists (ListPayments, Candidates, PendingInbox, …) lock
+// 64-bit hash of its family and key: payment, event, lease,
+// idempotency key, effect, endpoint, review item, PSP answer, the ripple
+// cursor) and holds it to the end. Two transactions that touch the same
+// record take turns, and the later one, whose statements each get a
+// snapshot taken after the lock was granted, reads what the earlier one
+// committed: strict two-phase locking of records, the pattern of every
+// caller. A lock is taken for records that do not exist yet too (a new
+// idempotency key, a first lease), which row locks cannot do. Deliveries
+// and customer accounts, which nearly always exist when they are read,
+// are locked by their row instead, in the statement that reads them
+// (lockedRow: FOR NO KEY UPDATE, the advisory lock only while the row
+// does not exist): one statement instead of two. Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
 // read each record again. No row is written by the transitions of
 // every payment (SPEC §5; the tests TestScale_*): transitions of
