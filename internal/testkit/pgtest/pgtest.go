@@ -77,9 +77,12 @@ func DSN() (string, error) {
 	return baseDSN, startErr
 }
 
-// Schema returns the DSN of a new, empty schema of the test database
-// (search_path set to it), started on first use; the schema is dropped
-// when tb ends.
+// Schema returns the DSN of a new, empty database of the test cluster,
+// started on first use; the database is dropped when tb ends. Each test
+// gets a database, not only a schema, of its own: the outbox's global
+// feed (OutboxAfter) waits for every older transaction of its database,
+// and another test's open transaction must not hold this test's records
+// back.
 func Schema(tb testing.TB) string {
 	tb.Helper()
 	once.Do(start)
@@ -94,14 +97,14 @@ func Schema(tb testing.TB) string {
 		tb.Fatalf("connect to the test database: %v", err)
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA "+name); err != nil {
-		tb.Fatalf("create schema: %v", err)
+	if _, err := conn.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		tb.Fatalf("create database: %v", err)
 	}
 	tb.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if c, err := pgx.Connect(ctx, baseDSN); err == nil {
-			_, _ = c.Exec(ctx, "DROP SCHEMA "+name+" CASCADE")
+			_, _ = c.Exec(ctx, "DROP DATABASE "+name+" WITH (FORCE)")
 			_ = c.Close(ctx)
 		}
 	})
@@ -109,9 +112,7 @@ func Schema(tb testing.TB) string {
 	if err != nil {
 		tb.Fatalf("test DSN: %v", err)
 	}
-	q := u.Query()
-	q.Set("search_path", name)
-	u.RawQuery = q.Encode()
+	u.Path = "/" + name
 	return u.String()
 }
 
