@@ -32,7 +32,7 @@ func scanOutbox(r pgx.Row) (pay.OutboxRecord, error) {
 }
 
 // outboxBase is the lowest Seq of a record appended by this package since
-// schema 6; the Seqs below it are those of the outbox counter before, and
+// schema 7; the Seqs below it are those of the outbox counter before, and
 // those a copy from a bbolt file brings.
 const outboxBase = 1 << 47
 

@@ -1,4 +1,4 @@
--- Schema 5: no row that every posting updates. A journal line's Seq comes
+-- Schema 6: no row that every posting updates. A journal line's Seq comes
 -- from an identity column (was the counter meta 'ledger_seq'), and a
 -- balance is the sum of its shards: a posting adds to the shard of its
 -- connection, so concurrent postings on different connections lock

@@ -1,4 +1,4 @@
--- Schema 6: no outbox counter. A new record's Seq is 2^47 + its
+-- Schema 7: no outbox counter. A new record's Seq is 2^47 + its
 -- transaction's id (xid8) · 2^16 + its number within the transaction:
 -- no row is shared by the appends of different transactions, and
 -- OutboxAfter reads only the records of transactions that had ended
