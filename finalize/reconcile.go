@@ -24,49 +24,91 @@ import (
 type SettleTx interface {
 	Now() time.Time
 	AppendLedger(entries []pay.LedgerEntry) error
-	Settlement(provider, id string) (pay.Settlement, error)
-	PutSettlement(s pay.Settlement) error
+	ClaimSettlement(s pay.Settlement) (pay.Settlement, bool, error)
+	ClaimSettlementPayout(provider, id, payoutID string, at time.Time) (bool, error)
+}
+
+// Settled is what PostSettlement did with a line.
+type Settled struct {
+	// Posted: the line posted something new (its fee on its first
+	// sight, its payout when it first names one).
+	Posted bool
+	// Changed: the line's id was posted before with other figures
+	// (pay.Settlement.Differs); nothing was posted, Prev is what was.
+	Changed bool
+	Prev    pay.Settlement
 }
 
 // PostSettlement posts a matched settlement line l of provider, for the
 // payment paymentID ("" for a fee of no payment), as the run runID: its
-// fee and, when it names a payout, its payout, each once. It reports
-// whether it posted anything. It has no effect outside tx.
-func PostSettlement(tx SettleTx, provider, runID, paymentID string, l pay.SettlementLine) (bool, error) {
+// fee and, when it names a payout, its payout, each once. The line's
+// balance-transaction id is claimed (Tx.ClaimSettlement) in tx, before
+// anything is posted, so that of two imports of one line at the same
+// time one posts it. A line whose id was posted with other figures posts
+// nothing (Changed). It has no effect outside tx.
+func PostSettlement(tx SettleTx, provider, runID, paymentID string, l pay.SettlementLine) (Settled, error) {
 	now := tx.Now()
-	old, err := tx.Settlement(provider, l.ID)
-	found := err == nil
-	if err != nil && pay.ErrorCode(err) != pay.ENOTFOUND {
-		return false, err
-	}
-	if found && (old.PayoutID != "" || l.PayoutID == "") {
-		return false, nil // posted before: nothing new
-	}
 	rec := pay.OutboxRecord{ID: l.ID, PaymentID: paymentID, Currency: l.Currency, CreatedAt: now}
-	fee := l.Fee
-	if l.Kind == pay.SettleFee {
-		fee = -l.Net() // a fee of its own: all it takes is a fee
+	prev, claimed, err := tx.ClaimSettlement(pay.Settlement{
+		Provider: provider, ID: l.ID, Kind: l.Kind, PaymentID: paymentID, ProviderRef: l.ProviderRef,
+		Amount: l.Amount, Fee: l.Fee, Currency: l.Currency, PayoutID: l.PayoutID, RunID: runID, CreatedAt: now, UpdatedAt: now,
+	})
+	if err != nil {
+		return Settled{}, err
 	}
 	var entries []pay.LedgerEntry
-	if !found && fee != 0 {
-		entries = append(entries, move(rec, pay.AccountPSPFees, pay.AccountPSPReceivable, fee)...)
+	switch {
+	case claimed:
+		if fee := SettlementFee(l.Kind, l.Amount, l.Fee); fee != 0 {
+			entries = append(entries, move(rec, pay.AccountPSPFees, pay.AccountPSPReceivable, fee)...)
+		}
+		entries = append(entries, payoutMove(rec, l)...)
+	case prev.Differs(l):
+		return Settled{Changed: true, Prev: prev}, nil
+	case prev.PayoutID == "" && l.PayoutID != "":
+		set, err := tx.ClaimSettlementPayout(provider, l.ID, l.PayoutID, now)
+		if err != nil || !set {
+			return Settled{}, err
+		}
+		rec.PaymentID = prev.PaymentID
+		entries = payoutMove(rec, l)
+	default:
+		return Settled{}, nil // posted before: nothing new
 	}
-	if l.PayoutID != "" && l.Kind != pay.SettlePayout && l.Net() != 0 { // a payout line is the sum of the others
-		entries = append(entries, move(rec, pay.AccountPayouts, pay.AccountPSPReceivable, l.Net())...)
-	}
-	s := old
-	if !found {
-		s = pay.Settlement{
-			Provider: provider, ID: l.ID, Kind: l.Kind, PaymentID: paymentID, ProviderRef: l.ProviderRef,
-			Amount: l.Amount, Fee: l.Fee, Currency: l.Currency, RunID: runID, CreatedAt: now,
+	if len(entries) > 0 {
+		if err := tx.AppendLedger(entries); err != nil {
+			return Settled{}, err
 		}
 	}
-	s.PayoutID, s.UpdatedAt = l.PayoutID, now
-	if err := tx.PutSettlement(s); err != nil {
-		return false, err
+	return Settled{Posted: true}, nil
+}
+
+// SettlementFee is what a settlement line of kind with amount and fee
+// posts to psp_fees: its fee, or for a fee line of its own (a monthly
+// fee) all it takes, -(amount - fee).
+func SettlementFee(kind pay.SettlementKind, amount, fee int64) int64 {
+	if kind == pay.SettleFee {
+		return fee - amount
 	}
-	if len(entries) == 0 {
-		return !found, nil
+	return fee
+}
+
+// SettlementPayout is what a paid-out settlement line posts to payouts:
+// its net; a payout line posts nothing, being the sum of the lines it
+// pays.
+func SettlementPayout(kind pay.SettlementKind, amount, fee int64) int64 {
+	if kind == pay.SettlePayout {
+		return 0
 	}
-	return true, tx.AppendLedger(entries)
+	return amount - fee
+}
+
+// payoutMove is the payout posting of line l, none if it names no
+// payout or moves nothing.
+func payoutMove(rec pay.OutboxRecord, l pay.SettlementLine) []pay.LedgerEntry {
+	net := SettlementPayout(l.Kind, l.Amount, l.Fee)
+	if l.PayoutID == "" || net == 0 {
+		return nil
+	}
+	return move(rec, pay.AccountPayouts, pay.AccountPSPReceivable, net)
 }

@@ -93,6 +93,16 @@ type Settlement struct {
 	UpdatedAt   time.Time
 }
 
+// Differs reports whether line l, of s's balance-transaction id, says
+// something else than what was posted: another kind, provider
+// reference, amount, fee (so net) or currency, or another payout. A line
+// without a payout, of a settlement posted with one, is an older view of
+// the same balance transaction, not a change.
+func (s Settlement) Differs(l SettlementLine) bool {
+	return s.Kind != l.Kind || s.ProviderRef != l.ProviderRef || s.Amount != l.Amount || s.Fee != l.Fee ||
+		s.Currency != l.Currency || (s.PayoutID != "" && l.PayoutID != "" && s.PayoutID != l.PayoutID)
+}
+
 // ValidateSettlement checks a settlement's stored fields.
 func ValidateSettlement(s Settlement) error {
 	switch {
@@ -126,7 +136,17 @@ const (
 	// ReconMissingAtPSP: a payment captured here longer ago than
 	// reconcile.settle_within that no report has settled.
 	ReconMissingAtPSP = "missing_at_psp"
+	// ReconChangedSincePosted: the line's balance-transaction id was
+	// posted before with other figures (amount, fee, net, payout,
+	// provider reference, currency, kind): nothing is posted, the line
+	// is on the review queue (ReasonChangedSincePosted) with both
+	// versions. It counts as mismatched.
+	ReconChangedSincePosted = "changed_since_posted"
 )
+
+// ReasonChangedSincePosted is the review reason of a settlement line
+// whose balance-transaction id was posted before with other figures.
+const ReasonChangedSincePosted = ReconChangedSincePosted
 
 // ReconItem is one thing a reconciliation run could not match.
 type ReconItem struct {

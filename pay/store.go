@@ -297,6 +297,19 @@ type Tx interface {
 	// before; a settlement of a payment (PaymentID set) needs the payment
 	// stored (ENOTFOUND).
 	PutSettlement(s Settlement) error
+	// ClaimSettlement stores s under (s.Provider, s.ID) if nothing is
+	// stored there, and reports true; else it returns the settlement
+	// stored and false, changing nothing. It is the claim of a
+	// balance-transaction id: of transactions that claim one id at the
+	// same time, in this process or another, one stores it, and the
+	// others wait for it to end and see what it stored. The checks of
+	// PutSettlement apply.
+	ClaimSettlement(s Settlement) (Settlement, bool, error)
+	// ClaimSettlementPayout sets the payout of the stored settlement
+	// (provider, id) to payoutID, and UpdatedAt to at, if it has none yet,
+	// and reports whether it did; ENOTFOUND if nothing is stored. Of
+	// transactions that claim one payout at the same time, one sets it.
+	ClaimSettlementPayout(provider, id, payoutID string, at time.Time) (bool, error)
 	// Settlement returns one settlement, or ENOTFOUND.
 	Settlement(provider, id string) (Settlement, error)
 	// SettlementsForPayment returns a payment's settlements, by provider

@@ -1,12 +1,17 @@
 package reconcile
 
 import (
+	"bufio"
 	"bytes"
+	"cmp"
+	"encoding/binary"
 	"encoding/csv"
 	"errors"
 	"fmt"
+	"hash/maphash"
 	"io"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -219,21 +224,137 @@ func checkText(r row, col string) (string, error) {
 	return s, nil
 }
 
-// readLines reads a settlement CSV whose header has the required columns,
-// one line at a time through parse, and returns every line, or the first
-// fault (nothing of a malformed file).
-func readLines(r io.Reader, required []string, parse func(row) (pay.SettlementLine, error)) ([]pay.SettlementLine, error) {
-	var out []pay.SettlementLine
-	err := readCSV(r, required, func(rw row) error {
+// scanLines reads a settlement CSV whose header has the required
+// columns, one line at a time through parse, and calls fn with each; it
+// stops at the first fault of the file or error of fn.
+func scanLines(r io.Reader, required []string, parse func(row) (pay.SettlementLine, error), fn func(pay.SettlementLine) error) error {
+	return readCSV(r, required, func(rw row) error {
 		l, err := parse(rw)
 		if err != nil {
 			return err
 		}
+		return fn(l)
+	})
+}
+
+// readLines reads a whole settlement CSV into memory and checks it
+// (CheckLines): every line, or the first fault (nothing of a malformed
+// file).
+func readLines(r io.Reader, required []string, parse func(row) (pay.SettlementLine, error)) ([]pay.SettlementLine, error) {
+	var out []pay.SettlementLine
+	err := scanLines(r, required, parse, func(l pay.SettlementLine) error {
 		out = append(out, l)
 		return nil
 	})
 	if err != nil {
 		return nil, err
 	}
+	if _, err := CheckLines(SliceLines(out)); err != nil {
+		return nil, err
+	}
 	return out, nil
+}
+
+// FileLines is the report in file f, in format scan (ScanGeneric,
+// ScanStripe), read from its start at each pass.
+func FileLines(f io.ReadSeeker, scan func(io.Reader, func(pay.SettlementLine) error) error) Lines {
+	return func(fn func(pay.SettlementLine) error) error {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return fmt.Errorf("read report: %w", err)
+		}
+		return scan(bufio.NewReaderSize(f, 64<<10), fn)
+	}
+}
+
+// lineKey is what CheckLines keeps of a line: hashes of its id and of
+// its figures, and its number.
+type lineKey struct {
+	id, figures uint64
+	line        int
+}
+
+// CheckLines reads a report whole and returns its count of lines, or the
+// first fault of the file, or an error naming both lines of a balance
+// transaction that appears twice with other figures (the PSP cannot have
+// moved one balance transaction two ways; which line is right is for a
+// human to say). The same line twice (the same figures) is accepted: it
+// posts once. Its memory is a fixed-size key per line (24 bytes, at
+// most MaxLines of them), not the lines.
+func CheckLines(lines Lines) (int, error) {
+	seed := maphash.MakeSeed()
+	var keys []lineKey
+	err := lines(func(l pay.SettlementLine) error {
+		keys = append(keys, lineKey{id: maphash.String(seed, l.ID), figures: figuresHash(seed, l), line: l.Line})
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	n := len(keys)
+	slices.SortFunc(keys, func(a, b lineKey) int {
+		if c := cmp.Compare(a.id, b.id); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.line, b.line)
+	})
+	// Pairs of lines whose ids hash alike with other figures; the ids
+	// themselves are compared on a second read of those lines only (two
+	// ids may share a hash).
+	type pair struct{ a, b int }
+	var pairs []pair
+	want := map[int]bool{}
+	for i := 0; i < len(keys) && len(pairs) < 16; {
+		j := i + 1
+		for j < len(keys) && keys[j].id == keys[i].id {
+			if keys[j].figures != keys[i].figures {
+				pairs = append(pairs, pair{keys[i].line, keys[j].line})
+				want[keys[i].line], want[keys[j].line] = true, true
+				break
+			}
+			j++
+		}
+		for j < len(keys) && keys[j].id == keys[i].id {
+			j++
+		}
+		i = j
+	}
+	keys = nil
+	if len(pairs) == 0 {
+		return n, nil
+	}
+	got := map[int]pay.SettlementLine{}
+	if err := lines(func(l pay.SettlementLine) error {
+		if want[l.Line] {
+			got[l.Line] = l
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	slices.SortFunc(pairs, func(x, y pair) int { return cmp.Compare(x.b, y.b) })
+	for _, p := range pairs {
+		a, b := got[p.a], got[p.b]
+		if a.ID == b.ID && figuresHash(seed, a) != figuresHash(seed, b) {
+			return 0, pay.Invalidf("id", "line %d: balance transaction %q is also on line %d, with other figures: the report is refused, nothing was posted",
+				b.Line, b.ID, a.Line)
+		}
+	}
+	return n, nil
+}
+
+// figuresHash hashes what a line says of its balance transaction (its
+// number and available_on aside): two lines of one id with one hash are
+// the same line twice.
+func figuresHash(seed maphash.Seed, l pay.SettlementLine) uint64 {
+	var h maphash.Hash
+	h.SetSeed(seed)
+	for _, s := range []string{string(l.Kind), l.Category, l.ProviderRef, l.Currency, l.PayoutID} {
+		h.WriteString(s)
+		h.WriteByte(0)
+	}
+	var b [16]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(l.Amount))
+	binary.LittleEndian.PutUint64(b[8:], uint64(l.Fee))
+	h.Write(b[:])
+	return h.Sum64()
 }

@@ -18,7 +18,16 @@ var GenericColumns = []string{"id", "provider_ref", "type", "amount", "fee", "cu
 // dispute's < 0; the fee > 0). A malformed file is refused whole, with
 // the line number of the first fault.
 func ReadGeneric(r io.Reader) ([]pay.SettlementLine, error) {
-	return readLines(r, []string{"id", "type", "amount", "currency"}, genericLine)
+	return readLines(r, genericRequired, genericLine)
+}
+
+// genericRequired are the columns a generic CSV must have.
+var genericRequired = []string{"id", "type", "amount", "currency"}
+
+// ScanGeneric reads a generic settlement CSV one line at a time, calling
+// fn with each (Engine.Import, through FileLines).
+func ScanGeneric(r io.Reader, fn func(pay.SettlementLine) error) error {
+	return scanLines(r, genericRequired, genericLine, fn)
 }
 
 // genericLine reads one line of the generic CSV.

@@ -26,7 +26,9 @@ package reconcile
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"hash/maphash"
 	"strings"
 	"time"
 
@@ -42,6 +44,10 @@ const RunPrefix = "rr_"
 // captured longer ago and in no report is missing_at_psp.
 const DefaultSettleWithin = 7 * 24 * time.Hour
 
+// DefaultBatch is how many lines of a report one transaction matches
+// and posts.
+const DefaultBatch = 500
+
 // Engine matches settlement reports against a store.
 type Engine struct {
 	Store pay.Store
@@ -51,12 +57,54 @@ type Engine struct {
 	// Now is the clock of run ids; default time.Now. The run's time is
 	// the transaction's.
 	Now func() time.Time
+	// Batch is how many lines one transaction matches and posts; 0
+	// means DefaultBatch.
+	Batch int
+	// Progress, when set, is called after each committed transaction
+	// with the lines done so far and the report's total.
+	Progress func(done, total int)
 }
 
+// Lines is a settlement report read line by line: it calls fn with each
+// line in order and stops at fn's first error, or at the first fault of
+// the report (with its line number). Import reads it twice.
+type Lines func(fn func(pay.SettlementLine) error) error
+
+// SliceLines is a report held in memory.
+func SliceLines(lines []pay.SettlementLine) Lines {
+	return func(fn func(pay.SettlementLine) error) error {
+		for _, l := range lines {
+			if err := fn(l); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+}
+
+// ErrInterrupted is Import's error when its context ended between two
+// transactions: what was posted stays posted, and importing the report
+// again finishes it (its posted lines post nothing).
+var ErrInterrupted = errors.New("interrupted")
+
 // Run matches lines of provider's report, read from source (a name for
-// the run: "import:stripe:FILE"), stores the run and returns it. Nothing
-// is written if it fails.
+// the run: "import:stripe:FILE"), stores the run and returns it (Import
+// of lines held in memory).
 func (e *Engine) Run(ctx context.Context, provider, source string, lines []pay.SettlementLine) (pay.ReconRun, error) {
+	return e.Import(ctx, provider, source, SliceLines(lines))
+}
+
+// Import matches provider's report lines, read from source, stores the
+// run and returns it. It reads the report twice: first whole, to refuse
+// a malformed report or one with two lines of one id and other figures
+// (CheckLines) before anything is posted; then again, matching and
+// posting Batch lines per transaction, so that its memory does not grow
+// with the report. A line posts once whatever runs at the same time
+// (finalize.PostSettlement claims its id). When ctx ends, Import stops
+// between two transactions and returns ErrInterrupted (with ctx's
+// cause): the lines of committed transactions stay posted, and no run is
+// stored.
+func (e *Engine) Import(ctx context.Context, provider, source string, lines Lines) (pay.ReconRun, error) {
 	if provider == "" {
 		return pay.ReconRun{}, pay.Invalidf("provider", "provider is required")
 	}
@@ -68,110 +116,235 @@ func (e *Engine) Run(ctx context.Context, provider, source string, lines []pay.S
 	if within <= 0 {
 		within = DefaultSettleWithin
 	}
-	id := ids.New(RunPrefix, now())
-	var run pay.ReconRun
-	err := e.Store.Update(ctx, func(tx pay.Tx) error {
-		var err error
-		run, err = match(tx, id, provider, source, within, lines)
+	size := e.Batch
+	if size <= 0 {
+		size = DefaultBatch
+	}
+	total, err := CheckLines(lines)
+	if err != nil {
+		return pay.ReconRun{}, err
+	}
+	run := pay.ReconRun{ID: ids.New(RunPrefix, now()), Provider: provider, Source: source}
+	m := &matcher{provider: provider, run: &run, notPosted: map[uint64]struct{}{}, seed: maphash.MakeSeed()}
+	// The Updates run without ctx's cancellation: the import stops
+	// between transactions, never inside one.
+	bg := context.WithoutCancel(ctx)
+	batch := make([]pay.SettlementLine, 0, size)
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return fmt.Errorf("%w after %d of %d lines (what was posted stays posted; import the report again to finish it): %w",
+				ErrInterrupted, run.Lines, total, context.Cause(ctx))
+		}
+		var res batchResult
+		err := e.Store.Update(bg, func(tx pay.Tx) error {
+			res = batchResult{}
+			return m.batch(tx, batch, &res)
+		})
+		if err != nil {
+			return fmt.Errorf("reconcile: %w", err)
+		}
+		m.merge(res)
+		run.Lines += len(batch)
+		batch = batch[:0]
+		if e.Progress != nil {
+			e.Progress(run.Lines, total)
+		}
+		return nil
+	}
+	err = lines(func(l pay.SettlementLine) error {
+		batch = append(batch, l)
+		if len(batch) < size {
+			return nil
+		}
+		return flush()
+	})
+	if err == nil {
+		err = flush()
+	}
+	if err != nil {
+		return run, err
+	}
+
+	// Payments captured long ago that no report settled, then the run.
+	var missing []pay.ReconItem
+	err = e.Store.View(bg, func(tx pay.Tx) (err error) {
+		missing, err = m.missingAtPSP(tx, tx.Now().Add(-within))
 		return err
 	})
 	if err != nil {
-		return pay.ReconRun{}, fmt.Errorf("reconcile: %w", err)
+		return run, fmt.Errorf("reconcile: %w", err)
+	}
+	for _, it := range missing {
+		m.add(it)
+	}
+	err = e.Store.Update(bg, func(tx pay.Tx) error {
+		run.CreatedAt = tx.Now()
+		return tx.PutReconRun(run)
+	})
+	if err != nil {
+		return run, fmt.Errorf("reconcile: %w", err)
 	}
 	return run, nil
 }
 
-// match is one run inside tx: it may run more than once (group commit)
-// and has no effect outside tx.
-func match(tx pay.Tx, id, provider, source string, within time.Duration, lines []pay.SettlementLine) (pay.ReconRun, error) {
-	run := pay.ReconRun{ID: id, Provider: provider, Source: source, Lines: len(lines), CreatedAt: tx.Now()}
-	add := func(it pay.ReconItem) {
-		switch it.Kind {
-		case pay.ReconAmountMismatch:
-			run.Mismatched++
-		case pay.ReconMissingLocally:
-			run.MissingLocally++
-		case pay.ReconMissingAtPSP:
-			run.MissingAtPSP++
-		}
-		if len(run.Items) < pay.MaxReconItems {
-			run.Items = append(run.Items, it)
-		}
-	}
-	seen := map[string]bool{} // payments a line of this report named
+// matcher is the state of one import between its transactions: the run
+// so far and the payments named by lines that posted nothing (hashed:
+// missing_at_psp leaves them out; a posted line's payment has a
+// settlement).
+type matcher struct {
+	provider  string
+	run       *pay.ReconRun
+	notPosted map[uint64]struct{}
+	seed      maphash.Seed
+}
 
-	// Each line: find what it is about, compare, post.
+// batchResult is what one transaction of lines did: merged into the run
+// once it committed (a transaction may run more than once).
+type batchResult struct {
+	matched, posted int
+	items           []pay.ReconItem
+	notPosted       []string
+}
+
+// add counts an unmatched item in the run and keeps it, up to
+// pay.MaxReconItems.
+func (m *matcher) add(it pay.ReconItem) {
+	switch it.Kind {
+	case pay.ReconAmountMismatch, pay.ReconChangedSincePosted:
+		m.run.Mismatched++
+	case pay.ReconMissingLocally:
+		m.run.MissingLocally++
+	case pay.ReconMissingAtPSP:
+		m.run.MissingAtPSP++
+	}
+	if len(m.run.Items) < pay.MaxReconItems {
+		m.run.Items = append(m.run.Items, it)
+	}
+}
+
+// merge adds a committed batch to the run.
+func (m *matcher) merge(res batchResult) {
+	m.run.Matched += res.matched
+	m.run.Posted += res.posted
+	for _, it := range res.items {
+		m.add(it)
+	}
+	for _, id := range res.notPosted {
+		m.notPosted[maphash.String(m.seed, id)] = struct{}{}
+	}
+}
+
+// batch matches lines inside tx: it may run more than once (group
+// commit, a retried transaction) and has no effect outside tx and res.
+func (m *matcher) batch(tx pay.Tx, lines []pay.SettlementLine, res *batchResult) error {
 	for _, l := range lines {
-		item := pay.ReconItem{Line: l.Line, LineID: l.ID, ProviderRef: l.ProviderRef, Amount: l.Amount, Currency: l.Currency}
-		paymentID, expected, note, found, err := lookup(tx, provider, l)
-		if err != nil {
-			return run, fmt.Errorf("line %d (%s): %w", l.Line, l.ID, err)
-		}
-		if paymentID != "" {
-			seen[paymentID] = true
-		}
-		switch {
-		case !found:
-			item.Kind, item.Note = pay.ReconMissingLocally, note
-			if err := queueUnreconciled(tx, provider, l, note); err != nil {
-				return run, err
-			}
-			add(item)
-			continue
-		case note != "":
-			item.Kind, item.PaymentID, item.Expected, item.Note = pay.ReconAmountMismatch, paymentID, expected, note
-			add(item)
-			continue
-		}
-		run.Matched++
-		posted, err := finalize.PostSettlement(tx, provider, id, paymentID, l)
-		if err != nil {
-			return run, fmt.Errorf("line %d (%s): %w", l.Line, l.ID, err)
-		}
-		if posted {
-			run.Posted++
+		if err := m.line(tx, l, res); err != nil {
+			return fmt.Errorf("line %d (%s): %w", l.Line, l.ID, err)
 		}
 	}
+	return nil
+}
 
-	// Payments captured long ago that no report settled.
-	cutoff := tx.Now().Add(-within)
+// line matches and posts one line.
+func (m *matcher) line(tx pay.Tx, l pay.SettlementLine, res *batchResult) error {
+	item := pay.ReconItem{Line: l.Line, LineID: l.ID, ProviderRef: l.ProviderRef, Amount: l.Amount, Currency: l.Currency}
+	// Posted before with other figures: whatever it is about now.
+	if prev, err := tx.Settlement(m.provider, l.ID); err == nil && prev.Differs(l) {
+		return m.changed(tx, prev, l, item, res)
+	} else if err != nil && pay.ErrorCode(err) != pay.ENOTFOUND {
+		return err
+	}
+	paymentID, expected, note, found, err := lookup(tx, m.provider, l)
+	if err != nil {
+		return err
+	}
+	switch {
+	case !found:
+		item.Kind, item.Note = pay.ReconMissingLocally, note
+		res.items = append(res.items, item)
+		return queueReview(tx, pay.ReasonUnreconciled, "unreconciled_", m.provider, l, note)
+	case note != "":
+		item.Kind, item.PaymentID, item.Expected, item.Note = pay.ReconAmountMismatch, paymentID, expected, note
+		res.items = append(res.items, item)
+		res.notPosted = append(res.notPosted, paymentID)
+		return nil
+	}
+	out, err := finalize.PostSettlement(tx, m.provider, m.run.ID, paymentID, l)
+	switch {
+	case err != nil:
+		return err
+	case out.Changed: // claimed by another import in the meantime
+		return m.changed(tx, out.Prev, l, item, res)
+	case out.Posted:
+		res.posted++
+	}
+	res.matched++
+	return nil
+}
+
+// changed lists line l, whose id was posted as prev with other figures,
+// and puts it on the review queue with both versions.
+func (m *matcher) changed(tx pay.Tx, prev pay.Settlement, l pay.SettlementLine, item pay.ReconItem, res *batchResult) error {
+	item.Kind, item.PaymentID, item.Expected = pay.ReconChangedSincePosted, prev.PaymentID, prev.Amount
+	item.Note = fmt.Sprintf("posted by run %s as %s; this report says %s", prev.RunID,
+		figures(prev.Kind, prev.ProviderRef, prev.Amount, prev.Fee, prev.Currency, prev.PayoutID),
+		figures(l.Kind, l.ProviderRef, l.Amount, l.Fee, l.Currency, l.PayoutID))
+	res.items = append(res.items, item)
+	if prev.PaymentID != "" {
+		res.notPosted = append(res.notPosted, prev.PaymentID)
+	}
+	return queueReview(tx, pay.ReasonChangedSincePosted, "changed_", m.provider, l, item.Note)
+}
+
+// figures writes what a settlement line says, amounts in major units.
+func figures(kind pay.SettlementKind, ref string, amount, fee int64, currency, payout string) string {
+	if ref == "" {
+		ref = "-"
+	}
+	if payout == "" {
+		payout = "none"
+	}
+	return fmt.Sprintf("%s %s amount %s fee %s net %s payout %s", kind, ref, pay.FormatAmount(amount, currency),
+		pay.FormatAmount(fee, currency), pay.FormatAmount(amount-fee, currency), payout)
+}
+
+// missingAtPSP lists the provider's payments captured before cutoff
+// that no report settled and no line of this run named.
+func (m *matcher) missingAtPSP(tx pay.Tx, cutoff time.Time) ([]pay.ReconItem, error) {
+	var out []pay.ReconItem
 	for _, st := range []pay.Status{pay.Captured, pay.Refunded} {
 		cursor := ""
 		for {
 			ps, next, err := tx.ListPayments(pay.PaymentFilter{Status: st, CreatedBefore: cutoff, Limit: pay.MaxListLimit, Cursor: cursor})
 			if err != nil {
-				return run, fmt.Errorf("list %s payments: %w", st, err)
+				return nil, fmt.Errorf("list %s payments: %w", st, err)
 			}
 			for _, p := range ps {
-				if p.Provider != provider || seen[p.ID] {
+				if p.Provider != m.provider {
+					continue
+				}
+				if _, named := m.notPosted[maphash.String(m.seed, p.ID)]; named {
 					continue
 				}
 				ss, err := tx.SettlementsForPayment(p.ID)
 				if err != nil {
-					return run, err
+					return nil, err
 				}
-				if !hasCharge(ss) {
-					add(pay.ReconItem{Kind: pay.ReconMissingAtPSP, ProviderRef: p.ProviderRef, PaymentID: p.ID, Amount: p.Amount, Currency: p.Currency,
+				if len(ss) == 0 {
+					out = append(out, pay.ReconItem{Kind: pay.ReconMissingAtPSP, ProviderRef: p.ProviderRef, PaymentID: p.ID, Amount: p.Amount, Currency: p.Currency,
 						Note: fmt.Sprintf("%s since %s; in no settlement report", p.Status, p.CreatedAt.Format(time.RFC3339))})
 				}
 			}
 			if next == "" {
-				break
+				return out, nil
 			}
 			cursor = next
 		}
 	}
-	return run, tx.PutReconRun(run)
-}
-
-// hasCharge reports whether a payment's settlements include its charge.
-func hasCharge(ss []pay.Settlement) bool {
-	for _, s := range ss {
-		if s.Kind == pay.SettleCharge {
-			return true
-		}
-	}
-	return false
+	return out, nil
 }
 
 // lookup finds what line l is about. found is false for a line about
@@ -203,6 +376,15 @@ func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string,
 
 	case pay.SettleRefund:
 		r, err := tx.RefundByRef(provider, l.ProviderRef)
+		if notFound(err) {
+			// On standard, the PSP's report may name the refund by the
+			// id the bridge was given in data.refund.id: paystate's own.
+			if own, oerr := tx.Refund(l.ProviderRef); oerr == nil && own.Provider == provider {
+				r, err = own, nil
+			} else if oerr != nil && !notFound(oerr) {
+				return "", 0, "", false, oerr
+			}
+		}
 		if notFound(err) {
 			return "", 0, fmt.Sprintf("%s %s: no refund of %s has this reference", l.Category, l.ProviderRef, provider), false, nil
 		} else if err != nil {
@@ -256,13 +438,13 @@ func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string,
 	return "", 0, fmt.Sprintf("category %q is not reconciled by paystate", l.Category), false, nil
 }
 
-// queueUnreconciled puts a line about nothing paystate knows on the
-// review queue, reason unreconciled: one item per balance transaction,
+// queueReview puts a line on the review queue with reason and note:
+// one item per balance transaction (id prefix + provider + line id),
 // which a second import of the line replaces.
-func queueUnreconciled(tx pay.Tx, provider string, l pay.SettlementLine, note string) error {
+func queueReview(tx pay.Tx, reason, prefix, provider string, l pay.SettlementLine, note string) error {
 	_, err := finalize.QueueReview(tx, pay.ReviewItem{
-		ID: "unreconciled_" + provider + "_" + l.ID, Reason: pay.ReasonUnreconciled, Provider: provider, ProviderRef: l.ProviderRef,
-		EventID: l.ID, Note: fmt.Sprintf("settlement line %s (%s %s): %s", l.ID, l.Category, pay.FormatAmount(l.Amount, l.Currency), note),
+		ID: prefix + provider + "_" + l.ID, Reason: reason, Provider: provider, ProviderRef: l.ProviderRef, EventID: l.ID,
+		Note: fmt.Sprintf("settlement line %s (%s %s): %s", l.ID, l.Category, pay.FormatAmount(l.Amount, l.Currency), note),
 	}, pay.SourceSettlement)
 	return err
 }

@@ -54,6 +54,12 @@ func ReadStripe(r io.Reader) ([]pay.SettlementLine, error) {
 	return readLines(r, StripeColumns[:7], stripeLine)
 }
 
+// ScanStripe reads a Stripe itemized reconciliation CSV one line at a
+// time, calling fn with each (Engine.Import, through FileLines).
+func ScanStripe(r io.Reader, fn func(pay.SettlementLine) error) error {
+	return scanLines(r, StripeColumns[:7], stripeLine, fn)
+}
+
 // stripeLine reads one line of a Stripe report.
 func stripeLine(rw row) (pay.SettlementLine, error) {
 	l := pay.SettlementLine{Line: rw.line}

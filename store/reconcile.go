@@ -9,6 +9,7 @@ package store
 import (
 	"bytes"
 	"fmt"
+	"time"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -127,6 +128,38 @@ func (t *tx) PutSettlement(s pay.Settlement) error {
 		return t.put(bucketSettlementsByPayment, settlementPaymentKey(s.PaymentID, s.Provider, s.ID), nil)
 	}
 	return nil
+}
+
+// ClaimSettlement stores s if nothing is stored under (s.Provider, s.ID)
+// and reports true, else returns the stored settlement. bbolt has one
+// writer at a time: the read and the write cannot be interleaved with
+// another transaction's.
+func (t *tx) ClaimSettlement(s pay.Settlement) (pay.Settlement, bool, error) {
+	old, err := t.Settlement(s.Provider, s.ID)
+	switch {
+	case err == nil:
+		return old, false, nil
+	case pay.ErrorCode(err) != pay.ENOTFOUND:
+		return pay.Settlement{}, false, err
+	}
+	if err := t.PutSettlement(s); err != nil {
+		return pay.Settlement{}, false, err
+	}
+	return s, true, nil
+}
+
+// ClaimSettlementPayout sets the stored settlement's payout if it has
+// none.
+func (t *tx) ClaimSettlementPayout(provider, id, payoutID string, at time.Time) (bool, error) {
+	s, err := t.Settlement(provider, id)
+	if err != nil {
+		return false, err
+	}
+	if s.PayoutID != "" || payoutID == "" {
+		return false, nil
+	}
+	s.PayoutID, s.UpdatedAt = payoutID, at.UTC()
+	return true, t.PutSettlement(s)
 }
 
 // Settlement returns one settlement, or ENOTFOUND.

@@ -7,6 +7,7 @@ package postgres
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,21 +35,8 @@ func scanSettlement(r pgx.Row) (pay.Settlement, error) {
 // PutSettlement stores s under (s.Provider, s.ID), replacing the one
 // before; a settlement of a payment needs the payment stored.
 func (t *tx) PutSettlement(s pay.Settlement) error {
-	if err := checkPart("provider", s.Provider, true); err != nil {
+	if err := checkSettlement(t, s); err != nil {
 		return err
-	}
-	if err := checkPart("settlement id", s.ID, true); err != nil {
-		return err
-	}
-	if err := pay.ValidateSettlement(s); err != nil {
-		return err
-	}
-	if s.PaymentID != "" {
-		if _, err := t.Payment(s.PaymentID); pay.ErrorCode(err) == pay.ENOTFOUND {
-			return pay.Errorf(pay.ENOTFOUND, "settlement %s: payment %s not found", s.ID, s.PaymentID)
-		} else if err != nil {
-			return err
-		}
 	}
 	if err := t.lock("settlement", joinKey(s.Provider, s.ID)); err != nil {
 		return err
@@ -65,6 +53,85 @@ func (t *tx) PutSettlement(s pay.Settlement) error {
 			provider_ref = excluded.provider_ref, amount = excluded.amount, fee = excluded.fee, currency = excluded.currency,
 			payout_id = excluded.payout_id, run_id = excluded.run_id, created_at = excluded.created_at, updated_at = excluded.updated_at`, args...)
 	return err
+}
+
+// ClaimSettlement stores s if nothing is stored under (s.Provider, s.ID)
+// and reports true, else returns the stored settlement. The claim is
+// the insert itself (ON CONFLICT DO NOTHING): a transaction that
+// inserts the same key waits for the one that inserted it first and,
+// if that one commits, inserts nothing; under READ COMMITTED the read
+// that follows sees what it committed. A read before the write (the
+// upsert of PutSettlement) would let both post.
+func (t *tx) ClaimSettlement(s pay.Settlement) (pay.Settlement, bool, error) {
+	if err := checkSettlement(t, s); err != nil {
+		return pay.Settlement{}, false, err
+	}
+	e := enc{what: "settlement " + s.ID}
+	args := []any{s.Provider, s.ID, string(s.Kind), s.PaymentID, s.ProviderRef, s.Amount, s.Fee, s.Currency, s.PayoutID, s.RunID,
+		e.stamp(s.CreatedAt), e.stamp(s.UpdatedAt)}
+	if e.err != nil {
+		return pay.Settlement{}, false, e.err
+	}
+	_, inserted, err := queryOne(t, "claim settlement", `INSERT INTO settlements (`+settlementCols+`)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
+		ON CONFLICT (provider, id) DO NOTHING RETURNING id`, func(r pgx.Row) (id string, err error) { return id, r.Scan(&id) }, args...)
+	if err != nil {
+		return pay.Settlement{}, false, err
+	}
+	if inserted {
+		return s, true, nil
+	}
+	old, err := t.Settlement(s.Provider, s.ID)
+	return old, false, err
+}
+
+// ClaimSettlementPayout sets the stored settlement's payout if it has
+// none: one UPDATE whose condition PostgreSQL checks again on the row a
+// concurrent transaction changed, so of two claims one sets it.
+func (t *tx) ClaimSettlementPayout(provider, id, payoutID string, at time.Time) (bool, error) {
+	if payoutID == "" {
+		return false, nil
+	}
+	if err := pay.ValidateText("payout_id", payoutID, pay.MaxStoredPart); err != nil {
+		return false, err
+	}
+	e := enc{what: "settlement " + id}
+	stamp := e.stamp(at)
+	if e.err != nil {
+		return false, e.err
+	}
+	_, set, err := queryOne(t, "claim settlement payout", `UPDATE settlements SET payout_id = $3, updated_at = $4
+		WHERE provider = $1 AND id = $2 AND payout_id = '' RETURNING id`, func(r pgx.Row) (id string, err error) { return id, r.Scan(&id) },
+		provider, id, payoutID, stamp)
+	if err != nil || set {
+		return set, err
+	}
+	if _, err := t.Settlement(provider, id); err != nil {
+		return false, err
+	}
+	return false, nil
+}
+
+// checkSettlement checks s before it is stored: its fields, and its
+// payment stored.
+func checkSettlement(t *tx, s pay.Settlement) error {
+	if err := checkPart("provider", s.Provider, true); err != nil {
+		return err
+	}
+	if err := checkPart("settlement id", s.ID, true); err != nil {
+		return err
+	}
+	if err := pay.ValidateSettlement(s); err != nil {
+		return err
+	}
+	if s.PaymentID != "" {
+		if _, err := t.Payment(s.PaymentID); pay.ErrorCode(err) == pay.ENOTFOUND {
+			return pay.Errorf(pay.ENOTFOUND, "settlement %s: payment %s not found", s.ID, s.PaymentID)
+		} else if err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // Settlement returns one settlement, or ENOTFOUND.

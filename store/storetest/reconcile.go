@@ -1,8 +1,10 @@
 package storetest
 
 import (
+	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -154,5 +156,101 @@ func testReconRuns(t *testing.T, open Opener) {
 	})
 	if err := e.tryUpdate(func(tx pay.Tx) error { return tx.PutReconRun(pay.ReconRun{ID: "rr_x", CreatedAt: t0}) }); pay.ErrorCode(err) != pay.EINVALID {
 		t.Errorf("PutReconRun without provider=%v, want %s", err, pay.EINVALID)
+	}
+}
+
+// testClaimSettlement covers ClaimSettlement and ClaimSettlementPayout:
+// the first claim stores, a later one returns what is stored and changes
+// nothing; of transactions that claim one id (or one payout) at the same
+// time, exactly one does, and the others see what it stored.
+func testClaimSettlement(t *testing.T, open Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
+	p := newPayment(1, t0)
+	e.insert(p)
+	s := pay.Settlement{Provider: "stripe", ID: "txn_1", Kind: pay.SettleCharge, PaymentID: p.ID, ProviderRef: "pi_1", Amount: 1001, Fee: 30,
+		Currency: "EUR", RunID: "rr_1", CreatedAt: t0, UpdatedAt: t0}
+	claim := func(s pay.Settlement) (got pay.Settlement, ok bool) {
+		t.Helper()
+		e.update(func(tx pay.Tx) (err error) { got, ok, err = tx.ClaimSettlement(s); return err })
+		return got, ok
+	}
+	if got, ok := claim(s); !ok || got != s {
+		t.Fatalf("first ClaimSettlement=%+v, %v; want it stored", got, ok)
+	}
+	other := s
+	other.Fee, other.RunID = 99, "rr_2"
+	if got, ok := claim(other); ok || got != s {
+		t.Fatalf("second ClaimSettlement=%+v, %v; want the first, not claimed", got, ok)
+	}
+	var set bool
+	e.update(func(tx pay.Tx) (err error) {
+		set, err = tx.ClaimSettlementPayout("stripe", "txn_1", "po_1", t0.Add(time.Second))
+		return err
+	})
+	if !set {
+		t.Fatal("ClaimSettlementPayout of a settlement without payout: not set")
+	}
+	e.update(func(tx pay.Tx) (err error) {
+		set, err = tx.ClaimSettlementPayout("stripe", "txn_1", "po_2", t0.Add(time.Second))
+		return err
+	})
+	if set {
+		t.Fatal("ClaimSettlementPayout of a settlement with a payout: set again")
+	}
+	var got pay.Settlement
+	e.view(func(tx pay.Tx) (err error) { got, err = tx.Settlement("stripe", "txn_1"); return err })
+	if got.PayoutID != "po_1" || got.Fee != 30 || !got.UpdatedAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("Settlement=%+v, want payout po_1, fee 30", got)
+	}
+	if err := e.tryUpdate(func(tx pay.Tx) error {
+		_, err := tx.ClaimSettlementPayout("stripe", "txn_none", "po_1", t0)
+		return err
+	}); pay.ErrorCode(err) != pay.ENOTFOUND {
+		t.Fatalf("ClaimSettlementPayout of nothing=%v, want ENOTFOUND", err)
+	}
+
+	// At the same time: one claim of each id and of each payout wins.
+	const n = 8
+	for _, id := range []string{"txn_2", "txn_3"} {
+		var (
+			wg             sync.WaitGroup
+			mu             sync.Mutex
+			claims, payout int
+			start          = make(chan struct{})
+		)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				c := s
+				c.ID, c.Fee = id, int64(i)
+				<-start
+				var won, paid bool
+				err := e.s.Update(context.Background(), func(tx pay.Tx) (err error) {
+					if _, won, err = tx.ClaimSettlement(c); err != nil {
+						return err
+					}
+					paid, err = tx.ClaimSettlementPayout("stripe", id, fmt.Sprintf("po_%d", i), t0)
+					return err
+				})
+				if err != nil {
+					t.Errorf("claim %s: %v", id, err)
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				if won {
+					claims++
+				}
+				if paid {
+					payout++
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		if claims != 1 || payout != 1 {
+			t.Fatalf("%d concurrent claims of %s: %d stored it and %d set its payout, want 1 and 1", n, id, claims, payout)
+		}
 	}
 }

@@ -84,6 +84,7 @@ func Run(t *testing.T, open Opener) {
 		{"Disputes", testDisputes},
 		// Settlement reconciliation.
 		{"Settlements", testSettlements},
+		{"ClaimSettlement", testClaimSettlement},
 		{"ReconRuns", testReconRuns},
 	} {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open) })
