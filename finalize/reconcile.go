@@ -59,7 +59,7 @@ func PostSettlement(tx SettleTx, provider, runID, paymentID string, l pay.Settle
 	var entries []pay.LedgerEntry
 	switch {
 	case claimed:
-		if fee := SettlementFee(l.Kind, l.Amount, l.Fee); fee != 0 {
+		if fee := pay.SettlementFee(l.Kind, l.Amount, l.Fee); fee != 0 {
 			entries = append(entries, move(rec, pay.AccountPSPFees, pay.AccountPSPReceivable, fee)...)
 		}
 		entries = append(entries, payoutMove(rec, l)...)
@@ -83,30 +83,10 @@ func PostSettlement(tx SettleTx, provider, runID, paymentID string, l pay.Settle
 	return Settled{Posted: true}, nil
 }
 
-// SettlementFee is what a settlement line of kind with amount and fee
-// posts to psp_fees: its fee, or for a fee line of its own (a monthly
-// fee) all it takes, -(amount - fee).
-func SettlementFee(kind pay.SettlementKind, amount, fee int64) int64 {
-	if kind == pay.SettleFee {
-		return fee - amount
-	}
-	return fee
-}
-
-// SettlementPayout is what a paid-out settlement line posts to payouts:
-// its net; a payout line posts nothing, being the sum of the lines it
-// pays.
-func SettlementPayout(kind pay.SettlementKind, amount, fee int64) int64 {
-	if kind == pay.SettlePayout {
-		return 0
-	}
-	return amount - fee
-}
-
 // payoutMove is the payout posting of line l, none if it names no
 // payout or moves nothing.
 func payoutMove(rec pay.OutboxRecord, l pay.SettlementLine) []pay.LedgerEntry {
-	net := SettlementPayout(l.Kind, l.Amount, l.Fee)
+	net := pay.SettlementPayout(l.Kind, l.Amount, l.Fee)
 	if l.PayoutID == "" || net == 0 {
 		return nil
 	}

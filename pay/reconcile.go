@@ -103,6 +103,26 @@ func (s Settlement) Differs(l SettlementLine) bool {
 		s.Currency != l.Currency || (s.PayoutID != "" && l.PayoutID != "" && s.PayoutID != l.PayoutID)
 }
 
+// SettlementFee is what a settlement line of kind with amount and fee
+// posts to psp_fees: its fee, or for a fee line of its own (a monthly
+// fee) all it takes, -(amount - fee).
+func SettlementFee(kind SettlementKind, amount, fee int64) int64 {
+	if kind == SettleFee {
+		return fee - amount
+	}
+	return fee
+}
+
+// SettlementPayout is what a paid-out settlement line posts to payouts:
+// its net; a payout line posts nothing, being the sum of the lines it
+// pays.
+func SettlementPayout(kind SettlementKind, amount, fee int64) int64 {
+	if kind == SettlePayout {
+		return 0
+	}
+	return amount - fee
+}
+
 // ValidateSettlement checks a settlement's stored fields.
 func ValidateSettlement(s Settlement) error {
 	switch {

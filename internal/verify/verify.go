@@ -58,6 +58,19 @@ type Report struct {
 	// in one pass over the journal (checkMoney).
 	refundEvents map[string]refundEvent      // event id → the refund it must post
 	disputeSums  map[string]*disputeExpected // payment id → its disputes' money
+	settlements  map[string]*settlementSums  // balance-transaction id → its postings
+}
+
+// settlementSums is what the journal must hold under a settlement's
+// balance-transaction id (its fee posting, and its payout posting once
+// it names a payout), and what it holds.
+type settlementSums struct {
+	name                  string // provider/id
+	paymentID             string
+	fee, payout           int64 // what must be posted
+	wantFee, wantPayout   int   // in so many postings
+	feeLines, payoutLines int   // what the journal holds
+	gotFee, gotPayout     int64
 }
 
 // refundEvent is what the posting of a refund's outcome must be: its
@@ -92,6 +105,7 @@ type verifyTx interface {
 	LedgerEntries(afterSeq uint64, limit int) ([]pay.LedgerEntry, error)
 	RefundsForPayment(paymentID string) ([]pay.Refund, error)
 	DisputesForPayment(paymentID string) ([]pay.Dispute, error)
+	ListSettlements(afterProvider, afterID string, limit int) ([]pay.Settlement, error)
 }
 
 // Options of RunWith.
@@ -147,6 +161,9 @@ func RunWith(ctx context.Context, s pay.Store, opts Options) (Report, error) {
 			cursor = next
 		}
 		if err := checkLedger(tx, &r); err != nil {
+			return err
+		}
+		if err := loadSettlements(tx, &r); err != nil {
 			return err
 		}
 		return checkMoney(tx, &r)
@@ -467,7 +484,7 @@ func checkRefundsAndDisputes(tx verifyTx, p pay.Payment, steps, transitions []pa
 // checkMoney reads the journal once and checks what the refunds and
 // disputes of every payment said it must hold.
 func checkMoney(tx verifyTx, r *Report) error {
-	if len(r.refundEvents) == 0 && len(r.disputeSums) == 0 {
+	if len(r.refundEvents) == 0 && len(r.disputeSums) == 0 && len(r.settlements) == 0 {
 		return nil
 	}
 	var after uint64
@@ -489,6 +506,9 @@ func checkMoney(tx verifyTx, r *Report) error {
 					e.lines += 100 // a line that is not of a refund's posting
 				}
 				r.refundEvents[l.EventID] = e
+			}
+			if l.Account == pay.AccountPSPFees || l.Account == pay.AccountPayouts {
+				settlementLine(r, l)
 			}
 			if d, ok := r.disputeSums[l.PaymentID]; ok {
 				switch l.Account {
@@ -518,6 +538,7 @@ func checkMoney(tx verifyTx, r *Report) error {
 				e.refundID, pay.FormatAmount(e.amount, e.currency), e.lines, id, pay.FormatAmount(e.debit, e.currency), pay.FormatAmount(-e.credit, e.currency))
 		}
 	}
+	checkSettlements(r)
 	pids := make([]string, 0, len(r.disputeSums))
 	for id := range r.disputeSums {
 		pids = append(pids, id)
@@ -530,4 +551,78 @@ func checkMoney(tx verifyTx, r *Report) error {
 		}
 	}
 	return nil
+}
+
+// loadSettlements notes what the journal must hold for each posted
+// settlement line (SPEC "Settlement reconciliation"): its fee once, its
+// payout once when it names one.
+func loadSettlements(tx verifyTx, r *Report) error {
+	provider, id := "", ""
+	for {
+		ss, err := tx.ListSettlements(provider, id, pay.MaxListLimit)
+		if err != nil {
+			return fmt.Errorf("settlements: %w", err)
+		}
+		for _, s := range ss {
+			if r.settlements == nil {
+				r.settlements = map[string]*settlementSums{}
+			}
+			e := r.settlements[s.ID]
+			if e == nil {
+				e = &settlementSums{name: s.Provider + "/" + s.ID, paymentID: s.PaymentID}
+				r.settlements[s.ID] = e
+			} else {
+				e.name += " and " + s.Provider + "/" + s.ID // one id at two providers: their sums
+			}
+			if fee := pay.SettlementFee(s.Kind, s.Amount, s.Fee); fee != 0 {
+				e.fee += fee
+				e.wantFee++
+			}
+			if net := pay.SettlementPayout(s.Kind, s.Amount, s.Fee); s.PayoutID != "" && net != 0 {
+				e.payout += net
+				e.wantPayout++
+			}
+		}
+		if len(ss) < pay.MaxListLimit {
+			return nil
+		}
+		provider, id = ss[len(ss)-1].Provider, ss[len(ss)-1].ID
+	}
+}
+
+// settlementLine counts a journal line of psp_fees or payouts under its
+// settlement; one under no settlement is a mismatch.
+func settlementLine(r *Report, l pay.LedgerEntry) {
+	e, ok := r.settlements[l.EventID]
+	if !ok {
+		r.add(l.PaymentID, "ledger line %d: %d in %s under %s, which is no posted settlement line", l.Seq, l.Amount, l.Account, l.EventID)
+		return
+	}
+	if l.Account == pay.AccountPSPFees {
+		e.feeLines++
+		e.gotFee += l.Amount
+	} else {
+		e.payoutLines++
+		e.gotPayout += l.Amount
+	}
+}
+
+// checkSettlements compares each settlement's postings with its figures:
+// one fee posting of its fee (none if it is 0), one payout posting of its
+// net once it names a payout (none before).
+func checkSettlements(r *Report) {
+	ids := make([]string, 0, len(r.settlements))
+	for id := range r.settlements {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		e := r.settlements[id]
+		if e.feeLines != e.wantFee || e.gotFee != e.fee {
+			r.add(e.paymentID, "settlement %s: %d fee postings of %d in psp_fees, want %d of %d", e.name, e.feeLines, e.gotFee, e.wantFee, e.fee)
+		}
+		if e.payoutLines != e.wantPayout || e.gotPayout != e.payout {
+			r.add(e.paymentID, "settlement %s: %d payout postings of %d in payouts, want %d of %d", e.name, e.payoutLines, e.gotPayout, e.wantPayout, e.payout)
+		}
+	}
 }
