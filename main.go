@@ -17,10 +17,28 @@ import (
 // main runs the subcommand until it is done or the first SIGINT or
 // SIGTERM, prints its error (once) and exits with its code: 0 ok, 1
 // failure, 2 usage or configuration error, 3 a check found a problem.
+//
+// The first signal cancels the command's context with cli.Interrupted
+// as its cause: a command that stops for it (reconcile import, between
+// two transactions) exits 128 + the signal's number (130, 143). A
+// second signal, once the first has been taken, ends the process at
+// once (the default action), unless the command listens for signals
+// itself (serve).
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancelCause(context.Background())
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		s, ok := <-sig
+		if !ok {
+			return
+		}
+		signal.Stop(sig)
+		cancel(&cli.Interrupted{Signal: s})
+	}()
 	err := cli.Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
-	stop()
+	signal.Stop(sig)
+	cancel(nil)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "paystate:", err)
 	}

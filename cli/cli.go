@@ -26,6 +26,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"syscall"
 
 	"github.com/paystate/paystate/config"
 )
@@ -69,8 +70,25 @@ func ExitCode(err error) int {
 	case errors.As(err, &e):
 		return e.code
 	}
+	var in *Interrupted
+	if errors.As(err, &in) {
+		if n, ok := in.Signal.(syscall.Signal); ok {
+			return 128 + int(n)
+		}
+	}
 	return ExitFailure
 }
+
+// Interrupted is the cause main gives the context of a command when the
+// process receives SIGINT or SIGTERM. A command that stops early for it
+// and returns it (wrapped) exits 128 + the signal's number: 130 for
+// SIGINT, 143 for SIGTERM, as a shell reports a process the signal
+// ended.
+type Interrupted struct {
+	Signal os.Signal
+}
+
+func (e *Interrupted) Error() string { return "interrupted by " + e.Signal.String() }
 
 const usage = `usage: paystate <command> [flags]
 

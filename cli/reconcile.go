@@ -135,44 +135,78 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 	if err != nil {
 		return err
 	}
-	var read func(io.Reader) ([]pay.SettlementLine, error)
+	var scan func(io.Reader, func(pay.SettlementLine) error) error
 	switch *format {
 	case "stripe":
-		read = reconcile.ReadStripe
+		scan = reconcile.ScanStripe
 		if *provider == "" {
 			*provider = "stripe"
 		}
 	case "generic":
-		read = reconcile.ReadGeneric
+		scan = reconcile.ScanGeneric
 		if *provider == "" {
 			return usageError(errors.New("reconcile import: -provider is required with -format generic"))
 		}
 	default:
 		return usageError(fmt.Errorf("reconcile import: -format %q: want stripe or generic", *format))
 	}
-	// The whole file is read and checked before the store is opened: a
-	// malformed file posts nothing.
 	f, err := os.Open(file)
 	if err != nil {
 		return fmt.Errorf("reconcile import: %w", err)
 	}
-	lines, err := read(f)
-	_ = f.Close()
-	if err != nil {
-		return fmt.Errorf("reconcile import: %s: %s", file, pay.ErrorMessage(err))
-	}
+	defer f.Close()
 	db, cfg, err := rf.open(ctx)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	eng := &reconcile.Engine{Store: db, SettleWithin: cfg.Reconcile.SettleWithin.Duration}
-	run, err := eng.Run(ctx, *provider, "import:"+*format+":"+file, lines)
+	// The engine reads the file twice: whole, to refuse a malformed file
+	// before anything is posted, then a batch of lines per transaction.
+	var p *progress
+	defer func() { p.finish() }()
+	eng := &reconcile.Engine{Store: db, SettleWithin: cfg.Reconcile.SettleWithin.Duration, Progress: func(done, total int) {
+		if p == nil {
+			p = newProgress(stderr, progressOptions{Desc: "reconcile import", Unit: "lines", Total: int64(total)})
+		}
+		p.set(int64(done))
+	}}
+	run, err := eng.Import(ctx, *provider, "import:"+*format+":"+file, reconcile.FileLines(f, scan))
 	if err != nil {
-		return err
+		return reconcileError("reconcile import: "+clean(file), err)
 	}
+	p.finish()
 	return printRun(stdout, run)
 }
+
+// reconcileError is err of a reconciliation as the command prints it:
+// the message of a *pay.Error (not its internal form), characters of
+// the report that are not printable text replaced (clean), and the exit
+// code of the signal that interrupted it.
+func reconcileError(prefix string, err error) error {
+	msg := err.Error()
+	var pe *pay.Error
+	if errors.As(err, &pe) && !errors.Is(err, reconcile.ErrInterrupted) {
+		msg = pe.Message
+		if code := pay.ErrorCode(err); code != pay.EINVALID {
+			msg += " (" + code + ")"
+		}
+	}
+	out := fmt.Errorf("%s: %s", prefix, clean(msg))
+	if in := (*Interrupted)(nil); errors.As(err, &in) {
+		return &interruptedError{err: out, in: in}
+	}
+	return out
+}
+
+// interruptedError is a command's error when a signal stopped it: its
+// exit code is the signal's (ExitCode).
+type interruptedError struct {
+	err error
+	in  *Interrupted
+}
+
+func (e *interruptedError) Error() string   { return e.err.Error() }
+func (e *interruptedError) Unwrap() []error { return []error{e.err, e.in} }
 
 // reconcileStripe is `paystate reconcile stripe -since DATE`.
 func reconcileStripe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -209,7 +243,7 @@ posted, their payouts when a payout reconciliation report is imported.`)
 	eng := &reconcile.Engine{Store: db, SettleWithin: cfg.Reconcile.SettleWithin.Duration}
 	run, err := eng.Run(ctx, "stripe", "api:stripe:since "+from.Format(time.RFC3339), lines)
 	if err != nil {
-		return err
+		return reconcileError("reconcile stripe", err)
 	}
 	return printRun(stdout, run)
 }
@@ -232,7 +266,7 @@ func parseSince(s string) (time.Time, error) {
 func printRun(w io.Writer, run pay.ReconRun) error {
 	fmt.Fprintf(w, "run %s  provider %s  source %s\n", run.ID, run.Provider, clean(run.Source))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "lines\tmatched\tposted\tamount_mismatch\tmissing_locally\tmissing_at_psp")
+	fmt.Fprintln(tw, "lines\tmatched\tposted\tmismatched\tmissing_locally\tmissing_at_psp")
 	fmt.Fprintf(tw, "%d\t%d\t%d\t%d\t%d\t%d\n", run.Lines, run.Matched, run.Posted, run.Mismatched, run.MissingLocally, run.MissingAtPSP)
 	if err := tw.Flush(); err != nil {
 		return err
@@ -246,7 +280,7 @@ func printRun(w io.Writer, run pay.ReconRun) error {
 			if it.Line > 0 {
 				line = fmt.Sprint(it.Line)
 			}
-			if it.Kind == pay.ReconAmountMismatch {
+			if it.Kind == pay.ReconAmountMismatch || it.Kind == pay.ReconChangedSincePosted {
 				expected = pay.FormatAmount(it.Expected, it.Currency)
 			}
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", it.Kind, line, dash(clean(it.LineID)), dash(clean(it.ProviderRef)), dash(it.PaymentID),
@@ -260,7 +294,7 @@ func printRun(w io.Writer, run pay.ReconRun) error {
 		}
 	}
 	if !run.OK() {
-		return &exitError{code: ExitVerify, err: fmt.Errorf("%w: %d amount mismatches, %d missing locally, %d missing at the PSP",
+		return &exitError{code: ExitVerify, err: fmt.Errorf("%w: %d mismatched (amount_mismatch or changed_since_posted), %d missing locally, %d missing at the PSP",
 			ErrUnreconciled, run.Mismatched, run.MissingLocally, run.MissingAtPSP)}
 	}
 	return nil

@@ -131,7 +131,7 @@ func TestRun_ReconcileImport(t *testing.T) {
 	// Every payment was captured long before now: pi_three is missing at
 	// the PSP (pi_five was in the report, with another amount).
 	for _, want := range []string{
-		"lines  matched  posted  amount_mismatch  missing_locally  missing_at_psp\n8      6        6       1                1                1\n",
+		"lines  matched  posted  mismatched  missing_locally  missing_at_psp\n8      6        6       1           1                1\n",
 		"amount_mismatch  8", "txn_mismatch", "40.00 EUR", "50.00 EUR",
 		"missing_locally  7", "txn_unknown", "pi_ghost", "70.00 EUR",
 		"missing_at_psp   -", "pi_three", "30.00 EUR",
@@ -178,7 +178,7 @@ func TestRun_ReconcileMatched(t *testing.T) {
 	if err != nil {
 		t.Fatalf("everything settled: %v\n%s", err, stdout.String())
 	}
-	if !strings.Contains(stdout.String(), "4      4        4       0                0                0") {
+	if !strings.Contains(stdout.String(), "4      4        4       0           0                0") {
 		t.Fatalf("output:\n%s", stdout.String())
 	}
 }
@@ -238,5 +238,36 @@ func TestRun_ReconcileStripe(t *testing.T) {
 	}
 	if _, runs, _ := reconcileState(t, path); runs != 1 {
 		t.Fatalf("%d runs stored, want 1", runs)
+	}
+}
+
+// TestRun_ReconcileCleanErrors imports files whose values hold a NUL, a
+// newline (in a quoted field) and an escape sequence: the command's error
+// names the line and column in plain words, never paystate's internal
+// error form, and prints no byte of the file that is not printable text.
+func TestRun_ReconcileCleanErrors(t *testing.T) {
+	t.Parallel()
+	path := reconcileDB(t)
+	for _, c := range []struct{ name, row, want string }{
+		{"NUL", "txn_\x00x,pi_one,charge,100.00,1.75,EUR\n", "line 2: id: contains a control"},
+		{"Newline", "\"txn_1\n\x1b[31mred\",pi_one,charge,100.00,1.75,EUR\n", "line 2: id: contains a control"},
+		{"RefNewline", "txn_1,\"pi_\none\",charge,100.00,1.75,EUR\n", "line 2: provider_ref: contains a control"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			csv := filepath.Join(t.TempDir(), "bad.csv")
+			if err := os.WriteFile(csv, []byte("id,provider_ref,type,amount,fee,currency\n"+c.row), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var stdout, stderr bytes.Buffer
+			err := cli.Run(context.Background(), []string{"reconcile", "import", "-format", "generic", "-provider", "standard", "-db", path, csv}, &stdout, &stderr)
+			if err == nil {
+				t.Fatal("the file was imported")
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, c.want) || strings.Contains(msg, "paystate error") || strings.Contains(msg, "code=") ||
+				strings.ContainsAny(msg, "\x00\n\x1b") {
+				t.Fatalf("error %q, want a clean message with %q", msg, c.want)
+			}
+		})
 	}
 }

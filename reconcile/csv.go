@@ -215,11 +215,16 @@ func parseTime(r row, col string) (time.Time, error) {
 	return time.Time{}, r.errorf(col, "%q is not a time (RFC 3339, 2006-01-02 15:04:05 or 2006-01-02)", s)
 }
 
-// checkText refuses a value too long to store.
+// checkText refuses a value too long to store, or one that is not
+// printable text (a control, format or bidirectional character): the
+// message says which character, never the value.
 func checkText(r row, col string) (string, error) {
 	s := r.get(col)
 	if len(s) > pay.MaxStoredPart {
 		return "", r.errorf(col, "longer than %d bytes", pay.MaxStoredPart)
+	}
+	if err := pay.ValidateText(col, s, pay.MaxStoredPart); err != nil {
+		return "", r.errorf(col, "%s", strings.TrimPrefix(pay.ErrorMessage(err), col+" "))
 	}
 	return s, nil
 }

@@ -2,6 +2,8 @@ package reconcile_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -243,6 +245,74 @@ func TestEngine_RefundByOwnID(t *testing.T) {
 			if got := e.balances()[pay.AccountPayouts] - before[pay.AccountPayouts]; got != -4000 {
 				t.Fatalf("payouts %+d, want -4000", got)
 			}
+		})
+	}
+}
+
+// TestEngine_Interrupted cancels an import's context after its second
+// transaction (of two lines each), through the Progress hook: Import
+// stops before the next transaction with ErrInterrupted and the cause;
+// the four lines posted stay posted, no run is stored, and importing the
+// report again posts the rest, each line once.
+func TestEngine_Interrupted(t *testing.T) {
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			e := newEnv(t, b.Open)
+			lines, err := reconcile.ReadGeneric(testdata(t, "generic.csv"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			before, lines0 := e.balances(), e.ledgerLines()
+			cause := errors.New("test: stop after four lines")
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			var seen []int
+			eng := &reconcile.Engine{Store: e.db, SettleWithin: 7 * 24 * time.Hour, Now: e.clock.Now, Batch: 2, Progress: func(done, total int) {
+				seen = append(seen, done)
+				if total != want.lines {
+					t.Errorf("Progress total=%d, want %d", total, want.lines)
+				}
+				if done == 4 {
+					cancel(cause)
+				}
+			}}
+			run, err := eng.Run(ctx, "standard", "test", lines)
+			if !errors.Is(err, reconcile.ErrInterrupted) || !errors.Is(err, cause) {
+				t.Fatalf("Run=%v, want ErrInterrupted with the cause", err)
+			}
+			if run.Lines != 4 || run.Posted != 4 || fmt.Sprint(seen) != "[0 2 4]" {
+				t.Fatalf("interrupted run=%+v after progress %v, want 4 lines posted in two transactions", run, seen)
+			}
+			if got := e.ledgerLines() - lines0; got != 14 {
+				t.Errorf("journal lines +%d after the interruption, want +14 (fees and payouts of four lines, the refund without a fee)", got)
+			}
+			var runs []pay.ReconRun
+			if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { runs, err = tx.ListReconRuns("", 10); return err }); err != nil {
+				t.Fatal(err)
+			}
+			if len(runs) != 0 {
+				t.Errorf("an interrupted import stored runs %+v", runs)
+			}
+
+			eng.Progress = nil
+			again, err := eng.Run(context.Background(), "standard", "test", lines)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if again.Matched != want.matched || again.Posted != want.posted-4 {
+				t.Errorf("the import again: run=%+v, want %d matched, %d posted", again, want.matched, want.posted-4)
+			}
+			after := e.balances()
+			if got := e.ledgerLines() - lines0; got != want.journal {
+				t.Errorf("journal lines +%d, want +%d", got, want.journal)
+			}
+			if got := after[pay.AccountPSPFees] - before[pay.AccountPSPFees]; got != want.fees {
+				t.Errorf("psp_fees +%d, want +%d", got, want.fees)
+			}
+			if got := after[pay.AccountPayouts] - before[pay.AccountPayouts]; got != want.payouts {
+				t.Errorf("payouts +%d, want +%d", got, want.payouts)
+			}
+			verifyClean(t, e.db)
 		})
 	}
 }

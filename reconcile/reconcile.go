@@ -120,9 +120,20 @@ func (e *Engine) Import(ctx context.Context, provider, source string, lines Line
 	if size <= 0 {
 		size = DefaultBatch
 	}
-	total, err := CheckLines(lines)
+	// The check reads the whole report; ctx may end it between lines.
+	total, err := CheckLines(func(fn func(pay.SettlementLine) error) error {
+		return lines(func(l pay.SettlementLine) error {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%w while the report was read, before anything was posted: %w", ErrInterrupted, context.Cause(ctx))
+			}
+			return fn(l)
+		})
+	})
 	if err != nil {
 		return pay.ReconRun{}, err
+	}
+	if e.Progress != nil {
+		e.Progress(0, total)
 	}
 	run := pay.ReconRun{ID: ids.New(RunPrefix, now()), Provider: provider, Source: source}
 	m := &matcher{provider: provider, run: &run, notPosted: map[uint64]struct{}{}, seed: maphash.MakeSeed()}
@@ -242,7 +253,7 @@ func (m *matcher) merge(res batchResult) {
 func (m *matcher) batch(tx pay.Tx, lines []pay.SettlementLine, res *batchResult) error {
 	for _, l := range lines {
 		if err := m.line(tx, l, res); err != nil {
-			return fmt.Errorf("line %d (%s): %w", l.Line, l.ID, err)
+			return fmt.Errorf("line %d (balance transaction %q): %w", l.Line, l.ID, err)
 		}
 	}
 	return nil

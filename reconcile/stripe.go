@@ -69,8 +69,9 @@ func stripeLine(rw row) (pay.SettlementLine, error) {
 	} else if l.ID == "" {
 		return l, rw.errorf("balance_transaction_id", "required")
 	}
-	l.Category = rw.get("reporting_category")
-	if l.Category == "" {
+	if l.Category, err = checkText(rw, "reporting_category"); err != nil {
+		return l, err
+	} else if l.Category == "" {
 		return l, rw.errorf("reporting_category", "required")
 	}
 	l.Kind = stripeKinds[l.Category]
