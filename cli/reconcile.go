@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/reconcile"
 	"github.com/paystate/paystate/store"
@@ -38,8 +40,13 @@ something did not match.
   reconcile import -format stripe|generic [-provider NAME] FILE
   reconcile stripe -since DATE
 
-A bbolt database must not be open in a running paystate (stop it, or use
-PostgreSQL).`
+The report is read as a stream (checked whole, then posted a batch of
+lines per transaction), with its progress on stderr; SIGINT or SIGTERM
+stops it between two transactions (exit 130 or 143): what was posted
+stays posted, and importing the report again finishes it. When a running
+paystate holds the bbolt file, the report is sent to it (POST
+/v1/reconciliation/runs at -url or the server.listen of -config, with
+-api-key or PAYSTATE_API_KEY), which imports it the same way.`
 	if len(args) == 0 || args[0] == "-h" || args[0] == "-help" || args[0] == "--help" {
 		w := stdout
 		if len(args) == 0 {
@@ -131,9 +138,16 @@ fee, currency, payout_id, available_on; amounts in major units) and match
 it. A malformed file is refused with its line number; nothing is posted.`)
 	format := rf.fs.String("format", "", "stripe or generic (required)")
 	provider := rf.fs.String("provider", "", "the provider whose payments the report settles (default: stripe for -format stripe; required for generic)")
+	url := rf.fs.String("url", "", "address of a running paystate to send the report to, http://host:port or host:port (default: when a running paystate holds the bbolt file, the server.listen of -config)")
+	key := rf.fs.String("api-key", "", "API key for the running paystate (default: PAYSTATE_API_KEY or the config's first key)")
 	file, err := parseWithFile(rf.fs, args, stdout, stderr)
 	if err != nil {
 		return err
+	}
+	if *url != "" {
+		if _, err := serverURL(*url); err != nil {
+			return err
+		}
 	}
 	var scan func(io.Reader, func(pay.SettlementLine) error) error
 	switch *format {
@@ -155,8 +169,19 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 		return fmt.Errorf("reconcile import: %w", err)
 	}
 	defer f.Close()
+	if *url != "" {
+		return reconcileUpload(ctx, f, file, *format, *provider, *url, apiKey(*key, config.Config{}), stdout, stderr)
+	}
 	db, cfg, err := rf.open(ctx)
-	if err != nil {
+	if errors.Is(err, store.ErrLocked) {
+		// A running paystate holds the bbolt file: it imports the report.
+		cfg, _, cerr := loadConfig(*rf.cfgPath)
+		if cerr != nil {
+			return cerr
+		}
+		fmt.Fprintf(stderr, "reconcile import: the database is in use by a running paystate; sending the report to %s\n", cfg.Server.Listen)
+		return reconcileUpload(ctx, f, file, *format, *provider, cfg.Server.Listen, apiKey(*key, cfg), stdout, stderr)
+	} else if err != nil {
 		return err
 	}
 	defer db.Close()
@@ -175,6 +200,30 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 		return reconcileError("reconcile import: "+clean(file), err)
 	}
 	p.finish()
+	return printRun(stdout, run)
+}
+
+// reconcileUpload sends the report in f to the running paystate at
+// addr (POST /v1/reconciliation/runs, streamed as it is read, its
+// progress in bytes on stderr), which imports it as `reconcile import`
+// would, and prints the run it answers.
+func reconcileUpload(ctx context.Context, f *os.File, file, format, provider, addr, key string, stdout, stderr io.Writer) error {
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("reconcile import: %w", err)
+	}
+	c := &httpd.Client{BaseURL: addr, APIKey: key}
+	p := newProgress(stderr, progressOptions{Desc: "reconcile import: sending", Bytes: true, Total: st.Size()})
+	run, err := c.ImportReport(ctx, format, provider, filepath.Base(file), io.TeeReader(f, p.writer(io.Discard)), st.Size())
+	p.finish()
+	if err != nil {
+		if ctx.Err() != nil {
+			// Interrupted: a report cut off while it was sent posts
+			// nothing; one the server received whole, it imports.
+			err = fmt.Errorf("%w: %w", err, context.Cause(ctx))
+		}
+		return reconcileError("reconcile import: "+clean(file), printable(err))
+	}
 	return printRun(stdout, run)
 }
 

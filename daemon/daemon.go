@@ -203,7 +203,7 @@ func (m *Main) Open() (err error) {
 		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration, Pprof: cfg.Server.Pprof,
 		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
 		Idempotency: idem,
-		Deliveries:  m.Ripple, Customers: m.Ripple, Reconciliation: reconcile.Runs{Store: m.Store},
+		Deliveries:  m.Ripple, Customers: m.Ripple, Reconciliation: reconcile.Runs{Store: m.Store, SettleWithin: cfg.Reconcile.SettleWithin.Duration},
 		Counts: m.Payments, Ready: m.readyChecks(m.Now()), Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,
 	}

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -98,6 +99,46 @@ func (c *Client) Backup(ctx context.Context, w io.Writer) (int64, error) {
 	return io.Copy(w, res.Body)
 }
 
+// ImportReport sends a settlement report, read from body (size bytes, or
+// -1 if unknown), to POST /v1/reconciliation/runs as it is read, and
+// returns the run the server stored: what `paystate reconcile import`
+// does when a running paystate holds the bbolt file. name names the
+// report in the run's source.
+func (c *Client) ImportReport(ctx context.Context, format, provider, name string, body io.Reader, size int64) (pay.ReconRun, error) {
+	q := url.Values{"format": {format}, "name": {name}}
+	if provider != "" {
+		q.Set("provider", provider)
+	}
+	res, err := c.do(ctx, "POST", "/v1/reconciliation/runs?"+q.Encode(), "text/csv", body, size)
+	if err != nil {
+		return pay.ReconRun{}, err
+	}
+	defer res.Body.Close()
+	var out reconRunJSON
+	if err := json.NewDecoder(io.LimitReader(res.Body, 64<<20)).Decode(&out); err != nil {
+		return pay.ReconRun{}, fmt.Errorf("POST /v1/reconciliation/runs: malformed answer: %w", err)
+	}
+	return out.run(), nil
+}
+
+// run is a run as the API answered it.
+func (j reconRunJSON) run() pay.ReconRun {
+	created, _ := time.Parse(time.RFC3339Nano, j.CreatedAt)
+	r := pay.ReconRun{
+		ID: j.ID, Provider: j.Provider, Source: j.Source, Lines: j.Lines, Matched: j.Matched, Mismatched: j.Mismatched,
+		MissingLocally: j.MissingLocally, MissingAtPSP: j.MissingAtPSP, Posted: j.Posted, CreatedAt: created,
+	}
+	for _, it := range j.Items {
+		ri := pay.ReconItem{Kind: it.Kind, Line: it.Line, LineID: it.LineID, ProviderRef: it.ProviderRef, PaymentID: it.PaymentID,
+			Amount: it.Amount, Currency: it.Currency, Note: it.Note}
+		if it.Expected != nil {
+			ri.Expected = *it.Expected
+		}
+		r.Items = append(r.Items, ri)
+	}
+	return r
+}
+
 // call sends in (if not nil) as JSON and decodes the answer into out.
 func (c *Client) call(ctx context.Context, method, path string, in, out any) error {
 	var body []byte
@@ -121,16 +162,27 @@ func (c *Client) call(ctx context.Context, method, path string, in, out any) err
 // send sends one request and returns a 2xx answer; any other answer is an
 // *APIError.
 func (c *Client) send(ctx context.Context, method, path string, body []byte) (*http.Response, error) {
+	if body == nil {
+		return c.do(ctx, method, path, "", nil, 0)
+	}
+	return c.do(ctx, method, path, "application/json", bytes.NewReader(body), int64(len(body)))
+}
+
+// do sends one request with a body of contentType read from body (size
+// bytes, -1 if unknown: sent chunked) and returns a 2xx answer; any other
+// answer is an *APIError.
+func (c *Client) do(ctx context.Context, method, path, contentType string, body io.Reader, size int64) (*http.Response, error) {
 	base, err := c.base()
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, method, base+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, method, base+path, body)
 	if err != nil {
 		return nil, err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.ContentLength = size
+		req.Header.Set("Content-Type", contentType)
 	}
 	if c.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+c.APIKey)

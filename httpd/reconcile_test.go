@@ -2,11 +2,16 @@ package httpd_test
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"net/url"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/reconcile"
@@ -79,5 +84,137 @@ func TestServer_ReconRuns(t *testing.T) {
 	}
 	if r := in.Do("GET", "/v1/reconciliation/runs?limit=0", nil, nil); r.Status != http.StatusBadRequest {
 		t.Fatalf("limit=0: status %d, want 400", r.Status)
+	}
+}
+
+// TestServer_ImportReport posts settlement reports to POST
+// /v1/reconciliation/runs: a report larger than server.max_body is
+// streamed and imported (each line posted once, a second upload posting
+// nothing), a report with one id on two lines with other figures is 400
+// naming both lines, the route needs the API key (or a dashboard session
+// with its CSRF token) and a CSV, and the other routes keep their body
+// limit.
+func TestServer_ImportReport(t *testing.T) {
+	t.Parallel()
+	in := daemontest.Boot(t, nil)
+	var report strings.Builder
+	report.WriteString("id,provider_ref,type,amount,fee,currency\ntxn_ghost,pi_ghost,charge,70.00,1.30,EUR\n")
+	const fees = 10000
+	for i := range fees {
+		fmt.Fprintf(&report, "txn_fee_%06d,,fee,0,0.01,EUR\n", i)
+	}
+	if report.Len() <= httpd.DefaultMaxBody {
+		t.Fatalf("the report is %d bytes, not more than server.max_body", report.Len())
+	}
+	post := func(query, contentType, body string, hdr map[string]string) (int, http.Header, map[string]any) {
+		t.Helper()
+		req, err := http.NewRequest("POST", in.Base+"/v1/reconciliation/runs"+query, strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Content-Type", contentType)
+		for k, v := range hdr {
+			req.Header.Set(k, v)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer res.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(res.Body).Decode(&out)
+		return res.StatusCode, res.Header, out
+	}
+	bearer := map[string]string{"Authorization": "Bearer " + daemontest.APIKey}
+
+	st, hdr, run := post("?format=generic&provider=mock&name=big.csv", "text/csv", report.String(), bearer)
+	if st != http.StatusCreated || run["lines"] != float64(fees+1) || run["posted"] != float64(fees) || run["missing_locally"] != float64(1) ||
+		run["source"] != "upload:generic:big.csv" || hdr.Get("Location") != "/v1/reconciliation/runs/"+run["id"].(string) {
+		t.Fatalf("upload: status %d, %v, Location %q; want 201 with %d lines, %d posted, 1 missing locally", st, run, hdr.Get("Location"), fees+1, fees)
+	}
+	if items, _ := run["items"].([]any); len(items) != 1 {
+		t.Fatalf("upload: items %v, want the missing_locally line", run["items"])
+	}
+	var bal struct {
+		Data []struct {
+			Account  string `json:"account"`
+			Currency string `json:"currency"`
+			Amount   int64  `json:"amount"`
+		} `json:"data"`
+	}
+	if st := in.DoJSON("GET", "/v1/ledger/balances", nil, nil, &bal); st != http.StatusOK {
+		t.Fatalf("balances: status %d", st)
+	}
+	fee := int64(0)
+	for _, b := range bal.Data {
+		if b.Account == pay.AccountPSPFees && b.Currency == "EUR" {
+			fee = b.Amount
+		}
+	}
+	if fee != fees {
+		t.Fatalf("psp_fees=%d, want %d (a cent per fee line)", fee, fees)
+	}
+	if st, _, again := post("?format=generic&provider=mock", "text/csv; charset=utf-8", report.String(), bearer); st != http.StatusCreated || again["posted"] != float64(0) {
+		t.Fatalf("the report again: status %d, %v; want 201, nothing posted", st, again)
+	}
+
+	dup := "id,provider_ref,type,amount,fee,currency\ntxn_1,,fee,0,0.01,EUR\ntxn_1,,fee,0,0.02,EUR\n"
+	for _, c := range []struct {
+		name, query, contentType, body string
+		hdr                            map[string]string
+		status                         int
+		code, message                  string
+	}{
+		{"Duplicate", "?format=generic&provider=mock", "text/csv", dup, bearer, 400, "invalid_request", "line 3: balance transaction \"txn_1\" is also on line 2"},
+		{"NoKey", "?format=generic&provider=mock", "text/csv", dup, nil, 401, "unauthorized", ""},
+		{"NoFormat", "?provider=mock", "text/csv", dup, bearer, 400, "invalid_request", "format is required"},
+		{"JSON", "?format=generic&provider=mock", "application/json", `{}`, bearer, 415, "unsupported_media_type", "text/csv"},
+	} {
+		st, _, out := post(c.query, c.contentType, c.body, c.hdr)
+		e, _ := out["error"].(map[string]any)
+		if st != c.status || e["code"] != c.code || !strings.Contains(fmt.Sprint(e["message"]), c.message) {
+			t.Errorf("%s: status %d, %v; want %d %s with %q", c.name, st, out, c.status, c.code, c.message)
+		}
+	}
+
+	// A dashboard session uploads with its CSRF token, not without.
+	form := url.Values{"api_key": {daemontest.APIKey}}.Encode()
+	hc := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := hc.Post(in.Base+"/dashboard/login", "application/x-www-form-urlencoded", strings.NewReader(form))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range res.Cookies() {
+		if c.Name == httpd.SessionCookie {
+			cookie = c
+		}
+	}
+	if cookie == nil {
+		t.Fatalf("sign-in: status %d, no session cookie", res.StatusCode)
+	}
+	page := in.Do("GET", "/", nil, map[string]string{"Authorization": "", "Cookie": cookie.Name + "=" + cookie.Value})
+	m := regexp.MustCompile(`<meta name="csrf-token" content="([^"]*)">`).FindSubmatch(page.Body)
+	if m == nil {
+		t.Fatalf("no CSRF token in the dashboard: %d %s", page.Status, page.Body)
+	}
+	session := map[string]string{"Cookie": cookie.Name + "=" + cookie.Value, "Sec-Fetch-Site": "same-origin"}
+	small := "id,provider_ref,type,amount,fee,currency\ntxn_dash,,fee,0,0.05,EUR\n"
+	if st, _, out := post("?format=generic&provider=mock", "text/csv", small, session); st != http.StatusUnauthorized {
+		t.Errorf("dashboard upload without its CSRF token: status %d, %v; want 401", st, out)
+	}
+	session[httpd.CSRFHeader] = string(m[1])
+	if st, _, out := post("?format=generic&provider=mock&name=dash.csv", "text/csv", small, session); st != http.StatusCreated || out["posted"] != float64(1) {
+		t.Errorf("dashboard upload: status %d, %v; want 201, one line posted", st, out)
+	}
+
+	// Another route keeps server.max_body.
+	r, err := in.Send("POST", "/v1/payments", []byte(`{"order_id":"`+strings.Repeat("x", httpd.DefaultMaxBody)+`","amount":100,"currency":"EUR"}`), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != http.StatusRequestEntityTooLarge {
+		t.Fatalf("a create larger than server.max_body: status %d, want 413", r.Status)
 	}
 }

@@ -27,6 +27,7 @@ type route struct {
 	// api/openapi.yaml declares them: any other, and one given twice, is
 	// refused (checksQuery, checkQuery).
 	query  []string
+	stream bool   // reads its own body, unbounded by server.max_body (boundBody)
 	name   string // for metrics and logs: the pattern
 	handle func(rc *fasthttp.RequestCtx, params []string) error
 	parts  []string
@@ -44,6 +45,7 @@ func (s *Server) routeTable() []route {
 		{method: "GET", pattern: "/v1/disputes", auth: true, query: []string{"status", "limit"}, handle: s.handleListDisputes},
 		{method: "GET", pattern: "/v1/reconciliation/runs", auth: true, query: []string{"limit", "cursor"}, handle: s.handleListReconRuns},
 		{method: "GET", pattern: "/v1/reconciliation/runs/{id}", auth: true, handle: s.handleGetReconRun},
+		{method: "POST", pattern: "/v1/reconciliation/runs", auth: true, stream: true, handle: s.handleImportReconRun},
 		{method: "GET", pattern: "/v1/payments/{id}/events", auth: true, handle: s.handlePaymentEvents},
 		{method: "GET", pattern: "/v1/review", auth: true, handle: s.handleListReview},
 		{method: "POST", pattern: "/v1/review/{id}/resolve", auth: true, handle: s.handleResolveReview},
@@ -171,6 +173,19 @@ func (s *Server) dispatch(rc *fasthttp.RequestCtx) (name string, err error) {
 	r, params, pathFound := s.match(method, path)
 	if r != nil {
 		name = r.name
+	}
+	if r == nil || !r.stream {
+		if err := s.boundBody(rc); err != nil {
+			return name, err
+		}
+	} else {
+		// A streamed body refused before its handler reads it is not
+		// read at all: the connection closes instead.
+		defer func() {
+			if err != nil {
+				rc.SetConnectionClose()
+			}
+		}()
 	}
 	// Where the request comes from is checked before anything else, so a
 	// refused request learns nothing about routes or credentials.

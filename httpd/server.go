@@ -173,6 +173,13 @@ func (s *Server) Open() error {
 		ExpectHandler:         s.expect,
 		Name:                  "paystate",
 		MaxRequestBodySize:    s.MaxBody,
+		// Bodies are streamed so that one route (a settlement report
+		// upload) can take more than server.max_body; every other route
+		// reads its body through boundBody, which keeps the limit.
+		// Multipart forms are not read ahead (fasthttp would spool one
+		// of any size to disk before the handler runs).
+		StreamRequestBody:           true,
+		DisablePreParseMultipartForm: true,
 		ReadTimeout:           s.ReadTimeout,
 		WriteTimeout:          s.RequestTimeout + 5*time.Second,
 		IdleTimeout:           60 * time.Second,
@@ -258,9 +265,38 @@ func (s *Server) parseError(ctx *fasthttp.RequestCtx, err error) {
 	s.accessLog(ctx, "unparsed", time.Since(ctx.Time()))
 }
 
+// boundBody reads the body of a request to a route that does not
+// stream it (all but a report upload) into memory, at most
+// server.max_body: more is 413, and the connection is closed rather than
+// the rest read.
+func (s *Server) boundBody(rc *fasthttp.RequestCtx) error {
+	if !rc.Request.IsBodyStream() {
+		return nil
+	}
+	if n := rc.Request.Header.ContentLength(); n > s.MaxBody {
+		rc.SetConnectionClose()
+		return pay.Errorf(pay.ETOOLARGE, "request body is larger than server.max_body (%d bytes)", s.MaxBody)
+	}
+	body, err := io.ReadAll(io.LimitReader(rc.RequestBodyStream(), int64(s.MaxBody)+1))
+	switch {
+	case err != nil:
+		rc.SetConnectionClose()
+		return pay.Errorf(pay.EINVALID, "malformed HTTP request: the body could not be read in full")
+	case len(body) > s.MaxBody:
+		rc.SetConnectionClose()
+		return pay.Errorf(pay.ETOOLARGE, "request body is larger than server.max_body (%d bytes)", s.MaxBody)
+	}
+	rc.Request.SetBody(body)
+	return nil
+}
+
 // expect answers "Expect: 100-continue": a body announced larger than
-// server.max_body is refused before the client sends it.
+// server.max_body is refused before the client sends it, except on a
+// route that streams its body.
 func (s *Server) expect(rc *fasthttp.RequestCtx) int {
+	if r, _, _ := s.match(string(rc.Method()), string(rc.Path())); r != nil && r.stream {
+		return fasthttp.StatusContinue
+	}
 	if n := rc.Request.Header.ContentLength(); n > s.MaxBody {
 		s.parseError(rc, fasthttp.ErrBodyTooLarge)
 		return fasthttp.StatusRequestEntityTooLarge
