@@ -168,24 +168,24 @@ func (s *Server) Open() error {
 	s.ln = lingerListener{ln}
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &fasthttp.Server{
-		Handler:               s.serve,
-		ErrorHandler:          s.parseError,
-		ExpectHandler:         s.expect,
-		Name:                  "paystate",
-		MaxRequestBodySize:    s.MaxBody,
+		Handler:            s.serve,
+		ErrorHandler:       s.parseError,
+		ExpectHandler:      s.expect,
+		Name:               "paystate",
+		MaxRequestBodySize: s.MaxBody,
 		// Bodies are streamed so that one route (a settlement report
 		// upload) can take more than server.max_body; every other route
 		// reads its body through boundBody, which keeps the limit.
 		// Multipart forms are not read ahead (fasthttp would spool one
 		// of any size to disk before the handler runs).
-		StreamRequestBody:           true,
+		StreamRequestBody:            true,
 		DisablePreParseMultipartForm: true,
-		ReadTimeout:           s.ReadTimeout,
-		WriteTimeout:          s.RequestTimeout + 5*time.Second,
-		IdleTimeout:           60 * time.Second,
-		NoDefaultServerHeader: true,
-		NoDefaultDate:         false,
-		Logger:                fasthttpLogger{s.Logger},
+		ReadTimeout:                  s.ReadTimeout,
+		WriteTimeout:                 s.RequestTimeout + 5*time.Second,
+		IdleTimeout:                  60 * time.Second,
+		NoDefaultServerHeader:        true,
+		NoDefaultDate:                false,
+		Logger:                       fasthttpLogger{s.Logger},
 	}
 	s.done = make(chan error, 1)
 	go func() { s.done <- s.srv.Serve(s.ln) }()
