@@ -898,6 +898,25 @@ func TestBrowser_RefundsDisputes(t *testing.T) {
 	}
 	b.do("open the first run's lines", chromedp.Click(chromedp.CSS(runRow+" button.show-run")), chromedp.WaitVisible(chromedp.CSS("#reconciliation-lines")))
 
+	// A report imported from the page (POST /v1/reconciliation/runs with
+	// the session's CSRF token): the line seen before with another fee is
+	// changed_since_posted, the new fee line is posted, and the new run
+	// opens.
+	report := filepath.Join(t.TempDir(), "dashboard.csv")
+	if err := os.WriteFile(report, []byte("id,provider_ref,type,amount,fee,currency\ntxn_browser_ok,psp_rd-a,charge,15.00,0.50,EUR\ntxn_browser_fee,,fee,0,1.00,EUR\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b.do("import a report from the page", chromedp.SetUploadFiles(chromedp.CSS("#reconciliation-file"), []string{report}),
+		chromedp.SetValue(chromedp.CSS("#reconciliation-format"), "generic"), chromedp.SetValue(chromedp.CSS("#reconciliation-provider"), "standard"),
+		chromedp.Click(chromedp.CSS("#reconciliation-import-submit")))
+	b.poll("the import is done", `document.getElementById('reconciliation-import-status').dataset.runId !== undefined`)
+	uploaded := eval[string](b, `document.getElementById('reconciliation-import-status').dataset.runId`)
+	status := eval[string](b, `document.getElementById('reconciliation-import-status').textContent`)
+	if !strings.Contains(status, "2 lines, 1 matched, 1 posted, 1 not matched") {
+		t.Errorf("import status %q", status)
+	}
+	b.poll("the uploaded run opens", `document.querySelector('#reconciliation-lines tbody tr[data-kind="changed_since_posted"]') !== null && document.querySelector(`+jsString(fmt.Sprintf(`#reconciliation-table tr[data-run-id=%q].selected`, uploaded))+`) !== null`)
+
 	// A payment waiting for its customer: its page, refunds part included,
 	// shows no client secret or redirect URL, and offers no refund.
 	wait := in.Create(`{"order_id":"order-rd-wait","amount":1500,"currency":"EUR","provider":"standard"}`, "rd-wait").Str("id")

@@ -80,7 +80,12 @@
   async function api(method, path, body, extra) {
     const opts = { method: method, credentials: 'same-origin', headers: Object.assign({ 'Accept': 'application/json' }, extra || {}) };
     if (method !== 'GET' && method !== 'HEAD') opts.headers['X-CSRF-Token'] = csrf;
-    if (body !== undefined) {
+    if (body instanceof Blob) {
+      // A file (a settlement report): sent as it is, the browser
+      // streaming it from disk.
+      opts.headers['Content-Type'] = 'text/csv';
+      opts.body = body;
+    } else if (body !== undefined) {
       opts.headers['Content-Type'] = 'application/json';
       opts.body = JSON.stringify(body);
     }
@@ -1020,7 +1025,7 @@
 
   // A run's counts, as GET /v1/reconciliation/runs lists them (a count, or
   // the lines themselves).
-  const RUN_COUNTS = [['lines', 'Lines'], ['matched', 'Matched'], ['posted', 'Posted'], ['mismatched', 'Amount mismatch'], ['missing_locally', 'Missing here'], ['missing_at_psp', 'Missing at the PSP']];
+  const RUN_COUNTS = [['lines', 'Lines'], ['matched', 'Matched'], ['posted', 'Posted'], ['mismatched', 'Mismatched'], ['missing_locally', 'Missing here'], ['missing_at_psp', 'Missing at the PSP']];
   const UNMATCHED = ['mismatched', 'missing_locally', 'missing_at_psp'];
   // The columns of an unmatched line shown first; any other field follows.
   const LINE_COLUMNS = ['kind', 'problem', 'reason', 'line', 'line_id', 'id', 'provider_ref', 'payment_id', 'type', 'amount', 'expected', 'expected_amount', 'fee', 'net', 'currency', 'payout_id', 'available_on', 'captured_at', 'note'];
@@ -1086,6 +1091,40 @@
       }))));
     markRun();
     loadRun(openRunID);
+  }
+
+  // importReport sends the chosen settlement report to POST
+  // /v1/reconciliation/runs (the session's CSRF token goes with it, as
+  // with every change) and opens the run it made.
+  async function importReport(ev) {
+    ev.preventDefault();
+    const file = $('#reconciliation-file').files[0];
+    const status = $('#reconciliation-import-status');
+    if (!file) {
+      status.textContent = 'Choose a settlement report first.';
+      return;
+    }
+    const q = new URLSearchParams({ format: $('#reconciliation-format').value, name: file.name });
+    const provider = $('#reconciliation-provider').value.trim();
+    if (provider) q.set('provider', provider);
+    const button = $('#reconciliation-import-submit');
+    button.disabled = true;
+    status.textContent = 'Importing ' + file.name + '…';
+    try {
+      const run = await api('POST', '/v1/reconciliation/runs?' + q.toString(), file);
+      status.dataset.runId = run.id;
+      status.textContent = 'Imported ' + file.name + ': ' + run.lines + ' lines, ' + run.matched + ' matched, ' + run.posted + ' posted, ' +
+        unmatchedCount(run) + ' not matched.';
+      openRunID = run.id;
+      runPicked = true;
+      $('#reconciliation-import').reset();
+    } catch (err) {
+      delete status.dataset.runId;
+      status.textContent = 'Import refused: ' + err.message + (err.requestID ? ' (request id ' + err.requestID + ')' : '');
+    } finally {
+      button.disabled = false;
+    }
+    loadReconciliation();
   }
 
   function markRun() {
@@ -1448,6 +1487,7 @@
     $('#disputes-refresh').addEventListener('click', loadDisputes);
     $('#dispute-status').addEventListener('change', loadDisputes);
     $('#reconciliation-refresh').addEventListener('click', loadReconciliation);
+    $('#reconciliation-import').addEventListener('submit', importReport);
     bindDeliveries();
     window.addEventListener('hashchange', route);
     window.addEventListener('resize', () => { if (activeTab === 'charts') drawCharts(); });
