@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -156,6 +157,39 @@ func TestServer_ImportReport(t *testing.T) {
 	}
 	if st, _, again := post("?format=generic&provider=mock", "text/csv; charset=utf-8", report.String(), bearer); st != http.StatusCreated || again["posted"] != float64(0) {
 		t.Fatalf("the report again: status %d, %v; want 201, nothing posted", st, again)
+	}
+	// Two uploads of a new report at the same time: each line posted once.
+	var other strings.Builder
+	other.WriteString("id,provider_ref,type,amount,fee,currency\n")
+	for i := range 2000 {
+		fmt.Fprintf(&other, "txn_other_%06d,,fee,0,0.01,EUR\n", i)
+	}
+	var wg sync.WaitGroup
+	postedBoth := make([]float64, 2)
+	for i := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			req, _ := http.NewRequest("POST", in.Base+"/v1/reconciliation/runs?format=generic&provider=mock", strings.NewReader(other.String()))
+			req.Header.Set("Content-Type", "text/csv")
+			req.Header.Set("Authorization", "Bearer "+daemontest.APIKey)
+			res, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer res.Body.Close()
+			var out map[string]any
+			if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != http.StatusCreated {
+				t.Errorf("concurrent upload %d: status %d, %v", i, res.StatusCode, err)
+				return
+			}
+			postedBoth[i], _ = out["posted"].(float64)
+		}()
+	}
+	wg.Wait()
+	if postedBoth[0]+postedBoth[1] != 2000 {
+		t.Fatalf("two uploads at once posted %v lines, want 2000 together", postedBoth)
 	}
 
 	dup := "id,provider_ref,type,amount,fee,currency\ntxn_1,,fee,0,0.01,EUR\ntxn_1,,fee,0,0.02,EUR\n"
