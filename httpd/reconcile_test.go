@@ -2,7 +2,6 @@ package httpd_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -107,24 +106,15 @@ func TestServer_ImportReport(t *testing.T) {
 	if report.Len() <= httpd.DefaultMaxBody {
 		t.Fatalf("the report is %d bytes, not more than server.max_body", report.Len())
 	}
+	// post sends a report; without an Authorization in hdr, none.
 	post := func(query, contentType, body string, hdr map[string]string) (int, http.Header, map[string]any) {
 		t.Helper()
-		req, err := http.NewRequest("POST", in.Base+"/v1/reconciliation/runs"+query, strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		req.Header.Set("Content-Type", contentType)
+		h := map[string]string{"Content-Type": contentType, "Authorization": ""}
 		for k, v := range hdr {
-			req.Header.Set(k, v)
+			h[k] = v
 		}
-		res, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer res.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(res.Body).Decode(&out)
-		return res.StatusCode, res.Header, out
+		r := in.Do("POST", "/v1/reconciliation/runs"+query, []byte(body), h)
+		return r.Status, r.Header, r.JSON
 	}
 	bearer := map[string]string{"Authorization": "Bearer " + daemontest.APIKey}
 
@@ -170,21 +160,12 @@ func TestServer_ImportReport(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			req, _ := http.NewRequest("POST", in.Base+"/v1/reconciliation/runs?format=generic&provider=mock", strings.NewReader(other.String()))
-			req.Header.Set("Content-Type", "text/csv")
-			req.Header.Set("Authorization", "Bearer "+daemontest.APIKey)
-			res, err := http.DefaultClient.Do(req)
-			if err != nil {
-				t.Error(err)
+			r, err := in.Send("POST", "/v1/reconciliation/runs?format=generic&provider=mock", []byte(other.String()), map[string]string{"Content-Type": "text/csv"})
+			if err != nil || r.Status != http.StatusCreated {
+				t.Errorf("concurrent upload %d: %v, status %d: %s", i, err, r.Status, r.Body)
 				return
 			}
-			defer res.Body.Close()
-			var out map[string]any
-			if err := json.NewDecoder(res.Body).Decode(&out); err != nil || res.StatusCode != http.StatusCreated {
-				t.Errorf("concurrent upload %d: status %d, %v", i, res.StatusCode, err)
-				return
-			}
-			postedBoth[i], _ = out["posted"].(float64)
+			postedBoth[i], _ = r.JSON["posted"].(float64)
 		}()
 	}
 	wg.Wait()

@@ -39,6 +39,24 @@ func verifyClean(t *testing.T, db pay.Store) {
 	}
 }
 
+// wantPosted checks that the ledger moved, since the balances before and
+// the journal's lines0 lines, by what testdata/reconcile/generic.csv
+// posts once (want), and that verify is clean.
+func (e *env) wantPosted(before map[string]int64, lines0 int) {
+	e.t.Helper()
+	if got := e.ledgerLines() - lines0; got != want.journal {
+		e.t.Errorf("journal lines +%d, want +%d", got, want.journal)
+	}
+	after := e.balances()
+	if got := after[pay.AccountPSPFees] - before[pay.AccountPSPFees]; got != want.fees {
+		e.t.Errorf("psp_fees +%d, want +%d", got, want.fees)
+	}
+	if got := after[pay.AccountPayouts] - before[pay.AccountPayouts]; got != want.payouts {
+		e.t.Errorf("payouts +%d, want +%d", got, want.payouts)
+	}
+	verifyClean(e.t, e.db)
+}
+
 // TestEngine_ConcurrentImports runs imports of one report at the same
 // time, as two `paystate reconcile import` of one file would on
 // PostgreSQL (and as goroutines of one process on bbolt): each line is
@@ -81,17 +99,7 @@ func TestEngine_ConcurrentImports(t *testing.T) {
 			if posted != want.posted {
 				t.Errorf("the imports posted %d lines together, want %d", posted, want.posted)
 			}
-			if got := e.ledgerLines() - lines0; got != want.journal {
-				t.Errorf("journal lines +%d, want +%d", got, want.journal)
-			}
-			after := e.balances()
-			if got := after[pay.AccountPSPFees] - before[pay.AccountPSPFees]; got != want.fees {
-				t.Errorf("psp_fees +%d, want +%d", got, want.fees)
-			}
-			if got := after[pay.AccountPayouts] - before[pay.AccountPayouts]; got != want.payouts {
-				t.Errorf("payouts +%d, want +%d", got, want.payouts)
-			}
-			verifyClean(t, e.db)
+			e.wantPosted(before, lines0)
 		})
 	}
 }
@@ -302,17 +310,7 @@ func TestEngine_Interrupted(t *testing.T) {
 			if again.Matched != want.matched || again.Posted != want.posted-4 {
 				t.Errorf("the import again: run=%+v, want %d matched, %d posted", again, want.matched, want.posted-4)
 			}
-			after := e.balances()
-			if got := e.ledgerLines() - lines0; got != want.journal {
-				t.Errorf("journal lines +%d, want +%d", got, want.journal)
-			}
-			if got := after[pay.AccountPSPFees] - before[pay.AccountPSPFees]; got != want.fees {
-				t.Errorf("psp_fees +%d, want +%d", got, want.fees)
-			}
-			if got := after[pay.AccountPayouts] - before[pay.AccountPayouts]; got != want.payouts {
-				t.Errorf("payouts +%d, want +%d", got, want.payouts)
-			}
-			verifyClean(t, e.db)
+			e.wantPosted(before, lines0)
 		})
 	}
 }

@@ -25,6 +25,8 @@ package verify
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"time"
 
@@ -611,12 +613,7 @@ func settlementLine(r *Report, l pay.LedgerEntry) {
 // one fee posting of its fee (none if it is 0), one payout posting of its
 // net once it names a payout (none before).
 func checkSettlements(r *Report) {
-	ids := make([]string, 0, len(r.settlements))
-	for id := range r.settlements {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(r.settlements)) {
 		e := r.settlements[id]
 		if e.feeLines != e.wantFee || e.gotFee != e.fee {
 			r.add(e.paymentID, "settlement %s: %d fee postings of %d in psp_fees, want %d of %d", e.name, e.feeLines, e.gotFee, e.wantFee, e.fee)
