@@ -39,6 +39,16 @@ func verifyClean(t *testing.T, db pay.Store) {
 	}
 }
 
+// genericCSV reads testdata/reconcile/generic.csv.
+func genericCSV(t *testing.T) []pay.SettlementLine {
+	t.Helper()
+	lines, err := reconcile.ReadGeneric(testdata(t, "generic.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lines
+}
+
 // wantPosted checks that the ledger moved, since the balances before and
 // the journal's lines0 lines, by what testdata/reconcile/generic.csv
 // posts once (want), and that verify is clean.
@@ -65,10 +75,7 @@ func TestEngine_ConcurrentImports(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b.Open)
-			lines, err := reconcile.ReadGeneric(testdata(t, "generic.csv"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			lines := genericCSV(t)
 			before, lines0 := e.balances(), e.ledgerLines()
 			const imports = 4
 			start := make(chan struct{})
@@ -266,10 +273,7 @@ func TestEngine_Interrupted(t *testing.T) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b.Open)
-			lines, err := reconcile.ReadGeneric(testdata(t, "generic.csv"))
-			if err != nil {
-				t.Fatal(err)
-			}
+			lines := genericCSV(t)
 			before, lines0 := e.balances(), e.ledgerLines()
 			cause := errors.New("test: stop after four lines")
 			ctx, cancel := context.WithCancelCause(context.Background())

@@ -39,11 +39,7 @@ func TestRun_Settlements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := verify.Run(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !rep.OK() {
+	if rep := mustVerify(t, db); !rep.OK() {
 		t.Fatalf("verify after settlement postings: %v", rep.Mismatches)
 	}
 
@@ -73,12 +69,8 @@ func TestRun_Settlements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err = verify.Run(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var all []string
-	for _, m := range rep.Mismatches {
+	for _, m := range mustVerify(t, db).Mismatches {
 		all = append(all, m.String())
 	}
 	got := strings.Join(all, "\n")
@@ -95,4 +87,14 @@ func TestRun_Settlements(t *testing.T) {
 	if len(all) != 4 {
 		t.Errorf("verify reported %d problems, want 4:\n%s", len(all), got)
 	}
+}
+
+// mustVerify runs verify on db, failing the test if it cannot.
+func mustVerify(t *testing.T, db pay.Store) verify.Report {
+	t.Helper()
+	rep, err := verify.Run(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }

@@ -165,10 +165,7 @@ func TestRun_Secrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rep, err := verify.Run(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := mustVerify(t, db)
 	got := map[string]string{}
 	for _, m := range rep.Mismatches {
 		got[m.PaymentID] += m.Problem + "; "
