@@ -4,13 +4,16 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/reconcile"
 )
 
@@ -316,5 +319,37 @@ func TestEngine_Interrupted(t *testing.T) {
 			}
 			e.wantPosted(before, lines0)
 		})
+	}
+}
+
+// TestEngine_MissingAtPSPRefunded lists a payment refunded in full, long
+// ago and in no report, as missing_at_psp, as it lists a captured one.
+func TestEngine_MissingAtPSPRefunded(t *testing.T) {
+	e := newEnv(t, backends[0].Open)
+	ctx := context.Background()
+	three := e.pays["three"]
+	r, err := e.svc.RefundOnce(ctx, three.ID, finalize.RefundRequest{}, finalize.IdemKey{Key: "refund:three", Fingerprint: "three", Status: http.StatusCreated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.send(stdwebhook.Event{ID: "evt_re_three", Type: stdwebhook.TypeRefundSucceeded, PaymentID: three.ID,
+		Refund: &stdwebhook.Refund{ID: r.Refund.ID, ProviderRef: "re_three", Amount: three.Amount}})
+	var p pay.Payment
+	if err := e.db.View(ctx, func(tx pay.Tx) (err error) { p, err = tx.Payment(three.ID); return err }); err != nil || p.Status != pay.Refunded {
+		t.Fatalf("payment three: %v, %v; want refunded", p.Status, err)
+	}
+	run, err := (&reconcile.Engine{Store: e.db, Now: e.clock.Now, SettleWithin: 7 * 24 * time.Hour}).Run(ctx, "standard", "test",
+		generic(t, "txn_fee,,fee,0,1.00,EUR,"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := map[string]bool{}
+	for _, it := range run.Items {
+		if it.Kind == pay.ReconMissingAtPSP {
+			missing[it.PaymentID] = true
+		}
+	}
+	if !missing[three.ID] || run.MissingAtPSP != len(missing) {
+		t.Fatalf("run=%+v, want the refunded payment three among the missing_at_psp", run)
 	}
 }

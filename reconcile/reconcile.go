@@ -180,17 +180,19 @@ func (e *Engine) Import(ctx context.Context, provider, source string, lines Line
 	}
 
 	// Payments captured long ago that no report settled, then the run.
-	var missing []pay.ReconItem
+	var (
+		missing  []pay.ReconItem
+		nMissing int
+	)
 	err = e.Store.View(bg, func(tx pay.Tx) (err error) {
-		missing, err = m.missingAtPSP(tx, tx.Now().Add(-within))
+		missing, nMissing, err = m.missingAtPSP(tx, tx.Now().Add(-within), pay.MaxReconItems-len(run.Items))
 		return err
 	})
 	if err != nil {
 		return run, fmt.Errorf("reconcile: %w", err)
 	}
-	for _, it := range missing {
-		m.add(it)
-	}
+	run.MissingAtPSP += nMissing
+	run.Items = append(run.Items, missing...)
 	err = e.Store.Update(bg, func(tx pay.Tx) error {
 		run.CreatedAt = tx.Now()
 		return tx.PutReconRun(run)
@@ -323,15 +325,19 @@ func figures(kind pay.SettlementKind, ref string, amount, fee int64, currency, p
 }
 
 // missingAtPSP lists the provider's payments captured before cutoff
-// that no report settled and no line of this run named.
-func (m *matcher) missingAtPSP(tx pay.Tx, cutoff time.Time) ([]pay.ReconItem, error) {
-	var out []pay.ReconItem
+// that no report settled and no line of this run named: their count, and
+// the first keep of them.
+func (m *matcher) missingAtPSP(tx pay.Tx, cutoff time.Time, keep int) ([]pay.ReconItem, int, error) {
+	var (
+		out []pay.ReconItem
+		n   int
+	)
 	for _, st := range []pay.Status{pay.Captured, pay.Refunded} {
 		cursor := ""
 		for {
 			ps, next, err := tx.ListPayments(pay.PaymentFilter{Status: st, CreatedBefore: cutoff, Limit: pay.MaxListLimit, Cursor: cursor})
 			if err != nil {
-				return nil, fmt.Errorf("list %s payments: %w", st, err)
+				return nil, 0, fmt.Errorf("list %s payments: %w", st, err)
 			}
 			for _, p := range ps {
 				if p.Provider != m.provider {
@@ -342,20 +348,23 @@ func (m *matcher) missingAtPSP(tx pay.Tx, cutoff time.Time) ([]pay.ReconItem, er
 				}
 				ss, err := tx.SettlementsForPayment(p.ID)
 				if err != nil {
-					return nil, err
+					return nil, 0, err
 				}
-				if len(ss) == 0 {
+				if len(ss) > 0 {
+					continue
+				}
+				if n++; len(out) < keep {
 					out = append(out, pay.ReconItem{Kind: pay.ReconMissingAtPSP, ProviderRef: p.ProviderRef, PaymentID: p.ID, Amount: p.Amount, Currency: p.Currency,
 						Note: fmt.Sprintf("%s since %s; in no settlement report", p.Status, p.CreatedAt.Format(time.RFC3339))})
 				}
 			}
 			if next == "" {
-				return out, nil
+				break
 			}
 			cursor = next
 		}
 	}
-	return out, nil
+	return out, n, nil
 }
 
 // lookup finds what line l is about. found is false for a line about
