@@ -139,7 +139,7 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 	format := rf.fs.String("format", "", "stripe or generic (required)")
 	provider := rf.fs.String("provider", "", "the provider whose payments the report settles (default: stripe for -format stripe; required for generic)")
 	url := rf.fs.String("url", "", "address of a running paystate to send the report to, http://host:port or host:port (default: when a running paystate holds the bbolt file, the server.listen of -config)")
-	key := rf.fs.String("api-key", "", "API key for the running paystate (default: PAYSTATE_API_KEY or the config's first key)")
+	key := rf.fs.String("api-key", "", "API key of the running paystate (default: PAYSTATE_API_KEY)")
 	file, err := parseWithFile(rf.fs, args, stdout, stderr)
 	if err != nil {
 		return err
@@ -170,7 +170,7 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 	}
 	defer f.Close()
 	if *url != "" {
-		return reconcileUpload(ctx, f, file, *format, *provider, *url, apiKey(*key, config.Config{}), stdout, stderr)
+		return reconcileUpload(ctx, f, file, *format, *provider, *url, apiKey(*key), stdout, stderr)
 	}
 	db, cfg, err := rf.open(ctx)
 	if errors.Is(err, store.ErrLocked) {
@@ -179,8 +179,9 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 		if cerr != nil {
 			return cerr
 		}
-		fmt.Fprintf(stderr, "reconcile import: the database is in use by a running paystate; sending the report to %s\n", cfg.Server.Listen)
-		return reconcileUpload(ctx, f, file, *format, *provider, cfg.Server.Listen, apiKey(*key, cfg), stdout, stderr)
+		addr := serverAddr(*rf.cfgPath, cfg)
+		fmt.Fprintf(stderr, "reconcile import: the database is in use by a running paystate; sending the report to %s\n", addr)
+		return reconcileUpload(ctx, f, file, *format, *provider, addr, apiKey(*key), stdout, stderr)
 	} else if err != nil {
 		return err
 	}
@@ -233,8 +234,13 @@ func reconcileUpload(ctx context.Context, f *os.File, file, format, provider, ad
 // code of the signal that interrupted it.
 func reconcileError(prefix string, err error) error {
 	msg := err.Error()
-	var pe *pay.Error
-	if errors.As(err, &pe) && !errors.Is(err, reconcile.ErrInterrupted) {
+	var (
+		pe *pay.Error
+		ke *keyError
+	)
+	if errors.As(err, &ke) {
+		msg = ke.Error() // where the key comes from, not the server's words
+	} else if errors.As(err, &pe) && !errors.Is(err, reconcile.ErrInterrupted) {
 		msg = pe.Message
 		if code := pay.ErrorCode(err); code != pay.EINVALID {
 			msg += " (" + code + ")"

@@ -13,8 +13,9 @@ import (
 
 // TestReconcileImport_RunningServer imports a report into the bbolt file
 // of a running paystate: the command finds the file locked and sends the
-// report to the server of -config (its server.listen and API key), which
-// imports it; with -url and -api-key it goes there directly.
+// report to the server of -config (its server.listen) with -api-key,
+// which imports it; with -url it goes there directly; a wrong key is
+// told in the command's terms.
 func TestReconcileImport_RunningServer(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -25,12 +26,13 @@ func TestReconcileImport_RunningServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfgPath := filepath.Join(dir, "paystate.toml")
-	toml := fmt.Sprintf("[server]\nlisten = %q\n[storage]\npath = %q\n[auth]\napi_keys = [%q]\n[providers.mock]\n",
-		strings.TrimPrefix(in.Base, "http://"), filepath.ToSlash(dbPath), daemontest.APIKey)
+	// The command reads the server's address and the database from the
+	// file; the key comes from -api-key (a config names no key).
+	toml := fmt.Sprintf("[server]\nlisten = %q\n[storage]\npath = %q\n[providers.mock]\n", strings.TrimPrefix(in.Base, "http://"), filepath.ToSlash(dbPath))
 	if err := os.WriteFile(cfgPath, []byte(toml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	stdout, stderr, err := runCmdSplit("reconcile", "import", "-format", "generic", "-provider", "mock", "-config", cfgPath, report)
+	stdout, stderr, err := runCmdSplit("reconcile", "import", "-format", "generic", "-provider", "mock", "-config", cfgPath, "-api-key", daemontest.APIKey, report)
 	if ExitCode(err) != ExitVerify {
 		t.Fatalf("reconcile import of a locked file: %v (exit %d), want exit 3 (one line missing locally)\n%s%s", err, ExitCode(err), stdout, stderr)
 	}
@@ -48,7 +50,7 @@ func TestReconcileImport_RunningServer(t *testing.T) {
 		t.Fatalf("reconcile import -url: %v\n%s%s", err, stdout, stderr)
 	}
 	_, _, err = runCmdSplit("reconcile", "import", "-format", "generic", "-provider", "mock", "-url", in.Base, "-api-key", "wrong-key-0123456789", clean)
-	if err == nil || !strings.Contains(err.Error(), "unauthorized") {
+	if err == nil || !strings.Contains(err.Error(), "pass the key with -api-key KEY or in the environment as PAYSTATE_API_KEY") {
 		t.Fatalf("reconcile import with a wrong key: %v, want unauthorized", err)
 	}
 }
