@@ -25,7 +25,7 @@ import (
 // is inside a transaction: the test holds an uncommitted settlement row
 // of the report's 1001st line (then its 2001st), so the import's claim
 // of that line waits in its third (then fifth) transaction of 500 lines
-// (pg_locks shows a lock not granted). The signal arrives while it
+// (pg_locks shows it waiting for the test's transaction). The signal arrives while it
 // waits; the test then rolls its row back, that transaction commits, and
 // the import stops before the next one: exit 130, then 143, after
 // exactly 1500 (then 2500) lines, verify clean. A third run finishes the
@@ -94,7 +94,10 @@ func TestBinary_ReconcileImportSignals(t *testing.T) {
 			default:
 			}
 			var n int
-			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE NOT granted`).Scan(&n); err != nil {
+			// Waiting for the test's own transaction (other tests' waits on
+			// the same server do not count).
+			if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_locks w WHERE NOT w.granted AND w.locktype = 'transactionid'
+				AND w.transactionid = (SELECT transactionid FROM pg_locks WHERE pid = pg_backend_pid() AND locktype = 'transactionid' AND granted)`).Scan(&n); err != nil {
 				return err
 			}
 			if n == 0 {
