@@ -391,6 +391,24 @@ type Stripe struct {
 	// APIBase overrides Stripe's API URL (stripe-mock in tests); empty means
 	// Stripe's own.
 	APIBase string `toml:"api_base"`
+	// Flow is how a payment whose create names no flow is taken:
+	// "payment_intent" (the default, "" too: Stripe.js on the merchant's
+	// page) or "checkout" (a Checkout Session, Stripe's hosted page).
+	Flow string `toml:"flow"`
+	// Checkout is [providers.stripe.checkout].
+	Checkout StripeCheckout `toml:"checkout"`
+}
+
+// StripeCheckout is [providers.stripe.checkout]: the Checkout Sessions and
+// Payment Links.
+type StripeCheckout struct {
+	// SuccessURL and CancelURL are where Stripe sends the customer back
+	// after paying or giving up, when the create has no return_url.
+	SuccessURL string `toml:"success_url"`
+	CancelURL  string `toml:"cancel_url"`
+	// AdoptPaymentLinks makes a completed Checkout Session of a Payment
+	// Link (made in Stripe's dashboard, not by paystate) a payment.
+	AdoptPaymentLinks bool `toml:"adopt_payment_links"`
 }
 
 // DefaultMock is [providers.mock] with every key at its default, as a

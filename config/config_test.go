@@ -155,7 +155,7 @@ func TestExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events", "timeout", "max_in_flight", "[providers.stripe]", "secret_key", "webhook_secret", "api_base"} {
+		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events", "timeout", "max_in_flight", "[providers.stripe]", "secret_key", "webhook_secret", "api_base", "flow", "[providers.stripe.checkout]", "success_url", "cancel_url", "adopt_payment_links"} {
 			if !strings.Contains(string(data), "# "+k) {
 				t.Errorf("%s has no commented-out %q line", path, k)
 			}
@@ -456,6 +456,8 @@ func TestKnownKeys(t *testing.T) {
 		"providers.mock.duplicate_rate", "providers.mock.webhook_first_rate", "providers.mock.reorder", "providers.mock.max_charges",
 		"providers.standard.webhook_secret",
 		"providers.stripe.secret_key", "providers.stripe.webhook_secret", "providers.stripe.api_base",
+		"providers.stripe.flow", "providers.stripe.checkout.success_url", "providers.stripe.checkout.cancel_url",
+		"providers.stripe.checkout.adopt_payment_links",
 	} {
 		if !keys[k] {
 			t.Errorf("knownKeys() lacks %q", k)

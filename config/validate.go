@@ -299,6 +299,20 @@ func (c Config) Validate() error {
 				p.addf("providers.stripe.api_base", "%v", err)
 			}
 		}
+		if st.Flow != "" && st.Flow != "payment_intent" && st.Flow != "checkout" {
+			p.addf("providers.stripe.flow", "must be \"payment_intent\" or \"checkout\", got %q", st.Flow)
+		}
+		for _, u := range []struct{ key, v string }{
+			{"providers.stripe.checkout.success_url", st.Checkout.SuccessURL},
+			{"providers.stripe.checkout.cancel_url", st.Checkout.CancelURL},
+		} {
+			if u.v == "" {
+				continue
+			}
+			if err := checkHTTPURL(u.v); err != nil {
+				p.addf(u.key, "%v", err)
+			}
+		}
 	}
 
 	// [[webhooks]] signing secrets: the development secret would let

@@ -201,6 +201,19 @@ func TestConfig_Validate(t *testing.T) {
 		{"StripeAPIBaseBad", func(c *Config) {
 			c.Providers.Stripe = &Stripe{SecretKey: "sk_test_123", WebhookSecret: "whsec_123", APIBase: "localhost:12111"}
 		}, "providers.stripe.api_base"},
+		{"StripeFlowCheckout", func(c *Config) {
+			c.Providers.Stripe = &Stripe{SecretKey: "sk_test_123", WebhookSecret: "whsec_123", Flow: "checkout",
+				Checkout: StripeCheckout{SuccessURL: "https://shop.example/paid", CancelURL: "https://shop.example/cart", AdoptPaymentLinks: true}}
+		}, ""},
+		{"StripeFlowBad", func(c *Config) {
+			c.Providers.Stripe = &Stripe{SecretKey: "sk_test_123", WebhookSecret: "whsec_123", Flow: "hosted"}
+		}, "providers.stripe.flow"},
+		{"StripeSuccessURLBad", func(c *Config) {
+			c.Providers.Stripe = &Stripe{SecretKey: "sk_test_123", WebhookSecret: "whsec_123", Checkout: StripeCheckout{SuccessURL: "/paid"}}
+		}, "providers.stripe.checkout.success_url"},
+		{"StripeCancelURLBad", func(c *Config) {
+			c.Providers.Stripe = &Stripe{SecretKey: "sk_test_123", WebhookSecret: "whsec_123", Checkout: StripeCheckout{CancelURL: "ftp://x"}}
+		}, "providers.stripe.checkout.cancel_url"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()

@@ -153,6 +153,11 @@ func (m *Main) Open() (err error) {
 	if sc := cfg.Providers.Stripe; sc != nil {
 		sp, err := stripe.New(stripe.Config{
 			SecretKey: sc.SecretKey, WebhookSecret: sc.WebhookSecret, APIBase: sc.APIBase, Tolerance: tol,
+			Flow: sc.Flow, ExpireAfter: cfg.Payment.ExpireAfter.Duration,
+			Checkout: stripe.CheckoutConfig{
+				SuccessURL: sc.Checkout.SuccessURL, CancelURL: sc.Checkout.CancelURL,
+				AdoptPaymentLinks: sc.Checkout.AdoptPaymentLinks,
+			},
 		}, stripe.WithLogger(m.Logger))
 		if err != nil {
 			return err

@@ -58,6 +58,10 @@ type CreateRequest struct {
 	Customer  pay.Customer
 	Provider  string // "" = the default provider
 	ReturnURL string
+	// Flow is how the provider is to take the payment ("" = its default;
+	// see pay.Flows), Description what is paid for (optional).
+	Flow        string
+	Description string
 
 	prov pay.Provider // set by Check: the request is valid for this provider
 }
@@ -82,7 +86,10 @@ func (r CreateRequest) Validate() error {
 	if err := pay.ValidateText("return_url", r.ReturnURL, 2048); err != nil {
 		return err
 	}
-	return nil
+	if err := pay.ValidateText("description", r.Description, pay.MaxDescription); err != nil {
+		return err
+	}
+	return pay.ValidateText("flow", r.Flow, 64)
 }
 
 // Check validates a create request against this service, its fields and
@@ -95,9 +102,24 @@ func (s *Payments) Check(req CreateRequest) (CreateRequest, error) {
 	if err := req.Validate(); err != nil {
 		return req, err
 	}
-	var err error
-	req.prov, err = s.provider(req.Provider)
-	return req, err
+	prov, err := s.provider(req.Provider)
+	if err != nil {
+		return req, err
+	}
+	// The flow is resolved once, here, and stored with the payment: a
+	// resumed create takes the payment the same way after a restart with
+	// another default.
+	if f, ok := prov.(pay.Flows); ok {
+		p := pay.Payment{OrderID: req.OrderID, Amount: req.Amount, Currency: req.Currency, Customer: req.Customer,
+			Provider: prov.Name(), ReturnURL: req.ReturnURL, Flow: req.Flow, Description: req.Description}
+		if req.Flow, err = f.Flow(p); err != nil {
+			return req, err
+		}
+	} else if req.Flow != "" {
+		return req, pay.Invalidf("flow", "provider %q takes payments one way only: leave flow out", prov.Name())
+	}
+	req.prov = prov
+	return req, nil
 }
 
 // pspContext bounds one PSP call by PSPTimeout (default 20 s).
@@ -107,6 +129,19 @@ func (s *Payments) pspContext(ctx context.Context) (context.Context, context.Can
 
 // ChargeKey is the PSP idempotency key of a payment's charge.
 func ChargeKey(paymentID string) string { return "charge-" + paymentID }
+
+// CreateKey is the PSP idempotency key of p's create: CheckoutKey for a
+// payment on a hosted page (pay.FlowCheckout), else ChargeKey.
+func CreateKey(p pay.Payment) string {
+	if p.Flow == pay.FlowCheckout {
+		return CheckoutKey(p.ID)
+	}
+	return ChargeKey(p.ID)
+}
+
+// CheckoutKey is the PSP idempotency key of a payment's hosted checkout
+// page (a Stripe Checkout Session).
+func CheckoutKey(paymentID string) string { return "checkout-" + paymentID }
 
 func (s *Payments) provider(name string) (pay.Provider, error) {
 	if name == "" {
@@ -265,6 +300,7 @@ func insertPayment(tx pay.Tx, req CreateRequest) (pay.Payment, error) {
 	p := pay.Payment{
 		ID: ids.Payment(now), OrderID: req.OrderID, Amount: req.Amount, Currency: req.Currency,
 		Customer: req.Customer, Provider: req.prov.Name(), ReturnURL: req.ReturnURL,
+		Flow: req.Flow, Description: req.Description,
 		Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now,
 	}
 	if err := tx.InsertPayment(p); err != nil {
@@ -312,7 +348,7 @@ func (s *Payments) resume(ctx context.Context, paymentID string, then func(pay.T
 // finalize_pending), after Apply; its error rolls that transaction back.
 func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
 	cctx, cancel := s.pspContext(ctx)
-	ans, err := prov.Create(cctx, p, ChargeKey(p.ID))
+	ans, err := prov.Create(cctx, p, CreateKey(p))
 	cancel()
 
 	obs := pay.Observation{PaymentID: p.ID, Source: pay.SourceSync, ExpectedVersion: p.Version}

@@ -52,6 +52,9 @@ type createPaymentRequest struct {
 	Customer  *customerJSON `json:"customer"`
 	Provider  string        `json:"provider"`
 	ReturnURL string        `json:"return_url"`
+	// Flow and Description: see finalize.CreateRequest.
+	Flow        string `json:"flow"`
+	Description string `json:"description"`
 }
 
 func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error {
@@ -65,6 +68,7 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	req := finalize.CreateRequest{
 		OrderID: body.OrderID, Amount: *body.Amount, Currency: body.Currency,
 		Provider: body.Provider, ReturnURL: body.ReturnURL,
+		Flow: body.Flow, Description: body.Description,
 	}
 	if body.Customer != nil {
 		req.Customer = pay.Customer{ID: body.Customer.ID, Email: body.Customer.Email}

@@ -38,6 +38,14 @@ type Payment struct {
 	ClientSecret string // sensitive: see finalize.View
 	RedirectURL  string // sensitive: see finalize.View
 	ReturnURL    string
+	// Flow is how the provider takes the payment when it offers more than
+	// one way (Flows): Stripe's "payment_intent" or "checkout"; "" for a
+	// provider with one way. Set at creation, never changed.
+	Flow string
+	// Description is the merchant's text about what is paid for, shown to
+	// the customer where the provider shows one (a Stripe Checkout line
+	// item); optional.
+	Description string
 	// AmountRefunded is the sum of the payment's succeeded refunds, and
 	// AmountRefundPending that of its pending ones: finalize moves them
 	// with the refunds, and their sum never exceeds Amount (Refundable).

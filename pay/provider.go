@@ -96,3 +96,27 @@ func ProviderLabel(name string, known map[string]Provider) string {
 type Canceler interface {
 	Cancel(ctx context.Context, p Payment, key string) (PSPResult, error)
 }
+
+// Flows is a Provider that takes a payment in more than one way (Stripe: a
+// PaymentIntent paid on the merchant's page, or a Checkout Session on
+// Stripe's). Flow resolves the flow of a payment about to be created
+// (p.Flow as the create asks, "" = the provider's default) to the one it
+// is made with, stored in Payment.Flow, and checks that p can be taken
+// that way: EINVALID naming the field ("flow", "return_url") otherwise. A
+// provider without Flows accepts only "".
+type Flows interface {
+	Flow(p Payment) (string, error)
+}
+
+// Flows of Payment.Flow.
+const (
+	// FlowPaymentIntent: the customer pays on the merchant's page (Stripe
+	// PaymentIntents with Stripe.js).
+	FlowPaymentIntent = "payment_intent"
+	// FlowCheckout: the customer pays on a page the PSP hosts (a Stripe
+	// Checkout Session), under the key "checkout-<payment_id>".
+	FlowCheckout = "checkout"
+)
+
+// MaxDescription is the longest Payment.Description, in bytes.
+const MaxDescription = 500

@@ -56,6 +56,11 @@ type paymentRecord struct {
 	// payment's dispute; a record without it has none recorded (Open
 	// fills it once from the disputes, fillPaymentDisputes).
 	Dispute symbol `json:"-" cbor:"18,keyasint,omitzero"`
+	// Fields 19 and 20 came with Stripe Checkout: how the provider takes
+	// the payment and the merchant's description; a record without them
+	// is a provider's only way, without a description.
+	Flow        symbol `json:"-" cbor:"19,keyasint,omitzero"`
+	Description string `json:"-" cbor:"20,keyasint,omitempty"`
 }
 
 func fromPayment(p pay.Payment) paymentRecord {
@@ -66,6 +71,7 @@ func fromPayment(p pay.Payment) paymentRecord {
 		ClientSecret: p.ClientSecret, RedirectURL: p.RedirectURL, ReturnURL: p.ReturnURL,
 		CreatedAt: at(p.CreatedAt), UpdatedAt: at(p.UpdatedAt),
 		AmountRefunded: p.AmountRefunded, AmountRefundPending: p.AmountRefundPending, Dispute: symbol(p.Dispute),
+		Flow: symbol(p.Flow), Description: p.Description,
 	}
 }
 
@@ -77,6 +83,7 @@ func (r paymentRecord) payment() pay.Payment {
 		ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, ReturnURL: r.ReturnURL,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		AmountRefunded: r.AmountRefunded, AmountRefundPending: r.AmountRefundPending, Dispute: pay.DisputeStatus(r.Dispute),
+		Flow: string(r.Flow), Description: r.Description,
 	}
 }
 

@@ -151,6 +151,15 @@ type Config struct {
 	// Tolerance is how old a webhook's signature timestamp may be; 0 means
 	// DefaultTolerance (300 s).
 	Tolerance time.Duration
+	// Flow is how a payment is taken when its create names none:
+	// pay.FlowPaymentIntent (the default, "" too) or pay.FlowCheckout.
+	Flow string
+	// Checkout configures the Checkout Sessions (checkout.go).
+	Checkout CheckoutConfig
+	// ExpireAfter is payment.expire_after: a Checkout Session expires at
+	// Stripe that long after the payment was created, within Stripe's
+	// 30 minutes to 24 hours (0: 24 hours).
+	ExpireAfter time.Duration
 }
 
 // Option changes a Provider built by New.
@@ -190,11 +199,15 @@ type Provider struct {
 	webhookSecret string
 	tolerance     time.Duration
 	warned        sync.Map // API versions already logged
+	flow          string   // the default flow
+	checkout      CheckoutConfig
+	expireAfter   time.Duration
 }
 
 var (
 	_ pay.Provider = (*Provider)(nil)
 	_ pay.Canceler = (*Provider)(nil)
+	_ pay.Flows    = (*Provider)(nil)
 )
 
 // New returns a Stripe provider. Configuration errors name their key
@@ -211,6 +224,11 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		return nil, errors.New("providers.stripe.webhook_secret: must start with whsec_")
 	case cfg.Tolerance < 0:
 		return nil, fmt.Errorf("webhook_inbox.tolerance: must not be negative, got %s", cfg.Tolerance)
+	case cfg.Flow != "" && cfg.Flow != pay.FlowPaymentIntent && cfg.Flow != pay.FlowCheckout:
+		return nil, fmt.Errorf("providers.stripe.flow: must be %q or %q, got %q", pay.FlowPaymentIntent, pay.FlowCheckout, cut(cfg.Flow, 40))
+	}
+	if err := cfg.Checkout.check(); err != nil {
+		return nil, err
 	}
 	if cfg.APIBase != "" {
 		u, err := url.Parse(cfg.APIBase)
@@ -242,11 +260,18 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 	if tol == 0 {
 		tol = DefaultTolerance
 	}
+	flow := cfg.Flow
+	if flow == "" {
+		flow = pay.FlowPaymentIntent
+	}
 	return &Provider{
 		Logger:        o.logger.With().Str("component", "psp_stripe").Logger(),
 		api:           stripego.NewClient(cfg.SecretKey, stripego.WithBackends(backends)),
 		webhookSecret: cfg.WebhookSecret,
 		tolerance:     tol,
+		flow:          flow,
+		checkout:      cfg.Checkout,
+		expireAfter:   cfg.ExpireAfter,
 	}, nil
 }
 
@@ -274,6 +299,9 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 	}
 	if err := pay.ValidateCurrency(pm.Currency); err != nil {
 		return pay.PSPResult{}, err
+	}
+	if pm.Flow == pay.FlowCheckout {
+		return p.createSession(ctx, pm, key)
 	}
 	if pm.ProviderRef != "" {
 		pi, err := p.api.V1PaymentIntents.Retrieve(ctx, pm.ProviderRef, &stripego.PaymentIntentRetrieveParams{})
@@ -304,6 +332,9 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 // yet (Found false, the sweeper asks again on its next pass). Raw never
 // holds the client secret.
 func (p *Provider) Status(ctx context.Context, pm pay.Payment) (pay.PSPResult, error) {
+	if pm.Flow == pay.FlowCheckout {
+		return p.sessionStatus(ctx, pm)
+	}
 	if pm.ProviderRef == "" {
 		return p.search(ctx, pm)
 	}

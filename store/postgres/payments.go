@@ -23,7 +23,8 @@ const (
 
 // paymentCols are the columns scanPayment reads, in its order.
 const paymentCols = `id, order_id, amount, currency, customer_id, customer_email, provider, provider_ref,
-	status, version, client_secret, redirect_url, return_url, created_at, updated_at, amount_refunded, amount_refund_pending, dispute`
+	status, version, client_secret, redirect_url, return_url, created_at, updated_at, amount_refunded, amount_refund_pending, dispute,
+	flow, description`
 
 // scanPayment reads the paymentCols of a row.
 func scanPayment(r pgx.Row) (pay.Payment, error) {
@@ -33,7 +34,8 @@ func scanPayment(r pgx.Row) (pay.Payment, error) {
 		created, updated int64
 	)
 	err := r.Scan(&p.ID, &p.OrderID, &p.Amount, &p.Currency, &p.Customer.ID, &p.Customer.Email, &p.Provider, &p.ProviderRef,
-		&p.Status, &version, &p.ClientSecret, &p.RedirectURL, &p.ReturnURL, &created, &updated, &p.AmountRefunded, &p.AmountRefundPending, &p.Dispute)
+		&p.Status, &version, &p.ClientSecret, &p.RedirectURL, &p.ReturnURL, &created, &updated, &p.AmountRefunded, &p.AmountRefundPending, &p.Dispute,
+		&p.Flow, &p.Description)
 	p.Version, p.CreatedAt, p.UpdatedAt = uint64(version), fromNS(created), fromNS(updated)
 	return p, err
 }
@@ -77,7 +79,8 @@ func paymentArgs(p pay.Payment) ([]any, error) {
 	e := enc{what: "payment " + p.ID}
 	args := []any{p.ID, p.OrderID, p.Amount, p.Currency, p.Customer.ID, p.Customer.Email, p.Provider, p.ProviderRef,
 		string(p.Status), e.u64("version", p.Version), p.ClientSecret, p.RedirectURL, p.ReturnURL,
-		e.stamp(p.CreatedAt), e.stamp(p.UpdatedAt), p.AmountRefunded, p.AmountRefundPending, string(p.Dispute)}
+		e.stamp(p.CreatedAt), e.stamp(p.UpdatedAt), p.AmountRefunded, p.AmountRefundPending, string(p.Dispute),
+		p.Flow, p.Description}
 	return args, e.err
 }
 
@@ -100,7 +103,7 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 		return err
 	}
 	n, err := t.exec("insert payment", `INSERT INTO payments (`+paymentCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18) ON CONFLICT DO NOTHING`, args...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT DO NOTHING`, args...)
 	if err != nil || n == 1 {
 		return err
 	}
@@ -146,8 +149,8 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 		n, err := t.exec("update payment", `UPDATE payments SET order_id = $2, amount = $3, currency = $4, customer_id = $5,
 			customer_email = $6, provider = $7, provider_ref = $8, status = $9, version = $10, client_secret = $11,
 			redirect_url = $12, return_url = $13, created_at = $14, updated_at = $15,
-			amount_refunded = $16, amount_refund_pending = $17, dispute = $18
-			WHERE id = $1 AND version = $19 AND ($8 = '' OR NOT EXISTS (
+			amount_refunded = $16, amount_refund_pending = $17, dispute = $18, flow = $19, description = $20
+			WHERE id = $1 AND version = $21 AND ($8 = '' OR NOT EXISTS (
 				SELECT 1 FROM payments o WHERE o.provider = $7 AND o.provider_ref = $8 AND o.id <> $1))`,
 			append(args, int64(prev))...)
 		if err != nil || n == 1 {

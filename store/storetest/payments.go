@@ -30,6 +30,19 @@ func testInsertPayment(t *testing.T, open Opener) {
 		}
 	})
 
+	t.Run("FlowAndDescription", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		p := newPayment(1, t0)
+		p.Provider, p.Flow, p.Description = "stripe", "checkout", "Membership, June – «gold»"
+		e.insert(p)
+		samePayment(t, e.payment(p.ID), p)
+		next := p
+		next.Version, next.Status, next.ProviderRef = 2, pay.RequiresAction, "cs_test_1"
+		e.update(func(tx pay.Tx) error { return tx.UpdatePayment(next, 1) })
+		samePayment(t, e.payment(p.ID), next)
+	})
+
 	t.Run("ErrConflict", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)

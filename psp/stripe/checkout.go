@@ -1,0 +1,232 @@
+package stripe
+
+// Checkout Sessions: a payment taken on the page Stripe hosts (Flow
+// pay.FlowCheckout) instead of with a PaymentIntent on the merchant's page.
+//
+// Create makes a session in mode payment with one line item (the payment's
+// description, else its order id; its amount and currency),
+// client_reference_id and metadata.paystate_payment_id = the payment id,
+// the same metadata on the session's PaymentIntent
+// (payment_intent_data.metadata), customer_email from the customer,
+// success_url and cancel_url from the payment's return_url or
+// CheckoutConfig, and expires_at = the payment's creation + ExpireAfter,
+// within Stripe's 30 minutes to 24 hours, under the key
+// "checkout-<payment_id>". expires_at is derived from the payment, not
+// from the clock, so a create resumed with the same key sends the same
+// parameters (Stripe refuses a key reused with others).
+//
+// A session's status maps to a payment status as follows:
+//
+//	session status   payment_status        payment status    redirect URL
+//	open             (any)                 requires_action   the session's url
+//	complete         paid                  captured          -
+//	complete         unpaid                processing        -
+//	complete         no_payment_required   (EPSP: a human decides)
+//	expired          (any)                 failed            -
+//
+// A completed but unpaid session is a delayed method (SEPA debit, ...)
+// whose outcome comes later: it is never failed on that answer.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v85"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// Bounds of a Checkout Session's expires_at after its creation, Stripe's.
+const (
+	MinSessionLife = 30 * time.Minute
+	MaxSessionLife = 24 * time.Hour
+)
+
+// CheckoutConfig is [providers.stripe.checkout].
+type CheckoutConfig struct {
+	// SuccessURL and CancelURL are where Stripe sends the customer after
+	// paying or giving up, for a payment created without return_url.
+	SuccessURL string
+	CancelURL  string
+	// AdoptPaymentLinks makes a completed session of a Payment Link that
+	// paystate did not create a payment of its own.
+	AdoptPaymentLinks bool
+}
+
+// check validates the URLs, naming their keys.
+func (c CheckoutConfig) check() error {
+	for _, u := range []struct{ key, v string }{
+		{"providers.stripe.checkout.success_url", c.SuccessURL},
+		{"providers.stripe.checkout.cancel_url", c.CancelURL},
+	} {
+		if u.v != "" && !absoluteURL(u.v) {
+			return fmt.Errorf("%s: must be an absolute http or https URL", u.key)
+		}
+	}
+	return nil
+}
+
+// absoluteURL reports whether s is an absolute http or https URL.
+func absoluteURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
+// Flow resolves the flow of a payment about to be created: its own, else
+// providers.stripe.flow. A checkout payment needs somewhere to send the
+// customer back: its return_url (an absolute http or https URL) or
+// providers.stripe.checkout.success_url.
+func (p *Provider) Flow(pm pay.Payment) (string, error) {
+	flow := pm.Flow
+	if flow == "" {
+		flow = p.flow
+	}
+	switch flow {
+	case pay.FlowPaymentIntent:
+		return flow, nil
+	case pay.FlowCheckout:
+	default:
+		return "", pay.Invalidf("flow", "flow must be %q or %q, got %q", pay.FlowPaymentIntent, pay.FlowCheckout, cut(flow, 40))
+	}
+	switch {
+	case pm.ReturnURL != "" && !absoluteURL(pm.ReturnURL):
+		return "", pay.Invalidf("return_url", "return_url must be an absolute http or https URL for a Stripe Checkout payment")
+	case pm.ReturnURL == "" && p.checkout.SuccessURL == "":
+		return "", pay.Invalidf("return_url", "return_url is required for a Stripe Checkout payment when providers.stripe.checkout.success_url is not set")
+	}
+	return flow, nil
+}
+
+// SessionExpiry is when the Checkout Session of a payment created at
+// created expires: created + expireAfter (0: MaxSessionLife), within
+// MinSessionLife and MaxSessionLife.
+func SessionExpiry(created time.Time, expireAfter time.Duration) time.Time {
+	if expireAfter == 0 {
+		expireAfter = MaxSessionLife
+	}
+	return created.Add(min(max(expireAfter, MinSessionLife), MaxSessionLife))
+}
+
+// createSession creates the payment's Checkout Session under key
+// ("checkout-<payment_id>"); a payment whose session is already known
+// (ProviderRef set, a resumed create) gets it retrieved instead.
+func (p *Provider) createSession(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	if pm.ProviderRef != "" {
+		return p.sessionStatus(ctx, pm)
+	}
+	success, cancel := pm.ReturnURL, pm.ReturnURL
+	if success == "" {
+		success, cancel = p.checkout.SuccessURL, p.checkout.CancelURL
+	}
+	if success == "" {
+		return pay.PSPResult{}, pay.Invalidf("return_url", "stripe: a Checkout Session needs return_url or providers.stripe.checkout.success_url")
+	}
+	name := pm.Description
+	if name == "" {
+		name = pm.OrderID
+	}
+	params := &stripego.CheckoutSessionCreateParams{
+		Mode:              stripego.String(string(stripego.CheckoutSessionModePayment)),
+		ClientReferenceID: stripego.String(pm.ID),
+		SuccessURL:        stripego.String(success),
+		ExpiresAt:         stripego.Int64(SessionExpiry(pm.CreatedAt, p.expireAfter).Unix()),
+		LineItems: []*stripego.CheckoutSessionCreateLineItemParams{{
+			Quantity: stripego.Int64(1),
+			PriceData: &stripego.CheckoutSessionCreateLineItemPriceDataParams{
+				Currency:    stripego.String(strings.ToLower(pm.Currency)),
+				UnitAmount:  stripego.Int64(pm.Amount),
+				ProductData: &stripego.CheckoutSessionCreateLineItemPriceDataProductDataParams{Name: stripego.String(name)},
+			},
+		}},
+		PaymentIntentData: &stripego.CheckoutSessionCreatePaymentIntentDataParams{
+			Metadata: map[string]string{MetadataPaymentID: pm.ID},
+		},
+	}
+	if cancel != "" {
+		params.CancelURL = stripego.String(cancel)
+	}
+	if pm.Customer.Email != "" {
+		params.CustomerEmail = stripego.String(pm.Customer.Email)
+	}
+	params.AddMetadata(MetadataPaymentID, pm.ID)
+	params.SetIdempotencyKey(key)
+	cs, err := p.api.V1CheckoutSessions.Create(ctx, params)
+	if err != nil {
+		return pay.PSPResult{}, apiError("create Checkout Session", err)
+	}
+	return sessionResult(cs)
+}
+
+// sessionStatus retrieves the payment's Checkout Session by its
+// provider_ref; a session Stripe does not know is Found false, and so is
+// a payment whose create answer was lost (no provider_ref): Stripe cannot
+// search sessions by metadata, so the sweeper asks again and, past
+// sweeper.give_up_after, a human decides.
+func (p *Provider) sessionStatus(ctx context.Context, pm pay.Payment) (pay.PSPResult, error) {
+	if pm.ProviderRef == "" {
+		return pay.PSPResult{Found: false, Raw: "stripe: payment " + pm.ID + " has no Checkout Session id"}, nil
+	}
+	cs, err := p.api.V1CheckoutSessions.Retrieve(ctx, pm.ProviderRef, &stripego.CheckoutSessionRetrieveParams{})
+	if isMissing(err) {
+		return pay.PSPResult{Found: false, Raw: "stripe checkout_session=" + pm.ProviderRef + " not found"}, nil
+	}
+	if err != nil {
+		return pay.PSPResult{}, apiError("retrieve Checkout Session", err)
+	}
+	return sessionResult(cs)
+}
+
+// errNoPaymentRequired is a completed session that took no money: not a
+// capture, not a failure.
+var errNoPaymentRequired = errors.New("completed with no payment required")
+
+// SessionStatusOf maps a Checkout Session's status and payment_status to
+// a payment status (see the table of checkout.go); ok is false for a
+// combination paystate does not decide (no_payment_required, an unknown
+// status).
+func SessionStatusOf(status stripego.CheckoutSessionStatus, paid stripego.CheckoutSessionPaymentStatus) (pay.Status, bool) {
+	switch status {
+	case stripego.CheckoutSessionStatusOpen:
+		return pay.RequiresAction, true
+	case stripego.CheckoutSessionStatusExpired:
+		return pay.Failed, true
+	case stripego.CheckoutSessionStatusComplete:
+		switch paid {
+		case stripego.CheckoutSessionPaymentStatusPaid:
+			return pay.Captured, true
+		case stripego.CheckoutSessionPaymentStatusUnpaid:
+			return pay.Processing, true
+		}
+	}
+	return "", false
+}
+
+// sessionResult maps a Checkout Session to the provider's answer.
+func sessionResult(cs *stripego.CheckoutSession) (pay.PSPResult, error) {
+	if cs == nil || cs.ID == "" {
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: answer without a Checkout Session id")
+	}
+	st, ok := SessionStatusOf(cs.Status, cs.PaymentStatus)
+	if !ok {
+		if cs.PaymentStatus == stripego.CheckoutSessionPaymentStatusNoPaymentRequired {
+			return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: Checkout Session %s %s", cs.ID, errNoPaymentRequired)
+		}
+		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: Checkout Session %s has unknown status %q (payment_status %q)", cs.ID, cut(string(cs.Status), 40), cut(string(cs.PaymentStatus), 40))
+	}
+	raw := fmt.Sprintf("stripe checkout_session=%s status=%s payment_status=%s", cs.ID, cs.Status, cs.PaymentStatus)
+	if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
+		raw += " payment_intent=" + cs.PaymentIntent.ID
+	}
+	r := pay.PSPResult{
+		Status: st, ProviderRef: cs.ID, Found: true, Raw: raw,
+		Amount: cs.AmountTotal, Currency: strings.ToUpper(string(cs.Currency)),
+	}
+	if st == pay.RequiresAction {
+		r.RedirectURL = cs.URL
+	}
+	return r, nil
+}

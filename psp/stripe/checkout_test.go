@@ -1,0 +1,247 @@
+package stripe_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	stripego "github.com/stripe/stripe-go/v85"
+
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/psp/stripe/stripetest"
+)
+
+// checkoutProvider returns a provider pointed at apiBase whose Checkout
+// Sessions send the customer back to the shop and expire after expire.
+func checkoutProvider(t *testing.T, apiBase string, expire time.Duration) *stripe.Provider {
+	t.Helper()
+	p, err := stripe.New(stripe.Config{
+		SecretKey: secretKey, WebhookSecret: webhookSecret, APIBase: apiBase, ExpireAfter: expire,
+		Checkout: stripe.CheckoutConfig{SuccessURL: "https://shop.example/paid", CancelURL: "https://shop.example/cart"},
+	}, stripe.WithMaxNetworkRetries(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// checkoutPayment is a payment as paystate stores it before creating its
+// Checkout Session.
+func checkoutPayment() pay.Payment {
+	pm := payment()
+	pm.Flow, pm.CreatedAt = pay.FlowCheckout, time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	pm.Customer = pay.Customer{ID: "cus_42", Email: "ada@example.com"}
+	return pm
+}
+
+// TestProvider_Create_Checkout checks the Checkout Session request
+// against stripe-mock, through a Recorder: every parameter SPEC §3 lists,
+// the key checkout-<payment_id>, and the answer requires_action with the
+// session's url.
+func TestProvider_Create_Checkout(t *testing.T) {
+	t.Parallel()
+	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
+	p := checkoutProvider(t, rec.URL(), 2*time.Hour)
+
+	t.Run("ConfigURLs", func(t *testing.T) {
+		pm := checkoutPayment()
+		res, err := p.Create(context.Background(), pm, "checkout-"+pm.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var req stripetest.Request
+		for _, r := range rec.Find("POST", "/v1/checkout/sessions") {
+			if r.Form.Get("client_reference_id") == pm.ID {
+				req = r
+			}
+		}
+		for _, c := range []struct{ name, got, want string }{
+			{"Idempotency-Key", req.IdempotencyKey, "checkout-" + pm.ID},
+			{"Stripe-Version", req.StripeVersion, stripego.APIVersion},
+			{"mode", req.Form.Get("mode"), "payment"},
+			{"line_items[0][quantity]", req.Form.Get("line_items[0][quantity]"), "1"},
+			{"line_items[0][price_data][unit_amount]", req.Form.Get("line_items[0][price_data][unit_amount]"), "2500"},
+			{"line_items[0][price_data][currency]", req.Form.Get("line_items[0][price_data][currency]"), "eur"},
+			{"line_items[0][price_data][product_data][name]", req.Form.Get("line_items[0][price_data][product_data][name]"), pm.OrderID},
+			{"client_reference_id", req.Form.Get("client_reference_id"), pm.ID},
+			{"metadata[paystate_payment_id]", req.Form.Get("metadata[paystate_payment_id]"), pm.ID},
+			{"payment_intent_data[metadata][paystate_payment_id]", req.Form.Get("payment_intent_data[metadata][paystate_payment_id]"), pm.ID},
+			{"customer_email", req.Form.Get("customer_email"), "ada@example.com"},
+			{"success_url", req.Form.Get("success_url"), "https://shop.example/paid"},
+			{"cancel_url", req.Form.Get("cancel_url"), "https://shop.example/cart"},
+			{"expires_at", req.Form.Get("expires_at"), strconv.FormatInt(pm.CreatedAt.Add(2*time.Hour).Unix(), 10)},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s=%q, want %q", c.name, c.got, c.want)
+			}
+		}
+		// stripe-mock answers its fixture: an open session.
+		if got, want := res.Status, pay.RequiresAction; got != want {
+			t.Fatalf("Status=%s, want %s", got, want)
+		}
+		if !strings.HasPrefix(res.ProviderRef, "cs_") || !strings.HasPrefix(res.RedirectURL, "https://checkout.stripe.com/") || res.ClientSecret != "" {
+			t.Fatalf("result=%+v, want the session id, its url and no client secret", res)
+		}
+		if n := len(rec.Find("POST", "/v1/payment_intents")); n != 0 {
+			t.Fatalf("%d PaymentIntents created, want 0", n)
+		}
+	})
+
+	t.Run("ReturnURLAndDescription", func(t *testing.T) {
+		pm := checkoutPayment()
+		pm.ReturnURL, pm.Description, pm.Customer = "https://shop.example/orders/7", "Membership, June", pay.Customer{}
+		if _, err := p.Create(context.Background(), pm, "checkout-"+pm.ID); err != nil {
+			t.Fatal(err)
+		}
+		var req stripetest.Request
+		for _, r := range rec.Find("POST", "/v1/checkout/sessions") {
+			if r.Form.Get("client_reference_id") == pm.ID {
+				req = r
+			}
+		}
+		for _, c := range []struct{ name, got, want string }{
+			{"line_items[0][price_data][product_data][name]", req.Form.Get("line_items[0][price_data][product_data][name]"), "Membership, June"},
+			{"success_url", req.Form.Get("success_url"), "https://shop.example/orders/7"},
+			{"cancel_url", req.Form.Get("cancel_url"), "https://shop.example/orders/7"},
+			{"customer_email", req.Form.Get("customer_email"), ""},
+		} {
+			if c.got != c.want {
+				t.Errorf("%s=%q, want %q", c.name, c.got, c.want)
+			}
+		}
+	})
+
+	t.Run("Resumed", func(t *testing.T) {
+		// A create resumed after its answer was stored retrieves the
+		// session: no second one.
+		pm := checkoutPayment()
+		pm.ProviderRef = "cs_test_resumed"
+		before := len(rec.Find("POST", "/v1/checkout/sessions"))
+		res, err := p.Create(context.Background(), pm, "checkout-"+pm.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(rec.Find("POST", "/v1/checkout/sessions")); got != before {
+			t.Fatalf("%d sessions created, want none", got-before)
+		}
+		one(t, rec.Find("GET", "/v1/checkout/sessions/cs_test_resumed"), "retrieve")
+		if res.Status != pay.RequiresAction || !res.Found {
+			t.Fatalf("result=%+v, want the open session", res)
+		}
+	})
+}
+
+// TestProvider_Status_Checkout asks Stripe for a checkout payment's
+// session, not for a PaymentIntent.
+func TestProvider_Status_Checkout(t *testing.T) {
+	t.Parallel()
+	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
+	p := checkoutProvider(t, rec.URL(), time.Hour)
+	pm := checkoutPayment()
+	pm.ProviderRef = "cs_test_status"
+	res, err := p.Status(context.Background(), pm)
+	if err != nil {
+		t.Fatal(err)
+	}
+	one(t, rec.Find("GET", "/v1/checkout/sessions/cs_test_status"), "retrieve")
+	if res.Status != pay.RequiresAction || !res.Found || !strings.Contains(res.Raw, "checkout_session=") {
+		t.Fatalf("result=%+v, want the open session", res)
+	}
+	pm.ProviderRef = ""
+	if res, err := p.Status(context.Background(), pm); err != nil || res.Found {
+		t.Fatalf("Status without a session id = %+v, %v; want Found false", res, err)
+	}
+}
+
+func TestSessionStatusOf(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		status stripego.CheckoutSessionStatus
+		paid   stripego.CheckoutSessionPaymentStatus
+		want   pay.Status
+		ok     bool
+	}{
+		{"open", "unpaid", pay.RequiresAction, true},
+		{"complete", "paid", pay.Captured, true},
+		{"complete", "unpaid", pay.Processing, true},
+		{"complete", "no_payment_required", "", false},
+		{"expired", "unpaid", pay.Failed, true},
+		{"other", "paid", "", false},
+	} {
+		got, ok := stripe.SessionStatusOf(tc.status, tc.paid)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("SessionStatusOf(%s, %s)=%s,%v; want %s,%v", tc.status, tc.paid, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestSessionExpiry(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		after, want time.Duration
+	}{
+		{0, 24 * time.Hour},
+		{10 * time.Minute, 30 * time.Minute},
+		{time.Hour, time.Hour},
+		{72 * time.Hour, 24 * time.Hour},
+	} {
+		if got := stripe.SessionExpiry(t0, tc.after).Sub(t0); got != tc.want {
+			t.Errorf("SessionExpiry(+%s)=+%s, want +%s", tc.after, got, tc.want)
+		}
+	}
+}
+
+func TestProvider_Flow(t *testing.T) {
+	t.Parallel()
+	withURL := checkoutProvider(t, "http://127.0.0.1:1", time.Hour)
+	checkoutDefault, err := stripe.New(stripe.Config{SecretKey: secretKey, WebhookSecret: webhookSecret, Flow: pay.FlowCheckout})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		p        *stripe.Provider
+		flow     string
+		returnTo string
+		want     string
+		param    string
+	}{
+		{"Default", withURL, "", "", pay.FlowPaymentIntent, ""},
+		{"Checkout", withURL, pay.FlowCheckout, "", pay.FlowCheckout, ""},
+		{"ConfigDefault", checkoutDefault, "", "https://shop.example/back", pay.FlowCheckout, ""},
+		{"ConfigDefaultOverridden", checkoutDefault, pay.FlowPaymentIntent, "", pay.FlowPaymentIntent, ""},
+		{"NoWayBack", checkoutDefault, "", "", "", "return_url"},
+		{"RelativeReturnURL", withURL, pay.FlowCheckout, "/back", "", "return_url"},
+		{"Unknown", withURL, "hosted", "", "", "flow"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pm := payment()
+			pm.Flow, pm.ReturnURL = tc.flow, tc.returnTo
+			got, err := tc.p.Flow(pm)
+			if tc.param != "" {
+				var pe *pay.Error
+				if !asPayError(err, &pe) || pe.Code != pay.EINVALID || pe.Param != tc.param {
+					t.Fatalf("Flow=%q, %v; want EINVALID on %s", got, err, tc.param)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("Flow=%q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+	if _, err := stripe.New(stripe.Config{SecretKey: secretKey, WebhookSecret: webhookSecret, Flow: "hosted"}); err == nil || !strings.Contains(err.Error(), "providers.stripe.flow") {
+		t.Fatalf("New with flow hosted: %v, want an error naming providers.stripe.flow", err)
+	}
+	if _, err := stripe.New(stripe.Config{SecretKey: secretKey, WebhookSecret: webhookSecret, Checkout: stripe.CheckoutConfig{CancelURL: "cart"}}); err == nil || !strings.Contains(err.Error(), "providers.stripe.checkout.cancel_url") {
+		t.Fatalf("New with a relative cancel_url: %v, want an error naming providers.stripe.checkout.cancel_url", err)
+	}
+}
+
+// asPayError reports whether err is a *pay.Error, setting *target.
+func asPayError(err error, target **pay.Error) bool { return errors.As(err, target) }
