@@ -26,13 +26,19 @@ type Customer struct {
 
 // Payment is paystate's record of one charge.
 type Payment struct {
-	ID           string // "pay_" + ULID
-	OrderID      string
-	Amount       int64 // minor units, > 0
-	Currency     string
-	Customer     Customer
-	Provider     string
-	ProviderRef  string
+	ID          string // "pay_" + ULID
+	OrderID     string
+	Amount      int64 // minor units, > 0
+	Currency    string
+	Customer    Customer
+	Provider    string
+	ProviderRef string
+	// SecondRef is a second PSP reference that also finds the payment
+	// (PaymentByRef), on a payment whose ProviderRef is a page the PSP
+	// hosts (FlowCheckout): the PSP's object that holds the money under
+	// it (a Stripe Checkout Session's PaymentIntent), kept once an
+	// observation names it. "" otherwise.
+	SecondRef    string
 	Status       Status
 	Version      uint64
 	ClientSecret string // sensitive: see finalize.View
@@ -75,10 +81,16 @@ const (
 // Observation is one report of a payment's status, from any source. It is
 // the only input of finalize.
 type Observation struct {
-	PaymentID       string
-	Source          Source
-	Status          Status
-	ProviderRef     string // optional: set when the PSP id becomes known
+	PaymentID   string
+	Source      Source
+	Status      Status
+	ProviderRef string // optional: set when the PSP id becomes known
+	// SecondRef is the PSP's reference of the object that holds the
+	// money (Stripe's PaymentIntent), where the PSP names it: on an
+	// observation of a page the PSP hosts (ProviderRef the page's), and
+	// on one of that object itself (ProviderRef the same). It is read only
+	// for a payment with two references (FlowCheckout: Payment.SecondRef).
+	SecondRef       string
 	ClientSecret    string // optional
 	RedirectURL     string // optional
 	Provider        string // with EventID: the provider the event came from

@@ -10,6 +10,7 @@ import (
 type PSPResult struct {
 	Status       Status
 	ProviderRef  string
+	SecondRef    string // see Observation.SecondRef
 	ClientSecret string
 	RedirectURL  string
 	Found        bool   // false: the PSP does not know the payment
@@ -27,6 +28,7 @@ type WebhookEvent struct {
 	Type        string
 	PaymentID   string // paystate's id, when the PSP echoes it (metadata)
 	ProviderRef string
+	SecondRef   string // see Observation.SecondRef
 	Status      Status // "" when the event carries no status change
 	StepKind    string // for events without status: the timeline step kind (e.g. StepFailedAttempt)
 	OccurredAt  time.Time

@@ -50,6 +50,7 @@ type InboxEvent struct {
 	Type          string
 	PaymentID     string // paystate's payment, "" while unknown (orphan)
 	ProviderRef   string
+	SecondRef     string // see Observation.SecondRef
 	Status        Status // "" when the event carries no status
 	StepKind      string // with no Status: the timeline step kind (pay.StepFailedAttempt, ...)
 	Amount        int64  // what the event says the payment is for; 0 = not said

@@ -39,7 +39,7 @@ func CheckStoredPayment(p Payment) error {
 	for _, f := range []struct {
 		name, v  string
 		required bool
-	}{{"payment id", p.ID, true}, {"order_id", p.OrderID, false}, {"provider", p.Provider, false}, {"provider_ref", p.ProviderRef, false}, {"flow", p.Flow, false}} {
+	}{{"payment id", p.ID, true}, {"order_id", p.OrderID, false}, {"provider", p.Provider, false}, {"provider_ref", p.ProviderRef, false}, {"flow", p.Flow, false}, {"second_ref", p.SecondRef, false}} {
 		if err := CheckStoredPart(f.name, f.v, f.required); err != nil {
 			return err
 		}

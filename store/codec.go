@@ -61,6 +61,8 @@ type paymentRecord struct {
 	// is a provider's only way, without a description.
 	Flow        symbol `json:"-" cbor:"19,keyasint,omitzero"`
 	Description string `json:"-" cbor:"20,keyasint,omitempty"`
+	// Field 21: the second reference of a payment on a hosted page.
+	SecondRef string `json:"-" cbor:"21,keyasint,omitempty"`
 }
 
 func fromPayment(p pay.Payment) paymentRecord {
@@ -71,7 +73,7 @@ func fromPayment(p pay.Payment) paymentRecord {
 		ClientSecret: p.ClientSecret, RedirectURL: p.RedirectURL, ReturnURL: p.ReturnURL,
 		CreatedAt: at(p.CreatedAt), UpdatedAt: at(p.UpdatedAt),
 		AmountRefunded: p.AmountRefunded, AmountRefundPending: p.AmountRefundPending, Dispute: symbol(p.Dispute),
-		Flow: symbol(p.Flow), Description: p.Description,
+		Flow: symbol(p.Flow), Description: p.Description, SecondRef: p.SecondRef,
 	}
 }
 
@@ -83,7 +85,7 @@ func (r paymentRecord) payment() pay.Payment {
 		ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, ReturnURL: r.ReturnURL,
 		CreatedAt: r.CreatedAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 		AmountRefunded: r.AmountRefunded, AmountRefundPending: r.AmountRefundPending, Dispute: pay.DisputeStatus(r.Dispute),
-		Flow: string(r.Flow), Description: r.Description,
+		Flow: string(r.Flow), Description: r.Description, SecondRef: r.SecondRef,
 	}
 }
 
@@ -145,6 +147,8 @@ type inboxRecord struct {
 	Dispute     *disputeChangeRecord `json:"-" cbor:"18,keyasint,omitempty"`
 	BodyZ       []byte               `json:"-" cbor:"19,keyasint,omitempty"`
 	ProcessedAt stamp                `json:"-" cbor:"20,keyasint,omitzero"`
+	// Field 21 came with Stripe Checkout (pay.Observation.SecondRef).
+	SecondRef string `json:"-" cbor:"21,keyasint,omitempty"`
 }
 
 // refundChangeRecord is what an inbox event says of a refund.
@@ -199,7 +203,7 @@ func (r *disputeChangeRecord) change() *pay.DisputeChange {
 func fromInbox(e pay.InboxEvent) inboxRecord {
 	r := inboxRecord{
 		Provider: e.Provider, EventID: e.EventID, Type: symbol(e.Type), PaymentID: ident(e.PaymentID),
-		ProviderRef: e.ProviderRef, Status: symbol(e.Status), StepKind: symbol(e.StepKind), Amount: e.Amount, Currency: symbol(e.Currency),
+		ProviderRef: e.ProviderRef, SecondRef: e.SecondRef, Status: symbol(e.Status), StepKind: symbol(e.StepKind), Amount: e.Amount, Currency: symbol(e.Currency),
 		OccurredAt: at(e.OccurredAt), ReceivedAt: at(e.ReceivedAt),
 		Attempts: e.Attempts, NextAttemptAt: at(e.NextAttemptAt), LastError: e.LastError,
 		Refund: fromRefundChange(e.Refund), Dispute: fromDisputeChange(e.Dispute),
@@ -233,7 +237,7 @@ func (r inboxRecord) event() (pay.InboxEvent, error) {
 	}
 	return pay.InboxEvent{
 		Provider: r.Provider, EventID: r.EventID, Type: string(r.Type), PaymentID: string(r.PaymentID),
-		ProviderRef: r.ProviderRef, Status: pay.Status(r.Status), StepKind: string(r.StepKind), Amount: r.Amount, Currency: string(r.Currency),
+		ProviderRef: r.ProviderRef, SecondRef: r.SecondRef, Status: pay.Status(r.Status), StepKind: string(r.StepKind), Amount: r.Amount, Currency: string(r.Currency),
 		OccurredAt: r.OccurredAt.UTC(), ReceivedAt: r.ReceivedAt.UTC(), Body: body,
 		Attempts: r.Attempts, NextAttemptAt: r.NextAttemptAt.UTC(), LastError: r.LastError, Processed: !r.ProcessedAt.IsZero(),
 		Refund: r.Refund.change(), Dispute: r.Dispute.change(),

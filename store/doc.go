@@ -48,7 +48,7 @@
 //	payments_by_status          sym(status) ‖ be64(updated_at) ‖ kid(payment id)   —
 //	payments_by_created         be64(created_at) ‖ kid(payment id)               —
 //	payments_by_order           str(order id) ‖ be64(created_at) ‖ kid(payment id)   —
-//	payments_by_ref             word(provider) ‖ provider ref                    kid(payment id)
+//	payments_by_ref             word(provider) ‖ provider ref                    kid(payment id)   (provider_ref and second_ref)
 //
 //	timeline.go: the timeline
 //	timeline                    kid(payment id)                                  the payment's steps, Seq 1, 2, … (CBOR array)

@@ -112,17 +112,29 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 	return t.writePayment(&cur, fromPayment(p).payment())
 }
 
-// checkRefFree returns ECONFLICT if p's provider reference belongs to
-// another payment.
+// checkRefFree returns ECONFLICT if one of p's provider references
+// belongs to another payment.
 func (t *tx) checkRefFree(p pay.Payment) error {
-	if p.ProviderRef == "" {
-		return nil
-	}
-	if v := t.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); v != nil && !bytes.Equal(v, keyID(p.ID)) {
-		other, _ := parseKeyID(v)
-		return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, p.ProviderRef, other)
+	for _, ref := range refsOf(p) {
+		if v := t.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, ref)); v != nil && !bytes.Equal(v, keyID(p.ID)) {
+			other, _ := parseKeyID(v)
+			return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, ref, other)
+		}
 	}
 	return nil
+}
+
+// refsOf lists p's provider references (ProviderRef, then a SecondRef
+// other than it), each an entry of payments_by_ref.
+func refsOf(p pay.Payment) []string {
+	var refs []string
+	if p.ProviderRef != "" {
+		refs = append(refs, p.ProviderRef)
+	}
+	if p.SecondRef != "" && p.SecondRef != p.ProviderRef {
+		refs = append(refs, p.SecondRef)
+	}
+	return refs
 }
 
 // indexEntry is one entry a payment has in an index.
@@ -137,8 +149,8 @@ func paymentIndexes(p pay.Payment) []indexEntry {
 		{bucketPaymentsByCreated, createdKey(p.CreatedAt, p.ID), nil},
 		{bucketPaymentsByOrder, orderKey(p.OrderID, p.CreatedAt, p.ID), nil},
 	}
-	if p.ProviderRef != "" {
-		ix = append(ix, indexEntry{bucketPaymentsByRef, refKey(p.Provider, p.ProviderRef), keyID(p.ID)})
+	for _, ref := range refsOf(p) {
+		ix = append(ix, indexEntry{bucketPaymentsByRef, refKey(p.Provider, ref), keyID(p.ID)})
 	}
 	return ix
 }
@@ -369,14 +381,14 @@ func (c *checker) checkPayments() {
 		for _, ix := range paymentIndexes(p) {
 			c.want(ix.bucket, ix.key, what)
 		}
-		if p.ProviderRef != "" {
+		for _, ref := range refsOf(p) {
 			nRefs++
-			if got := c.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, p.ProviderRef)); got != nil && !bytes.Equal(got, keyID(p.ID)) {
+			if got := c.bucket(bucketPaymentsByRef).Get(refKey(p.Provider, ref)); got != nil && !bytes.Equal(got, keyID(p.ID)) {
 				other, ok := parseKeyID(got)
 				if !ok {
 					other = fmt.Sprintf("%x", got)
 				}
-				c.report(fmt.Errorf("%s: reference %s/%s points to %s", what, p.Provider, p.ProviderRef, other))
+				c.report(fmt.Errorf("%s: reference %s/%s points to %s", what, p.Provider, ref, other))
 			}
 		}
 		return nil

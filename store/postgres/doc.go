@@ -25,7 +25,8 @@
 //	payments           id                                payments_by_status (status, updated_at, id),
 //	                                                     payments_by_created (created_at, id),
 //	                                                     payments_by_order (order_id, created_at, id),
-//	                                                     payments_by_ref UNIQUE (provider, provider_ref) WHERE provider_ref <> ''
+//	                                                     payments_by_ref UNIQUE (provider, provider_ref) WHERE provider_ref <> '',
+//	                                                     payments_by_second_ref UNIQUE (provider, second_ref) WHERE second_ref <> ''
 //	timeline           (payment_id, seq)                 —
 //	inbox              (provider, event_id)              inbox_by_payment (payment_id, received_at, …) WHERE payment_id <> '',
 //	                                                     inbox_pending (next_attempt_at, …) WHERE NOT processed

@@ -428,7 +428,7 @@ func (im *Importer) InboxEvent(ev pay.InboxEvent) error {
 	return im.add("inbox", "webhook event "+ev.Provider+"/"+ev.EventID, &e,
 		ev.Provider, ev.EventID, ev.Type, ev.PaymentID, ev.ProviderRef, string(ev.Status), ev.StepKind, ev.Amount, ev.Currency,
 		e.stamp(ev.OccurredAt), e.stamp(ev.ReceivedAt), orEmpty(ev.Body), int64(ev.Attempts), e.stamp(ev.NextAttemptAt),
-		ev.LastError, ev.Processed, detailOrNull(ev.Refund, ev.Dispute, &e))
+		ev.LastError, ev.Processed, detailOrNull(ev.Refund, ev.Dispute, &e), ev.SecondRef)
 }
 
 // Processed buffers a processed event id and its time.

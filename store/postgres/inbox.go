@@ -18,7 +18,7 @@ const eventOrder = `octet_length(provider), provider, event_id`
 
 // inboxCols are the columns scanInbox reads, in its order.
 const inboxCols = `provider, event_id, type, payment_id, provider_ref, status, step_kind, amount, currency,
-	occurred_at, received_at, body, attempts, next_attempt_at, last_error, processed, detail`
+	occurred_at, received_at, body, attempts, next_attempt_at, last_error, processed, detail, second_ref`
 
 // scanInbox reads the inboxCols of a row.
 func scanInbox(r pgx.Row) (pay.InboxEvent, error) {
@@ -29,7 +29,7 @@ func scanInbox(r pgx.Row) (pay.InboxEvent, error) {
 		detail                   []byte
 	)
 	err := r.Scan(&e.Provider, &e.EventID, &e.Type, &e.PaymentID, &e.ProviderRef, &e.Status, &e.StepKind, &e.Amount, &e.Currency,
-		&occurred, &received, &e.Body, &attempts, &next, &e.LastError, &e.Processed, &detail)
+		&occurred, &received, &e.Body, &attempts, &next, &e.LastError, &e.Processed, &detail, &e.SecondRef)
 	if err == nil {
 		e.Refund, e.Dispute, err = decodeDetail(detail)
 	}
@@ -75,7 +75,7 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	if err != nil {
 		return false, err
 	}
-	args = append(args, detail)
+	args = append(args, detail, e.SecondRef)
 	if c.err != nil {
 		return false, c.err
 	}
@@ -84,7 +84,7 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	}
 	n, err := t.exec("put inbox", `INSERT INTO inbox (`+inboxCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2), $16::jsonb)
+			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2), $16::jsonb, $17)
 		ON CONFLICT DO NOTHING`, args...)
 	return n == 1, err
 }

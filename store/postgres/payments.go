@@ -24,7 +24,7 @@ const (
 // paymentCols are the columns scanPayment reads, in its order.
 const paymentCols = `id, order_id, amount, currency, customer_id, customer_email, provider, provider_ref,
 	status, version, client_secret, redirect_url, return_url, created_at, updated_at, amount_refunded, amount_refund_pending, dispute,
-	flow, description`
+	flow, description, second_ref`
 
 // scanPayment reads the paymentCols of a row.
 func scanPayment(r pgx.Row) (pay.Payment, error) {
@@ -35,7 +35,7 @@ func scanPayment(r pgx.Row) (pay.Payment, error) {
 	)
 	err := r.Scan(&p.ID, &p.OrderID, &p.Amount, &p.Currency, &p.Customer.ID, &p.Customer.Email, &p.Provider, &p.ProviderRef,
 		&p.Status, &version, &p.ClientSecret, &p.RedirectURL, &p.ReturnURL, &created, &updated, &p.AmountRefunded, &p.AmountRefundPending, &p.Dispute,
-		&p.Flow, &p.Description)
+		&p.Flow, &p.Description, &p.SecondRef)
 	p.Version, p.CreatedAt, p.UpdatedAt = uint64(version), fromNS(created), fromNS(updated)
 	return p, err
 }
@@ -63,7 +63,8 @@ func (t *tx) PaymentByRef(provider, ref string) (pay.Payment, error) {
 	)
 	if ref != "" {
 		p, found, err = queryOne(t, "read payment by reference",
-			`SELECT `+paymentCols+` FROM payments WHERE provider = $1 AND provider_ref = $2 AND provider_ref <> ''`, scanPayment, provider, ref)
+			`SELECT `+paymentCols+` FROM payments WHERE provider = $1 AND $2 <> '' AND (provider_ref = $2 OR second_ref = $2)
+			ORDER BY provider_ref = $2 DESC LIMIT 1`, scanPayment, provider, ref)
 	}
 	if err != nil {
 		return pay.Payment{}, err
@@ -80,7 +81,7 @@ func paymentArgs(p pay.Payment) ([]any, error) {
 	args := []any{p.ID, p.OrderID, p.Amount, p.Currency, p.Customer.ID, p.Customer.Email, p.Provider, p.ProviderRef,
 		string(p.Status), e.u64("version", p.Version), p.ClientSecret, p.RedirectURL, p.ReturnURL,
 		e.stamp(p.CreatedAt), e.stamp(p.UpdatedAt), p.AmountRefunded, p.AmountRefundPending, string(p.Dispute),
-		p.Flow, p.Description}
+		p.Flow, p.Description, p.SecondRef}
 	return args, e.err
 }
 
@@ -102,8 +103,15 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 	if err := t.lock("payment", p.ID); err != nil {
 		return err
 	}
+	// The unique indexes hold each column; a reference in one column of
+	// this payment and the other of another is looked for here.
+	if p.ProviderRef != "" || p.SecondRef != "" {
+		if err := t.refConflict(p); pay.ErrorCode(err) != pay.ENOTFOUND {
+			return err
+		}
+	}
 	n, err := t.exec("insert payment", `INSERT INTO payments (`+paymentCols+`)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20) ON CONFLICT DO NOTHING`, args...)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) ON CONFLICT DO NOTHING`, args...)
 	if err != nil || n == 1 {
 		return err
 	}
@@ -118,15 +126,26 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 	return t.refConflict(p)
 }
 
-// refConflict returns the ECONFLICT of p's provider reference, held by
-// another payment.
+// refConflict returns the ECONFLICT of one of p's provider references
+// (provider_ref, second_ref) held by another payment, in either column;
+// ENOTFOUND if none is.
 func (t *tx) refConflict(p pay.Payment) error {
-	other, _, err := queryOne(t, "read payment by reference",
-		`SELECT id FROM payments WHERE provider = $1 AND provider_ref = $2 AND provider_ref <> ''`, scalar[string], p.Provider, p.ProviderRef)
-	if err != nil {
+	type held struct{ id, ref string }
+	other, found, err := queryOne(t, "read payment by reference",
+		`WITH r AS (SELECT NULLIF($3, '') AS a, NULLIF($4, '') AS b)
+		SELECT id, CASE WHEN provider_ref IN (r.a, r.b) THEN provider_ref ELSE second_ref END FROM payments, r
+		WHERE provider = $1 AND id <> $2 AND (provider_ref IN (r.a, r.b) OR second_ref IN (r.a, r.b))
+		LIMIT 1`, func(r pgx.Row) (held, error) {
+			var h held
+			return h, r.Scan(&h.id, &h.ref)
+		}, p.Provider, p.ID, p.ProviderRef, p.SecondRef)
+	switch {
+	case err != nil:
 		return err
+	case !found:
+		return pay.Errorf(pay.ENOTFOUND, "no other payment holds %s's references", p.ID)
 	}
-	return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, p.ProviderRef, other)
+	return pay.Errorf(pay.ECONFLICT, "%s reference %s already belongs to payment %s", p.Provider, other.ref, other.id)
 }
 
 // UpdatePayment writes p with compare-and-set on the version: UPDATE ...
@@ -149,9 +168,11 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 		n, err := t.exec("update payment", `UPDATE payments SET order_id = $2, amount = $3, currency = $4, customer_id = $5,
 			customer_email = $6, provider = $7, provider_ref = $8, status = $9, version = $10, client_secret = $11,
 			redirect_url = $12, return_url = $13, created_at = $14, updated_at = $15,
-			amount_refunded = $16, amount_refund_pending = $17, dispute = $18, flow = $19, description = $20
-			WHERE id = $1 AND version = $21 AND ($8 = '' OR NOT EXISTS (
-				SELECT 1 FROM payments o WHERE o.provider = $7 AND o.provider_ref = $8 AND o.id <> $1))`,
+			amount_refunded = $16, amount_refund_pending = $17, dispute = $18, flow = $19, description = $20, second_ref = $21
+			WHERE id = $1 AND version = $22 AND ($8 = '' OR NOT EXISTS (
+				SELECT 1 FROM payments o WHERE o.provider = $7 AND (o.provider_ref = $8 OR o.second_ref = $8) AND o.id <> $1))
+			AND ($21 = '' OR NOT EXISTS (
+				SELECT 1 FROM payments o WHERE o.provider = $7 AND (o.provider_ref = $21 OR o.second_ref = $21) AND o.id <> $1))`,
 			append(args, int64(prev))...)
 		if err != nil || n == 1 {
 			return err

@@ -329,6 +329,62 @@ func testPaymentByRef(t *testing.T, open Opener) {
 			return nil
 		})
 	})
+
+	// A payment on a hosted page has a second reference (a Checkout
+	// Session's PaymentIntent) that finds it too, and that no other
+	// payment may hold in either column.
+	t.Run("SecondRef", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, open)
+		p1, p2 := newPayment(1, t0), newPayment(2, t0)
+		p1.Provider, p1.Flow, p1.ProviderRef = "stripe", "checkout", "cs_1"
+		p2.Provider, p2.ProviderRef = "stripe", "pi_other"
+		e.insert(p1, p2)
+
+		next := p1
+		next.SecondRef, next.Version, next.UpdatedAt = "pi_1", 2, t0.Add(time.Second)
+		e.update(func(tx pay.Tx) error { return tx.UpdatePayment(next, 1) })
+		e.view(func(tx pay.Tx) error {
+			for _, ref := range []string{"cs_1", "pi_1"} {
+				got, err := tx.PaymentByRef("stripe", ref)
+				if err != nil {
+					return err
+				}
+				samePayment(t, got, next)
+			}
+			_, err := tx.PaymentByRef("mock", "pi_1")
+			wantCode(t, err, pay.ENOTFOUND)
+			return nil
+		})
+
+		// Another payment's reference, in either column: ECONFLICT, nothing
+		// written.
+		taken := next
+		taken.SecondRef, taken.Version = "pi_other", 3
+		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdatePayment(taken, 2) }), pay.ECONFLICT)
+		p3 := newPayment(3, t0)
+		p3.Provider, p3.ProviderRef = "stripe", "pi_1"
+		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertPayment(p3) }), pay.ECONFLICT)
+		p4 := newPayment(4, t0)
+		p4.Provider, p4.ProviderRef, p4.SecondRef = "stripe", "cs_4", "cs_1"
+		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertPayment(p4) }), pay.ECONFLICT)
+		p2b := p2
+		p2b.ProviderRef, p2b.Version = "pi_1", 2
+		p2b.UpdatedAt = t0.Add(time.Second)
+		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdatePayment(p2b, 1) }), pay.ECONFLICT)
+		samePayment(t, e.payment(p1.ID), next)
+		samePayment(t, e.payment(p2.ID), p2)
+		e.view(func(tx pay.Tx) error {
+			got, err := tx.PaymentByRef("stripe", "pi_other")
+			if err != nil {
+				return err
+			}
+			if got.ID != p2.ID {
+				t.Fatalf("PaymentByRef(pi_other)=%s, want %s", got.ID, p2.ID)
+			}
+			return nil
+		})
+	})
 }
 
 func testListPayments(t *testing.T, open Opener) {

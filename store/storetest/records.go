@@ -136,6 +136,7 @@ func testInbox(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		want := ev("evt_1", paymentID(1), t0)
+		want.SecondRef = "pi_second" // a Checkout Session's PaymentIntent
 		var first, second, other bool
 		e.update(func(tx pay.Tx) (err error) {
 			if first, err = tx.PutInbox(want); err != nil {
@@ -159,7 +160,7 @@ func testInbox(t *testing.T, open Opener) {
 				return err
 			}
 			if got.Type != want.Type || !bytes.Equal(got.Body, want.Body) || got.PaymentID != want.PaymentID ||
-				got.ProviderRef != want.ProviderRef || got.Status != want.Status || !got.OccurredAt.Equal(want.OccurredAt) ||
+				got.ProviderRef != want.ProviderRef || got.SecondRef != want.SecondRef || got.Status != want.Status || !got.OccurredAt.Equal(want.OccurredAt) ||
 				!got.ReceivedAt.Equal(want.ReceivedAt) || got.Processed || got.Attempts != 0 {
 				t.Fatalf("InboxEvent=%+v, want %+v", got, want)
 			}
