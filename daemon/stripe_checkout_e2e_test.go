@@ -1,14 +1,20 @@
 package daemon_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/paystate/paystate/config"
+	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
+	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
+	"github.com/paystate/paystate/ripple/rippletest"
 )
 
 // bootCheckout starts a paystate whose default provider is stripe, pointed
@@ -107,4 +113,283 @@ func one(t *testing.T, reqs []stripetest.Request) stripetest.Request {
 		t.Fatalf("%d requests reached the API, want 1: %+v", len(reqs), reqs)
 	}
 	return reqs[0]
+}
+
+// createCheckout creates a checkout payment for customer cus over the API
+// and returns its id and session id.
+func createCheckout(t *testing.T, in *daemontest.Instance, order, cus string, amount int) (id, session string) {
+	t.Helper()
+	r := in.Create(fmt.Sprintf(`{"order_id":%q,"amount":%d,"currency":"EUR","flow":"checkout","customer":{"id":%q,"email":"%s@example.com"}}`, order, amount, cus, cus), "k-"+order)
+	if r.Status != http.StatusCreated || r.Str("status") != "requires_action" {
+		t.Fatalf("create %s: status=%d: %s", order, r.Status, r.Body)
+	}
+	return r.Str("id"), r.Str("provider_ref")
+}
+
+// sessionEvent is a signed-ready Checkout Session event of type typ about
+// payment id, its session and PaymentIntent, edited by edit.
+func sessionEvent(t *testing.T, typ, evID, id, session, intent string, edit func(obj map[string]any)) []byte {
+	t.Helper()
+	return stripetest.Event(t, stripetest.EventSpec{
+		Type: typ, ID: evID, Created: time.Now(), Session: session, PaymentIntent: intent, PaymentID: id, Object: edit,
+	})
+}
+
+// mustWebhook posts a Stripe event signed now and fails the test unless it
+// is answered 200.
+func mustWebhook(t *testing.T, in *daemontest.Instance, body []byte) {
+	t.Helper()
+	if w := stripeWebhook(in, body, stripeSecret, time.Now()); w.Status != http.StatusOK {
+		t.Fatalf("webhook: status=%d: %s", w.Status, w.Body)
+	}
+}
+
+// waitStatus waits until payment id is in status want.
+func waitStatus(t *testing.T, in *daemontest.Instance, id, want string) daemontest.Response {
+	t.Helper()
+	var g daemontest.Response
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		g = in.Do("GET", "/v1/payments/"+id, nil, nil)
+		if g.Str("status") != want {
+			return fmt.Errorf("status=%s, want %s", g.Str("status"), want)
+		}
+		return nil
+	})
+	return g
+}
+
+// transitionsTo counts the timeline steps of payment id that moved it to
+// status to.
+func transitionsTo(t *testing.T, in *daemontest.Instance, id, to string) int {
+	t.Helper()
+	r := in.Do("GET", "/v1/payments/"+id+"/events", nil, nil)
+	data, _ := r.JSON["data"].([]any)
+	n := 0
+	for _, d := range data {
+		s, _ := d.(map[string]any)
+		if s["kind"] == "transition" && s["to"] == to {
+			n++
+		}
+	}
+	return n
+}
+
+// deliveryCounts counts a payment's deliveries per effect, in every state.
+func deliveryCounts(t *testing.T, in *daemontest.Instance, id string) (counts map[string]int, pending int) {
+	t.Helper()
+	counts = map[string]int{}
+	for _, state := range []string{"pending", "done", "dead"} {
+		r := in.Do("GET", "/v1/deliveries?state="+state+"&limit=1000", nil, nil)
+		data, _ := r.JSON["data"].([]any)
+		for _, v := range data {
+			d, _ := v.(map[string]any)
+			if d["payment_id"] == id {
+				counts[d["effect"].(string)]++
+				if state == "pending" {
+					pending++
+				}
+			}
+		}
+	}
+	return counts, pending
+}
+
+// TestE2E_StripeCheckout_CaptureAnnouncedTwice: a capture announced by the
+// session (checkout.session.completed, paid) and by its PaymentIntent
+// (payment_intent.succeeded, found through metadata.paystate_payment_id),
+// in either order, each delivered twice, is one transition, one merchant
+// webhook, one receipt, one set of loyalty points and one ledger posting;
+// the PaymentIntent id is kept as the payment's second reference, so its
+// charge's events (found by payment_intent alone) find the payment too.
+func TestE2E_StripeCheckout_CaptureAnnouncedTwice(t *testing.T) {
+	t.Parallel()
+	smtpd := rippletest.NewSMTPServer(t, 0)
+	ep := rippletest.NewEndpoint(t)
+	secret, err := stdwebhook.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
+	in := daemontest.Boot(t, func(c *config.Config) {
+		c.Payment.Provider = stripe.Name
+		c.Providers.Stripe = &config.Stripe{SecretKey: stripeKey, WebhookSecret: stripeSecret, APIBase: rec.URL(),
+			Checkout: config.StripeCheckout{SuccessURL: "https://shop.example/paid"}}
+		c.Receipt.SMTPAddr, c.Receipt.From, c.Receipt.TLS = smtpd.Addr, "receipts@shop.example", "none"
+		c.Webhooks = []config.Webhook{{URL: ep.URL, Secret: secret, Events: []string{"payment.captured"}}}
+	})
+
+	orders := []struct {
+		name         string
+		sessionFirst bool
+	}{{"SessionFirst", true}, {"IntentFirst", false}}
+	ids := make([]string, len(orders))
+	for i, o := range orders {
+		id, session := createCheckout(t, in, "o-twice-"+o.name, "cus_"+o.name, 2500)
+		ids[i] = id
+		intent := "pi_twice_" + o.name
+		completed := sessionEvent(t, stripe.TypeSessionCompleted, "evt_cs_"+o.name, id, session, intent, nil)
+		succeeded := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeSucceeded, ID: "evt_pi_" + o.name, Created: time.Now(), PaymentIntent: intent, PaymentID: id})
+		seq := [][]byte{completed, succeeded, completed, succeeded}
+		if !o.sessionFirst {
+			seq = [][]byte{succeeded, completed, succeeded, completed}
+		}
+		for _, body := range seq {
+			mustWebhook(t, in, body)
+		}
+		g := waitStatus(t, in, id, "captured")
+		if g.Str("provider_ref") != session {
+			t.Fatalf("%s: provider_ref=%s, want the session %s", o.name, g.Str("provider_ref"), session)
+		}
+		// The charge's refund event names the payment by its PaymentIntent
+		// only: the second reference finds it.
+		refunded := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeChargeRefunded, ID: "evt_ch_" + o.name, Created: time.Now(), PaymentIntent: intent,
+			Object: func(obj map[string]any) { obj["refunded"] = false }})
+		mustWebhook(t, in, refunded)
+		testkit.WaitFor(t, 30*time.Second, func() error {
+			if k := stepKinds(in, id); k[len(k)-1] != "ignored_event" {
+				return fmt.Errorf("%s: steps %v, want the partial-refund charge event last", o.name, k)
+			}
+			return nil
+		})
+	}
+
+	// Every effect delivered, once.
+	testkit.WaitFor(t, 60*time.Second, func() error {
+		for _, id := range ids {
+			counts, pending := deliveryCounts(t, in, id)
+			if pending > 0 || counts["receipt"] == 0 || counts["loyalty"] == 0 || counts["webhook"] == 0 {
+				return fmt.Errorf("payment %s: deliveries %v, %d pending", id, counts, pending)
+			}
+		}
+		return nil
+	})
+	for i, id := range ids {
+		name := orders[i].name
+		if n := transitionsTo(t, in, id, "captured"); n != 1 {
+			t.Errorf("%s: %d transitions to captured, want 1", name, n)
+		}
+		counts, _ := deliveryCounts(t, in, id)
+		for _, eff := range []string{"webhook", "loyalty", "retention", "receipt"} {
+			if counts[eff] != 1 {
+				t.Errorf("%s: %d %s deliveries, want 1 (%v)", name, counts[eff], eff, counts)
+			}
+		}
+		cu := in.Do("GET", "/v1/customers/cus_"+name, nil, nil)
+		if cu.Num("points") != 25 {
+			t.Errorf("%s: customer %s, want 25 points", name, cu.Body)
+		}
+	}
+	if n := len(smtpd.Messages()); n != len(ids) {
+		t.Errorf("%d receipts, want %d", n, len(ids))
+	}
+	captured := 0
+	for _, r := range ep.Requests() {
+		var ev struct {
+			Type string `json:"type"`
+		}
+		if json.Unmarshal(r.Body, &ev) == nil && ev.Type == "payment.captured" {
+			captured++
+		}
+	}
+	if captured != len(ids) {
+		t.Errorf("%d payment.captured merchant webhooks, want %d", captured, len(ids))
+	}
+	b := in.Do("GET", "/v1/ledger/balances", nil, nil)
+	data, _ := b.JSON["data"].([]any)
+	for _, v := range data {
+		bal, _ := v.(map[string]any)
+		if bal["account"] == "merchant_revenue" && bal["currency"] == "EUR" && bal["amount"] != float64(-5000) {
+			t.Errorf("merchant_revenue EUR = %v, want -5000 (two payments of 25.00, each posted once)", bal["amount"])
+		}
+	}
+}
+
+// reviewReason returns the reason of payment id's review item, "" if it
+// has none.
+func reviewReason(t *testing.T, in *daemontest.Instance, id string) string {
+	t.Helper()
+	r := in.Do("GET", "/v1/review", nil, nil)
+	data, _ := r.JSON["data"].([]any)
+	for _, v := range data {
+		it, _ := v.(map[string]any)
+		if it["payment_id"] == id {
+			s, _ := it["reason"].(string)
+			return s
+		}
+	}
+	return ""
+}
+
+// TestE2E_StripeCheckout_Mapping drives each row of SPEC §3's mapping of
+// Checkout Session events, signed by stripe-go, through a paystate: a
+// completed session paid or not, the delayed method's later success or
+// failure, no payment required, expiry, an amount that is not the
+// payment's, and a forged or stale signature.
+func TestE2E_StripeCheckout_Mapping(t *testing.T) {
+	t.Parallel()
+	in, _ := bootCheckout(t, nil)
+	unpaid := func(obj map[string]any) { obj["payment_status"] = "unpaid" }
+
+	type event struct {
+		typ  string
+		edit func(map[string]any)
+	}
+	for _, tc := range []struct {
+		name   string
+		events []event
+		want   string // status
+		review string // review reason, "" for none
+	}{
+		{"CompletedPaid", []event{{stripe.TypeSessionCompleted, nil}}, "captured", ""},
+		{"CompletedUnpaid", []event{{stripe.TypeSessionCompleted, unpaid}}, "processing", ""},
+		{"UnpaidThenSucceeded", []event{{stripe.TypeSessionCompleted, unpaid}, {stripe.TypeSessionAsyncSucceeded, nil}}, "captured", ""},
+		{"UnpaidThenFailed", []event{{stripe.TypeSessionCompleted, unpaid}, {stripe.TypeSessionAsyncFailed, nil}}, "failed", ""},
+		{"NoPaymentRequired", []event{{stripe.TypeSessionCompleted, func(obj map[string]any) {
+			obj["payment_status"], obj["amount_total"] = "no_payment_required", 0
+		}}}, "requires_action", "unresolved"},
+		{"Expired", []event{{stripe.TypeSessionExpired, func(obj map[string]any) { obj["payment_intent"] = nil }}}, "failed", ""},
+		{"AmountMismatch", []event{{stripe.TypeSessionCompleted, func(obj map[string]any) { obj["amount_total"] = 100 }}}, "requires_action", "amount_mismatch"},
+		{"CurrencyMismatch", []event{{stripe.TypeSessionCompleted, func(obj map[string]any) { obj["currency"] = "usd" }}}, "requires_action", "amount_mismatch"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			id, session := createCheckout(t, in, "o-map-"+tc.name, "cus_map", 2500)
+			intent := "pi_map_" + tc.name
+			for i, ev := range tc.events {
+				mustWebhook(t, in, sessionEvent(t, ev.typ, fmt.Sprintf("evt_map_%s_%d", tc.name, i), id, session, intent, ev.edit))
+			}
+			if tc.review != "" {
+				testkit.WaitFor(t, 30*time.Second, func() error {
+					if got := reviewReason(t, in, id); got != tc.review {
+						return fmt.Errorf("review reason %q, want %q", got, tc.review)
+					}
+					return nil
+				})
+			}
+			waitStatus(t, in, id, tc.want)
+			if tc.review == "" && reviewReason(t, in, id) != "" {
+				t.Fatalf("on the review queue: %s", reviewReason(t, in, id))
+			}
+		})
+	}
+
+	// A forged or stale signature: 400, nothing stored (the payment's
+	// timeline is unchanged, and the same event signed properly is new).
+	id, session := createCheckout(t, in, "o-map-forged", "cus_map", 2500)
+	body := sessionEvent(t, stripe.TypeSessionCompleted, "evt_map_forged", id, session, "pi_map_forged", nil)
+	before := strings.Join(stepKinds(in, id), ",")
+	for name, w := range map[string]daemontest.Response{
+		"forged": stripeWebhook(in, body, "whsec_someone_else", time.Now()),
+		"stale":  stripeWebhook(in, body, stripeSecret, time.Now().Add(-stripe.DefaultTolerance-time.Second)),
+	} {
+		if w.Status != http.StatusBadRequest || w.ErrCode() != "invalid_signature" {
+			t.Fatalf("%s: status=%d: %s, want 400 invalid_signature", name, w.Status, w.Body)
+		}
+	}
+	if got := strings.Join(stepKinds(in, id), ","); got != before {
+		t.Fatalf("timeline after rejected webhooks %s, want %s", got, before)
+	}
+	if w := stripeWebhook(in, body, stripeSecret, time.Now()); w.Status != http.StatusOK || w.JSON["duplicate"] != false {
+		t.Fatalf("the event rejected before, now signed: status=%d: %s, want 200 and new", w.Status, w.Body)
+	}
+	waitStatus(t, in, id, "captured")
 }

@@ -364,7 +364,7 @@ func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment,
 		obs.Status = pay.FinalizePending
 		obs.Note = "charge answer lost: " + pay.ErrorMessage(err)
 	} else {
-		obs.Status, obs.ProviderRef = ans.Status, ans.ProviderRef
+		obs.Status, obs.ProviderRef, obs.SecondRef = ans.Status, ans.ProviderRef, ans.SecondRef
 		obs.ClientSecret, obs.RedirectURL = ans.ClientSecret, ans.RedirectURL
 		obs.Amount, obs.Currency = ans.Amount, ans.Currency
 		if obs.Status == p.Status && obs.ProviderRef == "" && obs.ClientSecret == "" && obs.RedirectURL == "" {

@@ -423,15 +423,19 @@ func contradiction(tx Tx, p pay.Payment, obs pay.Observation) (reason, note stri
 	if obs.EventID != "" {
 		src += " event " + obs.EventID
 	}
-	if ref := obs.ProviderRef; ref != "" {
-		if p.ProviderRef != "" && p.ProviderRef != ref {
-			return pay.ReasonProviderRefConflict, fmt.Sprintf("%s reported provider_ref %s; payment %s has provider_ref %s", src, ref, p.ID, p.ProviderRef), nil
+	page, second := obsRefs(p, obs)
+	for _, r := range []struct{ name, ref, have string }{{"provider_ref", page, p.ProviderRef}, {"second reference", second, p.SecondRef}} {
+		if r.ref == "" {
+			continue
 		}
-		if p.ProviderRef == "" {
-			other, err := tx.PaymentByRef(p.Provider, ref)
+		if r.have != "" && r.have != r.ref {
+			return pay.ReasonProviderRefConflict, fmt.Sprintf("%s reported %s %s; payment %s has %s %s", src, r.name, r.ref, p.ID, r.name, r.have), nil
+		}
+		if r.have == "" {
+			other, err := tx.PaymentByRef(p.Provider, r.ref)
 			switch {
 			case err == nil && other.ID != p.ID:
-				return pay.ReasonProviderRefConflict, fmt.Sprintf("%s reported provider_ref %s for payment %s; %s provider_ref %s belongs to payment %s", src, ref, p.ID, p.Provider, ref, other.ID), nil
+				return pay.ReasonProviderRefConflict, fmt.Sprintf("%s reported %s %s for payment %s; %s reference %s belongs to payment %s", src, r.name, r.ref, p.ID, p.Provider, r.ref, other.ID), nil
 			case err != nil && pay.ErrorCode(err) != pay.ENOTFOUND:
 				return "", "", err
 			}
@@ -475,11 +479,32 @@ func Record(tx Tx, paymentID string, source pay.Source, kind, provider, eventID,
 	return nil
 }
 
+// obsRefs is what obs says of p's PSP references: page to hold as
+// ProviderRef, second as SecondRef. A payment with one reference (every
+// flow but pay.FlowCheckout) reads ProviderRef only. A checkout payment's
+// ProviderRef is its page (a Checkout Session), its SecondRef the object
+// under it (the session's PaymentIntent): an observation whose
+// ProviderRef is its SecondRef is about that object, not the page (a
+// PaymentIntent's or a charge's event).
+func obsRefs(p pay.Payment, obs pay.Observation) (page, second string) {
+	if p.Flow != pay.FlowCheckout {
+		return obs.ProviderRef, ""
+	}
+	if obs.ProviderRef == obs.SecondRef {
+		return "", obs.SecondRef
+	}
+	return obs.ProviderRef, obs.SecondRef
+}
+
 // withProviderData returns p with the PSP data the observation carries.
 func withProviderData(p pay.Payment, obs pay.Observation) pay.Payment {
-	if obs.ProviderRef != "" && p.ProviderRef == "" {
-		// A PSP reference, once known, does not change.
-		p.ProviderRef = obs.ProviderRef
+	// A PSP reference, once known, does not change.
+	page, second := obsRefs(p, obs)
+	if page != "" && p.ProviderRef == "" {
+		p.ProviderRef = page
+	}
+	if second != "" && p.SecondRef == "" {
+		p.SecondRef = second
 	}
 	if obs.Status.ShowsSecrets() {
 		if obs.ClientSecret != "" {

@@ -206,7 +206,7 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 			}
 			e := pay.InboxEvent{
 				Provider: provider, EventID: ev.EventID, Type: ev.Type,
-				PaymentID: paymentID, ProviderRef: ev.ProviderRef,
+				PaymentID: paymentID, ProviderRef: ev.ProviderRef, SecondRef: ev.SecondRef,
 				Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
 				OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
 				Body: archived, NextAttemptAt: tx.Now(),
@@ -281,7 +281,7 @@ func (in *Inbox) applyIn(tx pay.Tx, ev pay.InboxEvent) error {
 		return err
 	}
 	if recordOnly(ev) {
-		return Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
+		return recordEvent(tx, ev)
 	}
 	obs := observationOf(ev)
 	res, err := Apply(tx, obs)
@@ -453,7 +453,7 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 			if err := free(tx); err != nil {
 				return err
 			}
-			return Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
+			return recordEvent(tx, ev)
 		})
 	} else {
 		_, err = in.Finalizer.FinalizeIf(ctx, observationOf(ev), free)
@@ -510,9 +510,31 @@ func recordOnly(ev pay.InboxEvent) bool {
 func observationOf(ev pay.InboxEvent) pay.Observation {
 	return pay.Observation{
 		PaymentID: ev.PaymentID, Source: pay.SourceWebhook, Status: ev.Status,
-		ProviderRef: ev.ProviderRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
+		ProviderRef: ev.ProviderRef, SecondRef: ev.SecondRef, Provider: ev.Provider, EventID: ev.EventID, Note: ev.Type,
 		Amount: ev.Amount, Currency: ev.Currency, Refund: ev.Refund, Dispute: ev.Dispute,
 	}
+}
+
+// recordEvent applies an event that carries no status, refund or
+// dispute: a step in the payment's timeline, or, for an event that asks
+// for a human (StepKind pay.StepReview: a Stripe Checkout Session
+// completed with no payment required, neither captured nor failed), the
+// review queue (unresolved) with the event as evidence. Either way the
+// event is processed in the same transaction.
+func recordEvent(tx pay.Tx, ev pay.InboxEvent) error {
+	if ev.StepKind != pay.StepReview {
+		return Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
+	}
+	if done, err := tx.IsProcessed(ev.Provider, ev.EventID); err != nil || done {
+		return err
+	}
+	if _, err := QueueReview(tx, pay.ReviewItem{
+		PaymentID: ev.PaymentID, Reason: pay.ReasonUnresolved, Provider: ev.Provider, ProviderRef: ev.ProviderRef,
+		EventID: ev.EventID, Note: "webhook " + ev.Type + " says neither captured nor failed (no payment required)",
+	}, pay.SourceWebhook); err != nil {
+		return err
+	}
+	return tx.MarkProcessed(ev.Provider, ev.EventID)
 }
 
 // stepKind is the timeline step of an event that carries no status.

@@ -258,7 +258,7 @@ func (s *Sweeper) finalize(ctx context.Context, cur pay.Payment, token uint64, s
 func (s *Sweeper) finalizeThen(ctx context.Context, cur pay.Payment, token uint64, st pay.Status, res pay.PSPResult, note string, then func(pay.Tx, pay.Result) error) (pay.Result, error) {
 	r, err := s.Finalizer.FinalizeThen(ctx, pay.Observation{
 		PaymentID: cur.ID, Source: pay.SourceSweeper, Status: st,
-		ProviderRef: res.ProviderRef, ClientSecret: res.ClientSecret, RedirectURL: res.RedirectURL,
+		ProviderRef: res.ProviderRef, SecondRef: res.SecondRef, ClientSecret: res.ClientSecret, RedirectURL: res.RedirectURL,
 		Amount: res.Amount, Currency: res.Currency,
 		ExpectedVersion: cur.Version, LeaseToken: token, Note: note,
 	}, then)

@@ -218,6 +218,9 @@ func sessionResult(cs *stripego.CheckoutSession) (pay.PSPResult, error) {
 		return pay.PSPResult{}, pay.Errorf(pay.EPSP, "stripe: Checkout Session %s has unknown status %q (payment_status %q)", cs.ID, cut(string(cs.Status), 40), cut(string(cs.PaymentStatus), 40))
 	}
 	raw := fmt.Sprintf("stripe checkout_session=%s status=%s payment_status=%s", cs.ID, cs.Status, cs.PaymentStatus)
+	// The PaymentIntent is evidence here, not a reference: the payment
+	// keeps it once an event names it (SPEC §3), and stripe-mock answers
+	// every session with one fixed PaymentIntent.
 	if cs.PaymentIntent != nil && cs.PaymentIntent.ID != "" {
 		raw += " payment_intent=" + cs.PaymentIntent.ID
 	}
@@ -229,4 +232,44 @@ func sessionResult(cs *stripego.CheckoutSession) (pay.PSPResult, error) {
 		r.RedirectURL = cs.URL
 	}
 	return r, nil
+}
+
+// sessionEvent fills in an event about a Checkout Session: its id is the
+// payment's provider_ref, its payment_intent the second reference, its
+// amount_total and currency the evidence. The status follows the event
+// type: completed by the session's payment_status (paid → captured,
+// unpaid → processing: a delayed method, never failed on this event,
+// no_payment_required → the review queue, StepKind pay.StepReview),
+// async_payment_succeeded → captured, async_payment_failed → failed,
+// expired → failed.
+func sessionEvent(id string, e *pay.WebhookEvent, obj object) error {
+	ref, err := intentRef(obj.PaymentIntent)
+	if err != nil {
+		return pay.Errorf(pay.EINVALID, "stripe event %s: data.object.payment_intent: %s", id, err)
+	}
+	if err := pay.ValidateText("data.object.payment_intent", ref, maxIDLen); err != nil {
+		return err
+	}
+	if obj.AmountTotal < 0 {
+		return pay.Errorf(pay.EINVALID, "stripe event %s: data.object.amount_total must not be negative", id)
+	}
+	e.ProviderRef, e.SecondRef, e.Amount = obj.ID, ref, obj.AmountTotal
+	switch e.Type {
+	case TypeSessionCompleted:
+		st, ok := SessionStatusOf(stripego.CheckoutSessionStatusComplete, stripego.CheckoutSessionPaymentStatus(obj.PaymentStatus))
+		switch {
+		case ok:
+			e.Status = st
+		case obj.PaymentStatus == string(stripego.CheckoutSessionPaymentStatusNoPaymentRequired):
+			// Completed without money: neither captured nor failed.
+			e.StepKind = pay.StepReview
+		default:
+			return pay.Errorf(pay.EINVALID, "stripe event %s: payment_status %q is not one paystate knows", id, cut(obj.PaymentStatus, 40))
+		}
+	case TypeSessionAsyncSucceeded:
+		e.Status = pay.Captured
+	case TypeSessionAsyncFailed, TypeSessionExpired:
+		e.Status = pay.Failed
+	}
+	return nil
 }

@@ -245,3 +245,42 @@ func TestProvider_Flow(t *testing.T) {
 
 // asPayError reports whether err is a *pay.Error, setting *target.
 func asPayError(err error, target **pay.Error) bool { return errors.As(err, target) }
+
+// TestParseWebhook_Session maps the Checkout Session events: the session
+// is the provider_ref, its PaymentIntent the second reference, its
+// amount_total and currency the evidence; payment_status decides a
+// completed session.
+func TestParseWebhook_Session(t *testing.T) {
+	t.Parallel()
+	p := newProvider(t, "")
+	now := time.Now()
+	for _, tc := range []struct {
+		typ, paid string
+		status    pay.Status
+		step      string
+	}{
+		{stripe.TypeSessionCompleted, "paid", pay.Captured, ""},
+		{stripe.TypeSessionCompleted, "unpaid", pay.Processing, ""},
+		{stripe.TypeSessionCompleted, "no_payment_required", "", pay.StepReview},
+		{stripe.TypeSessionAsyncSucceeded, "paid", pay.Captured, ""},
+		{stripe.TypeSessionAsyncFailed, "unpaid", pay.Failed, ""},
+		{stripe.TypeSessionExpired, "unpaid", pay.Failed, ""},
+	} {
+		body := stripetest.Event(t, stripetest.EventSpec{
+			Type: tc.typ, Session: "cs_test_map", PaymentIntent: "pi_map", PaymentID: "pay_map",
+			Object: func(o map[string]any) { o["payment_status"], o["amount_total"], o["currency"] = tc.paid, 1234, "usd" },
+		})
+		e, err := p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
+		if err != nil {
+			t.Fatalf("%s %s: %v", tc.typ, tc.paid, err)
+		}
+		if e.Status != tc.status || e.StepKind != tc.step || e.ProviderRef != "cs_test_map" || e.SecondRef != "pi_map" ||
+			e.PaymentID != "pay_map" || e.Amount != 1234 || e.Currency != "USD" || e.Untagged {
+			t.Errorf("%s %s: event=%+v, want status %q step %q, refs cs_test_map and pi_map, 12.34 USD", tc.typ, tc.paid, e, tc.status, tc.step)
+		}
+	}
+	body := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeSessionCompleted,
+		Object: func(o map[string]any) { o["payment_status"] = "sort_of" }})
+	_, err := p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
+	wantCode(t, err, pay.EINVALID)
+}

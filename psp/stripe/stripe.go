@@ -39,6 +39,13 @@
 // .updated and .closed are about a dispute (needs_response, under_review,
 // won, lost; an inquiry's warning_* statuses map as a chargeback's,
 // warning_closed and charge_refunded to won), found by its payment_intent.
+// checkout.session.completed, .async_payment_succeeded,
+// .async_payment_failed and .expired are about a Checkout Session (see
+// checkout.go): its id is the provider_ref, its payment_intent the second
+// reference (WebhookEvent.SecondRef). Every event whose reference is a
+// PaymentIntent's (a PaymentIntent's, a charge's, a refund's, a
+// dispute's) carries it as SecondRef too, so that on a Checkout payment
+// finalize reads it as the session's PaymentIntent, not as its session.
 // Every other event type is answered
 // 2xx and not stored (WebhookEvent.Ignore). An event names its payment by
 // metadata.paystate_payment_id and by the PaymentIntent id (for a charge:
@@ -126,6 +133,12 @@ const (
 	TypeDisputeCreated = "charge.dispute.created"
 	TypeDisputeUpdated = "charge.dispute.updated"
 	TypeDisputeClosed  = "charge.dispute.closed"
+
+	// Events about a Checkout Session (checkout.go).
+	TypeSessionCompleted      = "checkout.session.completed"
+	TypeSessionAsyncSucceeded = "checkout.session.async_payment_succeeded"
+	TypeSessionAsyncFailed    = "checkout.session.async_payment_failed"
+	TypeSessionExpired        = "checkout.session.expired"
 )
 
 // MetadataRefundID is the refund metadata key that carries paystate's
@@ -719,6 +732,10 @@ type object struct {
 	EvidenceDetails *struct {
 		DueBy int64 `json:"due_by"`
 	} `json:"evidence_details"`
+	// A Checkout Session's total and payment status (its currency is
+	// Currency, its PaymentIntent PaymentIntent).
+	AmountTotal   int64  `json:"amount_total"`
+	PaymentStatus string `json:"payment_status"`
 }
 
 // mapEvent maps a verified Stripe event to paystate's event.
@@ -758,6 +775,8 @@ func mapEvent(ev stripego.Event) (pay.WebhookEvent, error) {
 		want = "refund"
 	case TypeDisputeCreated, TypeDisputeUpdated, TypeDisputeClosed:
 		want = "dispute"
+	case TypeSessionCompleted, TypeSessionAsyncSucceeded, TypeSessionAsyncFailed, TypeSessionExpired:
+		want = "checkout.session"
 	default:
 		e.Ignore = true
 		return e, nil
@@ -796,6 +815,10 @@ func mapEvent(ev stripego.Event) (pay.WebhookEvent, error) {
 	switch want {
 	case "payment_intent":
 		e.ProviderRef = obj.ID
+	case "checkout.session":
+		if err := sessionEvent(ev.ID, &e, obj); err != nil {
+			return pay.WebhookEvent{}, err
+		}
 	case "refund", "dispute":
 		if err := moneyEvent(ev.ID, &e, obj, want); err != nil {
 			return pay.WebhookEvent{}, err
@@ -817,6 +840,11 @@ func mapEvent(ev stripego.Event) (pay.WebhookEvent, error) {
 	}
 	if err := pay.ValidateText("data.object.id", e.ProviderRef, maxIDLen); err != nil {
 		return pay.WebhookEvent{}, err
+	}
+	if want != "checkout.session" {
+		// The reference is a PaymentIntent's: on a checkout payment, its
+		// second reference (pay.Observation.SecondRef).
+		e.SecondRef = e.ProviderRef
 	}
 	return e, nil
 }

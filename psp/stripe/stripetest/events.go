@@ -55,10 +55,14 @@ type EventSpec struct {
 	Created    time.Time // the event's created
 	APIVersion string    // the event's api_version
 	// PaymentIntent is the PaymentIntent id: data.object.id of a
-	// payment_intent event, data.object.payment_intent of a charge.
+	// payment_intent event, data.object.payment_intent of a charge or a
+	// Checkout Session.
 	PaymentIntent string
-	// PaymentID sets data.object.metadata.paystate_payment_id; NoPaymentID
-	// removes it.
+	// Session is data.object.id of a checkout.session event.
+	Session string
+	// PaymentID sets data.object.metadata.paystate_payment_id (and a
+	// Checkout Session's client_reference_id); NoPaymentID removes the
+	// metadata.
 	PaymentID   string
 	NoPaymentID bool
 	// Object, if not nil, edits data.object last.
@@ -91,11 +95,18 @@ func Event(tb testing.TB, spec EventSpec) []byte {
 		ev["api_version"] = spec.APIVersion
 	}
 	if spec.PaymentIntent != "" {
-		if obj["object"] == "charge" {
+		switch obj["object"] {
+		case "charge", "checkout.session":
 			obj["payment_intent"] = spec.PaymentIntent
-		} else {
+		default:
 			obj["id"] = spec.PaymentIntent
 		}
+	}
+	if spec.Session != "" {
+		obj["id"] = spec.Session
+	}
+	if spec.PaymentID != "" && obj["object"] == "checkout.session" {
+		obj["client_reference_id"] = spec.PaymentID
 	}
 	md, _ := obj["metadata"].(map[string]any)
 	if md == nil {
