@@ -26,11 +26,17 @@ package stripe
 //
 // A completed but unpaid session is a delayed method (SEPA debit, ...)
 // whose outcome comes later: it is never failed on that answer.
+//
+// Status retrieves the session; Cancel (the sweeper, past
+// payment.expire_after) expires it and maps Stripe's answer, or, when
+// Stripe refuses because the session is no longer open, retrieves and
+// maps it: a session paid meanwhile is captured.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -272,4 +278,31 @@ func sessionEvent(id string, e *pay.WebhookEvent, obj object) error {
 		e.Status = pay.Failed
 	}
 	return nil
+}
+
+// expireSession expires a checkout payment's Checkout Session under key
+// ("cancel-<payment_id>") and maps what Stripe answers: expired → failed.
+// A session that can no longer be expired (it completed meanwhile: Stripe
+// answers 400) is retrieved and mapped instead, so a session paid in the
+// meantime is captured, never failed. A payment without a session id, or
+// a session Stripe does not know, is Found false.
+func (p *Provider) expireSession(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	if pm.ProviderRef == "" {
+		return p.sessionStatus(ctx, pm)
+	}
+	params := &stripego.CheckoutSessionExpireParams{}
+	params.SetIdempotencyKey(key)
+	cs, err := p.api.V1CheckoutSessions.Expire(ctx, pm.ProviderRef, params)
+	var se *stripego.Error
+	switch {
+	case err == nil:
+		return sessionResult(cs)
+	case isMissing(err):
+		return pay.PSPResult{Found: false, Raw: "stripe checkout_session=" + pm.ProviderRef + " not found"}, nil
+	case errors.As(err, &se) && se.Type == stripego.ErrorTypeInvalidRequest && se.HTTPStatusCode == http.StatusBadRequest:
+		// Too late to expire: Stripe's current answer decides.
+		return p.sessionStatus(ctx, pm)
+	default:
+		return pay.PSPResult{}, apiError("expire Checkout Session", err)
+	}
 }

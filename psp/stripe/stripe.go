@@ -513,10 +513,14 @@ func refundResult(re *stripego.Refund) (pay.RefundResult, error) {
 // canceled (payment_intent_unexpected_state: it succeeded or is processing)
 // is retrieved and mapped instead, so succeeded → captured. A payment
 // without provider_ref is searched first (see Status); one Stripe does not
-// know is Found false.
+// know is Found false. A checkout payment's session is expired instead
+// (expireSession).
 func (p *Provider) Cancel(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
 	if key == "" {
 		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
+	}
+	if pm.Flow == pay.FlowCheckout {
+		return p.expireSession(ctx, pm, key)
 	}
 	ref := pm.ProviderRef
 	if ref == "" {

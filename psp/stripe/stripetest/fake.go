@@ -22,8 +22,9 @@ import (
 // works as at Stripe (the same key with the same parameters replays the
 // first answer; with other parameters it is an idempotency_error). It
 // answers the endpoints the stripe provider uses: create, retrieve, cancel
-// and search PaymentIntents, and create (in full or in part), retrieve and
-// list refunds. Every request is recorded.
+// and search PaymentIntents, create, retrieve and expire Checkout Sessions
+// (fake_session.go), and create (in full or in part), retrieve and list
+// refunds. Every request is recorded.
 type Fake struct {
 	srv *httptest.Server
 
@@ -31,6 +32,7 @@ type Fake struct {
 	createStatus func(paymentID string, amount int64) string
 	refundStatus string
 	intents      map[string]*FakeIntent
+	sessions     map[string]*FakeSession
 	refunds      map[string]map[string]any // refund id → the refund as answered
 	refundOrder  []string
 	keys         map[string]stored // idempotency key → first answer
@@ -70,6 +72,7 @@ func NewFake(tb testing.TB) *Fake {
 	f := &Fake{
 		refundStatus: "succeeded",
 		intents:      map[string]*FakeIntent{},
+		sessions:     map[string]*FakeSession{},
 		refunds:      map[string]map[string]any{},
 		keys:         map[string]stored{},
 	}
@@ -221,6 +224,9 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 
 // route answers one request; f.mu is held.
 func (f *Fake) route(method, path string, form url.Values) (int, any) {
+	if code, answer, ok := f.routeSession(method, path, form); ok {
+		return code, answer
+	}
 	switch m := intentPath.FindStringSubmatch(path); {
 	case method == http.MethodPost && path == "/v1/payment_intents":
 		return f.createIntent(form)
