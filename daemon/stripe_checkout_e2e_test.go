@@ -393,3 +393,43 @@ func TestE2E_StripeCheckout_Mapping(t *testing.T) {
 	}
 	waitStatus(t, in, id, "captured")
 }
+
+// TestE2E_StripeCheckout_Refund: a refund of a checkout payment goes to
+// the session's PaymentIntent (its second reference), under
+// refund-<refund_id>; the refund's own event finds the payment by it.
+func TestE2E_StripeCheckout_Refund(t *testing.T) {
+	t.Parallel()
+	in, rec := bootCheckout(t, nil)
+	id, session := createCheckout(t, in, "o-co-refund", "cus_refund", 2500)
+	mustWebhook(t, in, sessionEvent(t, stripe.TypeSessionCompleted, "evt_co_refund_paid", id, session, "pi_co_refund", nil))
+	waitStatus(t, in, id, "captured")
+
+	rf := in.Do("POST", "/v1/payments/"+id+"/refund", []byte(`{"amount":1000}`), map[string]string{"Idempotency-Key": "k-co-refund-1"})
+	if rf.Status != http.StatusCreated {
+		t.Fatalf("refund: status=%d: %s", rf.Status, rf.Body)
+	}
+	req := one(t, rec.Find("POST", "/v1/refunds"))
+	if got, want := req.Form.Get("payment_intent"), "pi_co_refund"; got != want {
+		t.Fatalf("refund payment_intent=%q, want the session's PaymentIntent %q", got, want)
+	}
+	if got, want := req.IdempotencyKey, "refund-"+rf.Str("id"); got != want {
+		t.Fatalf("refund Idempotency-Key=%q, want %q", got, want)
+	}
+
+	// A dispute names the payment by its PaymentIntent only.
+	disputed := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeDisputeCreated, ID: "evt_co_dispute", Created: time.Now(),
+		Object: func(obj map[string]any) {
+			obj["id"], obj["payment_intent"], obj["amount"] = "du_co_refund", "pi_co_refund", 1500
+		}})
+	mustWebhook(t, in, disputed)
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		r := in.Do("GET", "/v1/disputes", nil, nil)
+		data, _ := r.JSON["data"].([]any)
+		for _, v := range data {
+			if d, _ := v.(map[string]any); d["payment_id"] == id {
+				return nil
+			}
+		}
+		return fmt.Errorf("no dispute of %s in %s", id, r.Body)
+	})
+}

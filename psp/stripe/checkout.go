@@ -306,3 +306,29 @@ func (p *Provider) expireSession(ctx context.Context, pm pay.Payment, key string
 		return pay.PSPResult{}, apiError("expire Checkout Session", err)
 	}
 }
+
+// intentOf returns the PaymentIntent that holds the payment's money: its
+// provider_ref, or for a checkout payment its second reference, else its
+// session's payment_intent as Stripe answers it ("" while the session has
+// none: nothing was paid).
+func (p *Provider) intentOf(ctx context.Context, pm pay.Payment) (string, error) {
+	switch {
+	case pm.Flow != pay.FlowCheckout:
+		return pm.ProviderRef, nil
+	case pm.SecondRef != "":
+		return pm.SecondRef, nil
+	case pm.ProviderRef == "":
+		return "", nil
+	}
+	cs, err := p.api.V1CheckoutSessions.Retrieve(ctx, pm.ProviderRef, &stripego.CheckoutSessionRetrieveParams{})
+	if isMissing(err) {
+		return "", nil
+	}
+	if err != nil {
+		return "", apiError("retrieve Checkout Session", err)
+	}
+	if cs.PaymentIntent == nil {
+		return "", nil
+	}
+	return cs.PaymentIntent.ID, nil
+}

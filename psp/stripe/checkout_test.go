@@ -284,3 +284,35 @@ func TestParseWebhook_Session(t *testing.T) {
 	_, err := p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
 	wantCode(t, err, pay.EINVALID)
 }
+
+// TestProvider_Refund_Checkout: a checkout payment is refunded on its
+// session's PaymentIntent: its second reference, else the one Stripe
+// names on the session.
+func TestProvider_Refund_Checkout(t *testing.T) {
+	t.Parallel()
+	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
+	p := checkoutProvider(t, rec.URL(), time.Hour)
+	for _, tc := range []struct {
+		name, second, want string
+	}{
+		{"SecondRef", "pi_known", "pi_known"},
+		// stripe-mock's session fixture names this PaymentIntent.
+		{"FromSession", "", "pi_1PgafyB7WZ01zgkWSjxsAJo3"},
+	} {
+		pm := checkoutPayment()
+		pm.ProviderRef, pm.SecondRef, pm.Status = "cs_test_refund_"+tc.name, tc.second, pay.Captured
+		r := pay.Refund{ID: "re_" + tc.name, PaymentID: pm.ID, Amount: 500}
+		if _, err := p.Refund(context.Background(), pm, r, "refund-"+r.ID); err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var got string
+		for _, req := range rec.Find("POST", "/v1/refunds") {
+			if req.IdempotencyKey == "refund-"+r.ID {
+				got = req.Form.Get("payment_intent")
+			}
+		}
+		if got != tc.want {
+			t.Errorf("%s: refund payment_intent=%q, want %q", tc.name, got, tc.want)
+		}
+	}
+}

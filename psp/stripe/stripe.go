@@ -408,7 +408,8 @@ func searchable(id string) bool {
 	return true
 }
 
-// Refund refunds r, part or all of the payment's PaymentIntent, under key
+// Refund refunds r, part or all of the payment's PaymentIntent (intentOf:
+// a checkout payment's is its session's), under key
 // ("refund-<refund id>"), with its amount and metadata.paystate_refund_id
 // (and paystate_payment_id), and maps what Stripe answers: succeeded →
 // succeeded; pending or requires_action → pending (the outcome follows by
@@ -421,12 +422,17 @@ func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key
 	switch {
 	case key == "":
 		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
-	case pm.ProviderRef == "":
-		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "stripe: payment %s has no PaymentIntent to refund", pm.ID)
 	case r.Amount <= 0:
 		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "stripe: refund amount must be positive, got %d", r.Amount)
 	}
-	params := &stripego.RefundCreateParams{PaymentIntent: stripego.String(pm.ProviderRef), Amount: stripego.Int64(r.Amount)}
+	intent, err := p.intentOf(ctx, pm)
+	if err != nil {
+		return pay.RefundResult{}, err
+	}
+	if intent == "" {
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "stripe: payment %s has no PaymentIntent to refund", pm.ID)
+	}
+	params := &stripego.RefundCreateParams{PaymentIntent: stripego.String(intent), Amount: stripego.Int64(r.Amount)}
 	if pm.ID != "" {
 		params.AddMetadata(MetadataPaymentID, pm.ID)
 	}
@@ -438,7 +444,7 @@ func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key
 	if code := errorCode(err); code == stripego.ErrorCodeChargeAlreadyRefunded {
 		return pay.RefundResult{
 			Status: pay.RefundFailed, Found: true,
-			Raw: "stripe payment_intent=" + pm.ProviderRef + " already refunded in full",
+			Raw: "stripe payment_intent=" + intent + " already refunded in full",
 		}, nil
 	}
 	if err != nil {
@@ -462,10 +468,14 @@ func (p *Provider) RefundStatus(ctx context.Context, pm pay.Payment, r pay.Refun
 		}
 		return refundResult(re)
 	}
-	if pm.ProviderRef == "" {
+	intent, err := p.intentOf(ctx, pm)
+	if err != nil {
+		return pay.RefundResult{}, err
+	}
+	if intent == "" {
 		return pay.RefundResult{Found: false, Raw: "stripe: payment " + pm.ID + " has no PaymentIntent"}, nil
 	}
-	params := &stripego.RefundListParams{PaymentIntent: stripego.String(pm.ProviderRef)}
+	params := &stripego.RefundListParams{PaymentIntent: stripego.String(intent)}
 	params.Limit = stripego.Int64(100)
 	for re, err := range p.api.V1Refunds.List(ctx, params).All(ctx) {
 		if err != nil {
@@ -475,7 +485,7 @@ func (p *Provider) RefundStatus(ctx context.Context, pm pay.Payment, r pay.Refun
 			return refundResult(re)
 		}
 	}
-	return pay.RefundResult{Found: false, Raw: "stripe: no refund of " + pm.ProviderRef + " with metadata." + MetadataRefundID + "=" + r.ID}, nil
+	return pay.RefundResult{Found: false, Raw: "stripe: no refund of " + intent + " with metadata." + MetadataRefundID + "=" + r.ID}, nil
 }
 
 // RefundStatusOf maps a Stripe refund status to a refund status; ok is
