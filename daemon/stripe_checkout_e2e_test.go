@@ -433,3 +433,127 @@ func TestE2E_StripeCheckout_Refund(t *testing.T) {
 		return fmt.Errorf("no dispute of %s in %s", id, r.Body)
 	})
 }
+
+// linkSession is a checkout.session.completed of a Payment Link made in
+// Stripe's dashboard: no metadata of paystate's, the link, the merchant's
+// reference and the customer on the session.
+func linkSession(t *testing.T, evID, session, intent, link string, edit func(obj map[string]any)) []byte {
+	t.Helper()
+	return stripetest.Event(t, stripetest.EventSpec{
+		Type: stripe.TypeSessionCompleted, ID: evID, Created: time.Now(), Session: session, PaymentIntent: intent, NoPaymentID: true,
+		Object: func(obj map[string]any) {
+			obj["payment_link"], obj["client_reference_id"], obj["customer"] = link, nil, "cus_link"
+			obj["amount_total"], obj["currency"] = 4200, "eur"
+			obj["customer_details"] = map[string]any{"email": "link@example.com"}
+			if edit != nil {
+				edit(obj)
+			}
+		},
+	})
+}
+
+// TestE2E_StripeCheckout_PaymentLinks: with adopt_payment_links, a signed
+// completed session of a Payment Link paystate did not create makes a
+// payment in the transaction that applies it (source payment_link, order
+// id = client_reference_id else the session id, amount, currency and
+// customer from the session), captured with one merchant webhook; its
+// redelivery and its PaymentIntent's event make nothing more. A completed
+// session that is no link's and not paystate's is an orphan.
+func TestE2E_StripeCheckout_PaymentLinks(t *testing.T) {
+	t.Parallel()
+	ep := rippletest.NewEndpoint(t)
+	secret, err := stdwebhook.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
+	in := daemontest.Boot(t, func(c *config.Config) {
+		c.Payment.Provider = stripe.Name
+		c.Providers.Stripe = &config.Stripe{SecretKey: stripeKey, WebhookSecret: stripeSecret, APIBase: rec.URL(),
+			Checkout: config.StripeCheckout{SuccessURL: "https://shop.example/paid", AdoptPaymentLinks: true}}
+		c.Webhooks = []config.Webhook{{URL: ep.URL, Secret: secret, Events: []string{"payment.captured"}}}
+		c.WebhookInbox.MaxAttempts = 1
+	})
+	byOrder := func(order string) []any {
+		r := in.Do("GET", "/v1/payments?order_id="+order, nil, nil)
+		data, _ := r.JSON["data"].([]any)
+		return data
+	}
+
+	body := linkSession(t, "evt_link_1", "cs_link_1", "pi_link_1", "plink_1", func(obj map[string]any) { obj["client_reference_id"] = "order-link-1" })
+	mustWebhook(t, in, body)
+	data := byOrder("order-link-1")
+	if len(data) != 1 {
+		t.Fatalf("%d payments of order-link-1, want 1", len(data))
+	}
+	p, _ := data[0].(map[string]any)
+	id, _ := p["id"].(string)
+	cus, _ := p["customer"].(map[string]any)
+	if p["status"] != "captured" || p["flow"] != "payment_link" || p["provider"] != "stripe" || p["provider_ref"] != "cs_link_1" ||
+		p["amount"] != float64(4200) || p["currency"] != "EUR" || cus["id"] != "cus_link" || cus["email"] != "link@example.com" {
+		t.Fatalf("adopted payment %v, want captured 42.00 EUR from the link's session, its customer", p)
+	}
+	if k := stepKinds(in, id); len(k) == 0 || k[0] != "created" {
+		t.Fatalf("steps %v, want created first", k)
+	}
+	ev := in.Do("GET", "/v1/payments/"+id+"/events", nil, nil)
+	first, _ := ev.JSON["data"].([]any)[0].(map[string]any)
+	if first["source"] != "payment_link" || first["event_id"] != "evt_link_1" {
+		t.Fatalf("first step %v, want source payment_link from evt_link_1", first)
+	}
+
+	// Redelivered, and announced by its PaymentIntent (untagged, found by
+	// the second reference): nothing more.
+	if w := stripeWebhook(in, body, stripeSecret, time.Now()); w.Status != http.StatusOK || w.JSON["duplicate"] != true {
+		t.Fatalf("redelivery: status=%d: %s, want 200 duplicate", w.Status, w.Body)
+	}
+	mustWebhook(t, in, stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeSucceeded, ID: "evt_link_pi", Created: time.Now(), PaymentIntent: "pi_link_1", NoPaymentID: true,
+		Object: func(obj map[string]any) { obj["amount"] = 4200 }}))
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		if k := stepKinds(in, id); k[len(k)-1] != "duplicate" {
+			return fmt.Errorf("steps %v, want the PaymentIntent's event a duplicate", k)
+		}
+		return nil
+	})
+	if n := len(byOrder("order-link-1")); n != 1 {
+		t.Fatalf("%d payments of order-link-1 after redeliveries, want 1", n)
+	}
+	if n := transitionsTo(t, in, id, "captured"); n != 1 {
+		t.Fatalf("%d transitions to captured, want 1", n)
+	}
+
+	// Without client_reference_id the session id is the order id.
+	mustWebhook(t, in, linkSession(t, "evt_link_2", "cs_link_2", "pi_link_2", "plink_1", nil))
+	if data := byOrder("cs_link_2"); len(data) != 1 {
+		t.Fatalf("%d payments of order cs_link_2, want 1", len(data))
+	}
+
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		n := 0
+		for _, r := range ep.Requests() {
+			if strings.Contains(string(r.Body), `"payment.captured"`) {
+				n++
+			}
+		}
+		if n != 2 {
+			return fmt.Errorf("%d payment.captured webhooks, want 2 (one per adopted payment)", n)
+		}
+		return nil
+	})
+
+	// A completed session of no link, not paystate's: an orphan.
+	mustWebhook(t, in, linkSession(t, "evt_nolink", "cs_nolink", "pi_nolink", "", func(obj map[string]any) { obj["payment_link"] = nil }))
+	testkit.WaitFor(t, 30*time.Second, func() error {
+		r := in.Do("GET", "/v1/review", nil, nil)
+		data, _ := r.JSON["data"].([]any)
+		for _, v := range data {
+			if it, _ := v.(map[string]any); it["reason"] == "orphan" && it["provider_ref"] == "cs_nolink" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no orphan for cs_nolink in %s", r.Body)
+	})
+	if data := byOrder("cs_nolink"); len(data) != 0 {
+		t.Fatalf("a payment was made of a session of no link: %v", data)
+	}
+}

@@ -487,7 +487,7 @@ func Record(tx Tx, paymentID string, source pay.Source, kind, provider, eventID,
 // ProviderRef is its SecondRef is about that object, not the page (a
 // PaymentIntent's or a charge's event).
 func obsRefs(p pay.Payment, obs pay.Observation) (page, second string) {
-	if p.Flow != pay.FlowCheckout {
+	if !p.OnHostedPage() {
 		return obs.ProviderRef, ""
 	}
 	if obs.ProviderRef == obs.SecondRef {

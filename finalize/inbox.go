@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paystate/paystate/internal/backoff"
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/internal/metriccache"
 	"github.com/paystate/paystate/pay"
 )
@@ -199,6 +200,12 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 		return in.Store.Update(ctx, func(tx pay.Tx) error {
 			inserted, notOurs = false, false
 			paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
+			if paymentID == "" && ev.Adopt != nil {
+				var err error
+				if paymentID, err = adopt(tx, provider, ev); err != nil {
+					return err
+				}
+			}
 			if paymentID == "" && ev.Untagged {
 				// Not created by paystate: nothing to keep.
 				notOurs = true
@@ -514,6 +521,44 @@ func observationOf(ev pay.InboxEvent) pay.Observation {
 		Amount: ev.Amount, Currency: ev.Currency, Refund: ev.Refund, Dispute: ev.Dispute,
 	}
 }
+
+// adopt stores the payment an event makes from the PSP's evidence (a
+// Stripe Payment Link's completed session: pay.WebhookEvent.Adopt), in the
+// transaction that stores and applies the event: status created, its
+// first step from SourcePaymentLink, the event's references. Its provider
+// reference is unique, so a redelivery finds it (resolve) and makes none.
+// Evidence that does not make a valid payment (an order id paystate would
+// refuse, no amount) makes none: "" is returned and the event stays an
+// orphan.
+func adopt(tx pay.Tx, provider string, ev pay.WebhookEvent) (string, error) {
+	a := ev.Adopt
+	now := tx.Now()
+	p := pay.Payment{
+		ID: ids.Payment(now), OrderID: a.OrderID, Amount: a.Amount, Currency: a.Currency, Customer: a.Customer,
+		Provider: provider, ProviderRef: ev.ProviderRef, SecondRef: ev.SecondRef, Flow: a.Flow,
+		Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now,
+	}
+	// Evidence paystate cannot make a payment of leaves the event unknown:
+	// an orphan on the review queue, for a human.
+	if pay.ValidateOrderID(p.OrderID) != nil || pay.ValidateAmount(p.Amount) != nil || pay.ValidateCurrency(p.Currency) != nil ||
+		pay.ValidateText("customer.id", p.Customer.ID, 128) != nil || pay.ValidateEmail("customer.email", p.Customer.Email) != nil {
+		return "", nil
+	}
+	if err := tx.InsertPayment(p); err != nil {
+		return "", err
+	}
+	if err := tx.AppendStep(pay.Step{
+		PaymentID: p.ID, At: now, Source: pay.SourcePaymentLink, Kind: pay.StepCreated, To: pay.Created, Version: 1,
+		EventID: ev.EventID, Note: "made from " + provider + " " + ev.Type + " " + ev.ProviderRef,
+	}); err != nil {
+		return "", err
+	}
+	tx.OnCommit(func() { adoptedTotal.Inc() })
+	return p.ID, nil
+}
+
+// adoptedTotal counts the payments made from a PSP's evidence.
+var adoptedTotal = metrics.NewCounter(`paystate_payments_adopted_total`)
 
 // recordEvent applies an event that carries no status, refund or
 // dispute: a step in the payment's timeline, or, for an event that asks

@@ -21,6 +21,7 @@ type View struct {
 	Version     uint64
 	Provider    string
 	ProviderRef string
+	Flow        string // pay.Payment.Flow
 	Customer    pay.Customer
 	// AmountRefunded is the sum of the succeeded refunds;
 	// AmountRefundable what may still be refunded (the amount less the
@@ -42,7 +43,7 @@ func NewView(p pay.Payment) View {
 	v := View{
 		ID: p.ID, OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency,
 		Status: p.Status, Terminal: p.Status.Terminal(), Version: p.Version,
-		Provider: p.Provider, ProviderRef: p.ProviderRef, Customer: p.Customer,
+		Provider: p.Provider, ProviderRef: p.ProviderRef, Flow: p.Flow, Customer: p.Customer,
 		CreatedAt: p.CreatedAt, UpdatedAt: p.UpdatedAt,
 		AmountRefunded: p.AmountRefunded, Dispute: p.Dispute,
 	}

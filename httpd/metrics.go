@@ -130,6 +130,7 @@ var metricHelp = map[string]string{
 	"paystate_inbox_deferrals_total":            "Webhook events the inbox could not apply at once (lease held, payment unknown yet, an error) and retried later with backoff.",
 	"paystate_webhooks_total":                   "PSP webhooks received, by provider (unknown for a provider not configured) and outcome: accepted, duplicate, ignored, rejected, unknown_provider.",
 	"paystate_webhooks_ignored_total":           "PSP webhooks acknowledged but not stored, by provider and reason: not_ours (an object paystate did not create), unhandled_type.",
+	"paystate_payments_adopted_total":           "Payments made from a PSP's evidence, not created through the API (a Stripe Payment Link's completed Checkout Session).",
 	"paystate_lease_acquisitions_total":         "Payment leases taken for slow work (sweeper, review resolution).",
 	"paystate_lease_contention_total":           "Lease acquisitions refused because another holder had the lease; the work was deferred.",
 	"paystate_lease_lost_total":                 "Work under a lease whose finalize was refused because the lease had run out and been taken over (fencing).",

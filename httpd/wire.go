@@ -36,6 +36,7 @@ type paymentJSON struct {
 	Version      uint64       `json:"version"`
 	Provider     string       `json:"provider"`
 	ProviderRef  string       `json:"provider_ref"`
+	Flow         string       `json:"flow,omitempty"`
 	Customer     customerJSON `json:"customer"`
 	ClientSecret *string      `json:"client_secret,omitempty"`
 	RedirectURL  *string      `json:"redirect_url,omitempty"`
@@ -58,7 +59,7 @@ func toJSON(v finalize.View) paymentJSON {
 	out := paymentJSON{
 		ID: v.ID, OrderID: v.OrderID, Amount: v.Amount, Currency: v.Currency,
 		Status: string(v.Status), Terminal: v.Terminal, Version: v.Version,
-		Provider: v.Provider, ProviderRef: v.ProviderRef,
+		Provider: v.Provider, ProviderRef: v.ProviderRef, Flow: v.Flow,
 		Customer:  customerJSON{ID: v.Customer.ID, Email: v.Customer.Email},
 		CreatedAt: rfc3339(v.CreatedAt), UpdatedAt: rfc3339(v.UpdatedAt),
 		AmountRefunded: v.AmountRefunded, AmountRefundable: v.AmountRefundable, Dispute: string(v.Dispute),

@@ -76,6 +76,9 @@ const (
 	SourceWebhook Source = "webhook" // a PSP webhook
 	SourceSweeper Source = "sweeper" // the reconciliation sweeper
 	SourceReview  Source = "review"  // a human resolving a review item
+	// SourcePaymentLink: the PSP's evidence of money taken on a page
+	// paystate did not create (a Stripe Payment Link) made the payment.
+	SourcePaymentLink Source = "payment_link"
 )
 
 // Observation is one report of a payment's status, from any source. It is

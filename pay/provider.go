@@ -36,6 +36,10 @@ type WebhookEvent struct {
 	// and "" = not said); finalize checks them against the payment.
 	Amount   int64
 	Currency string
+	// Adopt, when set, makes the event create its payment if paystate
+	// does not know it (SourcePaymentLink), in the transaction that
+	// applies it.
+	Adopt *Adoption
 	// Refund and Dispute are set on an event about a refund or a
 	// dispute of the payment (Status is "" then).
 	Refund  *RefundChange
@@ -118,7 +122,27 @@ const (
 	// FlowCheckout: the customer pays on a page the PSP hosts (a Stripe
 	// Checkout Session), under the key "checkout-<payment_id>".
 	FlowCheckout = "checkout"
+	// FlowPaymentLink: the customer paid on a page the PSP hosts that
+	// paystate did not create (a Stripe Payment Link's Checkout
+	// Session): the payment was made from the PSP's evidence (Adoption).
+	FlowPaymentLink = "payment_link"
 )
+
+// OnHostedPage reports whether p is paid on a page the PSP hosts
+// (FlowCheckout, FlowPaymentLink): its ProviderRef is the page's, and the
+// PSP object that holds the money under it is its SecondRef.
+func (p Payment) OnHostedPage() bool { return p.Flow == FlowCheckout || p.Flow == FlowPaymentLink }
+
+// Adoption is a payment a PSP event makes: money taken on a page paystate
+// did not create (a Stripe Payment Link), with the PSP's evidence. The
+// payment's provider references are the event's.
+type Adoption struct {
+	OrderID  string
+	Amount   int64
+	Currency string
+	Customer Customer
+	Flow     string
+}
 
 // MaxDescription is the longest Payment.Description, in bytes.
 const MaxDescription = 500

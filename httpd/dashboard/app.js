@@ -267,7 +267,7 @@
     el('td', { class: 'num', text: fmtAmount(p.amount, p.currency) }),
     el('td', {}, badge(p.status), p.dispute ? disputeBadge(p.dispute) : null),
     el('td', { class: 'customer wrap', text: [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') }),
-    el('td', { text: p.provider }),
+    el('td', {}, p.provider, p.flow === 'payment_link' ? el('span', { class: 'badge source', title: 'made from a Stripe Payment Link', text: 'Payment Link' }) : null),
     el('td', { class: 'mono wrap', text: p.provider_ref || '' }),
     el('td', { text: fmtTime(p.created_at) }),
     el('td', { text: fmtTime(p.updated_at) })));
@@ -418,7 +418,8 @@
     // Only these fields are shown: never client_secret or redirect_url.
     const facts = [
       ['Order id', p.order_id], ['Amount', fmtAmount(p.amount, p.currency)], ['Status', p.status],
-      ['Version', p.version], ['Provider', p.provider], ['Provider ref', p.provider_ref || '—'],
+      ['Version', p.version], ['Provider', p.provider + (p.flow ? ' (' + (p.flow === 'payment_link' ? 'Payment Link' : p.flow) + ')' : '')],
+      ['Provider ref', p.provider_ref || '—'],
       ['Customer', [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') || '—'],
       ['Created', fmtTime(p.created_at)], ['Updated', fmtTime(p.updated_at)],
     ];

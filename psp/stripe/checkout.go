@@ -277,6 +277,31 @@ func sessionEvent(id string, e *pay.WebhookEvent, obj object) error {
 	case TypeSessionAsyncFailed, TypeSessionExpired:
 		e.Status = pay.Failed
 	}
+	if e.Type != TypeSessionCompleted || e.PaymentID != "" {
+		return nil
+	}
+	// A completed session paystate did not tag took money at the
+	// merchant's Stripe account: never "not ours". It is an orphan for a
+	// human, unless it is a Payment Link's, which the payment it makes
+	// (Adopt, with providers.stripe.checkout.adopt_payment_links) records.
+	e.Untagged = false
+	link, err := intentRef(obj.PaymentLink)
+	if err != nil || link == "" {
+		return nil
+	}
+	order := obj.ClientReferenceID
+	if pay.ValidateOrderID(order) != nil {
+		order = obj.ID
+	}
+	a := &pay.Adoption{OrderID: order, Amount: obj.AmountTotal, Currency: e.Currency, Flow: pay.FlowPaymentLink}
+	if cus, err := intentRef(obj.Customer); err == nil {
+		a.Customer.ID = cus
+	}
+	a.Customer.Email = obj.CustomerEmail
+	if d := obj.CustomerDetails; d != nil && d.Email != "" {
+		a.Customer.Email = d.Email
+	}
+	e.Adopt = a
 	return nil
 }
 
@@ -313,7 +338,7 @@ func (p *Provider) expireSession(ctx context.Context, pm pay.Payment, key string
 // none: nothing was paid).
 func (p *Provider) intentOf(ctx context.Context, pm pay.Payment) (string, error) {
 	switch {
-	case pm.Flow != pay.FlowCheckout:
+	case !pm.OnHostedPage():
 		return pm.ProviderRef, nil
 	case pm.SecondRef != "":
 		return pm.SecondRef, nil

@@ -316,3 +316,43 @@ func TestProvider_Refund_Checkout(t *testing.T) {
 		}
 	}
 }
+
+// TestParseWebhook_PaymentLink: a completed session of a Payment Link
+// without paystate's metadata carries the payment to make (Adopt) only
+// with adopt_payment_links; either way it is never "not ours".
+func TestParseWebhook_PaymentLink(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	body := stripetest.Event(t, stripetest.EventSpec{
+		Type: stripe.TypeSessionCompleted, Session: "cs_link", PaymentIntent: "pi_link", NoPaymentID: true,
+		Object: func(o map[string]any) {
+			o["payment_link"], o["client_reference_id"], o["customer"] = "plink_1", "order 7\u202e", map[string]any{"id": "cus_9"}
+			o["customer_details"] = map[string]any{"email": "l@example.com"}
+		},
+	})
+	adopting, err := stripe.New(stripe.Config{SecretKey: secretKey, WebhookSecret: webhookSecret, Checkout: stripe.CheckoutConfig{AdoptPaymentLinks: true}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name  string
+		p     *stripe.Provider
+		adopt bool
+	}{{"Off", newProvider(t, ""), false}, {"On", adopting, true}} {
+		e, err := tc.p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Untagged || (e.Adopt != nil) != tc.adopt {
+			t.Fatalf("%s: event=%+v, want Untagged false and Adopt set %v", tc.name, e, tc.adopt)
+		}
+		if a := e.Adopt; a != nil {
+			// An order id paystate would refuse (a bidirectional override)
+			// gives way to the session id.
+			if a.OrderID != "cs_link" || a.Amount != 2500 || a.Currency != "EUR" || a.Flow != pay.FlowPaymentLink ||
+				a.Customer != (pay.Customer{ID: "cus_9", Email: "l@example.com"}) {
+				t.Fatalf("Adopt=%+v", a)
+			}
+		}
+	}
+}

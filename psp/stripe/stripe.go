@@ -313,7 +313,7 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 	if err := pay.ValidateCurrency(pm.Currency); err != nil {
 		return pay.PSPResult{}, err
 	}
-	if pm.Flow == pay.FlowCheckout {
+	if pm.OnHostedPage() {
 		return p.createSession(ctx, pm, key)
 	}
 	if pm.ProviderRef != "" {
@@ -345,7 +345,7 @@ func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.
 // yet (Found false, the sweeper asks again on its next pass). Raw never
 // holds the client secret.
 func (p *Provider) Status(ctx context.Context, pm pay.Payment) (pay.PSPResult, error) {
-	if pm.Flow == pay.FlowCheckout {
+	if pm.OnHostedPage() {
 		return p.sessionStatus(ctx, pm)
 	}
 	if pm.ProviderRef == "" {
@@ -529,7 +529,7 @@ func (p *Provider) Cancel(ctx context.Context, pm pay.Payment, key string) (pay.
 	if key == "" {
 		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
 	}
-	if pm.Flow == pay.FlowCheckout {
+	if pm.OnHostedPage() {
 		return p.expireSession(ctx, pm, key)
 	}
 	ref := pm.ProviderRef
@@ -724,6 +724,9 @@ func (p *Provider) ParseWebhook(body []byte, header http.Header, now time.Time) 
 	if err != nil {
 		return pay.WebhookEvent{}, err
 	}
+	if !p.checkout.AdoptPaymentLinks {
+		e.Adopt = nil
+	}
 	p.checkVersion(ev.APIVersion, e)
 	return e, nil
 }
@@ -750,6 +753,15 @@ type object struct {
 	// Currency, its PaymentIntent PaymentIntent).
 	AmountTotal   int64  `json:"amount_total"`
 	PaymentStatus string `json:"payment_status"`
+	// A Payment Link's session: the link (an id or an expanded object),
+	// the merchant's reference and the customer.
+	PaymentLink       json.RawMessage `json:"payment_link"`
+	ClientReferenceID string          `json:"client_reference_id"`
+	Customer          json.RawMessage `json:"customer"`
+	CustomerEmail     string          `json:"customer_email"`
+	CustomerDetails   *struct {
+		Email string `json:"email"`
+	} `json:"customer_details"`
 }
 
 // mapEvent maps a verified Stripe event to paystate's event.
