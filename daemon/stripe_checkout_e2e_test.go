@@ -36,6 +36,26 @@ func bootCheckout(t *testing.T, change func(*config.Stripe)) (*daemontest.Instan
 	return in, rec
 }
 
+// bootCaptured is bootCheckout with a merchant endpoint subscribed to
+// payment.captured, Payment Links adopted if adopt, and mutate's changes.
+func bootCaptured(t *testing.T, adopt bool, mutate func(*config.Config)) (*daemontest.Instance, *rippletest.Endpoint) {
+	t.Helper()
+	ep := rippletest.NewEndpoint(t)
+	secret, err := stdwebhook.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
+	in := daemontest.Boot(t, func(c *config.Config) {
+		c.Payment.Provider = stripe.Name
+		c.Providers.Stripe = &config.Stripe{SecretKey: stripeKey, WebhookSecret: stripeSecret, APIBase: rec.URL(),
+			Checkout: config.StripeCheckout{SuccessURL: "https://shop.example/paid", AdoptPaymentLinks: adopt}}
+		c.Webhooks = []config.Webhook{{URL: ep.URL, Secret: secret, Events: []string{"payment.captured"}}}
+		mutate(c)
+	})
+	return in, ep
+}
+
 // TestE2E_StripeCheckout_Create: "flow": "checkout" makes a Checkout
 // Session under checkout-<payment_id>; the payment is requires_action with
 // the session's page as redirect_url and the session id as provider_ref.
@@ -204,18 +224,8 @@ func deliveryCounts(t *testing.T, in *daemontest.Instance, id string) (counts ma
 func TestE2E_StripeCheckout_CaptureAnnouncedTwice(t *testing.T) {
 	t.Parallel()
 	smtpd := rippletest.NewSMTPServer(t, 0)
-	ep := rippletest.NewEndpoint(t)
-	secret, err := stdwebhook.GenerateSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
-	in := daemontest.Boot(t, func(c *config.Config) {
-		c.Payment.Provider = stripe.Name
-		c.Providers.Stripe = &config.Stripe{SecretKey: stripeKey, WebhookSecret: stripeSecret, APIBase: rec.URL(),
-			Checkout: config.StripeCheckout{SuccessURL: "https://shop.example/paid"}}
+	in, ep := bootCaptured(t, false, func(c *config.Config) {
 		c.Receipt.SMTPAddr, c.Receipt.From, c.Receipt.TLS = smtpd.Addr, "receipts@shop.example", "none"
-		c.Webhooks = []config.Webhook{{URL: ep.URL, Secret: secret, Events: []string{"payment.captured"}}}
 	})
 
 	orders := []struct {
@@ -461,19 +471,7 @@ func linkSession(t *testing.T, evID, session, intent, link string, edit func(obj
 // session that is no link's and not paystate's is an orphan.
 func TestE2E_StripeCheckout_PaymentLinks(t *testing.T) {
 	t.Parallel()
-	ep := rippletest.NewEndpoint(t)
-	secret, err := stdwebhook.GenerateSecret()
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
-	in := daemontest.Boot(t, func(c *config.Config) {
-		c.Payment.Provider = stripe.Name
-		c.Providers.Stripe = &config.Stripe{SecretKey: stripeKey, WebhookSecret: stripeSecret, APIBase: rec.URL(),
-			Checkout: config.StripeCheckout{SuccessURL: "https://shop.example/paid", AdoptPaymentLinks: true}}
-		c.Webhooks = []config.Webhook{{URL: ep.URL, Secret: secret, Events: []string{"payment.captured"}}}
-		c.WebhookInbox.MaxAttempts = 1
-	})
+	in, ep := bootCaptured(t, true, func(c *config.Config) { c.WebhookInbox.MaxAttempts = 1 })
 	byOrder := func(order string) []any {
 		r := in.Do("GET", "/v1/payments?order_id="+order, nil, nil)
 		data, _ := r.JSON["data"].([]any)

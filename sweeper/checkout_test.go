@@ -9,12 +9,14 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
+	"github.com/paystate/paystate/sweeper"
 )
 
-// stripeCheckout adds a stripe provider pointed at a stripetest.Fake to
-// e, and creates a checkout payment through it.
-func (e *env) stripeCheckout(order string) (*stripetest.Fake, pay.Payment) {
-	e.t.Helper()
+// checkoutEnv is newEnv with a stripe provider pointed at a
+// stripetest.Fake, and a checkout payment created through it.
+func checkoutEnv(t *testing.T, order string) (*env, *stripetest.Fake, pay.Payment) {
+	t.Helper()
+	e := newEnv(t, 0)
 	fake := stripetest.NewFake(e.t)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	e.t.Cleanup(tr.CloseIdleConnections)
@@ -36,7 +38,19 @@ func (e *env) stripeCheckout(order string) (*stripetest.Fake, pay.Payment) {
 	if p.Status != pay.RequiresAction || p.ProviderRef == "" {
 		e.t.Fatalf("created %+v, want requires_action with its session", p)
 	}
-	return fake, p
+	return e, fake, p
+}
+
+// passAfter moves the clock by d, runs a pass and fails the test unless
+// payment id is then in status want.
+func (e *env) passAfter(d time.Duration, id string, want pay.Status) sweeper.Report {
+	e.t.Helper()
+	e.clock.Add(d)
+	rep := e.pass()
+	if got := e.payment(id).Status; got != want {
+		e.t.Fatalf("Status=%s, want %s", got, want)
+	}
+	return rep
 }
 
 // TestSweeper_Checkout: the sweeper asks Stripe for a checkout payment's
@@ -48,10 +62,8 @@ func TestSweeper_Checkout(t *testing.T) {
 
 	t.Run("Expired", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, 0)
-		fake, p := e.stripeCheckout("o-sweep-expire")
-		e.clock.Add(expireAfter + time.Second)
-		if rep := e.pass(); rep.Expired != 1 {
+		e, fake, p := checkoutEnv(t, "o-sweep-expire")
+		if rep := e.passAfter(expireAfter+time.Second, p.ID, pay.Failed); rep.Expired != 1 {
 			t.Fatalf("report=%+v, want one expiry", rep)
 		}
 		reqs := fake.Find("POST", "/v1/checkout/sessions/"+p.ProviderRef+"/expire")
@@ -61,22 +73,15 @@ func TestSweeper_Checkout(t *testing.T) {
 		if cs, _ := fake.Session(p.ProviderRef); cs.Status != "expired" {
 			t.Fatalf("session %+v, want expired at Stripe", cs)
 		}
-		if got, want := e.payment(p.ID).Status, pay.Failed; got != want {
-			t.Fatalf("Status=%s, want %s", got, want)
-		}
 		e.verify()
 	})
 
 	t.Run("CompletedMeanwhile", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, 0)
-		fake, p := e.stripeCheckout("o-sweep-paid")
+		e, fake, p := checkoutEnv(t, "o-sweep-paid")
 		fake.SetSession(p.ProviderRef, "complete", "paid", "pi_paid_meanwhile")
-		e.clock.Add(expireAfter + time.Second)
-		e.pass()
-		if got, want := e.payment(p.ID).Status, pay.Captured; got != want {
-			t.Fatalf("Status=%s, want %s (the session completed before it could be expired)", got, want)
-		}
+		// Completed before it could be expired: captured, never failed.
+		e.passAfter(expireAfter+time.Second, p.ID, pay.Captured)
 		if cs, _ := fake.Session(p.ProviderRef); cs.Expires != 0 {
 			t.Fatalf("session %+v expired", cs)
 		}
@@ -88,22 +93,13 @@ func TestSweeper_Checkout(t *testing.T) {
 
 	t.Run("Reconciled", func(t *testing.T) {
 		t.Parallel()
-		e := newEnv(t, 0)
-		fake, p := e.stripeCheckout("o-sweep-sepa")
+		e, fake, p := checkoutEnv(t, "o-sweep-sepa")
 		// A delayed method: completed but unpaid is processing; once paid,
 		// captured.
 		fake.SetSession(p.ProviderRef, "complete", "unpaid", "pi_sepa")
-		e.clock.Add(minAge + time.Second)
-		e.pass()
-		if got, want := e.payment(p.ID).Status, pay.Processing; got != want {
-			t.Fatalf("Status=%s, want %s", got, want)
-		}
+		e.passAfter(minAge+time.Second, p.ID, pay.Processing)
 		fake.SetSession(p.ProviderRef, "complete", "paid", "pi_sepa")
-		e.clock.Add(minAge + time.Second)
-		e.pass()
-		if got, want := e.payment(p.ID).Status, pay.Captured; got != want {
-			t.Fatalf("Status=%s, want %s", got, want)
-		}
+		e.passAfter(minAge+time.Second, p.ID, pay.Captured)
 		if n := len(fake.Find("GET", "/v1/checkout/sessions/"+p.ProviderRef)); n != 2 {
 			t.Fatalf("%d session retrievals, want 2", n)
 		}

@@ -38,6 +38,23 @@ func checkoutPayment() pay.Payment {
 	return pm
 }
 
+// createSession creates pm's Checkout Session through p and returns the
+// answer and the create request that reached the API behind rec.
+func createSession(t *testing.T, p *stripe.Provider, rec *stripetest.Recorder, pm pay.Payment) (pay.PSPResult, stripetest.Request) {
+	t.Helper()
+	res, err := p.Create(context.Background(), pm, "checkout-"+pm.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range rec.Find("POST", "/v1/checkout/sessions") {
+		if r.Form.Get("client_reference_id") == pm.ID {
+			return res, r
+		}
+	}
+	t.Fatalf("no session create of %s reached the API", pm.ID)
+	return res, stripetest.Request{}
+}
+
 // TestProvider_Create_Checkout checks the Checkout Session request
 // against stripe-mock, through a Recorder: every parameter SPEC §3 lists,
 // the key checkout-<payment_id>, and the answer requires_action with the
@@ -49,16 +66,7 @@ func TestProvider_Create_Checkout(t *testing.T) {
 
 	t.Run("ConfigURLs", func(t *testing.T) {
 		pm := checkoutPayment()
-		res, err := p.Create(context.Background(), pm, "checkout-"+pm.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var req stripetest.Request
-		for _, r := range rec.Find("POST", "/v1/checkout/sessions") {
-			if r.Form.Get("client_reference_id") == pm.ID {
-				req = r
-			}
-		}
+		res, req := createSession(t, p, rec, pm)
 		for _, c := range []struct{ name, got, want string }{
 			{"Idempotency-Key", req.IdempotencyKey, "checkout-" + pm.ID},
 			{"Stripe-Version", req.StripeVersion, stripego.APIVersion},
@@ -94,15 +102,7 @@ func TestProvider_Create_Checkout(t *testing.T) {
 	t.Run("ReturnURLAndDescription", func(t *testing.T) {
 		pm := checkoutPayment()
 		pm.ReturnURL, pm.Description, pm.Customer = "https://shop.example/orders/7", "Membership, June", pay.Customer{}
-		if _, err := p.Create(context.Background(), pm, "checkout-"+pm.ID); err != nil {
-			t.Fatal(err)
-		}
-		var req stripetest.Request
-		for _, r := range rec.Find("POST", "/v1/checkout/sessions") {
-			if r.Form.Get("client_reference_id") == pm.ID {
-				req = r
-			}
-		}
+		_, req := createSession(t, p, rec, pm)
 		for _, c := range []struct{ name, got, want string }{
 			{"line_items[0][price_data][product_data][name]", req.Form.Get("line_items[0][price_data][product_data][name]"), "Membership, June"},
 			{"success_url", req.Form.Get("success_url"), "https://shop.example/orders/7"},
