@@ -147,6 +147,13 @@ type Service struct {
 	// touch it (under pass).
 	heldIDs map[string]string
 
+	// claims says that the store fans records out as it appends them
+	// (fanOutStore): fanOut claims the others instead of following the
+	// cursor, at most once per Interval in Run, on every RunOnce
+	// (lastClaim: since processStart, 0 for now).
+	claims    bool
+	lastClaim atomic.Int64
+
 	// skip is the Seq of the last outbox record that fan-out found no
 	// target for and has not stored as the cursor yet: the next write
 	// transaction of ripple moves the cursor there (advanceCursor), so a
@@ -276,7 +283,49 @@ func New(store pay.Store, cfg Config) (*Service, error) {
 		s.add(w, w.maxInFlight)
 		s.webhooks = append(s.webhooks, w)
 	}
+	if fs, ok := store.(fanOutStore); ok {
+		fs.SetFanOut(s.deliveriesOf)
+		s.claims = true
+	}
 	return s, nil
+}
+
+// fanOutStore is a store that writes the deliveries of an outbox record
+// in the transaction that appends it (PostgreSQL): several instances then
+// share no fan-out cursor. The records it did not fan out itself are
+// claimed by the workers (claimTx).
+type fanOutStore interface {
+	SetFanOut(func(rec pay.OutboxRecord, now time.Time) []pay.Delivery)
+}
+
+// processStart is when the process began, for claimFanOut's throttle.
+var processStart = time.Now()
+
+// claimTx is the transaction of a fanOutStore.
+type claimTx interface {
+	ClaimUnfanned(limit int) ([]pay.OutboxRecord, error)
+	MarkFanned(seqs []uint64) error
+}
+
+// deliveriesOf returns the deliveries of rec, one per target that wants
+// it, in fan-out order, due at now; their EventSeq is rec's.
+func (s *Service) deliveriesOf(rec pay.OutboxRecord, now time.Time) []pay.Delivery {
+	var ds []pay.Delivery
+	for _, e := range s.order {
+		if e.wants(rec) {
+			ds = append(ds, newDelivery(e, rec, now))
+		}
+	}
+	return ds
+}
+
+// newDelivery returns the delivery of rec to e, due at now.
+func newDelivery(e effect, rec pay.OutboxRecord, now time.Time) pay.Delivery {
+	return pay.Delivery{
+		ID: ids.New(ids.DeliveryPrefix, now), Effect: e.name(), Endpoint: e.endpoint(),
+		EventID: rec.ID, EventType: rec.Type, EventSeq: rec.Seq, EventAt: rec.CreatedAt,
+		PaymentID: rec.PaymentID, State: pay.DeliveryPending, NextAttemptAt: now,
+	}
 }
 
 // add makes e a target of which at most inFlight deliveries run at once.
@@ -378,6 +427,7 @@ func (s *Service) Run(ctx context.Context) error {
 // the attempts it started. Passes do not overlap; their waits do.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
 	var attempts sync.WaitGroup
+	s.lastClaim.Store(0)
 	started, running, first := s.dispatch(ctx, &attempts, false)
 	attempts.Wait()
 	n := 0
@@ -663,6 +713,9 @@ func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 // After a restart before that write they are read again, and still want
 // nothing unless the configuration changed.
 func (s *Service) fanOut(ctx context.Context) error {
+	if s.claims {
+		return s.claimFanOut(ctx)
+	}
 	for {
 		// Look first, without a write: most passes find nothing new, or
 		// nothing any target wants.
@@ -700,22 +753,72 @@ func (s *Service) fanOut(ctx context.Context) error {
 			if n == 0 {
 				return nil
 			}
-			now := tx.Now()
-			for _, rec := range recs {
-				for _, e := range s.order {
-					if !e.wants(rec) {
-						continue
-					}
-					if err := tx.InsertDelivery(pay.Delivery{
-						ID: ids.New(ids.DeliveryPrefix, now), Effect: e.name(), Endpoint: e.endpoint(),
-						EventID: rec.ID, EventType: rec.Type, EventSeq: rec.Seq, EventAt: rec.CreatedAt,
-						PaymentID: rec.PaymentID, State: pay.DeliveryPending, NextAttemptAt: now,
-					}); err != nil {
-						return err
-					}
-				}
+			if err := s.insertDeliveries(tx, recs); err != nil {
+				return err
 			}
 			return tx.SetRippleCursor(recs[n-1].Seq)
+		})
+		if err != nil {
+			return fmt.Errorf("fan out: %w", err)
+		}
+		if n < s.batch() {
+			return nil
+		}
+	}
+}
+
+// insertDeliveries stores the deliveries of recs.
+func (s *Service) insertDeliveries(tx rippleTx, recs []pay.OutboxRecord) error {
+	now := tx.Now()
+	for _, rec := range recs {
+		for _, e := range s.order {
+			if !e.wants(rec) {
+				continue
+			}
+			if err := tx.InsertDelivery(newDelivery(e, rec, now)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// claimFanOut fans out, on a fanOutStore, the records that their
+// transaction did not (appended before the store knew the targets, or by
+// another process): batches of them claimed (ClaimUnfanned) by whichever
+// instance comes first, no cursor. Their transactions fanned nearly every
+// record out, so it looks at most once per Interval.
+func (s *Service) claimFanOut(ctx context.Context) error {
+	interval := s.Interval
+	if interval <= 0 {
+		interval = DefaultInterval
+	}
+	// The process's clock, not Now: a throttle, not a schedule.
+	now := time.Since(processStart)
+	if last := s.lastClaim.Load(); last != 0 && int64(now)-last < int64(interval) {
+		return nil
+	}
+	s.lastClaim.Store(max(int64(now), 1))
+	for {
+		var n int
+		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+			ctx, ok := tx.(claimTx)
+			if !ok {
+				return fmt.Errorf("the store's transactions cannot claim outbox records")
+			}
+			recs, err := ctx.ClaimUnfanned(s.batch())
+			n = len(recs)
+			if err != nil || n == 0 {
+				return err
+			}
+			if err := s.insertDeliveries(tx, recs); err != nil {
+				return err
+			}
+			seqs := make([]uint64, n)
+			for i, r := range recs {
+				seqs[i] = r.Seq
+			}
+			return ctx.MarkFanned(seqs)
 		})
 		if err != nil {
 			return fmt.Errorf("fan out: %w", err)

@@ -4,10 +4,14 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
@@ -77,4 +81,107 @@ func TestShared_OneAttemptAcrossInstances(t *testing.T) {
 	if done != 1 || requests.Load() != 1 {
 		t.Fatalf("done deliveries=%d, requests=%d; want 1 and 1", done, requests.Load())
 	}
+}
+
+// cursorTracer records whether a statement took the ripple cursor's
+// advisory lock or wrote the cursor row.
+type cursorTracer struct{ cursor atomic.Int64 }
+
+func (c *cursorTracer) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	touches := strings.Contains(d.SQL, "ripple_cursor") && strings.Contains(strings.ToUpper(d.SQL), "UPDATE")
+	for _, a := range d.Args {
+		if s, ok := a.(string); ok && s == "ripple:cursor" {
+			touches = true
+		}
+		if ss, ok := a.([]string); ok && slices.Contains(ss, "ripple:cursor") {
+			touches = true
+		}
+	}
+	if touches {
+		c.cursor.Add(1)
+	}
+	return ctx
+}
+
+func (c *cursorTracer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// TestShared_FanOutInTransition: on PostgreSQL the transaction of a
+// transition writes its deliveries (the ripple service gave the store its
+// targets), so they exist as soon as it commits, before any pass; the
+// records appended before any service existed are fanned out by two
+// instances' passes at once, each exactly once, and neither instance
+// takes the ripple cursor's lock or writes its row.
+func TestShared_FanOutInTransition(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(t0)
+	ctx := context.Background()
+	dsn := pgtest.Schema(t)
+	var trace cursorTracer
+	open := func() *postgres.DB {
+		db, err := postgres.Open(ctx, dsn, &postgres.Options{Now: clock.Now, Tracer: &trace})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}
+	dbA, dbB := open(), open()
+	trace.cursor.Store(0) // the migrations read it
+	customer := pay.Customer{ID: "cus_1"}
+	// Captured before any service: nothing fanned out.
+	var early []pay.Payment
+	for i := 1; i <= 6; i++ {
+		p := insertPayment(t, dbA, i, 1000, "EUR", customer)
+		if _, err := finalize.New(dbA).Finalize(ctx, pay.Observation{PaymentID: p.ID, Source: pay.SourceSweeper, Status: pay.Captured}); err != nil {
+			t.Fatal(err)
+		}
+		early = append(early, p)
+	}
+	a, b := newService(t, dbA, clock, ripple.Config{Shared: true, PointsPerUnit: 1}), newService(t, dbB, clock, ripple.Config{Shared: true, PointsPerUnit: 1})
+
+	p := insertPayment(t, dbB, 7, 1000, "EUR", customer)
+	if _, err := finalize.New(dbB).Finalize(ctx, pay.Observation{PaymentID: p.ID, Source: pay.SourceSweeper, Status: pay.Captured}); err != nil {
+		t.Fatal(err)
+	}
+	ds := deliveries(t, dbA, p.ID)
+	const loyalty, retention = pay.EffectLoyalty + " payment.captured", pay.EffectRetention + " payment.captured"
+	if len(ds) != 2 || ds[loyalty].State != pay.DeliveryPending || ds[retention].State != pay.DeliveryPending {
+		t.Fatalf("deliveries after the transition's commit, before any pass: %v; want a pending loyalty and retention delivery", ds)
+	}
+
+	var wg sync.WaitGroup
+	for _, svc := range []*ripple.Service{a, b} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if n, err := svc.RunOnce(ctx); err != nil {
+					t.Error(err)
+					return
+				} else if n == 0 {
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	settle(t, a)
+	for _, q := range append(early, p) {
+		ds := deliveries(t, dbA, q.ID) // fails on two deliveries of one target
+		if len(ds) != 2 || ds[loyalty].State != pay.DeliveryDone || ds[retention].State != pay.DeliveryDone {
+			t.Fatalf("deliveries of %s: %v; want a done loyalty and retention delivery", q.ID, ds)
+		}
+	}
+	if got, want := customerPoints(t, dbA, "cus_1"), int64(70); got != want {
+		t.Fatalf("points=%d, want %d (10 per payment, each once)", got, want)
+	}
+	if n := trace.cursor.Load(); n != 0 {
+		t.Fatalf("%d statements took the ripple cursor's lock or wrote its row, want none", n)
+	}
+}
+
+// customerPoints returns a customer's loyalty points.
+func customerPoints(t *testing.T, db pay.Store, id string) int64 {
+	t.Helper()
+	return customer(t, db, id).Points
 }

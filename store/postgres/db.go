@@ -55,6 +55,7 @@ type DB struct {
 	now      func() time.Time
 	logger   zerolog.Logger
 	migrated int
+	fanOut   atomic.Pointer[func(pay.OutboxRecord, time.Time) []pay.Delivery]
 
 	updates, attempts, retries, commits atomic.Int64
 }
@@ -249,7 +250,27 @@ func (db *DB) try(ctx context.Context, fn func(pay.Tx) error) (retry bool, err e
 
 // begin wraps a pgx transaction; the clock is read here, once.
 func (db *DB) begin(ctx context.Context, ptx pgx.Tx, writable bool) *tx {
-	return &tx{ctx: ctx, ptx: ptx, now: db.now().UTC(), writable: writable}
+	t := &tx{ctx: ctx, ptx: ptx, now: db.now().UTC(), writable: writable}
+	if f := db.fanOut.Load(); f != nil && writable {
+		t.fanOut = *f
+	}
+	return t
+}
+
+// SetFanOut makes every later AppendOutbox write the deliveries that
+// fanOut gives for the record (due at the transaction's time; their
+// EventSeq is the record's) in the statement that appends it, and mark
+// the record fanned out: the ripple workers then claim due deliveries,
+// never the record. The ripple service sets it (ripple.New): a record's
+// targets are the configuration's. Records appended before, or by a
+// process that did not set it, are fanned out by the workers
+// (ClaimUnfanned).
+func (db *DB) SetFanOut(fanOut func(r pay.OutboxRecord, now time.Time) []pay.Delivery) {
+	if fanOut == nil {
+		db.fanOut.Store(nil)
+		return
+	}
+	db.fanOut.Store(&fanOut)
 }
 
 // retryableError is a transaction that PostgreSQL could not serialize or

@@ -21,7 +21,7 @@
 //
 //	table              key                               indexes
 //	schema_version     version                           —
-//	meta               key                               rows ripple_cursor, outbox_horizon
+//	meta               key                               rows ripple_cursor (a floor, SetRippleCursor), outbox_horizon
 //	payments           id                                payments_by_status (status, updated_at, id),
 //	                                                     payments_by_created (created_at, id),
 //	                                                     payments_by_order (order_id, created_at, id),
@@ -32,7 +32,8 @@
 //	                                                     inbox_pending (next_attempt_at, …) WHERE NOT processed
 //	processed          (provider, event_id)              processed_by_time (at, …)
 //	leases             payment_id                        —
-//	outbox             seq                               outbox_by_payment (payment_id, seq)
+//	outbox             seq                               outbox_by_payment (payment_id, seq),
+//	                                                     outbox_unfanned (seq) WHERE NOT fanned
 //	deliveries         id                                deliveries_due (next_attempt_at, id) WHERE pending,
 //	                                                     deliveries_open UNIQUE (target, payment_id, event_seq) WHERE pending,
 //	                                                     deliveries_by_state (state, state_at, id)
@@ -66,13 +67,13 @@
 // Every caller of pay.Store was written against bbolt's one writer at a
 // time: it reads a record, decides and writes (finalize's compare-and-set,
 // claiming an idempotency key with IdemKey then PutIdemKey, taking a
-// lease, the ripple fan-out moving its cursor, a loyalty credit). Update
+// lease, a loyalty credit). Update
 // keeps that true across instances with READ COMMITTED and locks by
 // record: each Tx method of a write transaction that reads or writes one
 // record first takes that record's transaction-level advisory lock (the
 // 64-bit hash of its family and key: payment, event, lease,
-// idempotency key, effect, endpoint, review item, PSP answer, the ripple
-// cursor) and holds it to the end. Two transactions that touch the same
+// idempotency key, effect, endpoint, review item, PSP answer) and holds it
+// to the end. Two transactions that touch the same
 // record take turns, and the later one, whose statements each get a
 // snapshot taken after the lock was granted, reads what the earlier one
 // committed: strict two-phase locking of records, the pattern of every
@@ -108,9 +109,17 @@
 // in the transaction: no counter row. OutboxAfter shows only the records
 // below the oldest transaction of this database still running in its
 // snapshot (pg_snapshot_xip, pg_snapshot_xmax), so a record never appears
-// behind a cursor that follows it (the ripple fan-out, the NATS relay; a
+// behind a cursor that follows it (the NATS relay, a copy; a
 // plain sequence would allow that), and a long transaction delays the feed
-// until it ends. The ledger Seq is an
+// until it ends. There is no fan-out cursor: once the ripple service has
+// given the store its targets (SetFanOut), AppendOutbox writes a record's
+// deliveries in the statement that appends it and marks it fanned; the
+// records appended without (before that, or by another process) are
+// claimed by the workers of any instance, FOR UPDATE SKIP LOCKED
+// (ClaimUnfanned), each payment's in its order. RippleCursor is derived
+// from the records (the last one fanned out before the first that is
+// not), SetRippleCursor marks records fanned (the suite, a copy), and
+// PurgeOutbox removes fanned records only. The ledger Seq is an
 // identity column (the journal's order, not the commits'), and a balance
 // is the sum of shard rows, each posting adding to its connection's
 // shard: postings of different payments share no row.

@@ -99,7 +99,7 @@ var importTables = []struct{ name, cols, key string }{
 	{"inbox", inboxCols, "provider, event_id"},
 	{"processed", "provider, event_id, at", "provider, event_id"},
 	{"leases", "payment_id, holder, token, expires_at", "payment_id"},
-	{"outbox", outboxCols, "seq"},
+	{"outbox", outboxCols + ", fanned", "seq"},
 	{"deliveries", deliveryCols, "id"},
 	{"ledger", "seq, payment_id, event_id, account, currency, amount, at", "seq"},
 	{"balances", "account, currency, amount, shard", "account, currency, shard"},
@@ -374,6 +374,9 @@ func (im *Importer) Finish() error {
 			WHEN 'outbox_horizon' THEN $2::bigint END
 		WHERE key IN ('ripple_cursor', 'outbox_horizon')`,
 		im.counters[2], im.counters[3])
+	if err == nil { // the records up to the cursor were fanned out
+		_, err = tx.Exec(ctx, `UPDATE outbox SET fanned = true WHERE seq <= $1 AND NOT fanned`, im.counters[2])
+	}
 	if err == nil {
 		_, err = tx.Exec(ctx, `SELECT setval(pg_get_serial_sequence('ledger', 'seq'), greatest($1::bigint,
 			(SELECT coalesce(max(seq), 0) FROM ledger)) + 1, false)`, im.counters[1])
@@ -453,7 +456,8 @@ func (im *Importer) Outbox(r pay.OutboxRecord) error {
 	return im.add("outbox", fmt.Sprintf("outbox record %d (%s)", r.Seq, r.ID), &e,
 		e.u64("seq", r.Seq), r.ID, r.Type, r.PaymentID, string(r.Status), string(r.From), e.u64("version", r.Version), r.OrderID,
 		r.Amount, r.Currency, r.Customer.ID, r.Customer.Email, r.Provider, e.stamp(r.CreatedAt),
-		r.RefundID, r.DisputeID, r.ObjectAmount, r.ObjectStatus, r.AmountRefunded)
+		r.RefundID, r.DisputeID, r.ObjectAmount, r.ObjectStatus, r.AmountRefunded,
+		false) // Finish marks those up to the ripple cursor fanned out
 }
 
 // Delivery buffers a delivery in its state.

@@ -65,9 +65,24 @@ func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 	if e.err != nil {
 		return e.err
 	}
-	_, err := t.exec("append outbox", `INSERT INTO outbox (`+outboxCols+`)
+	insert := `INSERT INTO outbox (` + outboxCols + `, fanned)
 		VALUES ($19::bigint + (pg_current_xact_id()::text::bigint << 16), $1, $2, $3, $4, $5, $6::bigint, $7, $8::bigint, $9, $10, $11, $12,
-			$13::bigint, $14, $15, $16::bigint, $17, $18::bigint)`, args...)
+			$13::bigint, $14, $15, $16::bigint, $17, $18::bigint, $20)`
+	var err error
+	if t.fanOut == nil {
+		_, err = t.exec("append outbox", insert, append(args, false)...)
+	} else {
+		// The record and its deliveries in one statement.
+		var dids, effects, endpoints []string
+		for _, d := range t.fanOut(r, t.now) {
+			dids, effects, endpoints = append(dids, d.ID), append(effects, d.Effect), append(endpoints, d.Endpoint)
+		}
+		_, err = t.exec("append outbox", `WITH o AS (`+insert+` RETURNING seq)
+			INSERT INTO deliveries (`+deliveryCols+`)
+			SELECT d.id, d.effect, d.endpoint, $1, $2, o.seq, $13::bigint, $3, 'pending', 0, $21::bigint, '', '', $21::bigint, $21::bigint
+			FROM o, unnest($22::text[], $23::text[], $24::text[]) AS d(id, effect, endpoint)`,
+			append(args, true, t.nowNS(), dids, effects, endpoints)...)
+	}
 	if err == nil {
 		t.outboxN++
 	}
@@ -136,33 +151,72 @@ func (t *tx) meta(key string) (int64, error) {
 	return v, err
 }
 
-// RippleCursor returns the Seq of the last outbox record fanned out, 0 if
-// none.
+// RippleCursor returns the Seq of the last outbox record fanned out
+// before the first one that is not (or the last record, if every one
+// is), and at least the last SetRippleCursor, 0 if none: records are
+// fanned out by claims (fanned), not in Seq order, so this is derived
+// from them, for the callers that follow the outbox from it (the
+// gauges, the copy). No lock and no row written.
 func (t *tx) RippleCursor() (uint64, error) {
-	if err := t.lock("ripple", "cursor"); err != nil {
-		return 0, err
-	}
-	v, err := t.meta("ripple_cursor")
+	v, _, err := queryOne(t, "read ripple cursor", `SELECT greatest((SELECT value FROM meta WHERE key = 'ripple_cursor'),
+		(SELECT coalesce(max(seq), 0) FROM outbox WHERE seq < coalesce((SELECT min(seq) FROM outbox WHERE NOT fanned), `+
+		`9223372036854775807) AND seq < (`+outboxBound+`)))`, scalar[int64])
 	return uint64(v), err
 }
 
-// SetRippleCursor records the last outbox record fanned out. The cursor
-// never moves back (EINVALID): a record fanned out twice would be
-// delivered twice.
+// SetRippleCursor marks the outbox records up to seq fanned out and
+// records seq as the cursor's floor. It never moves back (EINVALID): a
+// record fanned out twice would be delivered twice. One statement, which
+// locks the meta row only for its own update: the ripple workers do not
+// call it on PostgreSQL (ClaimUnfanned).
 func (t *tx) SetRippleCursor(seq uint64) error {
-	cur, err := t.RippleCursor()
-	if err != nil {
-		return err
-	}
-	if seq < cur {
-		return pay.Errorf(pay.EINVALID, "ripple cursor cannot move back from %d to %d", cur, seq)
-	}
 	e := enc{what: "ripple cursor"}
 	v := e.u64("seq", seq)
 	if e.err != nil {
 		return e.err
 	}
-	_, err = t.exec("set ripple cursor", `UPDATE meta SET value = $1 WHERE key = 'ripple_cursor'`, v)
+	cur, found, err := queryOne(t, "set ripple cursor", `WITH m AS (
+			UPDATE meta SET value = $1 WHERE key = 'ripple_cursor' AND value <= $1 RETURNING value),
+		f AS (UPDATE outbox SET fanned = true WHERE seq <= $1 AND NOT fanned AND EXISTS (SELECT 1 FROM m))
+		SELECT value FROM meta WHERE key = 'ripple_cursor' AND NOT EXISTS (SELECT 1 FROM m)`, scalar[int64], v)
+	if err != nil {
+		return err
+	} else if found {
+		return pay.Errorf(pay.EINVALID, "ripple cursor cannot move back from %d to %d", cur, seq)
+	}
+	return nil
+}
+
+// ClaimUnfanned returns up to limit outbox records that are not fanned
+// out, in Seq order, locked (FOR UPDATE SKIP LOCKED) so that workers of
+// other instances claim others, and none of which has an earlier record
+// of its payment (by version, then Seq) not fanned out: a payment's
+// deliveries are created in its order. The caller writes their
+// deliveries and calls MarkFanned in the same transaction. Outside a
+// write transaction it locks nothing.
+func (t *tx) ClaimUnfanned(limit int) ([]pay.OutboxRecord, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
+	lock := ""
+	if t.writable {
+		lock = ` FOR UPDATE SKIP LOCKED`
+	}
+	return queryAll(t, "claim outbox", `SELECT `+outboxCols+` FROM outbox o WHERE NOT fanned
+		AND NOT EXISTS (SELECT 1 FROM outbox p WHERE p.payment_id = o.payment_id AND NOT p.fanned AND (p.version, p.seq) < (o.version, o.seq))
+		ORDER BY seq LIMIT $1`+lock, scanOutbox, limit)
+}
+
+// MarkFanned marks outbox records fanned out (ClaimUnfanned).
+func (t *tx) MarkFanned(seqs []uint64) error {
+	v := make([]int64, 0, len(seqs))
+	for _, s := range seqs {
+		if s > math.MaxInt64 {
+			return pay.Errorf(pay.EINVALID, "outbox seq %d is out of range", s)
+		}
+		v = append(v, int64(s))
+	}
+	_, err := t.exec("mark outbox fanned out", `UPDATE outbox SET fanned = true WHERE seq = ANY($1)`, v)
 	return err
 }
 
@@ -173,7 +227,7 @@ var effectNames = []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectRec
 // PurgeOutbox removes up to limit delivered outbox records created
 // strictly before before, oldest first, and returns how many it removed,
 // with the rules of the bbolt store: a record is delivered when it was
-// fanned out (Seq at or below the ripple cursor), none of its deliveries
+// fanned out (its deliveries exist: fanned), none of its deliveries
 // is pending and none became dead at or after before. The walk from the
 // oldest record stops at the first one created at or after before or
 // after the oldest pending delivery's event, or not fanned out. With each
@@ -182,13 +236,6 @@ var effectNames = []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectRec
 // limit below 1.
 func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 	if err := checkLimit(limit); err != nil {
-		return 0, err
-	}
-	if err := t.lock("ripple", "cursor"); err != nil { // the fan-out cannot move it meanwhile
-		return 0, err
-	}
-	cursor, err := t.meta("ripple_cursor")
-	if err != nil {
 		return 0, err
 	}
 	bound := keyNS(before)
@@ -207,13 +254,17 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 		seq     int64
 		eventID string
 		created int64
+		fanned  bool
 	}
-	recs, err := queryAll(t, "read outbox", `SELECT seq, id, created_at FROM outbox WHERE seq <= $1 ORDER BY seq LIMIT $2`,
+	// A record is fanned out once and stays so; the walk reads no record
+	// that a transaction still running may be followed by (outboxBound).
+	recs, err := queryAll(t, "read outbox", `SELECT seq, id, created_at, fanned FROM outbox WHERE seq < (`+outboxBound+`)
+		ORDER BY seq LIMIT $1`,
 		func(r pgx.Row) (due, error) {
 			var d due
-			err := r.Scan(&d.seq, &d.eventID, &d.created)
+			err := r.Scan(&d.seq, &d.eventID, &d.created, &d.fanned)
 			return d, err
-		}, cursor, limit+len(held))
+		}, limit+len(held))
 	if err != nil {
 		return 0, err
 	}
@@ -223,7 +274,7 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 		last int64
 	)
 	for _, r := range recs {
-		if len(seqs) == limit || max(r.created, 0) >= bound {
+		if len(seqs) == limit || max(r.created, 0) >= bound || !r.fanned {
 			break
 		}
 		if slices.Contains(held, r.seq) {

@@ -39,6 +39,9 @@ type tx struct {
 
 	// outboxN is how many outbox records the transaction appended.
 	outboxN int
+	// fanOut, if set, gives the deliveries of an appended record
+	// (DB.SetFanOut).
+	fanOut func(pay.OutboxRecord, time.Time) []pay.Delivery
 }
 
 var _ pay.Tx = (*tx)(nil)
