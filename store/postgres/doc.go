@@ -71,15 +71,16 @@
 // keeps that true across instances with READ COMMITTED and locks by
 // record: each Tx method of a write transaction that reads or writes one
 // record first takes that record's transaction-level advisory lock (the
-// 64-bit hash of its family and key: payment, event, lease,
+// 64-bit hash of its family and key: a new payment, event, lease,
 // idempotency key, effect, endpoint, review item, PSP answer) and holds it
 // to the end. Two transactions that touch the same
 // record take turns, and the later one, whose statements each get a
 // snapshot taken after the lock was granted, reads what the earlier one
 // committed: strict two-phase locking of records, the pattern of every
 // caller. A lock is taken for records that do not exist yet too (a new
-// idempotency key, a first lease), which row locks cannot do. Deliveries
-// and customer accounts, which nearly always exist when they are read,
+// idempotency key, a first lease), which row locks cannot do. Payments,
+// deliveries and customer accounts, which nearly always exist when they
+// are read,
 // are locked by their row instead, in the statement that reads them
 // (lockedRow: FOR NO KEY UPDATE, the advisory lock only while the row
 // does not exist): one statement instead of two. Lists (ListPayments, Candidates, PendingInbox, …) lock

@@ -41,11 +41,13 @@ func scanPayment(r pgx.Row) (pay.Payment, error) {
 }
 
 // Payment returns the payment with the given id, or ENOTFOUND.
+//
+// In a write transaction the payment is locked by its own row, in the
+// statement that reads it (lockedRow: FOR NO KEY UPDATE), and stays
+// locked to the end; the compare-and-set and the timeline then take no
+// other lock.
 func (t *tx) Payment(id string) (pay.Payment, error) {
-	if err := t.lock("payment", id); err != nil {
-		return pay.Payment{}, err
-	}
-	p, found, err := queryOne(t, "read payment", `SELECT `+paymentCols+` FROM payments WHERE id = $1`, scanPayment, id)
+	p, found, err := lockedRow(t, "payment", id, "read payment", `SELECT `+paymentCols+` FROM payments WHERE id = $1`, scanPayment, id)
 	if err != nil {
 		return pay.Payment{}, err
 	} else if !found {
@@ -161,7 +163,7 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := t.lock("payment", p.ID); err != nil {
+	if err := t.lockPayment(p.ID); err != nil {
 		return err
 	}
 	if p.Version == prev+1 && prev < 1<<63 {
@@ -191,6 +193,16 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 		return pay.Errorf(pay.ECONFLICT, "payment %s: the version after %d is %d, got %d", p.ID, prev, prev+1, p.Version)
 	}
 	return t.refConflict(p)
+}
+
+// lockPayment locks a payment, in a write transaction, as Payment does
+// (its row, or the advisory lock while it has none), without reading it.
+func (t *tx) lockPayment(id string) error {
+	if !t.writable || t.locked["payment:"+id] {
+		return nil
+	}
+	_, _, err := lockedRow(t, "payment", id, "lock payment", `SELECT true FROM payments WHERE id = $1`, scalar[bool], id)
+	return err
 }
 
 // ListPayments returns a page of payments and the cursor of the next page

@@ -23,7 +23,7 @@ func (t *tx) AppendStep(s pay.Step) error {
 	if e.err != nil {
 		return e.err
 	}
-	if err := t.lock("payment", s.PaymentID); err != nil { // a payment's steps go with it
+	if err := t.lockPayment(s.PaymentID); err != nil { // a payment's steps go with it
 		return err
 	}
 	_, err := t.exec("append step", `INSERT INTO timeline (payment_id, seq, at, source, kind, from_status, to_status, version, event_id, note)
