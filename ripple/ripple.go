@@ -298,6 +298,13 @@ type fanOutStore interface {
 	SetFanOut(func(rec pay.OutboxRecord, now time.Time) []pay.Delivery)
 }
 
+// claimDeliveriesTx is a transaction that claims a batch of deliveries
+// in one statement, skipping those that another transaction holds
+// (PostgreSQL: FOR NO KEY UPDATE SKIP LOCKED).
+type claimDeliveriesTx interface {
+	ClaimDeliveries(ids []string) ([]pay.Delivery, error)
+}
+
 // processStart is when the process began, for claimFanOut's throttle.
 var processStart = time.Now()
 
@@ -659,10 +666,39 @@ func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
+		// Several instances (claimDeliveriesTx): the batch's deliveries
+		// are claimed in one statement, and those another instance holds
+		// are left to it; the records of the batch are read once each.
+		var (
+			claimed map[string]pay.Delivery
+			records map[uint64]pay.OutboxRecord
+		)
+		if ct, ok := tx.(claimDeliveriesTx); ok {
+			ids := make([]string, len(jobs))
+			for i, j := range jobs {
+				ids[i] = j.d.ID
+			}
+			ds, err := ct.ClaimDeliveries(ids)
+			if err != nil {
+				return err
+			}
+			claimed, records = make(map[string]pay.Delivery, len(ds)), map[uint64]pay.OutboxRecord{}
+			for _, d := range ds {
+				claimed[d.ID] = d
+			}
+		}
 		for i, j := range jobs {
 			recs[i] = nil // the function may run more than once (group commit)
-			cur, err := tx.Delivery(j.d.ID)
-			if pay.ErrorCode(err) == pay.ENOTFOUND {
+			var (
+				cur pay.Delivery
+				err error
+			)
+			if claimed != nil {
+				var ok bool
+				if cur, ok = claimed[j.d.ID]; !ok {
+					continue // purged meanwhile, or another instance's
+				}
+			} else if cur, err = tx.Delivery(j.d.ID); pay.ErrorCode(err) == pay.ENOTFOUND {
 				continue // purged meanwhile: done long ago
 			} else if err != nil {
 				return err
@@ -672,7 +708,13 @@ func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 				continue // moved on since the pass read it
 			}
 			r := &recording{d: cur}
-			rec, err := tx.OutboxRecord(cur.EventSeq)
+			rec, ok := records[cur.EventSeq]
+			if !ok {
+				rec, err = tx.OutboxRecord(cur.EventSeq)
+				if err == nil && records != nil {
+					records[cur.EventSeq] = rec
+				}
+			}
 			switch {
 			case pay.ErrorCode(err) == pay.ENOTFOUND:
 				r.out.permanent, r.failure = true, fmt.Errorf("outbox record %d (%s) is gone", cur.EventSeq, cur.EventID)

@@ -376,6 +376,30 @@ func (t *tx) Delivery(id string) (pay.Delivery, error) {
 	return d, nil
 }
 
+// ClaimDeliveries returns the stored deliveries among ids, each locked by
+// its row (FOR NO KEY UPDATE) to the end of the transaction, as Delivery
+// locks one, in one statement; those that another transaction holds are
+// skipped (SKIP LOCKED), not waited for: a ripple worker of another
+// instance is applying them. Outside a write transaction it locks
+// nothing.
+func (t *tx) ClaimDeliveries(ids []string) ([]pay.Delivery, error) {
+	lock := ""
+	if t.writable {
+		lock = ` FOR NO KEY UPDATE SKIP LOCKED`
+	}
+	ds, err := queryAll(t, "claim deliveries", `SELECT `+deliveryCols+` FROM deliveries WHERE id = ANY($1) ORDER BY id`+lock, scanDelivery, ids)
+	if err != nil || !t.writable {
+		return ds, err
+	}
+	if t.locked == nil {
+		t.locked = map[string]bool{}
+	}
+	for _, d := range ds {
+		t.locked["delivery:"+d.ID] = true
+	}
+	return ds, nil
+}
+
 // UpdateDelivery writes d's State, Attempts, NextAttemptAt, LastError and
 // Note over the stored delivery with the same id; UpdatedAt becomes
 // Tx.Now, and a pending delivery with a zero NextAttemptAt is due at

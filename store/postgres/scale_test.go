@@ -323,3 +323,66 @@ func TestDB_CustomerRace(t *testing.T) {
 		t.Fatalf("points=%d after four credits, want 4", c.Points)
 	}
 }
+
+// claimer is what the ripple workers use of a transaction on PostgreSQL
+// to claim work (package ripple: claimTx, claimDeliveriesTx).
+type claimer interface {
+	ClaimUnfanned(limit int) ([]pay.OutboxRecord, error)
+	MarkFanned(seqs []uint64) error
+	ClaimDeliveries(ids []string) ([]pay.Delivery, error)
+}
+
+// TestScale_RippleClaims: two instances' ripple workers claim outbox
+// records to fan out and due deliveries to apply at once without waiting
+// for each other: what one holds, the other skips (SKIP LOCKED) and takes
+// the rest; no cursor row or lock is shared.
+func TestScale_RippleClaims(t *testing.T) {
+	t.Parallel()
+	ins := twoInstances(t)
+	ctx := context.Background()
+	if err := ins[0].db.Update(ctx, func(tx pay.Tx) error {
+		for i := 1; i <= 2; i++ {
+			p := fmt.Sprintf("pay_%d", i)
+			if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_" + p, Type: "payment.captured", PaymentID: p, Status: pay.Captured, Version: 2}); err != nil {
+				return err
+			}
+			if err := tx.InsertDelivery(pay.Delivery{ID: fmt.Sprintf("dlv_%d", i), Effect: pay.EffectLoyalty, EventID: "evt_" + p,
+				EventType: "payment.captured", EventSeq: uint64(i), PaymentID: p, State: pay.DeliveryPending}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var firstRecs, secondRecs []pay.OutboxRecord
+	if waitsBehind(t, ins,
+		func(tx pay.Tx) (err error) { firstRecs, err = tx.(claimer).ClaimUnfanned(1); return err },
+		func(tx pay.Tx) (err error) {
+			secondRecs, err = tx.(claimer).ClaimUnfanned(10)
+			if err == nil && len(secondRecs) > 0 {
+				err = tx.(claimer).MarkFanned([]uint64{secondRecs[0].Seq})
+			}
+			return err
+		}, nil) {
+		t.Error("a claim of outbox records waited for another instance's claim")
+	}
+	if len(firstRecs) != 1 || len(secondRecs) != 1 || firstRecs[0].PaymentID == secondRecs[0].PaymentID {
+		t.Fatalf("claimed %v, then %v while the first was held; want one record each, of different payments", firstRecs, secondRecs)
+	}
+	var firstDs, secondDs []pay.Delivery
+	if waitsBehind(t, ins,
+		func(tx pay.Tx) (err error) {
+			firstDs, err = tx.(claimer).ClaimDeliveries([]string{"dlv_1"})
+			return err
+		},
+		func(tx pay.Tx) (err error) {
+			secondDs, err = tx.(claimer).ClaimDeliveries([]string{"dlv_1", "dlv_2"})
+			return err
+		}, nil) {
+		t.Error("a claim of deliveries waited for another instance's claim")
+	}
+	if len(firstDs) != 1 || len(secondDs) != 1 || secondDs[0].ID != "dlv_2" {
+		t.Fatalf("claimed %v, then %v while the first was held; want dlv_1, then dlv_2 alone", firstDs, secondDs)
+	}
+}
