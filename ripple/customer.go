@@ -68,14 +68,20 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 	var out outcome
 	err := func() error {
 		key := pay.EffectLoyalty + ":" + rec.ID
-		if _, done, err := tx.Effect(key); err != nil {
-			return err
-		} else if done {
-			out = outcome{note: "applied before", skipped: true}
-			return nil
-		}
 		credited, known, err := tx.Effect(loyaltyPaymentKey(rec.PaymentID))
 		if err != nil {
+			return err
+		}
+		// The points are known before the dedupe key is claimed, so the
+		// claim stores its final record; a record applied before is
+		// skipped even if its points cannot be worked out now.
+		fail := func(err error) error {
+			if _, done, derr := tx.Effect(key); derr != nil {
+				return derr
+			} else if done {
+				out = outcome{note: "applied before", skipped: true}
+				return nil
+			}
 			return err
 		}
 		var points int64
@@ -87,7 +93,7 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 			full := credited.Points
 			if !known {
 				if full, err = Points(rec.Amount, rec.Currency, l.s.Config.PointsPerUnit); err != nil {
-					return err
+					return fail(err)
 				}
 			}
 			points = -refundShare(full, rec.Amount, rec.AmountRefunded, rec.ObjectAmount)
@@ -96,7 +102,7 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 			out.note = "the payment was refunded before its capture was applied: no points"
 		case rec.Status == pay.Captured:
 			if points, err = Points(rec.Amount, rec.Currency, l.s.Config.PointsPerUnit); err != nil {
-				return err
+				return fail(err)
 			}
 			credit = points
 			out.note = fmt.Sprintf("credited %d points to %s", points, rec.Customer.ID)
@@ -104,6 +110,12 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 			points = -credited.Points
 			credit = 0
 			out.note = fmt.Sprintf("clawed back %d points from %s", credited.Points, rec.Customer.ID)
+		}
+		if claimed, err := claimEffect(tx, pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: points}); err != nil {
+			return err
+		} else if !claimed {
+			out = outcome{note: "applied before", skipped: true}
+			return nil
 		}
 		c, err := tx.CustomerAccount(rec.Customer.ID)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
@@ -116,12 +128,10 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 		if err := tx.PutCustomerAccount(c); err != nil {
 			return err
 		}
-		if rec.Type != pay.EventRefundSucceeded { // a refund's share leaves the capture's record as it is
-			if err := tx.PutEffect(pay.EffectRecord{Key: loyaltyPaymentKey(rec.PaymentID), DeliveryID: d.ID, Points: credit}); err != nil {
-				return err
-			}
+		if rec.Type == pay.EventRefundSucceeded { // a refund's share leaves the capture's record as it is
+			return nil
 		}
-		return tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: points})
+		return tx.PutEffect(pay.EffectRecord{Key: loyaltyPaymentKey(rec.PaymentID), DeliveryID: d.ID, Points: credit})
 	}()
 	if err != nil {
 		return outcome{}, fmt.Errorf("loyalty: %w", err)
@@ -153,10 +163,9 @@ func (r *retention) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (
 	}
 	var out outcome
 	err := func() error {
-		key := pay.EffectRetention + ":" + rec.ID
-		if _, done, err := tx.Effect(key); err != nil {
+		if claimed, err := claimEffect(tx, pay.EffectRecord{Key: pay.EffectRetention + ":" + rec.ID, DeliveryID: d.ID}); err != nil {
 			return err
-		} else if done {
+		} else if !claimed {
 			out = outcome{note: "applied before", skipped: true}
 			return nil
 		}
@@ -172,15 +181,32 @@ func (r *retention) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (
 			c.LastVisitAt = rec.CreatedAt
 			out.note = "last visit " + rec.CreatedAt.UTC().Format("2006-01-02T15:04:05Z07:00")
 		}
-		if err := tx.PutCustomerAccount(c); err != nil {
-			return err
-		}
-		return tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID})
+		return tx.PutCustomerAccount(c)
 	}()
 	if err != nil {
 		return outcome{}, fmt.Errorf("retention: %w", err)
 	}
 	return out, nil
+}
+
+// effectClaimer is a transaction that claims an effect's dedupe key in
+// one statement, the key's unique index deciding between instances
+// (store/postgres: ClaimEffect).
+type effectClaimer interface {
+	ClaimEffect(r pay.EffectRecord) (bool, error)
+}
+
+// claimEffect stores r unless its key has a record, and reports whether it
+// did: with ClaimEffect where tx has it, else with Effect and PutEffect (a
+// store with one writer, bbolt).
+func claimEffect(tx rippleTx, r pay.EffectRecord) (bool, error) {
+	if c, ok := tx.(effectClaimer); ok {
+		return c.ClaimEffect(r)
+	}
+	if _, done, err := tx.Effect(r.Key); err != nil || done {
+		return false, err
+	}
+	return true, tx.PutEffect(r)
 }
 
 // storeEffect is an effect applied inside the store (loyalty, retention):

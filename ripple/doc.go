@@ -106,6 +106,12 @@
 //     refund (a dead letter replayed late) credits nothing.
 //   - retention: "retention:<event id>", in the same transaction as
 //     last_visit_at, which only ever moves forward.
+//
+// The loyalty and retention keys are claimed before the effect is
+// written (claimEffect): on PostgreSQL in one INSERT … ON CONFLICT DO
+// NOTHING, the key's unique index deciding between instances, so an
+// instance applying the same record as another waits for the other's
+// transaction and then finds the key.
 //   - receipt: "payment_receipt:<payment id>": one receipt per payment,
 //     ever. It is checked before the send and written right after the SMTP
 //     server accepted the message. A crash between the two, or a failure

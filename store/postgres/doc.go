@@ -83,7 +83,11 @@
 // are read,
 // are locked by their row instead, in the statement that reads them
 // (lockedRow: FOR NO KEY UPDATE, the advisory lock only while the row
-// does not exist): one statement instead of two. Lists (ListPayments, Candidates, PendingInbox, …) lock
+// does not exist): one statement instead of two. Ripple's loyalty and
+// retention dedupe keys are claimed without a lock, in one INSERT …
+// ON CONFLICT DO NOTHING RETURNING (ClaimEffect): the key's unique index
+// makes a concurrent claim wait for the first one's transaction and then
+// find its row. Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
 // read each record again. No row is written by the transitions of
 // every payment (SPEC §5; the tests TestScale_*): transitions of

@@ -104,6 +104,29 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 	return err
 }
 
+// ClaimEffect stores r under r.Key unless the key has a record, in one
+// statement and without an advisory lock: the key's unique index decides.
+// It reports whether r was stored. A transaction that stored the same key
+// and has not ended is waited for: if it commits, its record stays and
+// ClaimEffect reports false; if it rolls back, r is stored. A zero At
+// becomes Tx.Now.
+func (t *tx) ClaimEffect(r pay.EffectRecord) (bool, error) {
+	if err := checkPart("effect key", r.Key, true); err != nil {
+		return false, err
+	}
+	if r.At.IsZero() {
+		r.At = t.now
+	}
+	e := enc{what: "effect " + r.Key}
+	at := e.stamp(r.At)
+	if e.err != nil {
+		return false, e.err
+	}
+	_, claimed, err := queryOne(t, "claim effect", `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)
+		ON CONFLICT (key) DO NOTHING RETURNING true`, scalar[bool], r.Key, r.DeliveryID, r.Points, at)
+	return claimed, err
+}
+
 // WebhookEndpoint returns an endpoint's stored state; an endpoint never
 // stored is enabled, with only its ID set, and no error.
 func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {

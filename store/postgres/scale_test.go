@@ -386,3 +386,58 @@ func TestScale_RippleClaims(t *testing.T) {
 		t.Fatalf("claimed %v, then %v while the first was held; want dlv_1, then dlv_2 alone", firstDs, secondDs)
 	}
 }
+
+// effectClaimer is what the ripple workers use of a transaction on
+// PostgreSQL to claim an effect's dedupe key (package ripple: claimEffect).
+type effectClaimer interface {
+	ClaimEffect(r pay.EffectRecord) (bool, error)
+}
+
+// TestDB_EffectClaimRace: three instances claim the same effect key at
+// once, each in a transaction that is open while the others claim: exactly
+// one stores its record, the others find it; a claim in the winner's own
+// transaction finds it too, and a claim rolled back leaves the key free.
+func TestDB_EffectClaimRace(t *testing.T) {
+	t.Parallel()
+	dbs := pools(t, 3, storetest.NewClock(t0).Now)
+	const key = pay.EffectLoyalty + ":evt_1"
+	claim := func(tx pay.Tx, dlv string) (bool, error) {
+		return tx.(effectClaimer).ClaimEffect(pay.EffectRecord{Key: key, DeliveryID: dlv, Points: 12})
+	}
+	err := dbs[0].Update(context.Background(), func(tx pay.Tx) error {
+		if ok, err := claim(tx, "dlv_rolled_back"); err != nil || !ok {
+			return fmt.Errorf("claim of a free key: claimed=%v, %v", ok, err)
+		}
+		return pay.Errorf(pay.EINVALID, "roll back")
+	})
+	if pay.ErrorCode(err) != pay.EINVALID {
+		t.Fatalf("rolled back claim: %v", err)
+	}
+	meet := rendezvous(len(dbs))
+	errs := race(dbs, func(side int, db *postgres.DB) error {
+		return db.Update(context.Background(), func(tx pay.Tx) error {
+			meet(side) // every transaction runs
+			ok, err := claim(tx, fmt.Sprintf("dlv_%d", side))
+			if err != nil {
+				return err
+			} else if !ok {
+				return pay.Errorf(pay.ECONFLICT, "claimed by another instance")
+			}
+			if again, err := claim(tx, "dlv_again"); err != nil || again {
+				return fmt.Errorf("second claim in the winner's transaction: claimed=%v, %v", again, err)
+			}
+			return nil
+		})
+	})
+	won := winners(t, errs, pay.ECONFLICT)
+	var (
+		r     pay.EffectRecord
+		found bool
+	)
+	if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { r, found, err = tx.Effect(key); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf("dlv_%d", won); !found || r.DeliveryID != want || r.Points != 12 || !r.At.Equal(t0) {
+		t.Fatalf("Effect=%+v, %v; want the winner's record (%s, 12 points, at %s)", r, found, want, t0)
+	}
+}
