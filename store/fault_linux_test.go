@@ -75,7 +75,15 @@ func mountExt4(t *testing.T, imageDir string) string {
 		t.Skipf("cannot mount ext4 on %s: %v", dev, err)
 	}
 	t.Cleanup(func() {
-		if err := syscall.Unmount(dir, 0); err != nil {
+		err := syscall.Unmount(dir, 0)
+		if err == syscall.EBUSY {
+			// The kernel may still hold the file system for a moment
+			// after the test's last close (seen under load): detach it
+			// now, and the kernel frees it when its last user is gone.
+			t.Logf("unmount %s: %v; detaching it lazily", dir, err)
+			err = syscall.Unmount(dir, syscall.MNT_DETACH)
+		}
+		if err != nil {
 			t.Errorf("unmount %s: %v", dir, err)
 		}
 	})
