@@ -86,6 +86,7 @@ func TestRun_UsageErrors(t *testing.T) {
 		{[]string{"verify", "-nope"}, "verify: flag provided but not defined: -nope", true},
 		{[]string{"verify", "extra"}, `verify: unexpected argument "extra"`, true},
 		{[]string{"simulate", "-n", "many"}, `simulate: invalid value "many" for flag -n`, true},
+		{[]string{"simulate", "-mode", "paypal"}, `simulate: -mode "paypal": want mock or checkout`, false},
 		{[]string{"help", "nope"}, `help: unknown command "nope"`, true},
 		{[]string{"check"}, "check: -config FILE is required", true},
 		{[]string{"backup", "-db", filepath.Join(dir, "x.db")}, "backup: -o OUT is required", true},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"sync"
 
@@ -10,15 +11,23 @@ import (
 	"github.com/paystate/paystate/internal/simulate"
 )
 
-// runSimulate is `paystate simulate [-n 1000] [-concurrency 32]`: a
-// complete paystate on a temporary database against the mock PSP in chaos
-// mode; it prints the invariant table and fails (exit 3) if an invariant
-// broke.
+// runSimulate is `paystate simulate [-mode mock|checkout] [-n 1000]
+// [-concurrency 32]`: a complete paystate on a temporary database against
+// the mock PSP in chaos mode, or with Stripe Checkout Sessions against an
+// in-process Stripe API; it prints the invariant table and fails (exit 3)
+// if an invariant broke.
 func runSimulate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := newFlags("simulate", "simulate [-n 1000] [-concurrency 32] [-seed N] [-v]", `Run a complete paystate on a temporary database against the mock PSP in
+	fs := newFlags("simulate", "simulate [-mode mock|checkout] [-n 1000] [-concurrency 32] [-seed N] [-v]", `Run a complete paystate on a temporary database against the mock PSP in
 chaos mode (duplicate, reordered and early webhooks, racing clients), then
 check its invariants and print them. Exit 3 if one broke. Progress is
-shown on stderr.`)
+shown on stderr.
+
+-mode checkout runs the stripe provider in flow checkout against a Stripe
+API inside the process (no network): sessions completed paid, completed
+unpaid then async success or failure, expired by event or left to the
+sweeper, their session and PaymentIntent events signed, duplicated and
+reordered.`)
+	mode := fs.String("mode", simulate.ModeMock, "mock or checkout")
 	n := fs.Int("n", 1000, "payments")
 	conc := fs.Int("concurrency", 32, "concurrent clients")
 	seed := fs.Int64("seed", 0, "random seed (0: random)")
@@ -26,13 +35,16 @@ shown on stderr.`)
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
+	if *mode != simulate.ModeMock && *mode != simulate.ModeCheckout {
+		return usageError(fmt.Errorf("simulate: -mode %q: want %s or %s", *mode, simulate.ModeMock, simulate.ModeCheckout))
+	}
 	logger := zerolog.Nop()
 	if *verbose {
 		logger = zerolog.New(zerolog.ConsoleWriter{Out: stderr, NoColor: true}).Level(zerolog.WarnLevel).With().Timestamp().Logger()
 	}
 	stages := newStages(stderr, "simulate")
 	defer stages.finish()
-	rep, err := simulate.Run(ctx, simulate.Options{N: *n, Concurrency: *conc, Seed: *seed, Logger: logger, Progress: stages.report})
+	rep, err := simulate.Run(ctx, simulate.Options{Mode: *mode, N: *n, Concurrency: *conc, Seed: *seed, Logger: logger, Progress: stages.report})
 	stages.finish()
 	if err != nil {
 		return err

@@ -42,6 +42,8 @@ import (
 
 // Options of a simulation.
 type Options struct {
+	// Mode is ModeMock (the default) or ModeCheckout.
+	Mode        string
 	N           int   // payments; default 1000
 	Concurrency int   // client goroutines; default 32
 	Seed        int64 // 0: random
@@ -59,6 +61,7 @@ type Options struct {
 
 // Report is what a simulation measured. The invariant fields must be zero.
 type Report struct {
+	Mode               string
 	Payments           int
 	Creates            int // create requests sent, duplicates included
 	Races              int // payments whose webhook was applied before their sync answer
@@ -74,6 +77,16 @@ type Report struct {
 	Disputes           int // disputes opened (amounts ending 05)
 	DisputesLost       int
 	ReviewQueue        int // payments left for a human
+
+	// The checkout mode's outcomes at Stripe, and the Stripe events sent
+	// (duplicates included).
+	CheckoutPaid           int // completed, paid
+	CheckoutAsyncSucceeded int // completed unpaid, then async_payment_succeeded
+	CheckoutAsyncFailed    int // completed unpaid, then async_payment_failed
+	CheckoutExpired        int // checkout.session.expired
+	CheckoutLeftOpen       int // no event: expired by the sweeper
+	CheckoutPaidSilently   int // paid without an event: found by the sweeper
+	StripeEvents           int
 
 	SecretsForFinal int // invariant: client secrets or redirect URLs returned for final payments
 	EffectsTwice    int // invariant: effects applied more than once
@@ -96,7 +109,13 @@ type Report struct {
 	// captured less what was refunded, losses other than the lost
 	// disputes (invariant).
 	LedgerUnbalanced int
-	Problems         []string
+	// CapturedTwice counts payments whose capture (announced by a
+	// Checkout Session and its PaymentIntent, each perhaps twice) is not
+	// exactly one transition to captured, one payment.captured outbox
+	// record and one ledger posting, or a payment never captured that has
+	// any (invariant).
+	CapturedTwice int
+	Problems      []string
 
 	Duration   time.Duration
 	Throughput float64 // payments per second during the load
@@ -108,7 +127,8 @@ type Report struct {
 // OK reports whether every invariant held.
 func (r Report) OK() bool {
 	return r.SecretsForFinal == 0 && r.EffectsTwice == 0 && r.LostUpdates == 0 && r.Unsettled == 0 &&
-		r.RefundedTooMuch == 0 && r.LedgerUnbalanced == 0 && r.PaidBackTooMuch == 0 && r.WrongRefundAnswers == 0
+		r.RefundedTooMuch == 0 && r.LedgerUnbalanced == 0 && r.PaidBackTooMuch == 0 && r.WrongRefundAnswers == 0 &&
+		r.CapturedTwice == 0
 }
 
 // Print writes the report as a table.
@@ -116,8 +136,17 @@ func (r Report) Print(w io.Writer) {
 	row := func(name string, v any, must string) {
 		fmt.Fprintf(w, "  %-44s %12v  %s\n", name, v, must)
 	}
-	fmt.Fprintln(w, "paystate simulate")
+	fmt.Fprintln(w, "paystate simulate", r.Mode)
 	row("payments", r.Payments, "")
+	if r.Mode == ModeCheckout {
+		row("sessions completed, paid", r.CheckoutPaid, "")
+		row("sessions completed unpaid, async succeeded", r.CheckoutAsyncSucceeded, "")
+		row("sessions completed unpaid, async failed", r.CheckoutAsyncFailed, "")
+		row("sessions expired (event)", r.CheckoutExpired, "")
+		row("sessions left open (expired by the sweeper)", r.CheckoutLeftOpen, "")
+		row("sessions paid without an event (sweeper)", r.CheckoutPaidSilently, "")
+		row("stripe events sent (with duplicates)", r.StripeEvents, "")
+	}
 	row("create requests (with duplicates)", r.Creates, "")
 	row("refunds", r.Refunds, "")
 	row("partial refunds", r.PartialRefunds, "")
@@ -139,6 +168,7 @@ func (r Report) Print(w io.Writer) {
 	row("refunded or charged back more than captured", r.PaidBackTooMuch, "(must be 0)")
 	row("refunds answered against the rules", r.WrongRefundAnswers, "(must be 0)")
 	row("ledger unbalanced", r.LedgerUnbalanced, "(must be 0)")
+	row("captures announced twice counted twice", r.CapturedTwice, "(must be 0)")
 	row("throughput (payments/s)", fmt.Sprintf("%.0f", r.Throughput), "")
 	row("create latency p50", r.P50.Round(time.Microsecond), "")
 	row("create latency p95", r.P95.Round(time.Microsecond), "")
@@ -175,6 +205,8 @@ type sim struct {
 	// dupBase is the inbox's duplicate counter before the run (metrics are
 	// process-wide).
 	dupBase uint64
+	// co is the checkout mode's state, nil in the mock mode.
+	co *checkout
 }
 
 type seenState struct {
@@ -193,6 +225,13 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	if opts.Settle <= 0 {
 		opts.Settle = 2 * time.Minute
 	}
+	switch opts.Mode {
+	case "":
+		opts.Mode = ModeMock
+	case ModeMock, ModeCheckout:
+	default:
+		return Report{}, fmt.Errorf("simulate: mode %q: want %q or %q", opts.Mode, ModeMock, ModeCheckout)
+	}
 	seed := uint64(opts.Seed)
 	if seed == 0 {
 		seed = mrand.Uint64()
@@ -204,7 +243,11 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 		hc:       &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: opts.Concurrency * 2}},
 	}
 	defer s.hc.CloseIdleConnections()
-	s.dupBase = metrics.GetOrCreateCounter(`paystate_webhooks_total{provider="mock",outcome="duplicate"}`).Get()
+	s.report.Mode = opts.Mode
+	if opts.Mode == ModeCheckout {
+		s.co = &checkout{}
+	}
+	s.dupBase = s.duplicates().Get()
 	start := time.Now()
 
 	dir, err := os.MkdirTemp("", "paystate-simulate-")
@@ -244,10 +287,17 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	cfg.Ripple.BackoffCap = config.Duration{Duration: 500 * time.Millisecond}
 	cfg.Webhooks = []config.Webhook{{URL: merchant.URL + "/paystate", Secret: whSecret,
 		Events: []string{"payment.captured", "payment.failed", "payment.refunded", "payment.requires_action", "payment.processing", "payment.finalize_pending", "payment.expired"}}}
+	if s.co != nil {
+		s.co.configure(&cfg)
+		defer s.co.fake.Close()
+	}
 	if err := cfg.Validate(); err != nil {
 		return Report{}, err
 	}
 	s.m = daemon.New(cfg, opts.Logger)
+	if s.co != nil {
+		s.m.Now = s.co.now
+	}
 	if err := s.m.Open(); err != nil {
 		return Report{}, err
 	}
@@ -274,7 +324,17 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	s.report.P50, s.report.P95, s.report.P99 = percentile(latencies, 50), percentile(latencies, 95), percentile(latencies, 99)
 
 	// Settle, try to refund what is disputed, settle again, then check
-	// everything.
+	// everything. Checkout sessions nobody paid wait for the sweeper: the
+	// others settle first, then the clock passes payment.expire_after.
+	if s.co != nil {
+		if err := s.settle(ctx, s.co.byHook); err != nil {
+			return s.report, err
+		}
+		if err := s.refundCaptured(ctx, s.co.byHook); err != nil {
+			return s.report, err
+		}
+		s.co.expireLeftOpen(cfg.Payment.ExpireAfter.Duration)
+	}
 	if err := s.settle(ctx, ids); err != nil {
 		return s.report, err
 	}
@@ -292,6 +352,16 @@ func Run(ctx context.Context, opts Options) (Report, error) {
 	}
 	s.report.Duration = time.Since(start)
 	return s.report, nil
+}
+
+// duplicates is the inbox's counter of duplicate webhooks of the run's
+// provider.
+func (s *sim) duplicates() *metrics.Counter {
+	provider := "mock"
+	if s.co != nil {
+		provider = "stripe"
+	}
+	return metrics.GetOrCreateCounter(fmt.Sprintf(`paystate_webhooks_total{provider=%q,outcome="duplicate"}`, provider))
 }
 
 func randBytes(n int) []byte {
@@ -438,7 +508,13 @@ func (s *sim) load(ctx context.Context) ([]string, []time.Duration) {
 				if i >= s.opts.N {
 					return
 				}
-				id, lat := s.onePayment(ctx, i)
+				var id string
+				var lat time.Duration
+				if s.co != nil {
+					id, lat = s.oneCheckout(ctx, i)
+				} else {
+					id, lat = s.onePayment(ctx, i)
+				}
 				if s.opts.Progress != nil {
 					s.opts.Progress("payments", int(created.Add(1)), s.opts.N)
 				}
@@ -774,6 +850,10 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 			inReview[it.PaymentID] = true
 		}
 		r.ReviewQueue = len(inReview)
+		postings, err := capturePostings(tx)
+		if err != nil {
+			return err
+		}
 		for _, id := range ids {
 			p, err := tx.Payment(id)
 			if err != nil {
@@ -783,7 +863,17 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 			if err != nil {
 				return err
 			}
-			s.checkPayment(p, steps, inReview[id])
+			if s.co != nil {
+				s.countSteps(steps)
+				if err := s.checkCheckout(tx, p, steps, postings); err != nil {
+					return err
+				}
+			} else {
+				s.checkPayment(p, steps, inReview[id])
+				if err := s.countCaptures(tx, p, steps, postings); err != nil {
+					return err
+				}
+			}
 			if p.Customer.ID != "" {
 				points[p.Customer.ID] += 0
 				if p.Status == pay.Captured || p.Status == pay.Refunded {
@@ -877,7 +967,7 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 		return err
 	}
 
-	r.DuplicatesAbsorbed += int(metrics.GetOrCreateCounter(`paystate_webhooks_total{provider="mock",outcome="duplicate"}`).Get() - s.dupBase)
+	r.DuplicatesAbsorbed += int(s.duplicates().Get() - s.dupBase)
 
 	// The database agrees with its own history.
 	rep, err := verify.Run(ctx, s.m.DB)
@@ -895,23 +985,7 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 // timeline shows.
 func (s *sim) checkPayment(p pay.Payment, steps []pay.Step, inReview bool) {
 	r := &s.report
-	syncSeen := false
-	for _, st := range steps {
-		switch {
-		case st.Kind == pay.StepConflict:
-			r.VersionConflicts++
-		case st.Kind == pay.StepDuplicate:
-			r.DuplicatesAbsorbed++
-		case st.Kind == pay.StepTransition && st.Source == pay.SourceSweeper && st.To.Terminal():
-			r.DriftCorrected++
-		}
-		if st.Source == pay.SourceSync {
-			syncSeen = true
-		}
-		if st.Source == pay.SourceWebhook && st.Kind == pay.StepTransition && !syncSeen {
-			r.Races++
-		}
-	}
+	s.countSteps(steps)
 	if inReview {
 		return
 	}
@@ -928,6 +1002,29 @@ func (s *sim) checkPayment(p pay.Payment, steps []pay.Step, inReview bool) {
 	if c.Charges != 1 {
 		r.LostUpdates++
 		s.problem("%s: charged %d times at the PSP", p.ID, c.Charges)
+	}
+}
+
+// countSteps counts what a payment's timeline shows: version conflicts,
+// duplicates, corrections by the sweeper, webhooks before the sync answer.
+func (s *sim) countSteps(steps []pay.Step) {
+	r := &s.report
+	syncSeen := false
+	for _, st := range steps {
+		switch {
+		case st.Kind == pay.StepConflict:
+			r.VersionConflicts++
+		case st.Kind == pay.StepDuplicate:
+			r.DuplicatesAbsorbed++
+		case st.Kind == pay.StepTransition && st.Source == pay.SourceSweeper && st.To.Terminal():
+			r.DriftCorrected++
+		}
+		if st.Source == pay.SourceSync {
+			syncSeen = true
+		}
+		if st.Source == pay.SourceWebhook && st.Kind == pay.StepTransition && !syncSeen {
+			r.Races++
+		}
 	}
 }
 

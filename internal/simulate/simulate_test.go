@@ -46,12 +46,64 @@ func TestRun(t *testing.T) {
 	if rep.RefundsDisputed == 0 || rep.NullAmounts == 0 {
 		t.Errorf("refunds refused as disputed=%d, null amounts refused=%d: the tries did not happen", rep.RefundsDisputed, rep.NullAmounts)
 	}
-	for _, row := range []string{"refunded or charged back more than captured", "refunds answered against the rules"} {
+	for _, row := range []string{"refunded or charged back more than captured", "refunds answered against the rules", "captures announced twice counted twice"} {
 		if !strings.Contains(out.String(), row) {
 			t.Errorf("table lacks the row %q", row)
 		}
 	}
 	if !strings.Contains(out.String(), "every invariant held") {
 		t.Errorf("table does not say the invariants held")
+	}
+}
+
+// TestRunCheckout runs the checkout mode: Checkout Sessions completed
+// paid, completed unpaid then async success or failure, expired by event,
+// left to the sweeper or paid without an event, their session and
+// PaymentIntent events duplicated and reordered; every invariant holds
+// and every outcome was tried.
+func TestRunCheckout(t *testing.T) {
+	n := 90
+	if testing.Short() {
+		n = 48
+	}
+	rep, err := simulate.Run(context.Background(), simulate.Options{Mode: simulate.ModeCheckout, N: n, Concurrency: 4, Seed: 34})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	rep.Print(&out)
+	t.Log("\n" + out.String())
+	if !rep.OK() {
+		t.Fatalf("an invariant broke:\n%s", out.String())
+	}
+	if got, want := rep.Payments, n; got != want {
+		t.Fatalf("Payments=%d, want %d", got, want)
+	}
+	for name, v := range map[string]int{
+		"paid": rep.CheckoutPaid, "async succeeded": rep.CheckoutAsyncSucceeded, "async failed": rep.CheckoutAsyncFailed,
+		"expired by event": rep.CheckoutExpired, "left open": rep.CheckoutLeftOpen, "paid without an event": rep.CheckoutPaidSilently,
+	} {
+		if v == 0 {
+			t.Errorf("no session %s: the outcome was not tried", name)
+		}
+	}
+	// Duplicates were absorbed, and the sweeper finalized the sessions
+	// left to it.
+	if rep.DuplicatesAbsorbed == 0 || rep.StripeEvents <= rep.Payments {
+		t.Errorf("duplicates absorbed=%d, events sent=%d: the duplicates did not happen", rep.DuplicatesAbsorbed, rep.StripeEvents)
+	}
+	// Checkout payments were refunded through their PaymentIntents, in
+	// parts that raced each other.
+	if rep.Refunds == 0 || rep.PartialRefunds == 0 {
+		t.Errorf("refunds=%d partial=%d: the refunds were not tried", rep.Refunds, rep.PartialRefunds)
+	}
+	if rep.DriftCorrected < rep.CheckoutLeftOpen+rep.CheckoutPaidSilently {
+		t.Errorf("sweeper corrections=%d, want at least the %d sessions left to it", rep.DriftCorrected, rep.CheckoutLeftOpen+rep.CheckoutPaidSilently)
+	}
+	for _, row := range []string{"captures announced twice counted twice", "effects applied twice", "lost updates",
+		"refunded or charged back more than captured", "ledger unbalanced", "sessions completed unpaid, async failed"} {
+		if !strings.Contains(out.String(), row) {
+			t.Errorf("table lacks the row %q", row)
+		}
 	}
 }

@@ -69,6 +69,14 @@ type stored struct {
 // otherwise.
 func NewFake(tb testing.TB) *Fake {
 	tb.Helper()
+	f := StartFake()
+	tb.Cleanup(f.Close)
+	return f
+}
+
+// StartFake starts a Fake outside a test (paystate simulate's checkout
+// mode); Close stops it.
+func StartFake() *Fake {
 	f := &Fake{
 		refundStatus: "succeeded",
 		intents:      map[string]*FakeIntent{},
@@ -77,9 +85,11 @@ func NewFake(tb testing.TB) *Fake {
 		keys:         map[string]stored{},
 	}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
-	tb.Cleanup(f.srv.Close)
 	return f
 }
+
+// Close stops the Fake's server.
+func (f *Fake) Close() { f.srv.Close() }
 
 // URL is the address to use as the API base.
 func (f *Fake) URL() string { return f.srv.URL }

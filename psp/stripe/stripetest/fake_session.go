@@ -23,11 +23,27 @@ var sessionPath = regexp.MustCompile(`^/v1/checkout/sessions/([A-Za-z0-9_]+)(/ex
 
 // SetSession moves a Checkout Session as Stripe does when the customer
 // pays (complete, paid, with its PaymentIntent) or a delayed method ends.
+// The session's PaymentIntent, if any, is made or moved along: succeeded
+// when the session is paid (so it can be refunded), else processing.
 func (f *Fake) SetSession(id, status, paymentStatus, intent string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if cs, ok := f.sessions[id]; ok {
-		cs.Status, cs.PaymentStatus, cs.PaymentIntent = status, paymentStatus, intent
+	cs, ok := f.sessions[id]
+	if !ok {
+		return
+	}
+	cs.Status, cs.PaymentStatus, cs.PaymentIntent = status, paymentStatus, intent
+	if intent == "" {
+		return
+	}
+	pi := f.intents[intent]
+	if pi == nil {
+		pi = &FakeIntent{ID: intent, Amount: cs.Amount, Currency: cs.Currency, PaymentID: cs.PaymentID, ClientSecret: intent + "_secret_" + randHex(12)}
+		f.intents[intent] = pi
+	}
+	pi.Status = "processing"
+	if paymentStatus == "paid" {
+		pi.Status = "succeeded"
 	}
 }
 
