@@ -397,13 +397,5 @@ func (s *sim) checkIntent(p pay.Payment) {
 	if !ok {
 		return
 	}
-	r := &s.report
-	if pi.AmountRefunded > pi.Amount {
-		r.RefundedTooMuch++
-		s.problem("%s: Stripe refunded %s of %s", p.ID, pay.FormatAmount(pi.AmountRefunded, p.Currency), pay.FormatAmount(pi.Amount, p.Currency))
-	}
-	if pi.AmountRefunded != p.AmountRefunded {
-		r.LostUpdates++
-		s.problem("%s: paystate refunded %s, Stripe %s", p.ID, pay.FormatAmount(p.AmountRefunded, p.Currency), pay.FormatAmount(pi.AmountRefunded, p.Currency))
-	}
+	s.pspRefunded(p, "Stripe", pi.Amount, pi.AmountRefunded)
 }

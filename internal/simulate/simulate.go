@@ -7,8 +7,11 @@
 // the sweeper on a short clock — drives it over
 // HTTP only, and checks the invariants paystate promises: no secret for a
 // final payment, no effect applied twice, no lost update, and a history
-// that verifies. It is the engine of `paystate simulate` (cli/simulate.go);
-// its merchant endpoint (Merchant) serves the crash loop too.
+// that verifies. Its checkout mode (ModeCheckout, checkout.go) runs the
+// stripe provider's Checkout Sessions against stripetest.Fake, a Stripe
+// API served inside the process. It is the engine of `paystate simulate`
+// (cli/simulate.go); its merchant endpoint (Merchant) serves the crash
+// loop too.
 package simulate
 
 import (
@@ -1028,6 +1031,20 @@ func (s *sim) countSteps(steps []pay.Step) {
 	}
 }
 
+// pspRefunded checks what the PSP (named psp) refunded of a payment's
+// charge of amount: no more than the charge, and what paystate says.
+func (s *sim) pspRefunded(p pay.Payment, psp string, amount, refunded int64) {
+	r := &s.report
+	if refunded > amount {
+		r.RefundedTooMuch++
+		s.problem("%s: %s refunded %s of %s", p.ID, psp, pay.FormatAmount(refunded, p.Currency), pay.FormatAmount(amount, p.Currency))
+	}
+	if refunded != p.AmountRefunded {
+		r.LostUpdates++
+		s.problem("%s: paystate refunded %s, %s %s", p.ID, pay.FormatAmount(p.AmountRefunded, p.Currency), psp, pay.FormatAmount(refunded, p.Currency))
+	}
+}
+
 // checkMoney counts a payment's refunds and disputes and checks that its
 // refunds fit in its amount, here and at the PSP; it adds its lost
 // disputes to lost.
@@ -1051,14 +1068,7 @@ func (s *sim) checkMoney(tx pay.Tx, p pay.Payment, lost *int64) error {
 		s.problem("%s: refunds hold %s of an amount of %s", p.ID, pay.FormatAmount(held, p.Currency), pay.FormatAmount(p.Amount, p.Currency))
 	}
 	if c, ok := s.m.Mock.Charge("charge-" + p.ID); ok {
-		if c.AmountRefunded > c.Amount {
-			r.RefundedTooMuch++
-			s.problem("%s: the PSP refunded %s of %s", p.ID, pay.FormatAmount(c.AmountRefunded, c.Currency), pay.FormatAmount(c.Amount, c.Currency))
-		}
-		if c.AmountRefunded != p.AmountRefunded {
-			r.LostUpdates++
-			s.problem("%s: paystate refunded %s, the PSP %s", p.ID, pay.FormatAmount(p.AmountRefunded, p.Currency), pay.FormatAmount(c.AmountRefunded, c.Currency))
-		}
+		s.pspRefunded(p, "the PSP", c.Amount, c.AmountRefunded)
 	}
 	ds, err := tx.DisputesForPayment(p.ID)
 	if err != nil {

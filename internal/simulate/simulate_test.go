@@ -9,14 +9,11 @@ import (
 	"github.com/paystate/paystate/internal/simulate"
 )
 
-// TestRun runs a small chaos simulation and checks its invariants and that
-// the chaos actually happened.
-func TestRun(t *testing.T) {
-	n := 120
-	if testing.Short() {
-		n = 60
-	}
-	rep, err := simulate.Run(context.Background(), simulate.Options{N: n, Concurrency: 4, Seed: 42})
+// run runs a simulation, logs its table and fails the test unless every
+// invariant held and every payment was made.
+func run(t *testing.T, opts simulate.Options) (simulate.Report, string) {
+	t.Helper()
+	rep, err := simulate.Run(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,9 +23,20 @@ func TestRun(t *testing.T) {
 	if !rep.OK() {
 		t.Fatalf("an invariant broke:\n%s", out.String())
 	}
-	if got, want := rep.Payments, n; got != want {
+	if got, want := rep.Payments, opts.N; got != want {
 		t.Fatalf("Payments=%d, want %d", got, want)
 	}
+	return rep, out.String()
+}
+
+// TestRun runs a small chaos simulation and checks its invariants and that
+// the chaos actually happened.
+func TestRun(t *testing.T) {
+	n := 120
+	if testing.Short() {
+		n = 60
+	}
+	rep, out := run(t, simulate.Options{N: n, Concurrency: 4, Seed: 42})
 	// The mock's lost answers (amounts ending in 04) must have been
 	// corrected by the sweeper, and duplicates absorbed.
 	if rep.DriftCorrected == 0 {
@@ -47,11 +55,11 @@ func TestRun(t *testing.T) {
 		t.Errorf("refunds refused as disputed=%d, null amounts refused=%d: the tries did not happen", rep.RefundsDisputed, rep.NullAmounts)
 	}
 	for _, row := range []string{"refunded or charged back more than captured", "refunds answered against the rules", "captures announced twice counted twice"} {
-		if !strings.Contains(out.String(), row) {
+		if !strings.Contains(out, row) {
 			t.Errorf("table lacks the row %q", row)
 		}
 	}
-	if !strings.Contains(out.String(), "every invariant held") {
+	if !strings.Contains(out, "every invariant held") {
 		t.Errorf("table does not say the invariants held")
 	}
 }
@@ -66,19 +74,7 @@ func TestRunCheckout(t *testing.T) {
 	if testing.Short() {
 		n = 48
 	}
-	rep, err := simulate.Run(context.Background(), simulate.Options{Mode: simulate.ModeCheckout, N: n, Concurrency: 4, Seed: 34})
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out bytes.Buffer
-	rep.Print(&out)
-	t.Log("\n" + out.String())
-	if !rep.OK() {
-		t.Fatalf("an invariant broke:\n%s", out.String())
-	}
-	if got, want := rep.Payments, n; got != want {
-		t.Fatalf("Payments=%d, want %d", got, want)
-	}
+	rep, out := run(t, simulate.Options{Mode: simulate.ModeCheckout, N: n, Concurrency: 4, Seed: 34})
 	for name, v := range map[string]int{
 		"paid": rep.CheckoutPaid, "async succeeded": rep.CheckoutAsyncSucceeded, "async failed": rep.CheckoutAsyncFailed,
 		"expired by event": rep.CheckoutExpired, "left open": rep.CheckoutLeftOpen, "paid without an event": rep.CheckoutPaidSilently,
@@ -102,7 +98,7 @@ func TestRunCheckout(t *testing.T) {
 	}
 	for _, row := range []string{"captures announced twice counted twice", "effects applied twice", "lost updates",
 		"refunded or charged back more than captured", "ledger unbalanced", "sessions completed unpaid, async failed"} {
-		if !strings.Contains(out.String(), row) {
+		if !strings.Contains(out, row) {
 			t.Errorf("table lacks the row %q", row)
 		}
 	}
