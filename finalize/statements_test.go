@@ -43,7 +43,7 @@ func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQu
 // maxWebhookStatements is what one new webhook that captures a payment
 // costs on PostgreSQL today, in statements: a change that adds one fails
 // TestWebhookStatements (and should lower this when it removes some).
-const maxWebhookStatements = 13
+const maxWebhookStatements = 12
 
 // TestWebhookStatements counts the statements of one signed webhook that
 // captures a payment, accepted on PostgreSQL as the daemon accepts it

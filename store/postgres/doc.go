@@ -71,7 +71,7 @@
 // keeps that true across instances with READ COMMITTED and locks by
 // record: each Tx method of a write transaction that reads or writes one
 // record first takes that record's transaction-level advisory lock (the
-// 64-bit hash of its family and key: a new payment, event, lease,
+// 64-bit hash of its family and key: a new payment, lease,
 // idempotency key, effect, endpoint, review item, PSP answer) and holds it
 // to the end. Two transactions that touch the same
 // record take turns, and the later one, whose statements each get a
@@ -87,7 +87,12 @@
 // retention dedupe keys are claimed without a lock, in one INSERT …
 // ON CONFLICT DO NOTHING RETURNING (ClaimEffect): the key's unique index
 // makes a concurrent claim wait for the first one's transaction and then
-// find its row. Lists (ListPayments, Candidates, PendingInbox, …) lock
+// find its row. A webhook event's inbox record and processed id are
+// decided the same way (PutInbox, MarkProcessed: their unique keys), and
+// read without a lock (InboxEvent, IsProcessed): the callers that decide
+// on the processed id lock the payment's row first, so a second
+// instance's check runs after the first one's commit (TestDB_EventRace).
+// Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
 // read each record again. No row is written by the transitions of
 // every payment (SPEC §5; the tests TestScale_*): transitions of

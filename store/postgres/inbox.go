@@ -2,7 +2,13 @@ package postgres
 
 // The webhook inbox (inbox, with its indexes inbox_pending and
 // inbox_by_payment) and the processed event ids (processed, with
-// processed_by_time). Both are unique on (provider, event id).
+// processed_by_time). Both are unique on (provider, event id), and that
+// unique key, not a lock, decides between two transactions that store the
+// same event or mark it processed: the later INSERT … ON CONFLICT DO
+// NOTHING waits for the earlier one's transaction and, if it commits,
+// stores nothing. Reads take no lock: the callers that decide on
+// IsProcessed hold the payment's row lock first (finalize.Apply, Record),
+// so a second instance's check runs after the first one's commit.
 
 import (
 	"time"
@@ -37,9 +43,6 @@ func scanInbox(r pgx.Row) (pay.InboxEvent, error) {
 	e.Attempts, e.Body = int(attempts), nilIfEmpty(e.Body)
 	return e, err
 }
-
-// eventKey names an event (its inbox entry and processed id) for lock.
-func eventKey(provider, eventID string) string { return joinKey(provider, eventID) }
 
 // checkEvent checks the parts of an event key.
 func checkEvent(provider, eventID string) error {
@@ -79,9 +82,6 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
-	if err := t.lock("event", eventKey(e.Provider, e.EventID)); err != nil {
-		return false, err
-	}
 	n, err := t.exec("put inbox", `INSERT INTO inbox (`+inboxCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2), $16::jsonb, $17)
@@ -91,9 +91,6 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 
 // InboxEvent returns one stored event, or ENOTFOUND.
 func (t *tx) InboxEvent(provider, eventID string) (pay.InboxEvent, error) {
-	if err := t.lock("event", eventKey(provider, eventID)); err != nil {
-		return pay.InboxEvent{}, err
-	}
 	e, found, err := queryOne(t, "read inbox", `SELECT `+inboxCols+` FROM inbox WHERE provider = $1 AND event_id = $2`, scanInbox, provider, eventID)
 	if err != nil {
 		return pay.InboxEvent{}, err
@@ -131,9 +128,6 @@ func (t *tx) DeferInbox(provider, eventID string, next time.Time, lastErr string
 	if c.err != nil {
 		return c.err
 	}
-	if err := t.lock("event", eventKey(provider, eventID)); err != nil {
-		return err
-	}
 	n, err := t.exec("defer inbox", `UPDATE inbox SET attempts = attempts + 1, next_attempt_at = $3, last_error = $4
 		WHERE provider = $1 AND event_id = $2 AND NOT processed`, provider, eventID, nextNS, lastErr)
 	if err != nil || n == 1 {
@@ -150,9 +144,6 @@ func (t *tx) DeferInbox(provider, eventID string, next time.Time, lastErr string
 
 // IsProcessed reports whether the event was recorded as processed.
 func (t *tx) IsProcessed(provider, eventID string) (bool, error) {
-	if err := t.lock("event", eventKey(provider, eventID)); err != nil {
-		return false, err
-	}
 	ok, _, err := queryOne(t, "read processed", `SELECT EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2)`, scalar[bool], provider, eventID)
 	return ok, err
 }
@@ -163,9 +154,6 @@ func (t *tx) IsProcessed(provider, eventID string) (bool, error) {
 // statement. The event need not be in the inbox.
 func (t *tx) MarkProcessed(provider, eventID string) error {
 	if err := checkEvent(provider, eventID); err != nil {
-		return err
-	}
-	if err := t.lock("event", eventKey(provider, eventID)); err != nil {
 		return err
 	}
 	_, err := t.exec("mark processed", `WITH p AS (

@@ -441,3 +441,84 @@ func TestDB_EffectClaimRace(t *testing.T) {
 		t.Fatalf("Effect=%+v, %v; want the winner's record (%s, 12 points, at %s)", r, found, want, t0)
 	}
 }
+
+// TestDB_EventRace: two instances take the same new webhook event at once,
+// as finalize's Accept does: each reads the inbox (not there) without
+// waiting for the other, locks the payment by its row, checks the processed
+// id, applies and marks it processed, and stores the event. The unique keys
+// decide, not a lock: exactly one applies and stores it; the other finds
+// it processed and its PutInbox stores nothing (a duplicate).
+func TestDB_EventRace(t *testing.T) {
+	t.Parallel()
+	dbs := pools(t, 2, storetest.NewClock(t0).Now)
+	p := pay.Payment{ID: "pay_1", OrderID: "order-1", Amount: 1000, Currency: "EUR", Provider: "mock",
+		Status: pay.Created, Version: 1, CreatedAt: t0, UpdatedAt: t0}
+	if err := dbs[0].Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+		t.Fatal(err)
+	}
+	ev := pay.InboxEvent{Provider: "mock", EventID: "evt_1", Type: "payment.captured", PaymentID: p.ID, Status: pay.Captured}
+	meet := rendezvous(len(dbs))
+	var applied atomic.Int32
+	errs := race(dbs, func(side int, db *postgres.DB) error {
+		return db.Update(context.Background(), func(tx pay.Tx) error {
+			if _, err := tx.InboxEvent(ev.Provider, ev.EventID); pay.ErrorCode(err) != pay.ENOTFOUND {
+				return fmt.Errorf("InboxEvent of a new event: %v, want ENOTFOUND", err)
+			}
+			meet(side) // both have read the inbox, and both transactions run
+			cur, err := tx.Payment(p.ID)
+			if err != nil {
+				return err
+			}
+			done, err := tx.IsProcessed(ev.Provider, ev.EventID)
+			if err != nil {
+				return err
+			}
+			if !done {
+				applied.Add(1)
+				next := cur
+				next.Status, next.Version = pay.Captured, cur.Version+1
+				if err := tx.UpdatePayment(next, cur.Version); err != nil {
+					return err
+				}
+				if err := tx.MarkProcessed(ev.Provider, ev.EventID); err != nil {
+					return err
+				}
+			}
+			inserted, err := tx.PutInbox(ev)
+			switch {
+			case err != nil:
+				return err
+			case inserted == done:
+				return fmt.Errorf("processed before %t but PutInbox inserted %t", done, inserted)
+			case !inserted:
+				return pay.Errorf(pay.ECONFLICT, "a duplicate")
+			}
+			return nil
+		})
+	})
+	winners(t, errs, pay.ECONFLICT)
+	if n := applied.Load(); n != 1 {
+		t.Fatalf("applied by %d instances, want 1", n)
+	}
+	var (
+		got  pay.Payment
+		e    pay.InboxEvent
+		done bool
+	)
+	if err := dbs[1].View(context.Background(), func(tx pay.Tx) (err error) {
+		if got, err = tx.Payment(p.ID); err != nil {
+			return err
+		}
+		if e, err = tx.InboxEvent(ev.Provider, ev.EventID); err != nil {
+			return err
+		}
+		done, err = tx.IsProcessed(ev.Provider, ev.EventID)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if got.Version != 2 || got.Status != pay.Captured || !e.Processed || !done {
+		t.Fatalf("payment version %d %s, inbox processed %t, processed id %t; want version 2 captured, both processed",
+			got.Version, got.Status, e.Processed, done)
+	}
+}
