@@ -225,6 +225,9 @@ type Tx interface {
 	Effect(key string) (EffectRecord, bool, error)
 	// PutEffect stores the record of a dedupe key.
 	PutEffect(r EffectRecord) error
+	// ClaimEffect stores r unless its key has a record, and reports
+	// whether it did (the one way an effect claims its dedupe key).
+	ClaimEffect(r EffectRecord) (bool, error)
 	// WebhookEndpoint returns an endpoint's state; one never stored is
 	// returned enabled with only its ID set.
 	WebhookEndpoint(id string) (WebhookEndpoint, error)

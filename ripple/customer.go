@@ -111,7 +111,7 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 			credit = 0
 			out.note = fmt.Sprintf("clawed back %d points from %s", credited.Points, rec.Customer.ID)
 		}
-		if claimed, err := claimEffect(tx, pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: points}); err != nil {
+		if claimed, err := tx.ClaimEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: points}); err != nil {
 			return err
 		} else if !claimed {
 			out = outcome{note: "applied before", skipped: true}
@@ -163,7 +163,7 @@ func (r *retention) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (
 	}
 	var out outcome
 	err := func() error {
-		if claimed, err := claimEffect(tx, pay.EffectRecord{Key: pay.EffectRetention + ":" + rec.ID, DeliveryID: d.ID}); err != nil {
+		if claimed, err := tx.ClaimEffect(pay.EffectRecord{Key: pay.EffectRetention + ":" + rec.ID, DeliveryID: d.ID}); err != nil {
 			return err
 		} else if !claimed {
 			out = outcome{note: "applied before", skipped: true}
@@ -187,26 +187,6 @@ func (r *retention) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (
 		return outcome{}, fmt.Errorf("retention: %w", err)
 	}
 	return out, nil
-}
-
-// effectClaimer is a transaction that claims an effect's dedupe key in
-// one statement, the key's unique index deciding between instances
-// (store/postgres: ClaimEffect).
-type effectClaimer interface {
-	ClaimEffect(r pay.EffectRecord) (bool, error)
-}
-
-// claimEffect stores r unless its key has a record, and reports whether it
-// did: with ClaimEffect where tx has it, else with Effect and PutEffect (a
-// store with one writer, bbolt).
-func claimEffect(tx rippleTx, r pay.EffectRecord) (bool, error) {
-	if c, ok := tx.(effectClaimer); ok {
-		return c.ClaimEffect(r)
-	}
-	if _, done, err := tx.Effect(r.Key); err != nil || done {
-		return false, err
-	}
-	return true, tx.PutEffect(r)
 }
 
 // storeEffect is an effect applied inside the store (loyalty, retention):

@@ -108,7 +108,7 @@
 //     last_visit_at, which only ever moves forward.
 //
 // The loyalty and retention keys are claimed before the effect is
-// written (claimEffect): on PostgreSQL in one INSERT … ON CONFLICT DO
+// written (Tx.ClaimEffect; bbolt's single writer orders them): on PostgreSQL in one INSERT … ON CONFLICT DO
 // NOTHING, the key's unique index deciding between instances, so an
 // instance applying the same record as another waits for the other's
 // transaction and then finds the key.

@@ -39,6 +39,7 @@ type rippleTx interface {
 	PutCustomerAccount(c pay.CustomerAccount) error
 	Effect(key string) (pay.EffectRecord, bool, error)
 	PutEffect(r pay.EffectRecord) error
+	ClaimEffect(r pay.EffectRecord) (bool, error)
 	WebhookEndpoint(id string) (pay.WebhookEndpoint, error)
 	PutWebhookEndpoint(e pay.WebhookEndpoint) error
 }

@@ -41,6 +41,15 @@ func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
 	return pay.EffectRecord{Key: key, DeliveryID: string(r.DeliveryID), Points: r.Points, At: r.At.UTC()}, true, nil
 }
 
+// ClaimEffect stores r unless its key has a record, and reports whether
+// it did. The single writer orders claims of one key.
+func (t *tx) ClaimEffect(r pay.EffectRecord) (bool, error) {
+	if _, done, err := t.Effect(r.Key); err != nil || done {
+		return false, err
+	}
+	return true, t.PutEffect(r)
+}
+
 // PutEffect stores r under r.Key, replacing any record there; a zero At
 // becomes Tx.Now.
 func (t *tx) PutEffect(r pay.EffectRecord) error {

@@ -387,12 +387,6 @@ func TestScale_RippleClaims(t *testing.T) {
 	}
 }
 
-// effectClaimer is what the ripple workers use of a transaction on
-// PostgreSQL to claim an effect's dedupe key (package ripple: claimEffect).
-type effectClaimer interface {
-	ClaimEffect(r pay.EffectRecord) (bool, error)
-}
-
 // TestDB_EffectClaimRace: three instances claim the same effect key at
 // once, each in a transaction that is open while the others claim: exactly
 // one stores its record, the others find it; a claim in the winner's own
@@ -402,7 +396,7 @@ func TestDB_EffectClaimRace(t *testing.T) {
 	dbs := pools(t, 3, storetest.NewClock(t0).Now)
 	const key = pay.EffectLoyalty + ":evt_1"
 	claim := func(tx pay.Tx, dlv string) (bool, error) {
-		return tx.(effectClaimer).ClaimEffect(pay.EffectRecord{Key: key, DeliveryID: dlv, Points: 12})
+		return tx.ClaimEffect(pay.EffectRecord{Key: key, DeliveryID: dlv, Points: 12})
 	}
 	err := dbs[0].Update(context.Background(), func(tx pay.Tx) error {
 		if ok, err := claim(tx, "dlv_rolled_back"); err != nil || !ok {

@@ -476,6 +476,27 @@ func testEffect(t *testing.T, open Opener) {
 		wantCode(t, err, pay.EINVALID)
 		return nil
 	})
+	// ClaimEffect stores a record for a free key only, in its own
+	// transaction and in a later one; the first record stays.
+	e.update(func(tx pay.Tx) error {
+		for i, want := range []bool{true, false} {
+			ok, err := tx.ClaimEffect(pay.EffectRecord{Key: "retention:evt_1", DeliveryID: fmt.Sprintf("dlv_%d", i)})
+			if err != nil || ok != want {
+				return fmt.Errorf("ClaimEffect #%d in one transaction: claimed=%v err=%v, want %v", i+1, ok, err, want)
+			}
+		}
+		return nil
+	})
+	e.update(func(tx pay.Tx) error {
+		if ok, err := tx.ClaimEffect(pay.EffectRecord{Key: "loyalty:evt_1", DeliveryID: "dlv_9"}); err != nil || ok {
+			return fmt.Errorf("ClaimEffect of a key with a record: claimed=%v err=%v, want false", ok, err)
+		}
+		r, _, err := tx.Effect("retention:evt_1")
+		if err == nil && r.DeliveryID != "dlv_0" {
+			return fmt.Errorf("effect after two claims=%+v, want the first claim's record", r)
+		}
+		return err
+	})
 }
 
 func testWebhookEndpoint(t *testing.T, open Opener) {
