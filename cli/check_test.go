@@ -107,7 +107,7 @@ func TestCheck_ProductionBehindProxy(t *testing.T) {
 
 // TestExitCode_MissingConfig: a -config file that does not exist is a
 // configuration error (exit 2) for every command that takes -config, with
-// the file named, as the README's table of exit codes says.
+// the file named, as docs/cli.md's list of exit codes says.
 func TestExitCode_MissingConfig(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -122,15 +122,15 @@ func TestExitCode_MissingConfig(t *testing.T) {
 			t.Errorf("%s: exit code %d, want %d, naming the file (%v)", args[0], got, want, err)
 		}
 	}
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/cli.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, codes, _ := strings.Cut(string(readme), "**Exit codes.**")
+	_, codes, _ := strings.Cut(string(doc), "**Exit codes.**")
 	codes, _, _ = strings.Cut(codes, "· 3")
 	_, two, _ := strings.Cut(codes, "· 2")
 	if !strings.Contains(strings.Join(strings.Fields(two), " "), "`-config` file that is missing") {
-		t.Errorf("README's exit code 2 does not list a missing -config file:%s", two)
+		t.Errorf("docs/cli.md's exit code 2 does not list a missing -config file:%s", two)
 	}
 }
 

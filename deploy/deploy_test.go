@@ -26,6 +26,7 @@ import (
 	"testing"
 	"text/template"
 	"time"
+	"unicode"
 
 	"sigs.k8s.io/yaml"
 
@@ -946,19 +947,20 @@ func TestExampleConfig_ProductionEdits(t *testing.T) {
 	}
 }
 
-// TestDocs_Figures: what the README and docs/production.md say about
-// retries, waits and the image's user matches the code: an unknown
-// payment's webhook is tried webhook_inbox.max_attempts times with the
-// inbox's backoff (about a minute, not "three times"), the tour's 04
-// payment waits sweeper.min_age, and a Docker bind mount must belong to
-// the image's uid.
+// TestDocs_Figures: what docs/decisions.md, the README's tour and
+// docs/production.md say about retries, waits and the image's user
+// matches the code: an unknown payment's webhook is tried
+// webhook_inbox.max_attempts times with the inbox's backoff (about a
+// minute, not "three times"), the tour's 04 payment waits
+// sweeper.min_age, and a Docker bind mount must belong to the image's uid.
 func TestDocs_Figures(t *testing.T) {
 	t.Parallel()
 	readme := strings.Join(strings.Fields(readFile(t, "README.md")), " ")
+	decisions := strings.Join(strings.Fields(readFile(t, "docs/decisions.md")), " ")
 	cfg := config.DefaultConfig()
 
-	if strings.Contains(readme, "retried three times") {
-		t.Error("README: an unknown payment's webhook is not retried three times")
+	if strings.Contains(readme, "retried three times") || strings.Contains(decisions, "retried three times") {
+		t.Error("README or docs/decisions.md: an unknown payment's webhook is not retried three times")
 	}
 	// The waits between the tries: backoff.Delay's nominal delays, each
 	// drawn in their upper half.
@@ -971,16 +973,18 @@ func TestDocs_Figures(t *testing.T) {
 		most += d
 	}
 	if most/2 < 30*time.Second || most > 90*time.Second {
-		t.Errorf("the inbox's retries take %s to %s: README's \"about a minute\" is wrong", most/2, most)
+		t.Errorf("the inbox's retries take %s to %s: docs/decisions.md's \"about a minute\" is wrong", most/2, most)
 	}
 	for _, want := range []string{
 		fmt.Sprintf("up to `webhook_inbox.max_attempts` tries, %d by default", cfg.WebhookInbox.MaxAttempts),
 		fmt.Sprintf("from %v s to %v s between tries: about a minute", finalize.DefaultInboxBackoffBase.Seconds(), finalize.DefaultInboxBackoffCap.Seconds()),
-		fmt.Sprintf("`sweeper.min_age`, %d minutes by default", int(cfg.Sweeper.MinAge.Minutes())),
 	} {
-		if !strings.Contains(readme, want) {
-			t.Errorf("README does not say %q", want)
+		if !strings.Contains(decisions, want) {
+			t.Errorf("docs/decisions.md does not say %q", want)
 		}
+	}
+	if want := fmt.Sprintf("`sweeper.min_age`, %d minutes by default", int(cfg.Sweeper.MinAge.Minutes())); !strings.Contains(readme, want) {
+		t.Errorf("README's tour does not say %q", want)
 	}
 
 	prod := strings.Join(strings.Fields(readFile(t, "docs/production.md")), " ")
@@ -991,5 +995,116 @@ func TestDocs_Figures(t *testing.T) {
 	}
 	if user == "" || !strings.Contains(prod, "bind mount") || !strings.Contains(prod, "must belong to uid "+user) {
 		t.Errorf("docs/production.md does not say that a bind mount must belong to uid %q (the image's USER)", user)
+	}
+}
+
+// mdLink is an inline Markdown link or image: its target, up to the
+// first space (a title may follow).
+var mdLink = regexp.MustCompile(`!?\[[^\]]*\]\(([^)\s]+)[^)]*\)`)
+
+// headingSlugs returns the anchors of a Markdown file's headings as
+// GitHub makes them: lowercased, links reduced to their text,
+// punctuation dropped but for '-' and '_', spaces as '-', a repeated
+// slug numbered -1, -2 and so on.
+func headingSlugs(text string) map[string]bool {
+	slugs := map[string]bool{}
+	seen := map[string]int{}
+	linkText := regexp.MustCompile(`\[([^\]]*)\]\([^)]*\)`)
+	fenced := false
+	for _, line := range strings.Split(text, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), "```") {
+			fenced = !fenced
+			continue
+		}
+		if fenced || !strings.HasPrefix(line, "#") {
+			continue
+		}
+		h := strings.TrimSpace(strings.TrimLeft(line, "#"))
+		h = strings.ToLower(linkText.ReplaceAllString(h, "$1"))
+		var sb strings.Builder
+		for _, r := range h {
+			switch {
+			case r == ' ':
+				sb.WriteRune('-')
+			case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
+				sb.WriteRune(r)
+			}
+		}
+		slug := sb.String()
+		if n := seen[slug]; n > 0 {
+			seen[slug]++
+			slug = fmt.Sprintf("%s-%d", slug, n)
+		} else {
+			seen[slug] = 1
+		}
+		slugs[slug] = true
+	}
+	return slugs
+}
+
+// TestDocs_Links checks every relative link of the Markdown files at the
+// root and in docs/: the file it names exists and, when it names a
+// heading (#anchor) of a Markdown file, that heading does. Links inside
+// code are not links.
+func TestDocs_Links(t *testing.T) {
+	t.Parallel()
+	top, _ := filepath.Glob(filepath.Join(root, "*.md"))
+	docs, _ := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	files := append(top, docs...)
+	if len(top) == 0 || len(docs) == 0 {
+		t.Fatal("no Markdown files at the root or in docs/")
+	}
+	code := regexp.MustCompile("`[^`]*`")
+	slugs := map[string]map[string]bool{}
+	anchors := func(path string) map[string]bool {
+		if s, ok := slugs[path]; ok {
+			return s
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		slugs[path] = headingSlugs(string(b))
+		return slugs[path]
+	}
+	links := 0
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, _ := filepath.Rel(root, f)
+		fenced := false
+		for n, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(strings.TrimSpace(line), "```") {
+				fenced = !fenced
+				continue
+			}
+			if fenced {
+				continue
+			}
+			for _, m := range mdLink.FindAllStringSubmatch(code.ReplaceAllString(line, ""), -1) {
+				target := m[1]
+				if strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+					continue
+				}
+				links++
+				path, anchor, _ := strings.Cut(target, "#")
+				full := f
+				if path != "" {
+					full = filepath.Join(filepath.Dir(f), filepath.FromSlash(path))
+					if _, err := os.Stat(full); err != nil {
+						t.Errorf("%s:%d: link %s: no file %s", name, n+1, target, path)
+						continue
+					}
+				}
+				if anchor != "" && strings.HasSuffix(full, ".md") && !anchors(full)[anchor] {
+					t.Errorf("%s:%d: link %s: no heading #%s in %s", name, n+1, target, anchor, filepath.Base(full))
+				}
+			}
+		}
+	}
+	if links == 0 {
+		t.Error("found no relative link")
 	}
 }
