@@ -10,11 +10,11 @@ import (
 // has doubled; paystate's live heap is small (tens of MiB) and every
 // request allocates, so at full speed the collector runs often. Collecting
 // at 5 × the live heap instead (serveGCPercent) cut about a quarter of a
-// webhook's CPU (172 → 131 µs, BENCHMARKS.md). serveMemoryLimit is a soft
+// webhook's CPU (172 → 131 µs, docs/benchmarks-history.md). serveMemoryLimit is a soft
 // limit: near it the collector runs as often as it must, so the heap stays
 // under it unless the live heap itself is larger. 128 MiB is half a 256 MiB
 // container, and kept the whole gain in the webhook benchmark (64, 128 and
-// 192 MiB gave the same ratio; BENCHMARKS.md). GOGC and GOMEMLIMIT, when
+// 192 MiB gave the same ratio; docs/benchmarks-history.md). GOGC and GOMEMLIMIT, when
 // set, win (the Go runtime reads them at start).
 const (
 	serveGCPercent   = 400

@@ -40,7 +40,7 @@ const (
 	// DefaultMaxInFlight is how many deliveries to one merchant endpoint
 	// run at once when its EndpointConfig leaves MaxInFlight at 0. At 8
 	// the endpoint's lane could not keep up with creates at full speed
-	// (BENCHMARKS.md, "Ripple in batches"); its keep-alive connections
+	// (docs/benchmarks-history.md, "Ripple in batches"); its keep-alive connections
 	// are as many.
 	DefaultMaxInFlight = 32
 	// MaxInFlightLimit is the largest EndpointConfig.MaxInFlight accepted.
