@@ -209,6 +209,11 @@ type Tx interface {
 	IdemKey(key string) (IdemRecord, error)
 	// PutIdemKey stores r under r.Key.
 	PutIdemKey(r IdemRecord) error
+	// ClaimIdemKey stores r unless its key has a record, and reports
+	// whether it did; if not, it returns the record stored, which no other
+	// transaction changes before this one ends (the one way a request
+	// claims its key).
+	ClaimIdemKey(r IdemRecord) (stored IdemRecord, claimed bool, err error)
 	// PurgeIdemKeys removes up to limit idempotency keys whose ExpiresAt
 	// is at or before expiredBy, oldest first, and returns how many it
 	// removed.

@@ -39,6 +39,17 @@ func (t *tx) PutIdemKey(r pay.IdemRecord) error {
 	return t.putRecord(bucketIdem, key, fromIdem(r))
 }
 
+// ClaimIdemKey stores r unless its key has a record, and reports whether
+// it did; if not, it returns the record stored. The single writer orders
+// claims of one key.
+func (t *tx) ClaimIdemKey(r pay.IdemRecord) (pay.IdemRecord, bool, error) {
+	stored, err := t.IdemKey(r.Key)
+	if pay.ErrorCode(err) != pay.ENOTFOUND {
+		return stored, false, err
+	}
+	return pay.IdemRecord{}, true, t.PutIdemKey(r)
+}
+
 // indexIdem moves the expiry index entry of the idempotency key stored
 // under key (idemKey) to expires, from the ExpiresAt of the record there,
 // if any. PutIdemKey calls it before it writes the record.

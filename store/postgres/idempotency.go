@@ -13,12 +13,17 @@ import (
 )
 
 // IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
+// It takes no lock: a request claims its key with ClaimIdemKey, whose
+// row lock orders the claims of one key.
 func (t *tx) IdemKey(key string) (pay.IdemRecord, error) {
-	if err := t.lock("idem", key); err != nil {
-		return pay.IdemRecord{}, err
-	}
+	return t.readIdemKey(key, "")
+}
+
+// readIdemKey reads the record of key, with lock ("FOR UPDATE" or "")
+// appended to the query; ENOTFOUND if there is none.
+func (t *tx) readIdemKey(key, lock string) (pay.IdemRecord, error) {
 	r, found, err := queryOne(t, "read idempotency key", `SELECT key, fingerprint, state, owner, locked_until, payment_id,
-		status_code, body, created_at, expires_at FROM idempotency_keys WHERE key = $1`, func(row pgx.Row) (pay.IdemRecord, error) {
+		status_code, body, created_at, expires_at FROM idempotency_keys WHERE key = $1 `+lock, func(row pgx.Row) (pay.IdemRecord, error) {
 		var (
 			r                        pay.IdemRecord
 			locked, created, expires int64
@@ -37,13 +42,33 @@ func (t *tx) IdemKey(key string) (pay.IdemRecord, error) {
 	return r, nil
 }
 
-// PutIdemKey stores r under r.Key, replacing what was there. A zero
-// CreatedAt becomes Tx.Now. Two transactions that claim a key (IdemKey,
-// then PutIdemKey) at once take turns on the key's lock: the second finds
-// the first one's record.
-func (t *tx) PutIdemKey(r pay.IdemRecord) error {
+// ClaimIdemKey stores r unless its key has a record, in one statement and
+// without an advisory lock: the key's unique index decides. A transaction
+// that stored the same key and has not ended is waited for. If r is not
+// stored, the record there is read with its row locked (FOR UPDATE), so
+// that of two requests that find a record to take over (expired, or left
+// by a request that died) the second reads the first one's. A zero
+// CreatedAt becomes Tx.Now.
+func (t *tx) ClaimIdemKey(r pay.IdemRecord) (pay.IdemRecord, bool, error) {
+	args, err := t.idemArgs(&r)
+	if err != nil {
+		return pay.IdemRecord{}, false, err
+	}
+	_, claimed, err := queryOne(t, "claim idempotency key", `INSERT INTO idempotency_keys (key, fingerprint, state, owner,
+			locked_until, payment_id, status_code, body, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+		ON CONFLICT (key) DO NOTHING RETURNING true`, scalar[bool], args...)
+	if err != nil || claimed {
+		return pay.IdemRecord{}, claimed, err
+	}
+	stored, err := t.readIdemKey(r.Key, "FOR UPDATE")
+	return stored, false, err
+}
+
+// idemArgs checks r, defaults its CreatedAt to Tx.Now and returns the
+// values of its columns in table order.
+func (t *tx) idemArgs(r *pay.IdemRecord) ([]any, error) {
 	if err := checkPart("idempotency key", r.Key, true); err != nil {
-		return err
+		return nil, err
 	}
 	if r.CreatedAt.IsZero() {
 		r.CreatedAt = t.now
@@ -51,13 +76,17 @@ func (t *tx) PutIdemKey(r pay.IdemRecord) error {
 	e := enc{what: "idempotency key"}
 	args := []any{r.Key, r.Fingerprint, r.State, r.Owner, e.stamp(r.LockedUntil), r.PaymentID, int64(r.StatusCode), orEmpty(r.Body),
 		e.stamp(r.CreatedAt), e.stamp(r.ExpiresAt)}
-	if e.err != nil {
-		return e.err
-	}
-	if err := t.lock("idem", r.Key); err != nil {
+	return args, e.err
+}
+
+// PutIdemKey stores r under r.Key, replacing what was there. A zero
+// CreatedAt becomes Tx.Now.
+func (t *tx) PutIdemKey(r pay.IdemRecord) error {
+	args, err := t.idemArgs(&r)
+	if err != nil {
 		return err
 	}
-	_, err := t.exec("put idempotency key", `INSERT INTO idempotency_keys (key, fingerprint, state, owner, locked_until, payment_id,
+	_, err = t.exec("put idempotency key", `INSERT INTO idempotency_keys (key, fingerprint, state, owner, locked_until, payment_id,
 			status_code, body, created_at, expires_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (key) DO UPDATE SET fingerprint = excluded.fingerprint, state = excluded.state, owner = excluded.owner,
 			locked_until = excluded.locked_until, payment_id = excluded.payment_id, status_code = excluded.status_code,

@@ -243,37 +243,47 @@ func TestDB_LeaseRace(t *testing.T) {
 }
 
 // TestDB_IdemKeyRace: two instances claim the same idempotency key at once
-// (read: not found; store it in flight): one claims it, the other finds
-// the first one's claim and gets EKEYINUSE.
+// (ClaimIdemKey, no lock taken before): one claims it, the other finds
+// the first one's claim and gets EKEYINUSE. Then both find the record
+// expired and take it over at once (ClaimIdemKey reads it with its row
+// locked, then PutIdemKey): the second finds the first one's take-over.
 func TestDB_IdemKeyRace(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock(t0)
 	dbs := pools(t, 2, clock.Now)
-	const key = "create_payment:3f2a:order-1"
-	meet := rendezvous(2)
-	errs := race(dbs, func(side int, db *postgres.DB) error {
+	const key = "create:merchant:order-1"
+	claim := func(side int, db *postgres.DB, meet func(int)) error {
 		return db.Update(context.Background(), func(tx pay.Tx) error {
 			meet(side) // both transactions run
-			r, err := tx.IdemKey(key)
-			switch {
-			case err == nil:
-				return pay.Errorf(pay.EKEYINUSE, "key in flight at %s", r.Owner)
-			case pay.ErrorCode(err) != pay.ENOTFOUND:
-				return err
-			}
-			return tx.PutIdemKey(pay.IdemRecord{
+			r := pay.IdemRecord{
 				Key: key, Fingerprint: "ab12", State: pay.IdemInFlight, Owner: fmt.Sprintf("instance-%d", side),
 				LockedUntil: tx.Now().Add(time.Minute), ExpiresAt: tx.Now().Add(24 * time.Hour),
-			})
+			}
+			stored, claimed, err := tx.ClaimIdemKey(r)
+			switch {
+			case err != nil || claimed:
+				return err
+			case tx.Now().Before(stored.ExpiresAt):
+				return pay.Errorf(pay.EKEYINUSE, "key in flight at %s", stored.Owner)
+			}
+			return tx.PutIdemKey(r) // expired: taken over
 		})
-	})
-	won := winners(t, errs, pay.EKEYINUSE)
-	var r pay.IdemRecord
-	if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { r, err = tx.IdemKey(key); return err }); err != nil {
-		t.Fatal(err)
 	}
-	if got, want := r.Owner, fmt.Sprintf("instance-%d", won); got != want {
-		t.Fatalf("Owner=%s, want %s (the winner)", got, want)
+	owner := func() string {
+		var r pay.IdemRecord
+		if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { r, err = tx.IdemKey(key); return err }); err != nil {
+			t.Fatal(err)
+		}
+		return r.Owner
+	}
+	for _, round := range []string{"claim", "take-over of the expired key"} {
+		meet := rendezvous(2)
+		errs := race(dbs, func(side int, db *postgres.DB) error { return claim(side, db, meet) })
+		won := winners(t, errs, pay.EKEYINUSE)
+		if got, want := owner(), fmt.Sprintf("instance-%d", won); got != want {
+			t.Fatalf("%s: Owner=%s, want %s (the winner)", round, got, want)
+		}
+		clock.Add(25 * time.Hour)
 	}
 }
 

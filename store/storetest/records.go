@@ -6,6 +6,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -893,5 +894,80 @@ func testIdemKey(t *testing.T, open Opener) {
 			return nil
 		})
 		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutIdemKey(pay.IdemRecord{}) }), pay.EINVALID)
+	})
+}
+
+// testClaimIdemKey: a claim stores a record for a free key only and
+// otherwise returns the record there, unchanged; a claim rolled back
+// leaves the key free; of concurrent claims of one key, one wins and the
+// others find its record.
+func testClaimIdemKey(t *testing.T, open Opener) {
+	t.Parallel()
+	e := newEnv(t, open)
+	rec := func(key, owner string) pay.IdemRecord {
+		return pay.IdemRecord{Key: key, Fingerprint: "fp", State: pay.IdemInFlight, Owner: owner,
+			LockedUntil: t0.Add(time.Minute), PaymentID: paymentID(1), ExpiresAt: t0.Add(24 * time.Hour)}
+	}
+	claim := func(r pay.IdemRecord) (stored pay.IdemRecord, claimed bool, err error) {
+		err = e.tryUpdate(func(tx pay.Tx) (err error) {
+			stored, claimed, err = tx.ClaimIdemKey(r)
+			return err
+		})
+		return stored, claimed, err
+	}
+	rolledBack := e.tryUpdate(func(tx pay.Tx) error {
+		if _, ok, err := tx.ClaimIdemKey(rec("create:merchant:k0", "rolled-back")); err != nil || !ok {
+			return fmt.Errorf("claim of a free key: claimed=%v, %v", ok, err)
+		}
+		return pay.Errorf(pay.EINVALID, "roll back")
+	})
+	wantCode(t, rolledBack, pay.EINVALID)
+	if _, ok, err := claim(rec("create:merchant:k0", "first")); err != nil || !ok {
+		t.Fatalf("claim of a key whose claim rolled back: claimed=%v, %v; want claimed", ok, err)
+	}
+	stored, ok, err := claim(rec("create:merchant:k0", "second"))
+	if err != nil || ok || stored.Owner != "first" || stored.PaymentID != paymentID(1) || !stored.CreatedAt.Equal(t0) {
+		t.Fatalf("claim of a claimed key: claimed=%v stored=%+v (%v), want the first claim's record", ok, stored, err)
+	}
+	_, _, err = claim(pay.IdemRecord{})
+	wantCode(t, err, pay.EINVALID)
+
+	// At the same time: one claim wins, the others find its record.
+	const n = 8
+	var (
+		wg     sync.WaitGroup
+		mu     sync.Mutex
+		owners []string
+		start  = make(chan struct{})
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-start
+			stored, ok, err := claim(rec("create:merchant:k1", fmt.Sprint("owner-", i)))
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case err != nil:
+				t.Errorf("claim %d: %v", i, err)
+			case ok:
+				owners = append(owners, fmt.Sprint("owner-", i))
+			case stored.Owner == "":
+				t.Errorf("claim %d lost and found no record", i)
+			}
+		}()
+	}
+	close(start)
+	wg.Wait()
+	if len(owners) != 1 {
+		t.Fatalf("%d concurrent claims of one key: %v stored it, want one", n, owners)
+	}
+	e.view(func(tx pay.Tx) error {
+		r, err := tx.IdemKey("create:merchant:k1")
+		if err == nil && r.Owner != owners[0] {
+			t.Fatalf("record after the claims: owner %q, want the winner %q", r.Owner, owners[0])
+		}
+		return err
 	})
 }

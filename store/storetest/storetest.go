@@ -70,6 +70,7 @@ func Run(t *testing.T, open Opener) {
 		{"Review", testReview},
 		// Idempotency keys.
 		{"IdemKey", testIdemKey},
+		{"ClaimIdemKey", testClaimIdemKey},
 		{"PurgeIdemKeys", testPurgeIdemKeys},
 		// Effect state.
 		{"CustomerAccount", parallel(testCustomerAccount)},
