@@ -51,7 +51,7 @@ func reconcileDB(t *testing.T) string {
 		name   string
 		amount int64
 	}{{"one", 10000}, {"two", 20000}, {"three", 3000}, {"five", 5000}} {
-		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-" + c.name, Amount: c.amount, Currency: "EUR"}, "")
+		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-" + c.name, Amount: c.amount, Currency: "EUR"})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -174,7 +174,7 @@ func (m *Main) Open() (err error) {
 	leases := func(holder string) *finalize.Leases {
 		return &finalize.Leases{Store: m.Store, Holder: holder + "/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")}
 	}
-	idem := &finalize.Idempotency{Store: m.Store, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: exclusive}
+	idem := &finalize.Idempotency{Store: m.Store, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: exclusive, Logger: m.component("idempotency")}
 	m.Payments = &finalize.Payments{
 		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Idempotency: idem,
 		DefaultProvider: cfg.Payment.Provider, Logger: m.component("payments"),
@@ -207,7 +207,6 @@ func (m *Main) Open() (err error) {
 		Addr: cfg.Server.Listen, APIKeys: cfg.Auth.APIKeys, MaxBody: cfg.Server.MaxBody,
 		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration, Pprof: cfg.Server.Pprof,
 		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
-		Idempotency: idem,
 		Deliveries:  m.Ripple, Customers: m.Ripple, Reconciliation: reconcile.Runs{Store: m.Store, SettleWithin: cfg.Reconcile.SettleWithin.Duration},
 		Counts: m.Payments, Ready: m.readyChecks(m.Now()), Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,

@@ -44,8 +44,8 @@ type Payments struct {
 	Providers       map[string]pay.Provider
 	DefaultProvider string
 	PSPTimeout      time.Duration // bound on one PSP call; default 20s
-	// Idempotency is the key store of CreateOnce; nil means one over
-	// Store with the defaults.
+	// Idempotency runs CreateOnce and RefundOnce under their keys; nil
+	// means one over Store with the defaults.
 	Idempotency *Idempotency
 	Logger      zerolog.Logger
 }
@@ -155,137 +155,83 @@ func (s *Payments) provider(name string) (pay.Provider, error) {
 }
 
 // Create stores a new payment, calls its provider and finalizes the answer.
-// A request that did not come from Check is checked first. idemKey, if not
-// empty, is a scoped idempotency key claimed for this request
-// (Idempotency.Begin): the transaction that stores the payment records the
-// payment's id on it, so a retry after a crash finds and resumes it. The
-// HTTP API uses CreateOnce, which claims and finishes the key in the
-// payment's own transactions.
-func (s *Payments) Create(ctx context.Context, req CreateRequest, idemKey string) (pay.Payment, error) {
-	if req.prov == nil {
-		var err error
-		if req, err = s.Check(req); err != nil {
-			return pay.Payment{}, err
-		}
+// A request that did not come from Check is checked first. The HTTP API
+// uses CreateOnce, the same under an idempotency key.
+func (s *Payments) Create(ctx context.Context, req CreateRequest) (pay.Payment, error) {
+	req, err := s.checked(req)
+	if err != nil {
+		return pay.Payment{}, err
 	}
 	var p pay.Payment
-	err := s.Store.Update(ctx, func(tx pay.Tx) (err error) {
-		if p, err = insertPayment(tx, req); err != nil {
-			return err
-		}
-		if idemKey != "" {
-			return linkIdemKey(tx, idemKey, p.ID)
-		}
-		return nil
-	})
-	if err != nil {
+	if err := s.Store.Update(ctx, func(tx pay.Tx) (err error) { p, err = insertPayment(tx, req); return err }); err != nil {
 		return pay.Payment{}, err
 	}
 	s.logCreated(p)
 	return s.charge(ctx, req.prov, p, nil)
 }
 
-// Created is what CreateOnce did under its idempotency key.
+// checked is req checked (Check), unless it came from Check.
+func (s *Payments) checked(req CreateRequest) (CreateRequest, error) {
+	if req.prov != nil {
+		return req, nil
+	}
+	return s.Check(req)
+}
+
+// Created is what CreateOnce did under its idempotency key: the payment
+// created or resumed (not set for a replay), the claim and the key's
+// record (for a replay, the answer to give again).
 type Created struct {
-	// Payment is the payment created or resumed (not set for a replay).
 	Payment pay.Payment
-	// Claim says whether the request ran (new), resumed a request that
-	// died midway (resume) or was finished before (replay: answer Record).
-	Claim Claim
-	// Record is the key's record as the claim found or made it.
-	Record pay.IdemRecord
-	// Held says the key is claimed by this request and holds no answer:
-	// after an error the caller stores the answer (Idempotency.Finish) or
-	// gives the key up (Idempotency.Release).
-	Held bool
+	Done
 }
 
-// CreateOnce is Create under an idempotency key, in two commits. The
-// first claims the key and stores the payment together (the key's record,
-// naming the payment, is written once); the second finalizes the PSP's
-// answer and stores the key's answer (status code and payment id, no body:
-// a replay shows the payment's current view) with the payment's new
+// CreateOnce is Create under an idempotency key (Idempotency.Do), in two
+// commits. The first claims the key and stores the payment together (the
+// key's record names the payment); the second finalizes the PSP's answer
+// and stores the key's answer (status code and payment id, no body: a
+// replay shows the payment's current view) with the payment's new
 // version. A crash between the two leaves the key in flight with the
-// payment on it, and the retry that takes the key over resumes the payment
-// with the same PSP key (Resume). A replay, a reused key or a key in flight
-// is answered from a read transaction and writes nothing. Only when no
-// finalize commits (a report-mode provider that did nothing; a payment a
-// resume finds finished) is the answer stored on its own.
+// payment on it, and the retry that takes the key over resumes the
+// payment with the same PSP key (Resume).
 func (s *Payments) CreateOnce(ctx context.Context, req CreateRequest, key IdemKey) (Created, error) {
-	if req.prov == nil {
-		var err error
-		if req, err = s.Check(req); err != nil {
-			return Created{}, err
-		}
-	}
-	k := s.keys()
-	var out Created
-	var err error
-	if out.Record, out.Claim, err = k.peek(ctx, key); err != nil || out.Claim == ClaimReplay {
-		return out, err
-	}
-	key = key.resolved(out.Record)
-
-	// Claim the key and store the payment before anything leaves the
-	// process, in one transaction.
-	var p pay.Payment
-	err = s.Store.Update(ctx, func(tx pay.Tx) error {
-		p = pay.Payment{}
-		rec, claim, err := k.claim(tx, key)
-		out.Record, out.Claim = rec, claim
-		switch {
-		case err != nil || claim == ClaimReplay:
-			return err
-		case claim == ClaimResume && rec.PaymentID != "":
-			return tx.PutIdemKey(rec) // taken over: resume its payment
-		}
-		if p, err = insertPayment(tx, req); err != nil {
-			return err
-		}
-		rec.PaymentID = p.ID
-		out.Record = rec
-		return tx.PutIdemKey(rec)
-	})
-	if err != nil || out.Claim == ClaimReplay {
-		return out, err
-	}
-	out.Held = true
-
-	// The key's answer goes into the transaction that finalizes the PSP's
-	// answer; an answer that is not applied (review) is not the request's.
-	finished := false
-	finish := func(tx pay.Tx, res pay.Result) error {
-		if res.Rejected != "" {
-			return nil
-		}
-		tx.OnCommit(func() { finished = true })
-		err := finishIdemKey(tx, key.Key, res.Payment.ID, key.Status, nil)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			// The key is gone (purged): the PSP's answer is what must
-			// be recorded.
-			return nil
-		}
-		return err
-	}
-	if p.ID != "" {
-		s.logCreated(p)
-		p, err = s.charge(ctx, req.prov, p, finish)
-	} else {
-		p, err = s.resume(ctx, out.Record.PaymentID, finish)
-	}
+	req, err := s.checked(req)
 	if err != nil {
-		return out, err
+		return Created{}, err
 	}
-	if !finished {
-		if err := k.Finish(ctx, key.Key, p.ID, key.Status, nil); err != nil {
-			return out, err
-		}
-	}
-	out.Payment, out.Held = p, false
-	return out, nil
+	var out Created
+	var made pay.Payment // stored by Start, charged by Run
+	out.Done, err = s.keys().Do(ctx, key, Op{
+		Start: func(tx pay.Tx, _, resumed string) (_ string, err error) {
+			if made = (pay.Payment{}); resumed != "" {
+				return resumed, nil
+			}
+			made, err = insertPayment(tx, req)
+			return made.ID, err
+		},
+		Run: func(ctx context.Context, paymentID string, finish func(pay.Tx) error) (err error) {
+			// The key's answer goes into the transaction that finalizes
+			// the PSP's answer; an answer that is not applied (review)
+			// is not the request's.
+			then := func(tx pay.Tx, res pay.Result) error {
+				if res.Rejected != "" {
+					return nil
+				}
+				return finish(tx)
+			}
+			if made.ID == "" {
+				out.Payment, err = s.resume(ctx, paymentID, then)
+				return err
+			}
+			s.logCreated(made)
+			out.Payment, err = s.charge(ctx, req.prov, made, then)
+			return err
+		},
+	})
+	return out, err
 }
 
-// keys is the idempotency key store of CreateOnce.
+// keys is the idempotency key store of CreateOnce and RefundOnce.
 func (s *Payments) keys() *Idempotency {
 	if s.Idempotency != nil {
 		return s.Idempotency

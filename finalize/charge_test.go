@@ -55,7 +55,7 @@ func TestCreate_PSPAnswers(t *testing.T) {
 			db := bolttest.MustOpen(t, nil)
 			svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db),
 				Providers: map[string]pay.Provider{"stripe": stripeAnswering(t, tc.status, tc.body)}, DefaultProvider: "stripe"}
-			p, err := svc.Create(context.Background(), finalize.CreateRequest{OrderID: "o-1", Amount: 1000, Currency: "EUR"}, "")
+			p, err := svc.Create(context.Background(), finalize.CreateRequest{OrderID: "o-1", Amount: 1000, Currency: "EUR"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -88,10 +88,12 @@ type failingStore struct {
 	pay.Store
 	calls  atomic.Int32
 	failOn int32 // the 1-based Update call that fails
+	// died makes every Update from failOn on fail: the process died.
+	died bool
 }
 
 func (s *failingStore) Update(ctx context.Context, fn func(tx pay.Tx) error) error {
-	if s.calls.Add(1) == s.failOn {
+	if n := s.calls.Add(1); n == s.failOn || (s.died && n > s.failOn) {
 		return errors.New("write failed: injected")
 	}
 	return s.Store.Update(ctx, fn)
@@ -107,7 +109,7 @@ func TestCreate_FinalizeFailsAfterPSP(t *testing.T) {
 	fs := &failingStore{Store: db, failOn: 2} // 1: store the payment; 2: finalize the PSP answer
 	psp := newMock(t)
 	svc := &finalize.Payments{Store: fs, Finalizer: finalize.New(fs), Providers: map[string]pay.Provider{"mock": psp}, DefaultProvider: "mock"}
-	p, err := svc.Create(context.Background(), finalize.CreateRequest{OrderID: "o-fail", Amount: 1000, Currency: "EUR"}, "")
+	p, err := svc.Create(context.Background(), finalize.CreateRequest{OrderID: "o-fail", Amount: 1000, Currency: "EUR"})
 	if err != nil {
 		t.Fatalf("Create: %v, want the payment left for the sweeper", err)
 	}
@@ -140,7 +142,7 @@ func TestReport_CheckedAgainstPSP(t *testing.T) {
 		t.Helper()
 		db := bolttest.MustOpen(t, nil)
 		svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"mock": newMock(t)}, DefaultProvider: "mock"}
-		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-sync", Amount: 1504, Currency: "EUR"}, "")
+		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-sync", Amount: 1504, Currency: "EUR"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -190,7 +192,7 @@ func TestReport_CheckedAgainstPSP(t *testing.T) {
 		db := bolttest.MustOpen(t, nil)
 		psp := stripeAnswering(t, 500, `{"error":{"type":"api_error","message":"something went wrong"}}`)
 		svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"stripe": psp}, DefaultProvider: "stripe"}
-		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-502", Amount: 1000, Currency: "EUR"}, "")
+		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-502", Amount: 1000, Currency: "EUR"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -211,7 +213,7 @@ func TestReport_CheckedAgainstPSP(t *testing.T) {
 			t.Fatal(err)
 		}
 		svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"standard": sp}, DefaultProvider: "standard"}
-		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-std", Amount: 1000, Currency: "EUR"}, "")
+		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-std", Amount: 1000, Currency: "EUR"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,14 +231,14 @@ func TestCreate_Bounds(t *testing.T) {
 	db := bolttest.MustOpen(t, nil)
 	svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"mock": newMock(t)}, DefaultProvider: "mock"}
 	ctx := context.Background()
-	if _, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-max", Amount: pay.MaxAmount, Currency: "EUR"}, ""); err != nil {
+	if _, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-max", Amount: pay.MaxAmount, Currency: "EUR"}); err != nil {
 		t.Fatalf("amount %d: %v, want accepted", pay.MaxAmount, err)
 	}
-	_, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-huge", Amount: 9_223_372_036_854_775_800, Currency: "EUR"}, "")
+	_, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-huge", Amount: 9_223_372_036_854_775_800, Currency: "EUR"})
 	if pay.ErrorCode(err) != pay.EINVALID || !strings.Contains(pay.ErrorMessage(err), "amount") {
 		t.Fatalf("err=%v, want invalid naming amount", err)
 	}
-	_, err = svc.Create(ctx, finalize.CreateRequest{OrderID: "o-prov", Amount: 100, Currency: "EUR", Provider: "nope"}, "")
+	_, err = svc.Create(ctx, finalize.CreateRequest{OrderID: "o-prov", Amount: 100, Currency: "EUR", Provider: "nope"})
 	if got, want := pay.ErrorCode(err), pay.EUNKNOWNPROVIDER; got != want {
 		t.Fatalf("ErrorCode=%q, want %q", got, want)
 	}

@@ -2,7 +2,10 @@ package finalize
 
 import (
 	"context"
+	"net/http"
 	"time"
+
+	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -16,10 +19,10 @@ const (
 	DefaultIdemLock = 60 * time.Second
 )
 
-// Claim is what Begin found for a key.
+// Claim is what a request found for its key.
 type Claim int
 
-// The claims Begin answers with.
+// The claims Do answers with.
 const (
 	ClaimNew    Claim = iota // first request with this key: run it
 	ClaimResume              // a request with this key died midway: resume it
@@ -27,11 +30,13 @@ const (
 )
 
 // Idempotency keeps the idempotency keys of the merchant API (the IETF
-// draft "The Idempotency-Key HTTP Header Field"): the claim of a key by a
-// request, the takeover of a key whose request died midway, and the answer
-// stored for a replay. The HTTP adapter reads the header, scopes the key
-// and fingerprints the request (method, path, body); this is the state
-// machine on storage.
+// draft "The Idempotency-Key HTTP Header Field") and runs the operations
+// under them (Do): the claim of a key by a request, the replay of a
+// finished one, the take-over and resumption of a key whose request died
+// midway, the answer stored when the operation ends, and the release of
+// the key after a failure that says nothing final. The HTTP adapter reads
+// the header, scopes the key, fingerprints the request (method, path,
+// body) and encodes the answers; every rule is here.
 //
 // Same key, same fingerprint, finished: replay. Same key, other
 // fingerprint: EKEYREUSED. Same key while the first request runs:
@@ -51,46 +56,211 @@ type Idempotency struct {
 	// holds a file lock): an in-flight key left by another owner belongs
 	// to a request that died with its process, and is taken over at once.
 	Exclusive bool
+	// Logger logs a key that could not be settled after a failure.
+	Logger zerolog.Logger
 }
 
-// Begin claims key for a request with the given fingerprint, or says why
-// not. It returns the key's record and the claim: new (run the request),
-// resume (run it from rec.PaymentID) or replay (answer rec). A replay, a
-// reused key and a key in flight are answered from a read transaction:
-// only a claim writes.
-func (k *Idempotency) Begin(ctx context.Context, key, fingerprint string) (rec pay.IdemRecord, claim Claim, err error) {
-	ik := IdemKey{Key: key, Fingerprint: fingerprint}
-	if rec, claim, err = k.peek(ctx, ik); err != nil || claim == ClaimReplay {
-		return rec, claim, err
-	}
-	err = k.Store.Update(ctx, func(tx pay.Tx) error {
-		rec, claim, err = k.claim(tx, ik)
-		if err != nil || claim == ClaimReplay {
+// IdemKey is the idempotency key an operation runs under: the scoped key,
+// the request's fingerprint, and how the adapter answers (the status code
+// of a success, the encoding of a failure).
+type IdemKey struct {
+	Key string
+	// Legacy, if not empty, is the name the same key was stored under
+	// before keys were scoped by merchant (by API key): a record stored
+	// under it, and not expired, is the key's record.
+	Legacy      string
+	Fingerprint string
+	// Status is the status code stored as the answer of a success.
+	Status int
+	// Refusal is the answer the adapter gives for a failed request: its
+	// status code and body. The answer is stored on the key, and
+	// replayed, when it is final; nil: no failure is stored, the key is
+	// released.
+	Refusal func(err error) (status int, body []byte)
+}
+
+// Op is an operation run under an idempotency key (Do): a create or a
+// refund, in two steps around its call to the PSP.
+type Op struct {
+	// Check, if not nil, runs in the read transaction that finds the key
+	// free (resumed: "") or held by a request that died (resumed: the
+	// payment on the key). Its error is the answer, and nothing is
+	// written: a request that cannot run consumes no key.
+	Check func(tx pay.Tx, resumed string) error
+	// Start stores the operation's first step in the transaction that
+	// claims the key and returns the payment it is about, which the key's
+	// record names; stored is the name the key is stored under. For a
+	// request that died midway, resumed is the payment on the key and
+	// Start finds what the first try stored.
+	Start func(tx pay.Tx, stored, resumed string) (paymentID string, err error)
+	// Run takes the stored step to its outcome, outside any transaction
+	// (the PSP call). It runs finish in the transaction that records the
+	// outcome, when there is one: that commit stores the key's answer.
+	Run func(ctx context.Context, paymentID string, finish func(pay.Tx) error) error
+}
+
+// Done is what Do did under a key: the claim (new, resume or replay) and
+// the key's record; for a replay, Record is the answer to give again.
+type Done struct {
+	Claim  Claim
+	Record pay.IdemRecord
+}
+
+// Do runs op under key. A replay, a reused key, a key in flight and a
+// refusal of op.Check are answered from a read transaction and write
+// nothing. Otherwise the key is claimed in the transaction of op.Start,
+// op.Run takes it to its outcome and the key's answer (key.Status and the
+// payment) is stored in the transaction that records it, or on its own
+// if none does: two commits for a request. A failure of Start or Run is
+// stored as the key's answer (key.Refusal) when it is final, a 4xx other
+// than 409 that the same request would get again; one about this moment
+// (a conflict, a failure of the server, the storage or the PSP) releases
+// the key, and a retry with it runs or resumes at once.
+func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) {
+	// What a read transaction can answer, it answers.
+	var done Done
+	err := k.Store.View(ctx, func(tx pay.Tx) (err error) {
+		if done.Record, done.Claim, err = k.claim(tx, key); err != nil || done.Claim == ClaimReplay || op.Check == nil {
 			return err
 		}
-		return tx.PutIdemKey(rec)
+		return op.Check(tx, done.resumed())
 	})
-	return rec, claim, err
-}
+	if err != nil || done.Claim == ClaimReplay {
+		return done, err
+	}
+	key = key.resolved(done.Record)
 
-// peek is the claim of key as a read transaction sees it, written nowhere:
-// a replay, a reused key or a key in flight is the answer as it is; a new
-// or resumed claim is made again, in the transaction that writes it.
-func (k *Idempotency) peek(ctx context.Context, key IdemKey) (rec pay.IdemRecord, claim Claim, err error) {
-	err = k.Store.View(ctx, func(tx pay.Tx) error {
-		rec, claim, err = k.claim(tx, key)
+	// Claim the key with the operation's first step, before anything
+	// leaves the process.
+	// A compare-and-set of the payment lost to another writer is tried
+	// again, as Finalize does.
+	var paymentID string
+	var claimed pay.IdemRecord
+	claim := func(tx pay.Tx) (err error) {
+		if paymentID, err = op.Start(tx, key.Key, done.resumed()); err != nil {
+			return err
+		}
+		claimed, err = k.take(tx, key, done, paymentID)
 		return err
-	})
-	return rec, claim, err
+	}
+	for range maxRetries {
+		if err = k.Store.Update(ctx, claim); pay.ErrorCode(err) != pay.ECONFLICT {
+			break
+		}
+	}
+	if err != nil {
+		return done, k.refuse(ctx, key, false, err)
+	}
+	done.Record = claimed
+
+	// Take the operation to its outcome; the key's answer goes into the
+	// transaction that records it.
+	finished := false
+	finish := func(tx pay.Tx) error {
+		tx.OnCommit(func() { finished = true })
+		err := finishIdemKey(tx, key.Key, paymentID, key.Status, nil)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			return nil // the key is gone (purged): the outcome is what must be recorded
+		}
+		return err
+	}
+	if err := op.Run(ctx, paymentID, finish); err != nil {
+		return done, k.refuse(ctx, key, true, err)
+	}
+	if !finished {
+		err = k.Store.Update(ctx, finish)
+	}
+	return done, err
 }
 
-// claim decides, inside tx, what a request with key may do, and returns
-// the record to store for a new or resumed claim (the caller writes it,
-// so a create writes it once, with its payment). It writes nothing. The
-// record's Key is the name the key is stored under: key.Key, or
-// key.Legacy when a live record is stored under that name only.
-func (k *Idempotency) claim(tx pay.Tx, key IdemKey) (pay.IdemRecord, Claim, error) {
-	lock := or(k.Lock, DefaultIdemLock)
+// resumed is the payment of a request that died midway, when the claim
+// resumes one.
+func (d Done) resumed() string {
+	if d.Claim == ClaimResume {
+		return d.Record.PaymentID
+	}
+	return ""
+}
+
+// take claims key inside tx for paymentID, as the read transaction's claim
+// d decided, and returns the record stored. A new claim stores the record
+// by the key's unique key (ClaimIdemKey), over an expired record only; a
+// take-over needs the record d found, still left by the request that
+// died. Anything else is a request that claimed the key meanwhile:
+// EKEYINUSE.
+func (k *Idempotency) take(tx pay.Tx, key IdemKey, d Done, paymentID string) (pay.IdemRecord, error) {
+	now, rec := tx.Now(), k.record(tx, key, paymentID)
+	stored, claimed, err := tx.ClaimIdemKey(rec)
+	switch {
+	case err != nil || claimed:
+		return rec, err
+	case d.Claim == ClaimNew && !now.Before(stored.ExpiresAt):
+		// Expired, not purged yet: a new claim.
+	case d.Claim == ClaimResume && stored.Owner == d.Record.Owner && stored.LockedUntil.Equal(d.Record.LockedUntil):
+		// The request that held the key died: take it over.
+		stored.Owner, stored.LockedUntil, stored.PaymentID = rec.Owner, rec.LockedUntil, paymentID
+		rec = stored
+	default:
+		return rec, &InUseError{RetryAfter: max(stored.LockedUntil.Sub(now), 0)}
+	}
+	return rec, tx.PutIdemKey(rec)
+}
+
+// refuse settles the key of a request that failed with err, and returns
+// err. A final answer (key.Refusal, not 409 nor 5xx) is stored on the key:
+// on the key this request holds, or, if the failure rolled the claim
+// back, on the key claimed for it now. Any other failure releases a key
+// this request holds, so that a retry runs (or resumes) at once.
+func (k *Idempotency) refuse(ctx context.Context, key IdemKey, held bool, err error) error {
+	ctx = context.WithoutCancel(ctx) // the answer is kept even if the client left
+	var status int
+	var body []byte
+	if key.Refusal != nil {
+		status, body = key.Refusal(err)
+	}
+	transient := status == 0 || status == http.StatusConflict || status >= 500
+	if transient && !held {
+		return err
+	}
+	serr := k.Store.Update(ctx, func(tx pay.Tx) error {
+		if transient {
+			// Nothing final was said: let a retry run or resume.
+			r, err := tx.IdemKey(key.Key)
+			if err != nil {
+				return err
+			}
+			r.LockedUntil = tx.Now()
+			return tx.PutIdemKey(r)
+		}
+		if !held {
+			if _, claimed, err := tx.ClaimIdemKey(k.record(tx, key, "")); err != nil || !claimed {
+				return err // claimed by another request meanwhile: its answer stands
+			}
+		}
+		return finishIdemKey(tx, key.Key, "", status, body)
+	})
+	if serr != nil {
+		k.Logger.Warn().Err(serr).Bool("released", transient).Msg("settle idempotency key")
+	}
+	return err
+}
+
+// record is a new claim of key, in flight for this process, naming
+// paymentID.
+func (k *Idempotency) record(tx pay.Tx, key IdemKey, paymentID string) pay.IdemRecord {
+	now := tx.Now()
+	return pay.IdemRecord{Key: key.Key, Fingerprint: key.Fingerprint, State: pay.IdemInFlight, Owner: k.Owner,
+		LockedUntil: now.Add(or(k.Lock, DefaultIdemLock)), PaymentID: paymentID, CreatedAt: now,
+		ExpiresAt: now.Add(or(k.TTL, DefaultIdemTTL))}
+}
+
+// claim decides, inside tx, what a request with key may do: ClaimNew (no
+// record, or an expired one), ClaimResume (rec is the record of the
+// request that died holding it) or ClaimReplay (rec holds the answer);
+// EKEYREUSED for another fingerprint, EKEYINUSE for a key in flight. It
+// writes nothing. rec.Key is the name the key is stored under: key.Key,
+// or key.Legacy when a live record is stored under that name only.
+func (k *Idempotency) claim(tx pay.Tx, key IdemKey) (rec pay.IdemRecord, _ Claim, _ error) {
 	now := tx.Now()
 	r, err := tx.IdemKey(key.Key)
 	if pay.ErrorCode(err) == pay.ENOTFOUND && key.Legacy != "" {
@@ -98,32 +268,28 @@ func (k *Idempotency) claim(tx pay.Tx, key IdemKey) (pay.IdemRecord, Claim, erro
 		case lerr == nil && now.Before(lr.ExpiresAt):
 			r, err = lr, nil
 		case lerr != nil && pay.ErrorCode(lerr) != pay.ENOTFOUND:
-			return pay.IdemRecord{}, 0, lerr
+			return rec, 0, lerr
 		}
 	}
 	switch {
 	case pay.ErrorCode(err) == pay.ENOTFOUND || (err == nil && !now.Before(r.ExpiresAt)):
-		return pay.IdemRecord{Key: key.Key, Fingerprint: key.Fingerprint, State: pay.IdemInFlight, Owner: k.Owner,
-			LockedUntil: now.Add(lock), CreatedAt: now, ExpiresAt: now.Add(or(k.TTL, DefaultIdemTTL))}, ClaimNew, nil
+		return pay.IdemRecord{Key: key.Key}, ClaimNew, nil
 	case err != nil:
-		return pay.IdemRecord{}, 0, err
+		return rec, 0, err
 	case r.Fingerprint != key.Fingerprint:
-		return pay.IdemRecord{}, 0, pay.Errorf(pay.EKEYREUSED, "this Idempotency-Key was used with another request body or path")
+		return rec, 0, pay.Errorf(pay.EKEYREUSED, "this Idempotency-Key was used with another request body or path")
 	case r.State == pay.IdemDone:
 		return r, ClaimReplay, nil
 	case now.Before(r.LockedUntil) && (r.Owner == k.Owner || !k.Exclusive):
 		return r, 0, &InUseError{RetryAfter: r.LockedUntil.Sub(now)}
-	default:
-		// The request that held the key died midway: take it over.
-		r.Owner, r.LockedUntil = k.Owner, now.Add(lock)
-		return r, ClaimResume, nil
 	}
+	return r, ClaimResume, nil // the request that held the key died midway
 }
 
 // resolved is key as the claim rec names it: under the name rec is
 // stored under, with no other name to look up. An operation goes on
-// under it after its first claim, so that every later claim, its refund
-// and its answer name the one record.
+// under it after its first claim, so that every later claim and its
+// answer name the one record.
 func (key IdemKey) resolved(rec pay.IdemRecord) IdemKey {
 	if rec.Key != "" {
 		key.Key = rec.Key
@@ -132,16 +298,10 @@ func (key IdemKey) resolved(rec pay.IdemRecord) IdemKey {
 	return key
 }
 
-// Finish stores the answer of a finished request on its key: the status
-// code, the body and, if not empty, the payment it is about. An answer
-// about a payment needs no body: its replay is the payment's current view.
-func (k *Idempotency) Finish(ctx context.Context, key, paymentID string, status int, body []byte) error {
-	return k.Store.Update(ctx, func(tx pay.Tx) error {
-		return finishIdemKey(tx, key, paymentID, status, body)
-	})
-}
-
-// finishIdemKey is Finish inside a transaction the caller owns.
+// finishIdemKey stores the answer of a finished request on its key: the
+// status code, the body and, if not empty, the payment it is about. An
+// answer about a payment needs no body: its replay is the payment's
+// current view.
 func finishIdemKey(tx pay.Tx, key, paymentID string, status int, body []byte) error {
 	r, err := tx.IdemKey(key)
 	if err != nil {
@@ -152,43 +312,6 @@ func finishIdemKey(tx pay.Tx, key, paymentID string, status int, body []byte) er
 	if paymentID != "" {
 		r.PaymentID = paymentID
 	}
-	return tx.PutIdemKey(r)
-}
-
-// Release gives a key up after a failure that stored no answer, so a retry
-// may run (or resume) at once.
-func (k *Idempotency) Release(ctx context.Context, key string) error {
-	return k.Store.Update(ctx, func(tx pay.Tx) error {
-		r, err := tx.IdemKey(key)
-		if err != nil {
-			return err
-		}
-		r.LockedUntil = tx.Now()
-		return tx.PutIdemKey(r)
-	})
-}
-
-// IdemKey is the idempotency key a create runs under (CreateOnce): the
-// scoped key, the request's fingerprint and the status code stored as the
-// answer of a success.
-type IdemKey struct {
-	Key string
-	// Legacy, if not empty, is the name the same key was stored under
-	// before keys were scoped by merchant (by API key): a record stored
-	// under it, and not expired, is the key's record.
-	Legacy      string
-	Fingerprint string
-	Status      int
-}
-
-// linkIdemKey records paymentID on a claimed key inside the transaction
-// that stores the payment, so a retry after a crash finds it.
-func linkIdemKey(tx pay.Tx, key, paymentID string) error {
-	r, err := tx.IdemKey(key)
-	if err != nil {
-		return err
-	}
-	r.PaymentID = paymentID
 	return tx.PutIdemKey(r)
 }
 

@@ -17,7 +17,6 @@ package finalize
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -394,33 +393,28 @@ func (r RefundRequest) Validate() error {
 }
 
 // Refunded is what RefundOnce did under its idempotency key: the refund
-// and its payment as committed (for a replay, as they are now), the claim,
-// the key's record, and Held when an error leaves the key claimed with no
-// answer (the caller stores one with Idempotency.Finish or gives the key
-// up with Idempotency.Release).
+// and its payment as committed (for a replay, as they are now), the claim
+// and the key's record.
 type Refunded struct {
 	Refund  pay.Refund
 	Payment pay.Payment
-	Claim   Claim
-	Record  pay.IdemRecord
-	Held    bool
+	Done
 }
 
 // RefundOnce refunds part or all of a captured payment under an
-// idempotency key, in two commits. The first claims the key and creates
-// the refund (pending, "re_" + ULID) through Apply, the key's record
-// naming the payment and the refund naming the key: the store refuses a
-// refund that would take the payment's pending and succeeded refunds past
-// its amount (pay.ERefundExceeds, 409) and then nothing is written, the key
-// included. The PSP is then called with the refund's own key
-// ("refund-<refund id>"), outside any transaction, and the second commit
-// finalizes its answer (succeeded, pending or failed) with the key's answer
-// (key.Status and the payment id). A crash between the two leaves the key
-// in flight; the retry that takes it over finds the refund by the key and
+// idempotency key (Idempotency.Do), in two commits. The first claims the
+// key and creates the refund (pending, "re_" + ULID) through Apply, the
+// key's record naming the payment and the refund naming the key: the
+// store refuses a refund that would take the payment's pending and
+// succeeded refunds past its amount (pay.ERefundExceeds, 409) and then
+// nothing is written, the key included. The PSP is then called with the
+// refund's own key ("refund-<refund id>"), outside any transaction, and
+// the second commit finalizes its answer (succeeded, pending or failed)
+// with the key's answer. A crash between the two leaves the key in
+// flight; the retry that takes it over finds the refund by the key and
 // asks the PSP again under the same refund key, which answers the first
-// refund instead of making a second. An unknown payment is ENOTFOUND with
-// the key claimed and held, in one commit, so that the caller stores that
-// answer for a replay. A PSP that refuses the refund
+// refund instead of making a second. An unknown payment is ENOTFOUND,
+// stored as the key's answer in one commit. A PSP that refuses the refund
 // (EINVALID, EUNSUPPORTED) fails it, freeing its amount, and that error is
 // the answer; a PSP that does not answer leaves it pending (the sweeper
 // asks later) and is EPSP. A replay, a reused key, a key in flight and a
@@ -431,138 +425,57 @@ func (s *Payments) RefundOnce(ctx context.Context, paymentID string, req RefundR
 	if err := req.Validate(); err != nil {
 		return out, err
 	}
-	k := s.keys()
-
-	// What a read transaction can answer, it answers.
-	var missing error
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
-		missing = nil
-		rec, claim, err := k.claim(tx, key)
-		out.Record, out.Claim = rec, claim
-		if err != nil {
-			return err
-		}
-		if claim == ClaimReplay {
-			out.Refund, out.Payment, err = refundOfKey(tx, rec.PaymentID, rec.Key)
-			return err
-		}
-		p, err := tx.Payment(paymentID)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			missing = err // a final answer: stored on the claimed key
-			return nil
-		} else if err != nil {
-			return err
-		}
-		out.Payment = p
-		if claim == ClaimResume && rec.PaymentID == p.ID {
-			return nil // the refund of a request that died: resumed below
-		}
-		return refundable(p, req.Amount)
-	})
-	if err != nil || out.Claim == ClaimReplay {
-		return out, err
-	}
-	key = key.resolved(out.Record)
-	if missing != nil {
-		// An unknown payment is an answer the same request would get
-		// again: the key is claimed and held, for the caller to store it.
-		err := s.Store.Update(ctx, func(tx pay.Tx) error {
-			rec, claim, err := k.claim(tx, key)
-			out.Record, out.Claim = rec, claim
-			if err != nil || claim == ClaimReplay {
-				return err
-			}
-			return tx.PutIdemKey(rec)
-		})
-		if err != nil || out.Claim == ClaimReplay {
-			return out, err
-		}
-		out.Held = true
-		return out, missing
-	}
-	if _, err := s.provider(out.Payment.Provider); err != nil {
-		return out, err
-	}
-
-	// Claim the key and create the refund in one commit, before anything
-	// leaves the process. A retry of a request that died finds its
-	// refund instead.
-	var claimed pay.IdemRecord
 	obs := pay.Observation{
 		PaymentID: paymentID, Source: pay.SourceAPI,
-		Refund: &pay.RefundChange{Request: true, Amount: req.Amount, Reason: req.Reason, Status: pay.RefundPending, IdemKey: key.Key},
+		Refund: &pay.RefundChange{Request: true, Amount: req.Amount, Reason: req.Reason, Status: pay.RefundPending},
 	}
-	var resumed pay.Refund
-	res, err := s.Finalizer.finalize(ctx, obs, func(tx pay.Tx) error {
-		resumed = pay.Refund{}
-		rec, claim, err := k.claim(tx, key)
-		out.Record, out.Claim = rec, claim
-		if err != nil {
+	var err error
+	out.Done, err = s.keys().Do(ctx, key, Op{
+		Check: func(tx pay.Tx, resumed string) error {
+			p, err := tx.Payment(paymentID)
+			switch {
+			case pay.ErrorCode(err) == pay.ENOTFOUND:
+				return nil // a final answer, stored on the key (Start)
+			case err != nil:
+				return err
+			case resumed != p.ID:
+				if err := refundable(p, req.Amount); err != nil {
+					return err
+				}
+			}
+			_, err = s.provider(p.Provider)
 			return err
-		}
-		if claim == ClaimReplay {
-			return errReplay
-		}
-		rec.PaymentID = paymentID
-		claimed = rec
-		if err := tx.PutIdemKey(rec); err != nil {
+		},
+		Start: func(tx pay.Tx, stored, resumed string) (_ string, err error) {
+			// The refund of a request that died is resumed; else the
+			// refund is created, naming its key.
+			if out.Refund, out.Payment, err = refundOfKey(tx, resumed, stored); err != nil || out.Refund.ID != "" {
+				return paymentID, err
+			}
+			o, change := obs, *obs.Refund
+			change.IdemKey, o.Refund = stored, &change
+			res, err := Apply(tx, o)
+			if err != nil {
+				return "", err
+			}
+			tx.OnCommit(func() { s.Finalizer.committed(o, res) })
+			out.Refund = res.Refund
+			return paymentID, nil
+		},
+		Run: func(ctx context.Context, _ string, finish func(pay.Tx) error) (err error) {
+			out.Refund, out.Payment, err = s.refundAtPSP(ctx, out.Refund, func(tx pay.Tx, _ pay.Result) error { return finish(tx) })
 			return err
-		}
-		if claim != ClaimResume {
-			return nil
-		}
-		if resumed, _, err = refundOfKey(tx, paymentID, key.Key); err != nil {
-			return err
-		}
-		if resumed.ID != "" {
-			return errResumed // the key is taken over; its refund exists
-		}
-		return nil
-	}, nil)
-	switch {
-	case errors.Is(err, errReplay):
-		err = s.Store.View(ctx, func(tx pay.Tx) (err error) {
-			out.Refund, out.Payment, err = refundOfKey(tx, out.Record.PaymentID, key.Key)
-			return err
-		})
+		},
+	})
+	if err != nil || out.Claim != ClaimReplay {
 		return out, err
-	case errors.Is(err, errResumed):
-		// The claim was rolled back with the refused Apply: take the key
-		// over on its own.
-		if err = s.Store.Update(ctx, func(tx pay.Tx) error { return tx.PutIdemKey(claimed) }); err != nil {
-			return out, err
-		}
-		out.Refund = resumed
-	case err != nil:
-		return out, err
-	default:
-		out.Refund = res.Refund
 	}
-	out.Held = true
-	out.Record = claimed
-
-	finish := func(tx pay.Tx, res pay.Result) error {
-		err := finishIdemKey(tx, key.Key, paymentID, key.Status, nil)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil // the key is gone (purged): the PSP's answer is what must be recorded
-		}
+	err = s.Store.View(ctx, func(tx pay.Tx) (err error) {
+		out.Refund, out.Payment, err = refundOfKey(tx, out.Record.PaymentID, out.Record.Key)
 		return err
-	}
-	r, p, err := s.refundAtPSP(ctx, out.Refund, finish)
-	if err != nil {
-		return out, err
-	}
-	out.Refund, out.Payment, out.Held = r, p, false
-	return out, nil
+	})
+	return out, err
 }
-
-// errReplay and errResumed end the claiming transaction of RefundOnce
-// without a write when the key turns out to be finished, or to hold a
-// refund already.
-var (
-	errReplay  = errors.New("the idempotency key was finished meanwhile")
-	errResumed = errors.New("the idempotency key's refund exists")
-)
 
 // refundable says whether p can be refunded by amount (0: the rest):
 // pay.DecideRefundRequest on a read, to answer a refused request without

@@ -41,14 +41,14 @@ func TestPayments_RefundOnce(t *testing.T) {
 	svc := &finalize.Payments{Store: cs, Finalizer: finalize.New(cs), Providers: map[string]pay.Provider{"mock": psp}, DefaultProvider: "mock"}
 	create := func(amount int64) pay.Payment {
 		t.Helper()
-		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-refund", Amount: amount, Currency: "EUR"}, "")
+		p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-refund", Amount: amount, Currency: "EUR"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return p
 	}
 	key := func(k string) finalize.IdemKey {
-		return finalize.IdemKey{Key: "refund:" + k, Fingerprint: "fp-" + k, Status: http.StatusCreated}
+		return finalize.IdemKey{Key: "refund:" + k, Fingerprint: "fp-" + k, Status: http.StatusCreated, Refusal: refusal}
 	}
 	all := finalize.RefundRequest{}
 	p := create(1000) // captured in the PSP's answer
@@ -62,8 +62,8 @@ func TestPayments_RefundOnce(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Payment.Status != pay.Refunded || r.Claim != finalize.ClaimNew || r.Held {
-			t.Fatalf("RefundOnce: status=%s claim=%v held=%v, want refunded, new, not held", r.Payment.Status, r.Claim, r.Held)
+		if r.Payment.Status != pay.Refunded || r.Claim != finalize.ClaimNew {
+			t.Fatalf("RefundOnce: status=%s claim=%v, want refunded, new", r.Payment.Status, r.Claim)
 		}
 		if r.Refund.Status != pay.RefundSucceeded || r.Refund.Amount != 1000 || r.Payment.AmountRefunded != 1000 {
 			t.Fatalf("refund %+v, amount_refunded %d; want 1000 succeeded", r.Refund, r.Payment.AmountRefunded)
@@ -104,13 +104,15 @@ func TestPayments_RefundOnce(t *testing.T) {
 	})
 
 	t.Run("ErrAlreadyRefunded", func(t *testing.T) {
-		var r finalize.Refunded
 		var err error
-		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, all, key("2")) }), int64(0); got != want {
+		if got, want := cs.Commits(func() { _, err = svc.RefundOnce(ctx, p.ID, all, key("2")) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
-		if pay.ErrorCode(err) != pay.ECONFLICT || r.Held {
-			t.Fatalf("RefundOnce: held=%v (%v), want ECONFLICT, not held", r.Held, err)
+		if pay.ErrorCode(err) != pay.ECONFLICT {
+			t.Fatalf("RefundOnce: %v, want ECONFLICT", err)
+		}
+		if _, err := idemRecord(t, db, key("2").Key); pay.ErrorCode(err) != pay.ENOTFOUND {
+			t.Fatalf("key record: %v, want none", err)
 		}
 		if c, _ := psp.Charge(finalize.ChargeKey(p.ID)); c.Refunds != 1 {
 			t.Fatalf("PSP refunds=%d, want 1", c.Refunds)
@@ -132,8 +134,8 @@ func TestPayments_RefundOnce(t *testing.T) {
 		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, q.ID, finalize.RefundRequest{Amount: 800}, key("p2")) }), int64(0); got != want {
 			t.Errorf("commits of a refund that does not fit=%d, want %d", got, want)
 		}
-		if pay.ErrorCode(err) != pay.ERefundExceeds || r.Held {
-			t.Fatalf("RefundOnce 800: held=%v (%v), want %s", r.Held, err, pay.ERefundExceeds)
+		if pay.ErrorCode(err) != pay.ERefundExceeds {
+			t.Fatalf("RefundOnce 800: %v, want %s", err, pay.ERefundExceeds)
 		}
 		if _, err := idemRecord(t, db, key("p2").Key); pay.ErrorCode(err) != pay.ENOTFOUND {
 			t.Fatalf("key record of the refused refund: %v, want none", err)
@@ -145,13 +147,12 @@ func TestPayments_RefundOnce(t *testing.T) {
 
 	t.Run("ErrNotCaptured", func(t *testing.T) {
 		q := create(1003) // processing
-		var r finalize.Refunded
 		var err error
-		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, q.ID, all, key("3")) }), int64(0); got != want {
+		if got, want := cs.Commits(func() { _, err = svc.RefundOnce(ctx, q.ID, all, key("3")) }), int64(0); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
-		if pay.ErrorCode(err) != pay.ECONFLICT || r.Held {
-			t.Fatalf("RefundOnce: held=%v (%v), want ECONFLICT, not held", r.Held, err)
+		if pay.ErrorCode(err) != pay.ECONFLICT {
+			t.Fatalf("RefundOnce: %v, want ECONFLICT", err)
 		}
 		if _, err := idemRecord(t, db, key("3").Key); pay.ErrorCode(err) != pay.ENOTFOUND {
 			t.Fatalf("key record: %v, want none", err)
@@ -159,18 +160,35 @@ func TestPayments_RefundOnce(t *testing.T) {
 	})
 
 	t.Run("ErrNotFound", func(t *testing.T) {
+		// A final answer: stored on the key in one commit, and replayed.
+		const unknown = "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV"
 		var r finalize.Refunded
 		var err error
-		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, "pay_01ARZ3NDEKTSV4RRFFQ69G5FAV", all, key("4")) }), int64(1); got != want {
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, unknown, all, key("4")) }), int64(1); got != want {
 			t.Errorf("commits=%d, want %d", got, want)
 		}
-		if pay.ErrorCode(err) != pay.ENOTFOUND || !r.Held {
-			t.Fatalf("RefundOnce: held=%v (%v), want ENOTFOUND with the key held", r.Held, err)
+		if pay.ErrorCode(err) != pay.ENOTFOUND {
+			t.Fatalf("RefundOnce: %v, want ENOTFOUND", err)
 		}
-		if rec, err := idemRecord(t, db, key("4").Key); err != nil || rec.State != pay.IdemInFlight {
-			t.Fatalf("key record: %+v (%v), want in flight", rec, err)
+		if rec, err := idemRecord(t, db, key("4").Key); err != nil || rec.State != pay.IdemDone || rec.StatusCode != http.StatusNotFound {
+			t.Fatalf("key record: %+v (%v), want done 404", rec, err)
+		}
+		if got, want := cs.Commits(func() { r, err = svc.RefundOnce(ctx, unknown, all, key("4")) }), int64(0); got != want {
+			t.Errorf("commits of the replay=%d, want %d", got, want)
+		}
+		if err != nil || r.Claim != finalize.ClaimReplay || r.Record.StatusCode != http.StatusNotFound {
+			t.Fatalf("replay: claim=%v record %+v (%v), want the stored 404", r.Claim, r.Record, err)
 		}
 	})
+}
+
+// refusal is the answer of a failed request as an adapter stores it: a
+// status code (404 for ENOTFOUND, 409 for any other) and the code.
+func refusal(err error) (int, []byte) {
+	if pay.ErrorCode(err) == pay.ENOTFOUND {
+		return http.StatusNotFound, []byte(pay.ENOTFOUND)
+	}
+	return http.StatusConflict, []byte(pay.ErrorCode(err))
 }
 
 // TestPayments_RefundOnceResume: the claim committed, the PSP refunded,
@@ -185,12 +203,12 @@ func TestPayments_RefundOnceResume(t *testing.T) {
 	psp := newMock(t)
 	providers := map[string]pay.Provider{"mock": psp}
 
-	// The first process: its fourth write (1, 2: the create; 3: the
-	// claim; 4: the refund's finalize) fails.
-	first := &commitCounter{Store: &failingStore{Store: db, failOn: 4}}
+	// The first process dies at its fourth write (1, 2: the create; 3:
+	// the claim; 4: the refund's finalize): nothing after it is written.
+	first := &commitCounter{Store: &failingStore{Store: db, failOn: 4, died: true}}
 	svc := &finalize.Payments{Store: first, Finalizer: finalize.New(first), Providers: providers, DefaultProvider: "mock",
 		Idempotency: &finalize.Idempotency{Store: first, Owner: "first", Exclusive: true}}
-	p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-resume", Amount: 1000, Currency: "EUR"}, "")
+	p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-resume", Amount: 1000, Currency: "EUR"})
 	if err != nil || p.Status != pay.Captured {
 		t.Fatalf("create: %s (%v), want captured", p.Status, err)
 	}
@@ -199,8 +217,8 @@ func TestPayments_RefundOnceResume(t *testing.T) {
 	if got, want := first.Commits(func() { r, err = svc.RefundOnce(ctx, p.ID, finalize.RefundRequest{}, k) }), int64(1); got != want {
 		t.Errorf("commits of the failed refund=%d, want %d", got, want)
 	}
-	if err == nil || !r.Held {
-		t.Fatalf("RefundOnce: held=%v (%v), want the injected failure with the key held", r.Held, err)
+	if err == nil {
+		t.Fatal("RefundOnce: no error, want the injected failure")
 	}
 	if c, _ := psp.Charge(finalize.ChargeKey(p.ID)); c.Refunds != 1 || c.Status != pay.Refunded {
 		t.Fatalf("PSP charge=%+v, want refunded once", c)

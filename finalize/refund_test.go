@@ -89,7 +89,7 @@ func TestRefunds_Concurrent(t *testing.T) {
 			t.Cleanup(loyalty.Close)
 
 			const amount = 10_000 // 100.00 EUR: 700 points at 7 a unit
-			p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-20", Amount: amount, Currency: "EUR", Customer: pay.Customer{ID: "cus_20"}}, "")
+			p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-20", Amount: amount, Currency: "EUR", Customer: pay.Customer{ID: "cus_20"}})
 			if err != nil || p.Status != pay.Captured {
 				t.Fatalf("create: %s (%v), want captured", p.Status, err)
 			}
@@ -221,7 +221,7 @@ func newMoneyEnv(t *testing.T, open func(*testing.T, func() time.Time) pay.Store
 		svc:   &finalize.Payments{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "standard"},
 		inbox: &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
 	}
-	p, err := e.svc.Create(ctx, finalize.CreateRequest{OrderID: "o-money", Amount: 1000, Currency: "EUR"}, "")
+	p, err := e.svc.Create(ctx, finalize.CreateRequest{OrderID: "o-money", Amount: 1000, Currency: "EUR"})
 	if err != nil {
 		t.Fatal(err)
 	}

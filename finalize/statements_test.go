@@ -66,7 +66,7 @@ func TestWebhookStatements(t *testing.T) {
 	fin := finalize.New(db)
 	svc := &finalize.Payments{Store: db, Finalizer: fin, Providers: providers, DefaultProvider: "standard"}
 	inbox := &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now, WriteFirst: true}
-	p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-count", Amount: 1000, Currency: "EUR"}, "")
+	p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-count", Amount: 1000, Currency: "EUR"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,5 +96,40 @@ func TestWebhookStatements(t *testing.T) {
 	// Its redelivery is found by the write transaction: a duplicate.
 	if _, dup, err := inbox.Accept(ctx, "standard", body, testkit.StandardHeader(t, moneySecret, ev.ID, clock.Now(), body)); err != nil || !dup {
 		t.Fatalf("Accept of the redelivery: duplicate %t, %v; want a duplicate", dup, err)
+	}
+}
+
+// maxCreateStatements is what one create under an idempotency key costs
+// on PostgreSQL today, in statements: the claim of the key with the
+// payment, the PSP's answer finalized with the key's answer (16 when the
+// key was read and written under an advisory lock).
+const maxCreateStatements = 13
+
+// TestCreateStatements counts the statements of one create under a new
+// idempotency key on PostgreSQL (the mock PSP captures it), with a pgx
+// tracer: the key is claimed by its unique key, in one statement.
+func TestCreateStatements(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	var count statementCounter
+	db, err := postgres.Open(ctx, pgtest.Schema(t), &postgres.Options{Now: clock.Now, Tracer: &count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"mock": newMock(t)}, DefaultProvider: "mock",
+		Idempotency: &finalize.Idempotency{Store: db, Owner: "test"}}
+	key := finalize.IdemKey{Key: "create:merchant:count", Fingerprint: "fp", Status: 201}
+	count.on.Store(true)
+	c, err := svc.CreateOnce(ctx, finalize.CreateRequest{OrderID: "o-count", Amount: 1000, Currency: "EUR"}, key)
+	count.on.Store(false)
+	if err != nil || c.Payment.Status != pay.Captured {
+		t.Fatalf("CreateOnce: %+v (%v), want captured", c.Payment, err)
+	}
+	if n := count.statements.Load(); n > maxCreateStatements {
+		t.Errorf("one create sent %d statements, want at most %d", n, maxCreateStatements)
+	} else {
+		t.Logf("one create: %d statements", n)
 	}
 }

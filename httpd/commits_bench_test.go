@@ -41,8 +41,7 @@ func BenchmarkLone(b *testing.B) {
 	payments := &finalize.Payments{Store: cs, Finalizer: fin, Providers: providers, DefaultProvider: "mock"}
 	srv := &httpd.Server{
 		Addr: "127.0.0.1:0", Payments: payments, Events: payments, Ledger: payments,
-		Idempotency: &finalize.Idempotency{Store: cs},
-		Webhooks:    &finalize.Inbox{Store: cs, Finalizer: fin, Providers: providers},
+		Webhooks: &finalize.Inbox{Store: cs, Finalizer: fin, Providers: providers},
 	}
 	if err := srv.Open(); err != nil {
 		b.Fatal(err)

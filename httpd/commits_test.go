@@ -37,7 +37,6 @@ func newCountingServer(t *testing.T) (*dashServer, *commitCounter) {
 		providers := map[string]pay.Provider{"standard": old.Providers["standard"], "mock": psp}
 		payments := &finalize.Payments{Store: cs, Finalizer: fin, Providers: providers, DefaultProvider: "standard"}
 		s.Payments, s.Events, s.Ledger = payments, payments, payments
-		s.Idempotency = &finalize.Idempotency{Store: cs}
 		s.Webhooks = &finalize.Inbox{Store: cs, Finalizer: fin, Providers: providers, Now: inbox.Now}
 	})
 	return d, cs

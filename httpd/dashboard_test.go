@@ -67,8 +67,7 @@ func newDashServerWith(t testing.TB, setup func(*httpd.Server), keys ...string) 
 	srv := &httpd.Server{
 		Addr: "127.0.0.1:0", APIKeys: keys, Now: clock.Now, Backup: db,
 		Payments: payments, Events: payments, Ledger: payments,
-		Idempotency: &finalize.Idempotency{Store: db},
-		Webhooks:    &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
+		Webhooks: &finalize.Inbox{Store: db, Finalizer: fin, Providers: providers, Now: clock.Now},
 	}
 	if setup != nil {
 		setup(srv)

@@ -1,7 +1,6 @@
 package httpd
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,9 +15,10 @@ import (
 )
 
 // The Idempotency-Key protocol of the merchant API (IETF draft "The
-// Idempotency-Key HTTP Header Field"); this file reads the header, scopes
-// and fingerprints the request and encodes the answers, the state machine
-// on storage is finalize.Idempotency:
+// Idempotency-Key HTTP Header Field"): this file reads the header, scopes
+// and fingerprints the request, and encodes the answers; the protocol
+// (claim, replay, resume, the answer stored, the key released) is
+// finalize.Idempotency's. To the client:
 //
 //   - the key is 1–255 printable ASCII characters; a request without it is
 //     answered 400 (idempotency_key_missing);
@@ -38,20 +38,10 @@ import (
 //     with Retry-After;
 //   - only final answers are stored: a success or a 4xx that the same
 //     request would get again. A 409 conflict or a 5xx releases the key,
-//     and the retry runs (see transient);
+//     and the retry runs;
 //   - a request that died midway (the process was killed after the payment
 //     was stored) is resumed by the retry from the stored payment, and the
 //     PSP call repeats the same derived key, so nothing is charged twice.
-
-// Idempotency is what the idempotent routes need of the key store
-// (finalize.Idempotency) after an operation failed with its key held:
-// store the failed request's answer, or give the key up. The claim and
-// the answer of a success are written by the operation itself
-// (finalize.Payments.CreateOnce, RefundOnce).
-type Idempotency interface {
-	Finish(ctx context.Context, key, paymentID string, status int, body []byte) error
-	Release(ctx context.Context, key string) error
-}
 
 // idemKey reads and checks the Idempotency-Key header.
 func idemKey(rc *fasthttp.RequestCtx) (string, error) {
@@ -121,56 +111,26 @@ func retryAfterSeconds(d time.Duration) string {
 	return strconv.Itoa(sec)
 }
 
-// transient reports whether an error answer says something about this
-// moment rather than about the request: a conflict (409: the payment is not
-// in a state for this now, its lease is held, a compare-and-set lost) or a
-// failure of the server, the storage or the PSP (5xx, 503 when the disk is
-// full). Such an answer is not kept as the key's answer: the key is
-// released, and a retry with it runs (or resumes) once the cause is gone.
-// Every other 4xx says the request itself is wrong (invalid, not found,
-// unsupported by the provider); the same request would get it again, so it
-// is stored and replayed like a success.
-func transient(code string) bool {
-	st := HTTPStatus(code)
-	return st == fasthttp.StatusConflict || st >= 500
-}
-
-// once answers a create that ran under its Idempotency-Key in the
-// operation's own transactions (finalize.Payments.CreateOnce, which
-// claims the key and stores its answer with the operation's writes;
-// handleRefund does the same for RefundOnce, whose replay is a refund):
-// an error that left the key held is settled (failed), any other error
-// is the answer as it is (a key refused, a request that cannot run); a
-// replay answers from the key's record; a success is the payment's
-// client view with status.
-func (s *Server) once(ctx context.Context, rc *fasthttp.RequestCtx, status int, c finalize.Created, err error) error {
-	switch {
-	case err != nil && c.Held:
-		return s.failed(ctx, rc, c.Record.Key, err)
-	case err != nil:
-		return keyRefused(rc, err)
-	case c.Claim == finalize.ClaimReplay:
-		return s.replay(ctx, rc, c.Record)
-	}
-	writeJSON(rc, status, viewJSON(c.Payment))
-	return nil
-}
-
 // idemKeyOf is the request's key as an operation runs under it: its
 // stored name, its name before keys were scoped by merchant, the
-// request's fingerprint and the status code of a success.
+// request's fingerprint, the status code of a success and the encoding of
+// a failure (the answer stored when it is final).
 func idemKeyOf(rc *fasthttp.RequestCtx, op, key string, status int) finalize.IdemKey {
 	apiKey, _ := bearer(rc)
 	return finalize.IdemKey{
 		Key: ScopedKey(op, key), Legacy: LegacyScopedKey(op, apiKey, key),
 		Fingerprint: Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody()),
 		Status:      status,
+		Refusal: func(err error) (int, []byte) {
+			b, _ := json.Marshal(errorBody{Error: errorDetailOf(err)})
+			return HTTPStatus(pay.ErrorCode(err)), b
+		},
 	}
 }
 
-// keyRefused passes on why a key could not be claimed, with Retry-After
-// for a key in flight.
-func keyRefused(rc *fasthttp.RequestCtx, err error) error {
+// refused is the answer of an operation that did not run under its key:
+// Retry-After for a key in flight, and the error.
+func refused(rc *fasthttp.RequestCtx, err error) error {
 	var iu *finalize.InUseError
 	if errors.As(err, &iu) {
 		rc.Response.Header.Set("Retry-After", retryAfterSeconds(iu.RetryAfter))
@@ -178,38 +138,19 @@ func keyRefused(rc *fasthttp.RequestCtx, err error) error {
 	return err
 }
 
-// replay answers a finished request from its key's record: a payment's
-// current client view, or the stored body of an answer about no payment.
-func (s *Server) replay(ctx context.Context, rc *fasthttp.RequestCtx, rec pay.IdemRecord) error {
+// replayed answers a finished request from its key's record: the stored
+// body of a failure (or of an answer about nothing view can show), else
+// the stored status code with the current view of what the request made.
+func replayed(rc *fasthttp.RequestCtx, rec pay.IdemRecord, view func() (any, error)) error {
 	rc.Response.Header.Set("Idempotent-Replayed", "true")
-	if rec.PaymentID == "" {
+	if rec.StatusCode >= 300 || rec.PaymentID == "" || view == nil {
 		writeRaw(rc, rec.StatusCode, rec.Body)
 		return nil
 	}
-	p, err := s.Payments.Get(ctx, rec.PaymentID)
+	v, err := view()
 	if err != nil {
 		return err
 	}
-	writeJSON(rc, rec.StatusCode, viewJSON(p))
+	writeJSON(rc, rec.StatusCode, v)
 	return nil
-}
-
-// failed settles a claimed key after the request failed, and returns err:
-// a transient error releases the key so a retry runs (or resumes); a
-// definite answer (invalid, not found, unsupported) is stored.
-func (s *Server) failed(ctx context.Context, rc *fasthttp.RequestCtx, scoped string, err error) error {
-	code := pay.ErrorCode(err)
-	if transient(code) {
-		// Nothing final was said: let a retry run or resume.
-		if rerr := s.Idempotency.Release(context.WithoutCancel(ctx), scoped); rerr != nil {
-			s.log(rc).Warn().Err(rerr).Msg("release idempotency key")
-		}
-		return err
-	}
-	body := errorBody{Error: errorDetailOf(err)}
-	b, _ := json.Marshal(body)
-	if ferr := s.Idempotency.Finish(ctx, scoped, "", HTTPStatus(code), b); ferr != nil {
-		s.log(rc).Warn().Err(ferr).Msg("store idempotent answer")
-	}
-	return err
 }

@@ -86,7 +86,17 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	ctx, cancel := s.requestContext()
 	defer cancel()
 	c, err := s.Payments.CreateOnce(ctx, req, idemKeyOf(rc, "create", key, fasthttp.StatusCreated))
-	return s.once(ctx, rc, fasthttp.StatusCreated, c, err)
+	switch {
+	case err != nil:
+		return refused(rc, err)
+	case c.Claim == finalize.ClaimReplay:
+		return replayed(rc, c.Record, func() (any, error) {
+			p, err := s.Payments.Get(ctx, c.Record.PaymentID)
+			return viewJSON(p), err
+		})
+	}
+	writeJSON(rc, fasthttp.StatusCreated, viewJSON(c.Payment))
+	return nil
 }
 
 // paymentID checks a payment id from the path.

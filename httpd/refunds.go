@@ -101,18 +101,12 @@ func (s *Server) handleRefundPayment(rc *fasthttp.RequestCtx, params []string) e
 	defer cancel()
 	r, err := s.Payments.RefundOnce(ctx, id, req, idemKeyOf(rc, "refund", key, fasthttp.StatusCreated))
 	switch {
-	case err != nil && r.Held:
-		return s.failed(ctx, rc, r.Record.Key, err)
 	case err != nil:
-		return keyRefused(rc, err)
+		return refused(rc, err)
+	case r.Claim == finalize.ClaimReplay && r.Refund.ID == "":
+		return replayed(rc, r.Record, nil)
 	case r.Claim == finalize.ClaimReplay:
-		rc.Response.Header.Set("Idempotent-Replayed", "true")
-		if r.Refund.ID == "" || r.Record.StatusCode >= 300 {
-			writeRaw(rc, r.Record.StatusCode, r.Record.Body)
-			return nil
-		}
-		writeJSON(rc, r.Record.StatusCode, refundToJSON(r.Refund))
-		return nil
+		return replayed(rc, r.Record, func() (any, error) { return refundToJSON(r.Refund), nil })
 	}
 	writeJSON(rc, fasthttp.StatusCreated, refundToJSON(r.Refund))
 	return nil

@@ -1,7 +1,7 @@
 // Package httpd is paystate's HTTP server: the merchant API, the PSP webhook
 // endpoints, health, metrics and the dashboard, on fasthttp. It is an
 // adapter: a handler decodes the request, calls one method of a service
-// (the small interfaces Payments, Events, Ledger, Review, Idempotency,
+// (the small interfaces Payments, Events, Ledger, Review,
 // Webhooks, Deliveries and Customers, declared next to the routes that use
 // them and implemented by finalize and ripple) and encodes the answer. It
 // owns the wire format (JSON structs with snake_case tags),
@@ -43,17 +43,16 @@ type Server struct {
 	APIKeys []string // bearer keys; empty = loopback only
 	MaxBody int      // server.max_body
 
-	// The services the routes call. Payments, Events, Ledger,
-	// Idempotency and Webhooks are required by their routes; a nil Review,
-	// Deliveries or Customers makes its routes answer 501.
-	Payments    Payments
-	Events      Events
-	Ledger      Ledger
-	Idempotency Idempotency
-	Webhooks    Webhooks
-	Review      Review
-	Deliveries  Deliveries
-	Customers   Customers
+	// The services the routes call. Payments, Events, Ledger and
+	// Webhooks are required by their routes; a nil Review, Deliveries or
+	// Customers makes its routes answer 501.
+	Payments   Payments
+	Events     Events
+	Ledger     Ledger
+	Webhooks   Webhooks
+	Review     Review
+	Deliveries Deliveries
+	Customers  Customers
 	// Reconciliation serves the settlement reconciliation runs; nil
 	// answers 501.
 	Reconciliation Reconciliation

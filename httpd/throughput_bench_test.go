@@ -95,7 +95,7 @@ func newBenchDaemon(b *testing.B) *benchDaemon {
 	d.inbox = &finalize.Inbox{Store: d.cs, Finalizer: fin, Providers: providers}
 	d.srv = &httpd.Server{
 		Addr: "127.0.0.1:0", Payments: payments, Events: payments, Ledger: payments,
-		Idempotency: idem, Webhooks: d.inbox,
+		Webhooks: d.inbox,
 	}
 	if err := d.srv.Open(); err != nil {
 		b.Fatal(err)

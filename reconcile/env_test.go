@@ -89,7 +89,7 @@ func newEnv(t *testing.T, open func(*testing.T, func() time.Time) pay.Store) *en
 func (e *env) capture(name string, amount int64) {
 	e.t.Helper()
 	ctx := context.Background()
-	p, err := e.svc.Create(ctx, finalize.CreateRequest{OrderID: "o-" + name, Amount: amount, Currency: "EUR"}, "")
+	p, err := e.svc.Create(ctx, finalize.CreateRequest{OrderID: "o-" + name, Amount: amount, Currency: "EUR"})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -31,7 +31,7 @@ func checkoutEnv(t *testing.T, order string) (*env, *stripetest.Fake, pay.Paymen
 	p, err := e.payments.Create(e.ctx, finalize.CreateRequest{
 		OrderID: order, Amount: 2500, Currency: "EUR", Provider: stripe.Name, Flow: pay.FlowCheckout,
 		ReturnURL: "https://shop.example/back",
-	}, "")
+	})
 	if err != nil {
 		e.t.Fatal(err)
 	}

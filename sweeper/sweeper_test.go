@@ -109,7 +109,7 @@ func (e *env) create(provider string, amount int64) pay.Payment {
 	p, err := e.payments.Create(e.ctx, finalize.CreateRequest{
 		OrderID: fmt.Sprintf("order-%d", amount), Amount: amount, Currency: "EUR", Provider: provider,
 		Customer: pay.Customer{ID: "cus_1", Email: "ada@example.com"},
-	}, "")
+	})
 	if err != nil {
 		e.t.Fatalf("create %d: %v", amount, err)
 	}

@@ -30,7 +30,7 @@ func TestRun_Refunds(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = psp.Close() })
 	svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"mock": psp}, DefaultProvider: "mock"}
-	p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-v", Amount: 1000, Currency: "EUR"}, "")
+	p, err := svc.Create(ctx, finalize.CreateRequest{OrderID: "o-v", Amount: 1000, Currency: "EUR"})
 	if err != nil {
 		t.Fatal(err)
 	}

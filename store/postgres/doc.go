@@ -66,19 +66,18 @@
 //
 // Every caller of pay.Store was written against bbolt's one writer at a
 // time: it reads a record, decides and writes (finalize's compare-and-set,
-// claiming an idempotency key with IdemKey then PutIdemKey, taking a
-// lease, a loyalty credit). Update
+// taking a lease, a loyalty credit). Update
 // keeps that true across instances with READ COMMITTED and locks by
 // record: each Tx method of a write transaction that reads or writes one
 // record first takes that record's transaction-level advisory lock (the
 // 64-bit hash of its family and key: a new payment, lease,
-// idempotency key, effect, endpoint, review item, PSP answer) and holds it
+// effect, endpoint, review item, PSP answer) and holds it
 // to the end. Two transactions that touch the same
 // record take turns, and the later one, whose statements each get a
 // snapshot taken after the lock was granted, reads what the earlier one
 // committed: strict two-phase locking of records, the pattern of every
-// caller. A lock is taken for records that do not exist yet too (a new
-// idempotency key, a first lease), which row locks cannot do. Payments,
+// caller. A lock is taken for records that do not exist yet too (a first
+// lease), which row locks cannot do. Payments,
 // deliveries and customer accounts, which nearly always exist when they
 // are read,
 // are locked by their row instead, in the statement that reads them
@@ -92,6 +91,10 @@
 // read without a lock (InboxEvent, IsProcessed): the callers that decide
 // on the processed id lock the payment's row first, so a second
 // instance's check runs after the first one's commit (TestDB_EventRace).
+// An idempotency key is claimed the same way (ClaimIdemKey), and a key
+// that has a record is read with its row locked (FOR UPDATE), so that of
+// two requests taking over a key, the second reads the first one's
+// record (TestDB_IdemKeyRace); its other reads and writes take no lock.
 // Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
 // read each record again. No row is written by the transitions of
