@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -150,134 +149,160 @@ func (in *Inbox) Wake() {
 // counts them. Errors: ENOTFOUND for an
 // unknown provider, ESIGNATURE for a bad signature or timestamp, EINVALID
 // for a malformed body; nothing is stored then.
+//
+// Its three steps: verify the webhook (verify), find whether it is new
+// (seen), store and apply a new one (keep).
 func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h http.Header) (pay.WebhookEvent, bool, error) {
-	prov, ok := in.Providers[provider]
-	if !ok {
-		in.webhookOutcome(provider, "unknown_provider")
-		return pay.WebhookEvent{}, false, pay.Errorf(pay.ENOTFOUND, "provider %q is not configured", provider)
+	ev, err := in.verify(provider, body, h)
+	if err != nil || ev.Ignore {
+		return ev, false, err
 	}
-	ev, err := prov.ParseWebhook(body, h, clock(in.Now))
-	if err != nil {
-		in.webhookOutcome(provider, "rejected")
-		return pay.WebhookEvent{}, false, err
-	}
-	if ev.Ignore {
-		in.ignored(provider, IgnoredUnmappedType)
-		return ev, false, nil
-	}
-	// A redelivery (the event is in the inbox) and an event about an
-	// object paystate did not create are answered from a read
-	// transaction: no write commit. Only a new event is inserted, by a
-	// transaction that checks uniqueness again (PutInbox).
-	var inserted, notOurs, dup bool
-	read := in.Store.View
-	if in.WriteFirst {
-		read = func(context.Context, func(pay.Tx) error) error { return nil }
-	}
-	err = read(ctx, func(tx pay.Tx) error {
-		notOurs, dup = false, false
-		if resolve(tx, provider, ev.PaymentID, ev.ProviderRef) == "" && ev.Untagged {
-			notOurs = true
-			return nil
-		}
-		_, err := tx.InboxEvent(provider, ev.EventID)
-		switch {
-		case err == nil:
-			dup = true
-		case pay.ErrorCode(err) == pay.ENOTFOUND:
-			err = nil
-		}
-		return err
-	})
-	// A new event is stored and, in the same transaction, applied (one
-	// commit per webhook); if it cannot be applied now (its lease is
-	// held, its payment unknown, any error) that transaction rolls back
-	// and the event is stored alone, for RunOnce to apply with backoff.
-	// The archived copy is made before the writer runs the transaction,
-	// and only for an event that will be stored.
-	var archived []byte
-	store := func(inline bool) error {
-		return in.Store.Update(ctx, func(tx pay.Tx) error {
-			inserted, notOurs = false, false
-			paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
-			if paymentID == "" && ev.Adopt != nil {
-				var err error
-				if paymentID, err = adopt(tx, provider, ev); err != nil {
-					return err
-				}
-			}
-			if paymentID == "" && ev.Untagged {
-				// Not created by paystate: nothing to keep.
-				notOurs = true
-				return nil
-			}
-			e := pay.InboxEvent{
-				Provider: provider, EventID: ev.EventID, Type: ev.Type,
-				PaymentID: paymentID, ProviderRef: ev.ProviderRef, SecondRef: ev.SecondRef,
-				Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
-				OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
-				Body: archived, NextAttemptAt: tx.Now(),
-				Refund: ev.Refund, Dispute: ev.Dispute,
-			}
-			if inline {
-				if _, err := tx.InboxEvent(provider, ev.EventID); err == nil {
-					return nil // stored meanwhile: a redelivery
-				} else if pay.ErrorCode(err) != pay.ENOTFOUND {
-					return err
-				}
-				if paymentID == "" {
-					return errApplyLater
-				}
-				// Applied first, so that PutInbox archives the event as
-				// processed rather than pending.
-				if err := in.applyIn(tx, e); err != nil {
-					return &applyLaterError{err}
-				}
-			}
-			var err error
-			inserted, err = tx.PutInbox(e)
-			if err == nil && inserted && !inline {
-				tx.OnCommit(in.Wake)
-			}
-			return err
-		})
-	}
-	if err == nil && !notOurs && !dup {
-		archived = append([]byte(nil), Redact(body)...)
-		err = store(!in.ApplyLater)
-		var later *applyLaterError
-		if errors.Is(err, errApplyLater) || errors.As(err, &later) {
-			if later != nil {
-				in.Logger.Debug().Err(later.err).Str("provider", provider).Str("event_id", ev.EventID).Msg("webhook stored, applied later")
-			}
-			err = store(false)
-		}
+	verdict, err := in.seen(ctx, provider, ev)
+	if err == nil && verdict == eventNew {
+		verdict, err = in.keep(ctx, provider, ev, body)
 	}
 	if err != nil {
 		return ev, false, fmt.Errorf("store webhook: %w", err)
 	}
-	switch {
-	case notOurs:
+	switch verdict {
+	case eventNotOurs:
 		in.ignored(provider, IgnoredNotOurs)
 		in.Logger.Debug().Str("provider", provider).Str("event_id", ev.EventID).Str("type", ev.Type).
 			Str("provider_ref", ev.ProviderRef).Msg("webhook about an object paystate did not create: ignored")
 		ev.Ignore = true
 		return ev, false, nil
-	case inserted:
+	case eventStored:
 		in.webhookOutcome(provider, "accepted")
-	default:
-		in.webhookOutcome(provider, "duplicate")
+		return ev, false, nil
 	}
-	return ev, !inserted, nil
+	in.webhookOutcome(provider, "duplicate")
+	return ev, true, nil
 }
 
-// errApplyLater and applyLaterError roll back Accept's transaction that
-// stores and applies a new event when it cannot be applied at once.
-var errApplyLater = errors.New("the event's payment is not known yet")
+// A verdict is what Accept found for an event.
+type verdict int
 
-type applyLaterError struct{ err error }
+// The verdicts of Accept.
+const (
+	eventNew       verdict = iota // not in the inbox: to be stored
+	eventStored                   // stored now (and applied, if it could be)
+	eventDuplicate                // in the inbox already: a redelivery
+	eventNotOurs                  // about an object paystate did not create: not kept
+)
 
-func (e *applyLaterError) Error() string { return "apply webhook later: " + e.err.Error() }
+// verify finds the provider, which checks the webhook's signature with
+// its own library and parses the event. An event type paystate does not
+// act on comes back with Ignore set.
+func (in *Inbox) verify(provider string, body []byte, h http.Header) (pay.WebhookEvent, error) {
+	prov, ok := in.Providers[provider]
+	if !ok {
+		in.webhookOutcome(provider, "unknown_provider")
+		return pay.WebhookEvent{}, pay.Errorf(pay.ENOTFOUND, "provider %q is not configured", provider)
+	}
+	ev, err := prov.ParseWebhook(body, h, clock(in.Now))
+	if err != nil {
+		in.webhookOutcome(provider, "rejected")
+		return pay.WebhookEvent{}, err
+	}
+	if ev.Ignore {
+		in.ignored(provider, IgnoredUnmappedType)
+	}
+	return ev, nil
+}
+
+// seen answers a redelivery (the event is in the inbox) and an event about
+// an object paystate did not create from a read transaction: no write
+// commit. With WriteFirst it reads nothing and calls every event new: the
+// transaction that stores it finds them too.
+func (in *Inbox) seen(ctx context.Context, provider string, ev pay.WebhookEvent) (v verdict, err error) {
+	if in.WriteFirst {
+		return eventNew, nil
+	}
+	err = in.Store.View(ctx, func(tx pay.Tx) (err error) {
+		v, err = known(tx, provider, ev, resolve(tx, provider, ev.PaymentID, ev.ProviderRef))
+		return err
+	})
+	return v, err
+}
+
+// known is the verdict on ev inside tx, its payment resolved: not ours,
+// a duplicate, or new.
+func known(tx pay.Tx, provider string, ev pay.WebhookEvent, paymentID string) (verdict, error) {
+	if paymentID == "" && ev.Untagged {
+		return eventNotOurs, nil
+	}
+	_, err := tx.InboxEvent(provider, ev.EventID)
+	switch code := pay.ErrorCode(err); {
+	case err == nil:
+		return eventDuplicate, nil
+	case code == pay.ENOTFOUND:
+		return eventNew, nil
+	}
+	return 0, err
+}
+
+// keep stores a new event in the inbox (the body archived with secrets
+// redacted, the copy made before the writer runs) and, in the same
+// transaction, applies it: one commit per webhook. An event whose payment
+// is not known yet, and every event with ApplyLater, is stored alone and
+// RunOnce applies it. If the event cannot be applied now (the payment's
+// lease is held, any error), that transaction rolls back and the event
+// is stored alone, for RunOnce to apply with backoff.
+func (in *Inbox) keep(ctx context.Context, provider string, ev pay.WebhookEvent, body []byte) (verdict, error) {
+	archived := append([]byte(nil), Redact(body)...)
+	if !in.ApplyLater {
+		v, err := in.put(ctx, provider, ev, archived, true)
+		if err == nil {
+			return v, nil
+		}
+		in.Logger.Debug().Err(err).Str("provider", provider).Str("event_id", ev.EventID).Msg("webhook stored, applied later")
+	}
+	return in.put(ctx, provider, ev, archived, false)
+}
+
+// put stores ev in a write transaction that decides again whether it is
+// new (a payment a provider's event adopts is created there) and, if
+// apply and its payment is known, applies it in that transaction.
+func (in *Inbox) put(ctx context.Context, provider string, ev pay.WebhookEvent, archived []byte, apply bool) (v verdict, err error) {
+	err = in.Store.Update(ctx, func(tx pay.Tx) (err error) {
+		paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
+		if paymentID == "" && ev.Adopt != nil {
+			if paymentID, err = adopt(tx, provider, ev); err != nil {
+				return err
+			}
+		}
+		if v, err = known(tx, provider, ev, paymentID); err != nil || v != eventNew {
+			return err
+		}
+		e := pay.InboxEvent{
+			Provider: provider, EventID: ev.EventID, Type: ev.Type,
+			PaymentID: paymentID, ProviderRef: ev.ProviderRef, SecondRef: ev.SecondRef,
+			Status: ev.Status, StepKind: ev.StepKind, Amount: ev.Amount, Currency: ev.Currency,
+			OccurredAt: ev.OccurredAt.UTC(), ReceivedAt: tx.Now(),
+			Body: archived, NextAttemptAt: tx.Now(),
+			Refund: ev.Refund, Dispute: ev.Dispute,
+		}
+		applied := apply && paymentID != ""
+		if applied {
+			// Applied first, so that PutInbox archives the event as
+			// processed rather than pending.
+			if err := in.applyIn(tx, e); err != nil {
+				return err
+			}
+		}
+		inserted, err := tx.PutInbox(e)
+		if !inserted {
+			v = eventDuplicate
+		} else if !applied {
+			tx.OnCommit(in.Wake)
+		}
+		return err
+	})
+	if err == nil && v == eventNew {
+		v = eventStored
+	}
+	return v, err
+}
 
 // applyIn applies a new event inside tx, as apply does in its own
 // transaction: the payment's lease must be free; the observation is
