@@ -9,32 +9,48 @@ import (
 	"github.com/paystate/paystate/pay"
 )
 
+// Error codes about the HTTP request itself, which the domain (pay) does
+// not know: the wire's error.code values, beside pay's codes.
+const (
+	CodeMethodNotAllowed = "method_not_allowed"
+	CodeTooLarge         = "payload_too_large"
+	CodeKeyMissing       = "idempotency_key_missing"
+	// CodeMisdirected: the request's Host is not one this server answers
+	// for (DNS rebinding in no-key mode, server.allowed_hosts with keys).
+	CodeMisdirected = "misdirected_request"
+	// CodeProxied: a request forwarded by a proxy reached a server without
+	// API keys, which trusts only its own machine.
+	CodeProxied = "proxied_request_without_api_key"
+	// CodeMediaType: a request body that is not application/json.
+	CodeMediaType = "unsupported_media_type"
+)
+
 // statusOf is the one table from error codes to HTTP statuses.
 var statusOf = map[string]int{
-	pay.EINVALID:        fasthttp.StatusBadRequest,
-	pay.ESIGNATURE:      fasthttp.StatusBadRequest,
-	pay.EKEYMISSING:     fasthttp.StatusBadRequest,
-	pay.EUNAUTHORIZED:   fasthttp.StatusUnauthorized,
-	pay.ENOTFOUND:       fasthttp.StatusNotFound,
-	pay.ENOTALLOWED:     fasthttp.StatusMethodNotAllowed,
-	pay.ECONFLICT:       fasthttp.StatusConflict,
-	pay.ERefundExceeds:  fasthttp.StatusConflict,
-	pay.EChargeDisputed: fasthttp.StatusConflict,
-	pay.ELEASEHELD:      fasthttp.StatusConflict,
-	pay.ELEASELOST:      fasthttp.StatusConflict,
-	pay.EKEYINUSE:       fasthttp.StatusConflict,
-	pay.ETOOLARGE:       fasthttp.StatusRequestEntityTooLarge,
-	pay.EKEYREUSED:      fasthttp.StatusUnprocessableEntity,
-	pay.EUNSUPPORTED:    fasthttp.StatusUnprocessableEntity,
-	pay.EINTERNAL:       fasthttp.StatusInternalServerError,
-	pay.EPSP:            fasthttp.StatusBadGateway,
-	pay.EUNAVAILABLE:    fasthttp.StatusServiceUnavailable,
-	pay.EDISKFULL:       fasthttp.StatusServiceUnavailable,
+	pay.EINVALID:         fasthttp.StatusBadRequest,
+	pay.ESIGNATURE:       fasthttp.StatusBadRequest,
+	CodeKeyMissing:       fasthttp.StatusBadRequest,
+	pay.EUNAUTHORIZED:    fasthttp.StatusUnauthorized,
+	pay.ENOTFOUND:        fasthttp.StatusNotFound,
+	CodeMethodNotAllowed: fasthttp.StatusMethodNotAllowed,
+	pay.ECONFLICT:        fasthttp.StatusConflict,
+	pay.ERefundExceeds:   fasthttp.StatusConflict,
+	pay.EChargeDisputed:  fasthttp.StatusConflict,
+	pay.ELEASEHELD:       fasthttp.StatusConflict,
+	pay.ELEASELOST:       fasthttp.StatusConflict,
+	pay.EKEYINUSE:        fasthttp.StatusConflict,
+	CodeTooLarge:         fasthttp.StatusRequestEntityTooLarge,
+	pay.EKEYREUSED:       fasthttp.StatusUnprocessableEntity,
+	pay.EUNSUPPORTED:     fasthttp.StatusUnprocessableEntity,
+	pay.EINTERNAL:        fasthttp.StatusInternalServerError,
+	pay.EPSP:             fasthttp.StatusBadGateway,
+	pay.EUNAVAILABLE:     fasthttp.StatusServiceUnavailable,
+	pay.EDISKFULL:        fasthttp.StatusServiceUnavailable,
 
 	pay.EUNKNOWNPROVIDER: fasthttp.StatusBadRequest,
-	pay.EMISDIRECTED:     fasthttp.StatusMisdirectedRequest,
-	pay.EPROXIED:         fasthttp.StatusForbidden,
-	pay.EMEDIATYPE:       fasthttp.StatusUnsupportedMediaType,
+	CodeMisdirected:      fasthttp.StatusMisdirectedRequest,
+	CodeProxied:          fasthttp.StatusForbidden,
+	CodeMediaType:        fasthttp.StatusUnsupportedMediaType,
 }
 
 // HTTPStatus returns the HTTP status of an error code.

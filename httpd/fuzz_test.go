@@ -150,7 +150,7 @@ func FuzzIdempotencyKey(f *testing.F) {
 		if err != nil {
 			wantCode := pay.EINVALID
 			if key == "" {
-				wantCode = pay.EKEYMISSING
+				wantCode = CodeKeyMissing
 			}
 			if got := pay.ErrorCode(err); got != wantCode {
 				t.Fatalf("ErrorCode=%q, want %q", got, wantCode)
@@ -165,7 +165,7 @@ func FuzzIdempotencyKey(f *testing.F) {
 		}
 		k, err := idemKey(&rc)
 		if err != nil {
-			if c := pay.ErrorCode(err); c != pay.EINVALID && c != pay.EKEYMISSING {
+			if c := pay.ErrorCode(err); c != pay.EINVALID && c != CodeKeyMissing {
 				t.Fatalf("idemKey: ErrorCode=%q (%v)", c, err)
 			}
 			return

@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/httpd"
-	"github.com/paystate/paystate/pay"
 )
 
 // assertRefused checks an answer of the guard: the status, the code and
@@ -58,7 +57,7 @@ func TestServer_HostGuard_NoKey(t *testing.T) {
 				{"GET", "/no/such/route", "", ""},
 			} {
 				a := d.do(rq.method, rq.path, rq.ctype, rq.body, map[string]string{"Host": host})
-				assertRefused(t, fmt.Sprintf("%s %s, Host %s", rq.method, rq.path, host), a, http.StatusMisdirectedRequest, pay.EMISDIRECTED)
+				assertRefused(t, fmt.Sprintf("%s %s, Host %s", rq.method, rq.path, host), a, http.StatusMisdirectedRequest, httpd.CodeMisdirected)
 				if strings.Contains(a.body, "paystate_http") || strings.Contains(a.body, id) {
 					t.Fatalf("Host %s: the refusal leaks data: %.200s", host, a.body)
 				}
@@ -112,7 +111,7 @@ func TestServer_ProxyGuard_NoKey(t *testing.T) {
 		{"X-Forwarded-For": "127.0.0.1", "Host": "localhost"},
 	} {
 		for _, path := range []string{"/admin/backup", "/v1/payments", "/healthz", "/"} {
-			assertRefused(t, fmt.Sprintf("GET %s %v", path, hdr), d.do("GET", path, "", "", hdr), http.StatusForbidden, pay.EPROXIED)
+			assertRefused(t, fmt.Sprintf("GET %s %v", path, hdr), d.do("GET", path, "", "", hdr), http.StatusForbidden, httpd.CodeProxied)
 		}
 	}
 	// Other X-Forwarded-* headers say nothing about the network.
@@ -143,9 +142,9 @@ func TestServer_AllowedHosts(t *testing.T) {
 		}
 	}
 	for _, host := range []string{"evil.example.com", "pay.example.com.evil.test", "localhost.evil.test", "10.1.2.3.nip.io"} {
-		assertRefused(t, "Host "+host, d.do("GET", "/v1/payments", "", "", bearer(host)), http.StatusMisdirectedRequest, pay.EMISDIRECTED)
+		assertRefused(t, "Host "+host, d.do("GET", "/v1/payments", "", "", bearer(host)), http.StatusMisdirectedRequest, httpd.CodeMisdirected)
 	}
-	assertRefused(t, "healthz", d.do("GET", "/healthz", "", "", map[string]string{"Host": "evil.example.com"}), http.StatusMisdirectedRequest, pay.EMISDIRECTED)
+	assertRefused(t, "healthz", d.do("GET", "/healthz", "", "", map[string]string{"Host": "evil.example.com"}), http.StatusMisdirectedRequest, httpd.CodeMisdirected)
 
 	// IP literals and localhost are always served: a Kubernetes probe sends
 	// the pod's IP, a local health check or a Prometheus scrape 127.0.0.1,
@@ -168,8 +167,8 @@ func TestServer_AllowedHosts(t *testing.T) {
 	if got, want := d.do("GET", "/", "", "", map[string]string{"Cookie": c.Value, "Host": "pay.example.com"}).status, http.StatusOK; got != want {
 		t.Fatalf("dashboard on an allowed Host: status=%d, want %d", got, want)
 	}
-	assertRefused(t, "session on another Host", d.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": c.Value, "Host": "evil.example.com"}), http.StatusMisdirectedRequest, pay.EMISDIRECTED)
-	assertRefused(t, "sign-in on another Host", d.do("POST", "/dashboard/login", "application/x-www-form-urlencoded", url.Values{"api_key": {dashKey}}.Encode(), map[string]string{"Host": "evil.example.com"}), http.StatusMisdirectedRequest, pay.EMISDIRECTED)
+	assertRefused(t, "session on another Host", d.do("GET", "/v1/payments", "", "", map[string]string{"Cookie": c.Value, "Host": "evil.example.com"}), http.StatusMisdirectedRequest, httpd.CodeMisdirected)
+	assertRefused(t, "sign-in on another Host", d.do("POST", "/dashboard/login", "application/x-www-form-urlencoded", url.Values{"api_key": {dashKey}}.Encode(), map[string]string{"Host": "evil.example.com"}), http.StatusMisdirectedRequest, httpd.CodeMisdirected)
 
 	// Empty: any Host, as before.
 	open := newDashServer(t, dashKey)

@@ -57,7 +57,7 @@ func idemKey(rc *fasthttp.RequestCtx) (string, error) {
 // key EINVALID.
 func ValidIdempotencyKey(k string) error {
 	if len(k) == 0 {
-		return pay.Errorf(pay.EKEYMISSING, "the Idempotency-Key header is required for this request")
+		return pay.Errorf(CodeKeyMissing, "the Idempotency-Key header is required for this request")
 	}
 	if len(k) > 255 {
 		return pay.Errorf(pay.EINVALID, "Idempotency-Key is longer than 255 characters")

@@ -143,7 +143,7 @@ func (s *Server) handleImportReconRun(rc *fasthttp.RequestCtx, _ []string) error
 	}
 	if ct := string(rc.Request.Header.ContentType()); ct != "" {
 		if mt, _, err := mime.ParseMediaType(ct); err != nil || !reportTypes[mt] {
-			return pay.Errorf(pay.EMEDIATYPE, "Content-Type must be text/csv (the settlement report itself), got %q", truncate(ct, 64))
+			return pay.Errorf(CodeMediaType, "Content-Type must be text/csv (the settlement report itself), got %q", truncate(ct, 64))
 		}
 	}
 	q := rc.QueryArgs()

@@ -194,7 +194,7 @@ func (s *Server) dispatch(rc *fasthttp.RequestCtx) (name string, err error) {
 	}
 	switch {
 	case r == nil && pathFound:
-		return name, pay.Errorf(pay.ENOTALLOWED, "method %s is not allowed on %s", truncate(method, 32), truncate(path, 128))
+		return name, pay.Errorf(CodeMethodNotAllowed, "method %s is not allowed on %s", truncate(method, 32), truncate(path, 128))
 	case r == nil:
 		return name, pay.Errorf(pay.ENOTFOUND, "no route for %s %s", truncate(method, 32), truncate(path, 128))
 	}
@@ -292,7 +292,7 @@ func (s *Server) guard(rc *fasthttp.RequestCtx) error {
 	if len(s.keys) == 0 {
 		for _, h := range []string{"Forwarded", "X-Forwarded-For"} {
 			if len(rc.Request.Header.Peek(h)) > 0 {
-				return pay.Errorf(pay.EPROXIED, "request forwarded by a proxy (%s) to a server without auth.api_keys, which trusts only its own machine: configure API keys", h)
+				return pay.Errorf(CodeProxied, "request forwarded by a proxy (%s) to a server without auth.api_keys, which trusts only its own machine: configure API keys", h)
 			}
 		}
 		return checkHost(rc, loopbackHosts, false, "without auth.api_keys only localhost, 127.0.0.1 and [::1] are served")
@@ -319,7 +319,7 @@ var loopbackHosts = map[string]bool{"localhost": true, "127.0.0.1": true, "::1":
 func checkHost(rc *fasthttp.RequestCtx, allowed map[string]bool, ipOK bool, why string) error {
 	for _, h := range [][]byte{rc.Host(), rc.Request.Header.Host()} {
 		if name, ok := hostName(string(h)); !ok || !(allowed[name] || ipOK && alwaysServed(name)) {
-			return pay.Errorf(pay.EMISDIRECTED, "this server does not answer for Host %q: %s", truncate(string(h), 64), why)
+			return pay.Errorf(CodeMisdirected, "this server does not answer for Host %q: %s", truncate(string(h), 64), why)
 		}
 	}
 	return nil

@@ -251,7 +251,7 @@ func (s *Server) parseError(ctx *fasthttp.RequestCtx, err error) {
 	status := fasthttp.StatusBadRequest
 	switch {
 	case errors.Is(err, fasthttp.ErrBodyTooLarge):
-		status, code, msg = fasthttp.StatusRequestEntityTooLarge, pay.ETOOLARGE, fmt.Sprintf("request body is larger than server.max_body (%d bytes)", s.MaxBody)
+		status, code, msg = fasthttp.StatusRequestEntityTooLarge, CodeTooLarge, fmt.Sprintf("request body is larger than server.max_body (%d bytes)", s.MaxBody)
 	case isTimeout(err):
 		status, code, msg = fasthttp.StatusRequestTimeout, "request_timeout", "request was not received in time"
 	default:
@@ -274,7 +274,7 @@ func (s *Server) boundBody(rc *fasthttp.RequestCtx) error {
 	}
 	if n := rc.Request.Header.ContentLength(); n > s.MaxBody {
 		rc.SetConnectionClose()
-		return pay.Errorf(pay.ETOOLARGE, "request body is larger than server.max_body (%d bytes)", s.MaxBody)
+		return pay.Errorf(CodeTooLarge, "request body is larger than server.max_body (%d bytes)", s.MaxBody)
 	}
 	body, err := io.ReadAll(io.LimitReader(rc.RequestBodyStream(), int64(s.MaxBody)+1))
 	switch {
@@ -283,7 +283,7 @@ func (s *Server) boundBody(rc *fasthttp.RequestCtx) error {
 		return pay.Errorf(pay.EINVALID, "malformed HTTP request: the body could not be read in full")
 	case len(body) > s.MaxBody:
 		rc.SetConnectionClose()
-		return pay.Errorf(pay.ETOOLARGE, "request body is larger than server.max_body (%d bytes)", s.MaxBody)
+		return pay.Errorf(CodeTooLarge, "request body is larger than server.max_body (%d bytes)", s.MaxBody)
 	}
 	rc.Request.SetBody(body)
 	return nil

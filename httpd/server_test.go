@@ -164,7 +164,7 @@ func TestServer_MediaType(t *testing.T) {
 
 	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded",
 		"application/json-seq", "application/jsonx", "text/json", "application/json; charset=latin1", "application/json;;", "json"} {
-		assertRefused(t, fmt.Sprintf("create with Content-Type %q", ct), d.do("POST", "/v1/payments", ct, create, key()), http.StatusUnsupportedMediaType, pay.EMEDIATYPE)
+		assertRefused(t, fmt.Sprintf("create with Content-Type %q", ct), d.do("POST", "/v1/payments", ct, create, key()), http.StatusUnsupportedMediaType, httpd.CodeMediaType)
 	}
 	for _, ct := range []string{"application/json", "Application/JSON", "application/json; charset=utf-8", "application/json;charset=UTF-8"} {
 		if a := d.do("POST", "/v1/payments", ct, create, key()); a.status != http.StatusCreated {
@@ -172,8 +172,8 @@ func TestServer_MediaType(t *testing.T) {
 		}
 	}
 	id := d.createPayment("")
-	assertRefused(t, "sync as text", d.do("POST", "/v1/payments/"+id+"/sync", "text/plain", `{"status":"processing"}`, nil), http.StatusUnsupportedMediaType, pay.EMEDIATYPE)
-	assertRefused(t, "refund with a form body", d.do("POST", "/v1/payments/"+id+"/refund", "application/x-www-form-urlencoded", "{}", key()), http.StatusUnsupportedMediaType, pay.EMEDIATYPE)
+	assertRefused(t, "sync as text", d.do("POST", "/v1/payments/"+id+"/sync", "text/plain", `{"status":"processing"}`, nil), http.StatusUnsupportedMediaType, httpd.CodeMediaType)
+	assertRefused(t, "refund with a form body", d.do("POST", "/v1/payments/"+id+"/refund", "application/x-www-form-urlencoded", "{}", key()), http.StatusUnsupportedMediaType, httpd.CodeMediaType)
 	// A refund needs no body, so an empty one needs no Content-Type: the
 	// payment is not captured, which is the answer.
 	assertRefused(t, "refund without a body", d.do("POST", "/v1/payments/"+id+"/refund", "", "", key()), http.StatusConflict, pay.ECONFLICT)

@@ -158,14 +158,14 @@ func decodeJSON(rc *fasthttp.RequestCtx, v any) error {
 // in any case, with at most a charset parameter of utf-8.
 func checkJSONType(ct string) error {
 	if ct == "" {
-		return pay.Errorf(pay.EMEDIATYPE, "Content-Type is missing: send Content-Type: application/json")
+		return pay.Errorf(CodeMediaType, "Content-Type is missing: send Content-Type: application/json")
 	}
 	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil || mt != "application/json" {
-		return pay.Errorf(pay.EMEDIATYPE, "Content-Type must be application/json, got %q", truncate(ct, 64))
+		return pay.Errorf(CodeMediaType, "Content-Type must be application/json, got %q", truncate(ct, 64))
 	}
 	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") {
-		return pay.Errorf(pay.EMEDIATYPE, "Content-Type charset must be utf-8, got %q", truncate(cs, 32))
+		return pay.Errorf(CodeMediaType, "Content-Type charset must be utf-8, got %q", truncate(cs, 32))
 	}
 	return nil
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // Error codes. The httpd package maps each to an HTTP status; any error that
-// is not a *Error counts as EINTERNAL.
+// is not a *Error counts as EINTERNAL. Codes about the HTTP request itself
+// (its method, media type, size, Host, headers) are httpd's.
 //
 // The list stays short: a code says what the caller can do about the
 // error, the message says what was wrong. The codes are the wire's
@@ -26,21 +27,10 @@ const (
 	EUNSUPPORTED  = "unsupported"  // the provider cannot do this (no status API, no refunds)
 	EPSP          = "psp_error"    // the PSP answered with an error or not at all
 	ESIGNATURE    = "invalid_signature"
-	ETOOLARGE     = "payload_too_large"
 	EKEYREUSED    = "idempotency_key_reused"
 	EKEYINUSE     = "idempotency_key_in_use"
-	EKEYMISSING   = "idempotency_key_missing"
-	ENOTALLOWED   = "method_not_allowed"
 	// EUNKNOWNPROVIDER: the request names a provider that is not configured.
 	EUNKNOWNPROVIDER = "unknown_provider"
-	// EMISDIRECTED: the request's Host is not one this server answers for
-	// (DNS rebinding in no-key mode, server.allowed_hosts with keys).
-	EMISDIRECTED = "misdirected_request"
-	// EPROXIED: a request forwarded by a proxy reached a server without API
-	// keys, which trusts only its own machine.
-	EPROXIED = "proxied_request_without_api_key"
-	// EMEDIATYPE: a request body that is not application/json.
-	EMEDIATYPE = "unsupported_media_type"
 	// EDISKFULL: storage refused a write because the disk is full; the
 	// request may be retried once space is freed.
 	EDISKFULL = "storage_full"
