@@ -193,7 +193,7 @@ type Created struct {
 // replay shows the payment's current view) with the payment's new
 // version. A crash between the two leaves the key in flight with the
 // payment on it, and the retry that takes the key over resumes the
-// payment with the same PSP key (Resume).
+// payment with the same PSP key.
 func (s *Payments) CreateOnce(ctx context.Context, req CreateRequest, key IdemKey) (Created, error) {
 	req, err := s.checked(req)
 	if err != nil {
@@ -262,16 +262,11 @@ func (s *Payments) logCreated(p pay.Payment) {
 	s.Logger.Info().Str("payment_id", p.ID).Str("order_id", p.OrderID).Str("provider", p.Provider).Int64("amount", p.Amount).Str("currency", p.Currency).Msg("payment created")
 }
 
-// Resume finishes a create whose request stopped midway: a payment still
+// resume finishes a create whose request stopped midway: a payment still
 // created or finalize_pending is charged again with the same key (the PSP
-// answers the first charge instead of making a second); any other payment
-// is returned as it is.
-func (s *Payments) Resume(ctx context.Context, paymentID string) (pay.Payment, error) {
-	return s.resume(ctx, paymentID, nil)
-}
-
-// resume is Resume with then run in the transaction that finalizes the
-// PSP's answer (see charge).
+// answers the first charge instead of making a second), with then run in
+// the transaction that finalizes the PSP's answer (see charge); any other
+// payment is returned as it is.
 func (s *Payments) resume(ctx context.Context, paymentID string, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
 	p, err := s.Get(ctx, paymentID)
 	if err != nil {

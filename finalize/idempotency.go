@@ -72,10 +72,8 @@ type IdemKey struct {
 	Fingerprint string
 	// Status is the status code stored as the answer of a success.
 	Status int
-	// Refusal is the answer the adapter gives for a failed request: its
-	// status code and body. The answer is stored on the key, and
-	// replayed, when it is final; nil: no failure is stored, the key is
-	// released.
+	// Refusal is the adapter's answer to a failed request, stored and
+	// replayed when final; nil: no failure is stored.
 	Refusal func(err error) (status int, body []byte)
 }
 
@@ -99,23 +97,21 @@ type Op struct {
 	Run func(ctx context.Context, paymentID string, finish func(pay.Tx) error) error
 }
 
-// Done is what Do did under a key: the claim (new, resume or replay) and
-// the key's record; for a replay, Record is the answer to give again.
+// Done is what Do did under a key: the claim and the key's record (for a
+// replay, the answer to give again).
 type Done struct {
 	Claim  Claim
 	Record pay.IdemRecord
 }
 
 // Do runs op under key. A replay, a reused key, a key in flight and a
-// refusal of op.Check are answered from a read transaction and write
-// nothing. Otherwise the key is claimed in the transaction of op.Start,
-// op.Run takes it to its outcome and the key's answer (key.Status and the
-// payment) is stored in the transaction that records it, or on its own
-// if none does: two commits for a request. A failure of Start or Run is
-// stored as the key's answer (key.Refusal) when it is final, a 4xx other
-// than 409 that the same request would get again; one about this moment
-// (a conflict, a failure of the server, the storage or the PSP) releases
-// the key, and a retry with it runs or resumes at once.
+// refusal of op.Check are answered from a read transaction. Otherwise the
+// key is claimed in the transaction of op.Start, and its answer
+// (key.Status, the payment) stored in the one that records op.Run's
+// outcome, or on its own: two commits. A failure is stored as the key's
+// answer (key.Refusal) when it is final, a 4xx but 409 that the same
+// request would get again; one about this moment (a conflict, a failure of
+// the server, the storage or the PSP) releases the key for a retry.
 func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) {
 	// What a read transaction can answer, it answers.
 	var done Done
@@ -131,9 +127,7 @@ func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) 
 	key = key.resolved(done.Record)
 
 	// Claim the key with the operation's first step, before anything
-	// leaves the process.
-	// A compare-and-set of the payment lost to another writer is tried
-	// again, as Finalize does.
+	// leaves the process (again after a compare-and-set lost, as Finalize).
 	var paymentID string
 	var claimed pay.IdemRecord
 	claim := func(tx pay.Tx) (err error) {
@@ -173,8 +167,7 @@ func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) 
 	return done, err
 }
 
-// resumed is the payment of a request that died midway, when the claim
-// resumes one.
+// resumed is the payment of the request that died midway, if any.
 func (d Done) resumed() string {
 	if d.Claim == ClaimResume {
 		return d.Record.PaymentID
