@@ -207,7 +207,7 @@ func (m *Main) Open() (err error) {
 		Addr: cfg.Server.Listen, APIKeys: cfg.Auth.APIKeys, MaxBody: cfg.Server.MaxBody,
 		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration, Pprof: cfg.Server.Pprof,
 		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
-		Deliveries:  m.Ripple, Customers: m.Ripple, Reconciliation: reconcile.Runs{Store: m.Store, SettleWithin: cfg.Reconcile.SettleWithin.Duration},
+		Deliveries: m.Ripple, Customers: m.Ripple, Reconciliation: reconcile.Runs{Store: m.Store, SettleWithin: cfg.Reconcile.SettleWithin.Duration},
 		Counts: m.Payments, Ready: m.readyChecks(m.Now()), Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,
 	}
