@@ -40,6 +40,18 @@ func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d p
 
 func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
 
+// countedDB opens a PostgreSQL store on a clock, its statements counted.
+func countedDB(t *testing.T) (*postgres.DB, *statementCounter, *storetest.Clock) {
+	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
+	count := &statementCounter{}
+	db, err := postgres.Open(context.Background(), pgtest.Schema(t), &postgres.Options{Now: clock.Now, Tracer: count})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db, count, clock
+}
+
 // maxWebhookStatements is what one new webhook that captures a payment
 // costs on PostgreSQL today, in statements: a change that adds one fails
 // TestWebhookStatements (and should lower this when it removes some).
@@ -51,13 +63,7 @@ const maxWebhookStatements = 12
 func TestWebhookStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
-	var count statementCounter
-	db, err := postgres.Open(ctx, pgtest.Schema(t), &postgres.Options{Now: clock.Now, Tracer: &count})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db, count, clock := countedDB(t)
 	std, err := standard.New(standard.Config{WebhookSecret: moneySecret})
 	if err != nil {
 		t.Fatal(err)
@@ -111,13 +117,7 @@ const maxCreateStatements = 13
 func TestCreateStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
-	var count statementCounter
-	db, err := postgres.Open(ctx, pgtest.Schema(t), &postgres.Options{Now: clock.Now, Tracer: &count})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db, count, _ := countedDB(t)
 	svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"mock": newMock(t)}, DefaultProvider: "mock",
 		Idempotency: &finalize.Idempotency{Store: db, Owner: "test"}}
 	key := finalize.IdemKey{Key: "create:merchant:count", Fingerprint: "fp", Status: 201}
