@@ -120,12 +120,15 @@ func idemKeyOf(rc *fasthttp.RequestCtx, op, key string, status int) finalize.Ide
 	return finalize.IdemKey{
 		Key: ScopedKey(op, key), Legacy: LegacyScopedKey(op, apiKey, key),
 		Fingerprint: Fingerprint(string(rc.Method()), string(rc.Path()), rc.PostBody()),
-		Status:      status,
-		Refusal: func(err error) (int, []byte) {
-			b, _ := json.Marshal(errorBody{Error: errorDetailOf(err)})
-			return HTTPStatus(pay.ErrorCode(err)), b
-		},
+		Status:      status, Refusal: refusal,
 	}
+}
+
+// refusal is the answer to a request that failed with err: its status code
+// and error body.
+func refusal(err error) (int, []byte) {
+	b, _ := json.Marshal(errorBody{Error: errorDetailOf(err)})
+	return HTTPStatus(pay.ErrorCode(err)), b
 }
 
 // refused is the answer of an operation that did not run under its key:
