@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/paystate/paystate/ripple"
+	"github.com/paystate/paystate/receipt"
 )
 
 // MaxTemplateBytes is the largest receipt template file accepted.
@@ -52,26 +52,26 @@ func readTemplate(path string) (string, error) {
 // ReceiptConfig returns what ripple sends receipts with: the [receipt]
 // keys, ca_file and the template files read. smtp_addr empty: receipts
 // are off, and so is the returned configuration.
-func (r Receipt) ReceiptConfig() (ripple.ReceiptConfig, error) {
-	rc := ripple.ReceiptConfig{
-		Addr: r.SMTPAddr, From: r.From, MerchantName: r.MerchantName, TLS: ripple.TLSMode(r.TLS),
+func (r Receipt) ReceiptConfig() (receipt.Config, error) {
+	rc := receipt.Config{
+		Addr: r.SMTPAddr, From: r.From, MerchantName: r.MerchantName, TLS: receipt.TLSMode(r.TLS),
 		Username: r.Username, Password: r.Password,
 	}
 	if r.SMTPAddr == "" {
-		return ripple.ReceiptConfig{}, nil
+		return receipt.Config{}, nil
 	}
 	var err error
 	if rc.RootCAs, err = r.RootCAs(); err != nil {
-		return ripple.ReceiptConfig{}, fmt.Errorf("config: receipt.ca_file: %w", err)
+		return receipt.Config{}, fmt.Errorf("config: receipt.ca_file: %w", err)
 	}
 	if r.TextTemplate != "" {
 		if rc.TextTemplate, err = readTemplate(r.TextTemplate); err != nil {
-			return ripple.ReceiptConfig{}, fmt.Errorf("config: receipt.text_template: %s: %w", quote(r.TextTemplate), err)
+			return receipt.Config{}, fmt.Errorf("config: receipt.text_template: %s: %w", quote(r.TextTemplate), err)
 		}
 	}
 	if r.HTMLTemplate != "" {
 		if rc.HTMLTemplate, err = readTemplate(r.HTMLTemplate); err != nil {
-			return ripple.ReceiptConfig{}, fmt.Errorf("config: receipt.html_template: %s: %w", quote(r.HTMLTemplate), err)
+			return receipt.Config{}, fmt.Errorf("config: receipt.html_template: %s: %w", quote(r.HTMLTemplate), err)
 		}
 	}
 	return rc, nil

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/paystate/paystate/ripple"
+	"github.com/paystate/paystate/receipt"
 )
 
 const receiptPassword = "relay-Pa55word-0123"
@@ -166,7 +166,7 @@ html_template = "`+html+`"
 		t.Fatal(err)
 	}
 	if rc.Addr != "smtp.example.com:465" || rc.From != "receipts@shop.example" || rc.MerchantName != "Ada's Bakery" ||
-		rc.TLS != ripple.TLSImplicit || rc.Username != "apikey" || rc.Password != receiptPassword {
+		rc.TLS != receipt.TLSImplicit || rc.Username != "apikey" || rc.Password != receiptPassword {
 		t.Fatalf("ReceiptConfig()=%+v", rc)
 	}
 	if rc.RootCAs == nil || rc.TextTemplate != "Thanks, {{.Merchant}}: {{.Amount}}" || rc.HTMLTemplate != "<p>{{.Amount}}</p>" {

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/paystate/paystate/ripple"
+	"github.com/paystate/paystate/receipt"
 )
 
 // Limits Validate enforces.
@@ -366,7 +366,7 @@ func (p *problems) webhookSecret(key, secret, prodWhy string) {
 // mode, the credentials (never quoted), the CA file and the templates,
 // which are read and tried on a sample receipt.
 func (p *problems) receipt(r Receipt) {
-	mode, err := ripple.ParseTLSMode(r.TLS)
+	mode, err := receipt.ParseTLSMode(r.TLS)
 	if err != nil {
 		p.addf("receipt.tls", "%v", err)
 	}
@@ -382,7 +382,7 @@ func (p *problems) receipt(r Receipt) {
 	if strings.ContainsFunc(r.Username, unicode.IsControl) {
 		p.addf("receipt.username", "must not contain control characters")
 	}
-	if mode == ripple.TLSNone && r.Username != "" && r.SMTPAddr != "" {
+	if mode == receipt.TLSNone && r.Username != "" && r.SMTPAddr != "" {
 		if host, _, err := net.SplitHostPort(r.SMTPAddr); err == nil && !loopbackHost(host) {
 			p.addf("receipt.tls", `is "none" with receipt.username set: the password would cross the network to %s in clear; use "starttls" or "tls"`, quote(host))
 		}
@@ -396,8 +396,8 @@ func (p *problems) receipt(r Receipt) {
 		key, path string
 		parse     func(string) error
 	}{
-		{"receipt.text_template", r.TextTemplate, func(src string) error { _, err := ripple.ParseReceiptText(src); return err }},
-		{"receipt.html_template", r.HTMLTemplate, func(src string) error { _, err := ripple.ParseReceiptHTML(src); return err }},
+		{"receipt.text_template", r.TextTemplate, func(src string) error { _, err := receipt.ParseText(src); return err }},
+		{"receipt.html_template", r.HTMLTemplate, func(src string) error { _, err := receipt.ParseHTML(src); return err }},
 	} {
 		if t.path == "" {
 			continue

@@ -38,7 +38,9 @@
 //
 // A captured payment without an e-mail address gets a receipt delivery
 // that is done at once with a note saying so; one without a customer id
-// gets no loyalty or retention delivery at all.
+// gets no loyalty or retention delivery at all. The receipt's settings
+// and templates are package receipt's; ripple renders it and sends it
+// over SMTP (receipt.go).
 //
 // A delivery is per endpoint, not per effect, so a slow or gone endpoint
 // (410) holds up and disables only itself. An endpoint added to the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/receipt"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
 	"github.com/paystate/paystate/store"
@@ -105,7 +106,7 @@ func TestDeliveries_OneEffectFails(t *testing.T) {
 	ep.Answer(http.StatusInternalServerError, nil)
 	e := newEnv(t, t0, ripple.Config{
 		MaxAttempts: 3, PointsPerUnit: 1,
-		Receipt:  ripple.ReceiptConfig{Addr: smtpd.Addr, From: "receipts@shop.example", TLS: ripple.TLSNone},
+		Receipt:  receipt.Config{Addr: smtpd.Addr, From: "receipts@shop.example", TLS: receipt.TLSNone},
 		Webhooks: []ripple.EndpointConfig{{URL: ep.URL, Secrets: []string{secret(t)}, Events: []string{"payment.captured"}}},
 	})
 	target := pay.EffectWebhook + ":" + ripple.EndpointID(ep.URL)

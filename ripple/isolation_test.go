@@ -10,6 +10,7 @@ import (
 
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/receipt"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
 )
@@ -65,7 +66,7 @@ func TestRun_SilentEndpointDelaysNothingElse(t *testing.T) {
 	events := []string{"payment.captured", "payment.refunded"}
 	e := newEnv(t, t0, ripple.Config{
 		PointsPerUnit: 1,
-		Receipt:       ripple.ReceiptConfig{Addr: smtpd.Addr, From: "receipts@shop.example", TLS: ripple.TLSNone},
+		Receipt:       receipt.Config{Addr: smtpd.Addr, From: "receipts@shop.example", TLS: receipt.TLSNone},
 		Webhooks: []ripple.EndpointConfig{
 			// The longest timeout, so that no attempt ends while the test runs.
 			{URL: silent.URL, Secrets: []string{secret(t)}, Events: events, Timeout: ripple.MaxWebhookTimeout, MaxInFlight: inFlight},

@@ -28,6 +28,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/receipt"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
 )
@@ -268,7 +269,7 @@ func parseMail(t *testing.T, data []byte) parsedMail {
 
 // receiptEnv is a ripple service whose receipts go to a mail server, and
 // one captured payment of 12.50 EUR with an e-mail address.
-func receiptEnv(t *testing.T, rc ripple.ReceiptConfig, maxAttempts int) (*env, pay.Payment) {
+func receiptEnv(t *testing.T, rc receipt.Config, maxAttempts int) (*env, pay.Payment) {
 	t.Helper()
 	e := newEnv(t, t0, ripple.Config{MaxAttempts: maxAttempts, Receipt: rc})
 	p := e.payment(1, 1250, "EUR", pay.Customer{ID: "cus_ada", Email: "ada@example.com"})
@@ -287,7 +288,7 @@ func TestReceipt_StartTLSAndAuth(t *testing.T) {
 	t.Parallel()
 	cert := newTestCert(t)
 	srv := newMailServer(t, mailServerOptions{cert: &cert, requireAuth: true})
-	e, p := receiptEnv(t, ripple.ReceiptConfig{
+	e, p := receiptEnv(t, receipt.Config{
 		Addr: srv.addr, From: "receipts@shop.example", MerchantName: "Ada's Bakery",
 		Username: mailUser, Password: mailPass, RootCAs: cert.pool, // TLS: "" is starttls
 	}, 0)
@@ -349,7 +350,7 @@ func TestReceipt_StartTLSAndAuth(t *testing.T) {
 func TestReceipt_NoStartTLS(t *testing.T) {
 	t.Parallel()
 	srv := newMailServer(t, mailServerOptions{})
-	e, p := receiptEnv(t, ripple.ReceiptConfig{Addr: srv.addr, From: "receipts@shop.example"}, 3)
+	e, p := receiptEnv(t, receipt.Config{Addr: srv.addr, From: "receipts@shop.example"}, 3)
 	e.runOnce()
 	d := e.delivery(p.ID, pay.EffectReceipt, pay.Captured)
 	if d.State != pay.DeliveryPending || d.Attempts != 1 || !strings.Contains(d.LastError, "STARTTLS") || !strings.Contains(d.LastError, "tls=starttls") {
@@ -371,7 +372,7 @@ func TestReceipt_NoStartTLS(t *testing.T) {
 	}
 
 	opt := newMailServer(t, mailServerOptions{})
-	e2, p2 := receiptEnv(t, ripple.ReceiptConfig{Addr: opt.addr, From: "receipts@shop.example", TLS: ripple.TLSStartTLSOptional}, 3)
+	e2, p2 := receiptEnv(t, receipt.Config{Addr: opt.addr, From: "receipts@shop.example", TLS: receipt.TLSStartTLSOptional}, 3)
 	e2.settle()
 	if d := e2.delivery(p2.ID, pay.EffectReceipt, pay.Captured); d.State != pay.DeliveryDone {
 		t.Fatalf("starttls_optional: receipt delivery=%+v, want done", d)
@@ -388,7 +389,7 @@ func TestReceipt_StartTLSOptionalUsesTLS(t *testing.T) {
 	t.Parallel()
 	cert := newTestCert(t)
 	srv := newMailServer(t, mailServerOptions{cert: &cert})
-	e, p := receiptEnv(t, ripple.ReceiptConfig{Addr: srv.addr, From: "receipts@shop.example", TLS: ripple.TLSStartTLSOptional, RootCAs: cert.pool}, 0)
+	e, p := receiptEnv(t, receipt.Config{Addr: srv.addr, From: "receipts@shop.example", TLS: receipt.TLSStartTLSOptional, RootCAs: cert.pool}, 0)
 	e.settle()
 	if d := e.delivery(p.ID, pay.EffectReceipt, pay.Captured); d.State != pay.DeliveryDone {
 		t.Fatalf("receipt delivery=%+v, want done", d)
@@ -399,7 +400,7 @@ func TestReceipt_StartTLSOptionalUsesTLS(t *testing.T) {
 
 	// The system's roots do not know the test's certificate.
 	untrusted := newMailServer(t, mailServerOptions{cert: &cert})
-	e2, p2 := receiptEnv(t, ripple.ReceiptConfig{Addr: untrusted.addr, From: "receipts@shop.example", TLS: ripple.TLSStartTLSOptional}, 3)
+	e2, p2 := receiptEnv(t, receipt.Config{Addr: untrusted.addr, From: "receipts@shop.example", TLS: receipt.TLSStartTLSOptional}, 3)
 	e2.runOnce()
 	if d := e2.delivery(p2.ID, pay.EffectReceipt, pay.Captured); d.State != pay.DeliveryPending || !strings.Contains(d.LastError, "certificate") {
 		t.Fatalf("receipt delivery to an unverified server=%+v, want pending with a certificate error", d)
@@ -415,8 +416,8 @@ func TestReceipt_ImplicitTLS(t *testing.T) {
 	t.Parallel()
 	cert := newTestCert(t)
 	srv := newMailServer(t, mailServerOptions{cert: &cert, implicit: true, requireAuth: true})
-	e, p := receiptEnv(t, ripple.ReceiptConfig{
-		Addr: srv.addr, From: "receipts@shop.example", TLS: ripple.TLSImplicit,
+	e, p := receiptEnv(t, receipt.Config{
+		Addr: srv.addr, From: "receipts@shop.example", TLS: receipt.TLSImplicit,
 		Username: mailUser, Password: mailPass, RootCAs: cert.pool,
 	}, 0)
 	e.settle()
@@ -439,7 +440,7 @@ func TestReceipt_RefusedRecipient(t *testing.T) {
 	t.Parallel()
 	cert := newTestCert(t)
 	srv := newMailServer(t, mailServerOptions{cert: &cert, rejectRcpt: true})
-	e, p := receiptEnv(t, ripple.ReceiptConfig{Addr: srv.addr, From: "receipts@shop.example", RootCAs: cert.pool}, 0)
+	e, p := receiptEnv(t, receipt.Config{Addr: srv.addr, From: "receipts@shop.example", RootCAs: cert.pool}, 0)
 	e.settle()
 	if d := e.delivery(p.ID, pay.EffectReceipt, pay.Captured); d.State != pay.DeliveryDead || d.Attempts != 1 || !strings.Contains(d.LastError, "550") {
 		t.Fatalf("receipt delivery=%+v, want dead at the first attempt with the 550", d)
@@ -457,7 +458,7 @@ func TestReceipt_WrongPassword(t *testing.T) {
 	cert := newTestCert(t)
 	srv := newMailServer(t, mailServerOptions{cert: &cert, requireAuth: true})
 	const wrong = "not-the-Pa55word-at-all"
-	e, p := receiptEnv(t, ripple.ReceiptConfig{
+	e, p := receiptEnv(t, receipt.Config{
 		Addr: srv.addr, From: "receipts@shop.example", Username: mailUser, Password: wrong, RootCAs: cert.pool,
 	}, 3)
 	var logs testkit.SyncBuffer
@@ -489,8 +490,8 @@ func TestReceipt_WrongPassword(t *testing.T) {
 func TestReceipt_Templates(t *testing.T) {
 	t.Parallel()
 	srv := rippletest.NewSMTPServer(t, 0)
-	e := newEnv(t, t0, ripple.Config{Receipt: ripple.ReceiptConfig{
-		Addr: srv.Addr, From: "receipts@shop.example", MerchantName: "Bäckerei Ada", TLS: ripple.TLSNone,
+	e := newEnv(t, t0, ripple.Config{Receipt: receipt.Config{
+		Addr: srv.Addr, From: "receipts@shop.example", MerchantName: "Bäckerei Ada", TLS: receipt.TLSNone,
 		TextTemplate: `{{define "subject"}}Beleg {{.OrderID}} – {{.Merchant}}{{end}}Danke! {{.AmountMinor}} {{.Currency}} = {{.Amount}} am {{.Time.Format "02.01.2006"}} an {{.Email}}.`,
 		HTMLTemplate: `<p>Bestellung <b>{{.OrderID}}</b> bei {{.Merchant}}: {{.Amount}}</p>`,
 	}})
@@ -530,42 +531,18 @@ func insertPaymentOrder(t *testing.T, e *env, orderID string, amount int64, curr
 	return p
 }
 
-// TestParseReceiptTemplates: a template that does not parse, or names a
-// field a receipt does not have, is refused when it is parsed.
-func TestParseReceiptTemplates(t *testing.T) {
-	t.Parallel()
-	for name, src := range map[string]string{
-		"Syntax":         `Thanks {{.Amount`,
-		"UnknownField":   `Thanks {{.Amout}}`,
-		"SubjectUnknown": `{{define "subject"}}{{.Nope}}{{end}}ok`,
-	} {
-		if _, err := ripple.ParseReceiptText(src); err == nil {
-			t.Errorf("text %s: parsed", name)
-		}
-		if name == "SubjectUnknown" {
-			continue
-		}
-		if _, err := ripple.ParseReceiptHTML("<p>" + src + "</p>"); err == nil {
-			t.Errorf("HTML %s: parsed", name)
-		}
-	}
-	if _, err := ripple.ParseReceiptText(`{{.Merchant}} {{.OrderID}} {{.PaymentID}} {{.Amount}} {{.AmountMinor}} {{.Currency}} {{.Date}} {{.Time.Year}} {{.Email}}`); err != nil {
-		t.Errorf("every field: %v", err)
-	}
-}
-
 // TestNew_InvalidReceipt: receipt settings New refuses.
 func TestNew_InvalidReceipt(t *testing.T) {
 	t.Parallel()
-	base := ripple.ReceiptConfig{Addr: "localhost:587", From: "r@example.com"}
-	for name, mod := range map[string]func(*ripple.ReceiptConfig){
-		"BadTLS":       func(c *ripple.ReceiptConfig) { c.TLS = "ssl" },
-		"NoPassword":   func(c *ripple.ReceiptConfig) { c.Username = "u" },
-		"NoUsername":   func(c *ripple.ReceiptConfig) { c.Password = mailPass },
-		"BadText":      func(c *ripple.ReceiptConfig) { c.TextTemplate = "{{" },
-		"BadHTML":      func(c *ripple.ReceiptConfig) { c.HTMLTemplate = "{{.Nope}}" },
-		"MerchantLine": func(c *ripple.ReceiptConfig) { c.MerchantName = "Shop\r\nBcc: x@example.com" },
-		"BadPort":      func(c *ripple.ReceiptConfig) { c.Addr = "localhost:nope" },
+	base := receipt.Config{Addr: "localhost:587", From: "r@example.com"}
+	for name, mod := range map[string]func(*receipt.Config){
+		"BadTLS":       func(c *receipt.Config) { c.TLS = "ssl" },
+		"NoPassword":   func(c *receipt.Config) { c.Username = "u" },
+		"NoUsername":   func(c *receipt.Config) { c.Password = mailPass },
+		"BadText":      func(c *receipt.Config) { c.TextTemplate = "{{" },
+		"BadHTML":      func(c *receipt.Config) { c.HTMLTemplate = "{{.Nope}}" },
+		"MerchantLine": func(c *receipt.Config) { c.MerchantName = "Shop\r\nBcc: x@example.com" },
+		"BadPort":      func(c *receipt.Config) { c.Addr = "localhost:nope" },
 	} {
 		cfg := base
 		mod(&cfg)
@@ -578,14 +555,6 @@ func TestNew_InvalidReceipt(t *testing.T) {
 			t.Errorf("%s: error %q quotes the password", name, err)
 		}
 	}
-	for _, s := range []string{"starttls", "starttls_optional", "tls", "none"} {
-		if m, err := ripple.ParseTLSMode(s); err != nil || string(m) != s {
-			t.Errorf("ParseTLSMode(%q)=%q, %v", s, m, err)
-		}
-	}
-	if _, err := ripple.ParseTLSMode("STARTTLS"); err == nil {
-		t.Error(`ParseTLSMode("STARTTLS") succeeded`)
-	}
 }
 
 // TestReceipt_OncePerPayment sends receipts to a real SMTP server that
@@ -596,7 +565,7 @@ func TestNew_InvalidReceipt(t *testing.T) {
 func TestReceipt_OncePerPayment(t *testing.T) {
 	t.Parallel()
 	smtpd := rippletest.NewSMTPServer(t, 3)
-	e := newEnv(t, t0, ripple.Config{Receipt: ripple.ReceiptConfig{Addr: smtpd.Addr, From: "receipts@shop.example", TLS: ripple.TLSNone}})
+	e := newEnv(t, t0, ripple.Config{Receipt: receipt.Config{Addr: smtpd.Addr, From: "receipts@shop.example", TLS: receipt.TLSNone}})
 	p := e.payment(1, 1250, "EUR", pay.Customer{ID: "cus_ada", Email: "ada@example.com"})
 	noMail := e.payment(2, 500, "EUR", pay.Customer{ID: "cus_bob"})
 	e.finalize(p.ID, pay.Captured)

@@ -14,6 +14,7 @@ import (
 	"github.com/paystate/paystate/internal/backoff"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/receipt"
 )
 
 // Defaults of the service; the configuration's defaults are the same.
@@ -65,7 +66,7 @@ type Config struct {
 	// credits nothing (the deliveries still run and say so).
 	PointsPerUnit int64
 	// Receipt configures e-mail receipts; an empty Addr turns them off.
-	Receipt ReceiptConfig
+	Receipt receipt.Config
 	// Webhooks are the merchant endpoints.
 	Webhooks []EndpointConfig
 	// Shared says several paystate instances work on the store

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
+	"github.com/paystate/paystate/receipt"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
 )
@@ -344,8 +345,8 @@ func TestNew_Invalid(t *testing.T) {
 		"BadURL":      {Webhooks: []ripple.EndpointConfig{{URL: "ftp://shop.example/h", Secrets: []string{good}, Events: []string{"payment.captured"}}}},
 		"NoEvents":    {Webhooks: []ripple.EndpointConfig{{URL: "https://shop.example/h", Secrets: []string{good}}}},
 		"Twice":       {Webhooks: []ripple.EndpointConfig{{URL: "https://shop.example/h", Secrets: []string{good}, Events: []string{"payment.captured"}}, {URL: "https://shop.example/h", Secrets: []string{good}, Events: []string{"payment.failed"}}}},
-		"BadSMTP":     {Receipt: ripple.ReceiptConfig{Addr: "localhost", From: "r@example.com"}},
-		"BadFrom":     {Receipt: ripple.ReceiptConfig{Addr: "localhost:25", From: "not an address"}},
+		"BadSMTP":     {Receipt: receipt.Config{Addr: "localhost", From: "r@example.com"}},
+		"BadFrom":     {Receipt: receipt.Config{Addr: "localhost:25", From: "not an address"}},
 		"NegativePts": {PointsPerUnit: -1},
 	} {
 		_, err := ripple.New(nil, cfg)
