@@ -126,15 +126,12 @@ const defaultHTML = `<!DOCTYPE html>
 // tries it, and its "subject" template if it defines one, on sample
 // data: an unknown field is an error here, not at delivery.
 func ParseText(src string) (*texttemplate.Template, error) {
-	t, err := texttemplate.New("text").Option("missingkey=error").Parse(src)
+	t, err := tried(texttemplate.New("text").Option("missingkey=error").Parse(src))
 	if err != nil {
 		return nil, err
 	}
-	if err := t.Execute(io.Discard, sample); err != nil {
-		return nil, err
-	}
 	if s := t.Lookup("subject"); s != nil {
-		if err := s.Execute(io.Discard, sample); err != nil {
+		if _, err := tried(s, nil); err != nil {
 			return nil, err
 		}
 	}
@@ -145,12 +142,18 @@ func ParseText(src string) (*texttemplate.Template, error) {
 // escapes every value for its place in the page) and tries it on sample
 // data.
 func ParseHTML(src string) (*htmltemplate.Template, error) {
-	t, err := htmltemplate.New("html").Option("missingkey=error").Parse(src)
-	if err != nil {
-		return nil, err
+	return tried(htmltemplate.New("html").Option("missingkey=error").Parse(src))
+}
+
+// tried returns the template t that parsed with err, once it has also
+// run on the sample receipt.
+func tried[T interface{ Execute(io.Writer, any) error }](t T, err error) (T, error) {
+	if err == nil {
+		err = t.Execute(io.Discard, sample)
 	}
-	if err := t.Execute(io.Discard, sample); err != nil {
-		return nil, err
+	if err != nil {
+		var none T
+		return none, err
 	}
 	return t, nil
 }
