@@ -109,14 +109,10 @@ func (s *Payments) Check(req CreateRequest) (CreateRequest, error) {
 	// The flow is resolved once, here, and stored with the payment: a
 	// resumed create takes the payment the same way after a restart with
 	// another default.
-	if f, ok := prov.(pay.Flows); ok {
-		p := pay.Payment{OrderID: req.OrderID, Amount: req.Amount, Currency: req.Currency, Customer: req.Customer,
-			Provider: prov.Name(), ReturnURL: req.ReturnURL, Flow: req.Flow, Description: req.Description}
-		if req.Flow, err = f.Flow(p); err != nil {
-			return req, err
-		}
-	} else if req.Flow != "" {
-		return req, pay.Invalidf("flow", "provider %q takes payments one way only: leave flow out", prov.Name())
+	p := pay.Payment{OrderID: req.OrderID, Amount: req.Amount, Currency: req.Currency, Customer: req.Customer,
+		Provider: prov.Name(), ReturnURL: req.ReturnURL, Flow: req.Flow, Description: req.Description}
+	if req.Flow, err = prov.Flow(p); err != nil {
+		return req, err
 	}
 	req.prov = prov
 	return req, nil

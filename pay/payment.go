@@ -45,7 +45,7 @@ type Payment struct {
 	RedirectURL  string // sensitive: see finalize.View
 	ReturnURL    string
 	// Flow is how the provider takes the payment when it offers more than
-	// one way (Flows): Stripe's "payment_intent" or "checkout"; "" for a
+	// one way (Provider.Flow): Stripe's "payment_intent" or "checkout"; "" for a
 	// provider with one way. Set at creation, never changed.
 	Flow string
 	// Description is the merchant's text about what is paid for, shown to

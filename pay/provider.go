@@ -83,6 +83,35 @@ type Provider interface {
 	// ParseWebhook verifies the signature of a webhook (ESIGNATURE, with the
 	// timestamp checked against now) and parses it (EINVALID).
 	ParseWebhook(body []byte, header http.Header, now time.Time) (WebhookEvent, error)
+	// Cancel cancels an open payment at the PSP under key
+	// ("cancel-<payment_id>") and answers what the PSP then holds: the
+	// sweeper expires a Stripe PaymentIntent this way and finalizes the
+	// answer (canceled → failed, succeeded → captured). EUNSUPPORTED if
+	// the PSP has no cancel API: the sweeper then expires the payment
+	// itself.
+	Cancel(ctx context.Context, p Payment, key string) (PSPResult, error)
+	// Flow resolves the flow of a payment about to be created (p.Flow as
+	// the create asks, "" = the provider's default) to the one it is made
+	// with, stored in Payment.Flow, and checks that p can be taken that
+	// way: EINVALID naming the field ("flow", "return_url") otherwise.
+	// Stripe takes a payment in more than one way (a PaymentIntent paid on
+	// the merchant's page, or a Checkout Session on Stripe's); a provider
+	// that takes it one way only answers OneFlow.
+	Flow(p Payment) (string, error)
+}
+
+// OneFlow is Provider.Flow of a provider that takes payments one way only:
+// "" for a payment that asks no flow, else EINVALID naming "flow".
+func OneFlow(provider string, p Payment) (string, error) {
+	if p.Flow != "" {
+		return "", Invalidf("flow", "provider %q takes payments one way only: leave flow out", provider)
+	}
+	return "", nil
+}
+
+// NoCancel is Provider.Cancel of a provider whose PSP has no cancel API.
+func NoCancel(provider string) (PSPResult, error) {
+	return PSPResult{}, Errorf(EUNSUPPORTED, "provider %s has no cancel API", provider)
 }
 
 // ProviderLabel is the value of a provider label on a metric: name if it is
@@ -94,24 +123,6 @@ func ProviderLabel(name string, known map[string]Provider) string {
 		return name
 	}
 	return "unknown"
-}
-
-// Canceler is a Provider that can cancel an open payment at the PSP (the
-// sweeper expires a Stripe PaymentIntent this way, and finalizes what the
-// PSP answers: canceled → failed, succeeded → captured).
-type Canceler interface {
-	Cancel(ctx context.Context, p Payment, key string) (PSPResult, error)
-}
-
-// Flows is a Provider that takes a payment in more than one way (Stripe: a
-// PaymentIntent paid on the merchant's page, or a Checkout Session on
-// Stripe's). Flow resolves the flow of a payment about to be created
-// (p.Flow as the create asks, "" = the provider's default) to the one it
-// is made with, stored in Payment.Flow, and checks that p can be taken
-// that way: EINVALID naming the field ("flow", "return_url") otherwise. A
-// provider without Flows accepts only "".
-type Flows interface {
-	Flow(p Payment) (string, error)
 }
 
 // Flows of Payment.Flow.

@@ -11,13 +11,15 @@ import (
 )
 
 // expire handles one payment found by the expiry scan: under its lease it
-// is cancelled at the PSP (a pay.Canceler provider) or finalized expired.
-// A payment expired once before is left to reconciliation.
+// is cancelled at the PSP (Provider.Cancel) or, if the provider has no
+// cancel API (EUNSUPPORTED) or is not configured, finalized expired. A
+// payment expired once before is left to reconciliation.
 func (s *Sweeper) expire(ctx context.Context, p pay.Payment, now time.Time, rep *Report) error {
 	expireAfter := or(s.ExpireAfter, DefaultExpireAfter)
 	bound := now.Add(-expireAfter)
-	canceler, _ := s.Providers[p.Provider].(pay.Canceler)
-	if canceler != nil {
+	prov, cancels := s.Providers[p.Provider]
+	cancels = cancels && s.has(p.Provider, apiCancel)
+	if cancels {
 		if err := s.limiter(p.Provider).Wait(ctx); err != nil {
 			return err
 		}
@@ -48,29 +50,11 @@ func (s *Sweeper) expire(ctx context.Context, p pay.Payment, now time.Time, rep 
 			return err
 		}
 
-		if canceler != nil {
-			res, err := s.call(ctx, p.Provider, func(ctx context.Context) (pay.PSPResult, error) {
-				return canceler.Cancel(ctx, cur, "cancel-"+cur.ID)
-			})
-			if rerr := s.recordAnswer(ctx, cur, res, err); rerr != nil {
-				return rerr
-			}
-			if err != nil {
-				return fmt.Errorf("cancel at the PSP: %w", err)
-			}
-			st, note := res.Status, "cancelled at the PSP after payment.expire_after: "+res.Raw
-			if !st.Terminal() {
-				st, note = pay.Expired, "the PSP did not cancel after payment.expire_after: "+res.Raw
-			}
-			r, err := s.finalize(ctx, cur, token, st, res, note)
-			if err != nil {
+		if cancels {
+			done, err := s.cancel(ctx, prov, cur, token, rep)
+			if done || err != nil {
 				return err
 			}
-			if r.Flipped {
-				rep.Expired++
-				expiredTotal.Inc()
-			}
-			return nil
 		}
 
 		r, err := s.finalize(ctx, cur, token, pay.Expired, pay.PSPResult{},
@@ -87,6 +71,39 @@ func (s *Sweeper) expire(ctx context.Context, p pay.Payment, now time.Time, rep 
 	})
 }
 
+// cancel cancels an expiring payment at the PSP under its lease token and
+// finalizes what the PSP answers. done is false, with a nil error, if the
+// provider has no cancel API (EUNSUPPORTED, remembered): the caller
+// expires the payment itself.
+func (s *Sweeper) cancel(ctx context.Context, prov pay.Provider, cur pay.Payment, token uint64, rep *Report) (done bool, err error) {
+	res, err := s.call(ctx, cur.Provider, func(ctx context.Context) (pay.PSPResult, error) {
+		return prov.Cancel(ctx, cur, "cancel-"+cur.ID)
+	})
+	if pay.ErrorCode(err) == pay.EUNSUPPORTED {
+		s.lacks(cur.Provider, apiCancel)
+		return false, nil
+	}
+	if rerr := s.recordAnswer(ctx, cur, res, err); rerr != nil {
+		return true, rerr
+	}
+	if err != nil {
+		return true, fmt.Errorf("cancel at the PSP: %w", err)
+	}
+	st, note := res.Status, "cancelled at the PSP after payment.expire_after: "+res.Raw
+	if !st.Terminal() {
+		st, note = pay.Expired, "the PSP did not cancel after payment.expire_after: "+res.Raw
+	}
+	r, err := s.finalize(ctx, cur, token, st, res, note)
+	if err != nil {
+		return true, err
+	}
+	if r.Flipped {
+		rep.Expired++
+		expiredTotal.Inc()
+	}
+	return true, nil
+}
+
 // reconcile handles one payment found by the reconciliation scan: under
 // its lease it asks the PSP and finalizes the answer, or puts the payment
 // on the review queue.
@@ -100,7 +117,7 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 		}
 		return s.review(ctx, p.ID, "", fmt.Sprintf("provider %q is not configured: no way to ask the PSP", p.Provider), rep)
 	}
-	if s.hasStatusAPI(p.Provider) {
+	if s.has(p.Provider, apiStatus) {
 		if err := s.limiter(p.Provider).Wait(ctx); err != nil {
 			return err
 		}
@@ -120,7 +137,7 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 			return prov.Status(ctx, cur)
 		})
 		if pay.ErrorCode(err) == pay.EUNSUPPORTED {
-			s.noStatus(cur.Provider)
+			s.lacks(cur.Provider, apiStatus)
 			return s.fromHistory(ctx, cur, token, pastGiveUp, rep)
 		}
 		if err == nil && res.Found && res.Status.Terminal() {

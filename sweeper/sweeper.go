@@ -8,8 +8,9 @@
 //
 //  1. Expiry: payments in created, processing or requires_action whose
 //     updated_at is older than payment.expire_after are finalized as
-//     expired, or, if their provider can cancel (pay.Canceler), cancelled
-//     at the PSP and finalized with what the PSP answers. A payment is
+//     expired, or, if their provider can cancel (Provider.Cancel does not
+//     answer EUNSUPPORTED), cancelled at the PSP and finalized with what
+//     the PSP answers. A payment is
 //     expired once: if the PSP later says it is still open, it moves back
 //     and waits for the PSP or for give_up_after.
 //  2. Reconciliation: payments in finalize_pending, expired, processing or
@@ -178,9 +179,9 @@ type Sweeper struct {
 	alert bool
 	last  Report
 
-	lmu         sync.Mutex
-	limiters    map[string]*rate.Limiter
-	noStatusAPI map[string]bool // providers whose Status answered EUNSUPPORTED
+	lmu      sync.Mutex
+	limiters map[string]*rate.Limiter
+	lacking  map[pspAPI]bool // provider APIs that answered EUNSUPPORTED
 
 	lastRun atomic.Int64 // unix ns of Run's last pass (Heartbeat)
 }
@@ -433,22 +434,31 @@ func (s *Sweeper) drift(rep *Report) {
 	}
 }
 
-// hasStatusAPI reports whether the provider's Status may work: false once
-// it answered EUNSUPPORTED, so its payments skip the rate limiter.
-func (s *Sweeper) hasStatusAPI(provider string) bool {
+// pspAPI is one API of one provider, as the sweeper calls it.
+type pspAPI struct{ provider, api string }
+
+// The APIs the sweeper calls that a provider may lack (EUNSUPPORTED).
+const (
+	apiStatus = "status"
+	apiCancel = "cancel"
+)
+
+// has reports whether the provider's api may work: false once it answered
+// EUNSUPPORTED (it is not waited for in the rate limiter then).
+func (s *Sweeper) has(provider, api string) bool {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	return !s.noStatusAPI[provider]
+	return !s.lacking[pspAPI{provider, api}]
 }
 
-// noStatus records that the provider has no status API.
-func (s *Sweeper) noStatus(provider string) {
+// lacks records that the provider has no such api.
+func (s *Sweeper) lacks(provider, api string) {
 	s.lmu.Lock()
 	defer s.lmu.Unlock()
-	if s.noStatusAPI == nil {
-		s.noStatusAPI = map[string]bool{}
+	if s.lacking == nil {
+		s.lacking = map[pspAPI]bool{}
 	}
-	s.noStatusAPI[provider] = true
+	s.lacking[pspAPI{provider, api}] = true
 }
 
 // limiter returns the rate limiter of a provider's PSP calls.

@@ -570,6 +570,50 @@ func TestSweeper_ExpiryCancels(t *testing.T) {
 	e.verify()
 }
 
+// countingPSP counts the Cancel calls of a provider without a cancel API
+// (the mock answers EUNSUPPORTED).
+type countingPSP struct {
+	*mock.Provider
+	cancels int
+}
+
+func (c *countingPSP) Cancel(ctx context.Context, p pay.Payment, key string) (pay.PSPResult, error) {
+	c.cancels++
+	return c.Provider.Cancel(ctx, p, key)
+}
+
+// TestSweeper_ExpiryNoCancelAPI: a provider whose Cancel answers
+// EUNSUPPORTED has its open payments expired by the sweeper, no PSP answer
+// recorded for them, and is asked once: the sweeper remembers it.
+func TestSweeper_ExpiryNoCancelAPI(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, 240*time.Hour)
+	p1, p2 := e.create("mock", 1002), e.create("mock", 2002)
+	psp := &countingPSP{Provider: e.mock}
+	e.sw.Providers = map[string]pay.Provider{"mock": psp}
+	e.sw.Parallel = 1 // one after the other: the second learns from the first
+
+	e.clock.Add(expireAfter + time.Second)
+	if rep := e.pass(); rep.Expired != 2 {
+		t.Fatalf("report=%+v, want two expiries", rep)
+	}
+	if got, want := psp.cancels, 1; got != want {
+		t.Fatalf("Cancel calls=%d, want %d (EUNSUPPORTED is remembered)", got, want)
+	}
+	for _, id := range []string{p1.ID, p2.ID} {
+		if got, want := e.payment(id).Status, pay.Expired; got != want {
+			t.Fatalf("%s: Status=%s, want %s", id, got, want)
+		}
+		e.view(func(tx pay.Tx) error {
+			if a, err := tx.PSPAnswer(id); pay.ErrorCode(err) != pay.ENOTFOUND {
+				t.Fatalf("%s: PSP answer %+v, %v; want none (no cancel API is no answer)", id, a, err)
+			}
+			return nil
+		})
+	}
+	e.verify()
+}
+
 func TestSweeper_LeaseHeld(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, 0)

@@ -57,5 +57,6 @@ func TestConformance(t *testing.T) {
 		SignRaw:    signRaw,
 		Tolerance:  stdwebhook.DefaultTolerance,
 		UnknownRef: "mock_pi_unknown",
+		Lacks:      []psptest.Feature{psptest.FeatureCancel},
 	})
 }

@@ -596,6 +596,15 @@ func (p *Provider) Status(ctx context.Context, pm pay.Payment) (pay.PSPResult, e
 	return c.result(), nil
 }
 
+// Cancel is EUNSUPPORTED: the mock has no cancel API, so the sweeper
+// expires an open payment itself.
+func (p *Provider) Cancel(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	return pay.NoCancel(Name)
+}
+
+// Flow accepts only "": the mock takes payments one way.
+func (p *Provider) Flow(pm pay.Payment) (string, error) { return pay.OneFlow(Name, pm) }
+
 // ParseWebhook verifies a webhook with the mock's secret and parses it (see
 // stdwebhook.Verifier.Parse).
 func (p *Provider) ParseWebhook(body []byte, header http.Header, now time.Time) (pay.WebhookEvent, error) {

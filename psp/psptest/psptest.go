@@ -61,6 +61,19 @@ type Event struct {
 	At          time.Time // event time and signature timestamp
 }
 
+// Feature is a part of pay.Provider a PSP may not have. A harness lists
+// the features its provider lacks (Harness.Lacks); the suite then checks
+// that the provider says so (EUNSUPPORTED, or only the flow "") instead
+// of testing the feature, and reports it.
+type Feature string
+
+// Features a provider may lack.
+const (
+	// FeatureCancel: Provider.Cancel (the sweeper expires an open payment
+	// at the PSP).
+	FeatureCancel Feature = "cancel"
+)
+
 // Harness is a provider under test and what the suite needs to drive it.
 type Harness struct {
 	// Provider is the adapter under test.
@@ -86,6 +99,8 @@ type Harness struct {
 	// IgnoresUnknown says an unknown event type parses as Ignore (Stripe);
 	// otherwise it must be EINVALID (the Standard Webhooks wire format).
 	IgnoresUnknown bool
+	// Lacks lists the features the provider does not have.
+	Lacks []Feature
 	// UnknownRef is a provider reference the PSP does not know.
 	UnknownRef string
 	// Stateless says the PSP API answers fixtures (stripe-mock): every id
@@ -99,6 +114,17 @@ func (h Harness) now() time.Time {
 		return h.Now()
 	}
 	return time.Now()
+}
+
+// lacks reports whether the provider lacks f, and if so logs it: a
+// missing feature shows in the test output, never as a silent skip.
+func (h Harness) lacks(t *testing.T, f Feature) bool {
+	t.Helper()
+	if slices.Contains(h.Lacks, f) {
+		t.Logf("the provider has no %s (Harness.Lacks): checked that it says so", f)
+		return true
+	}
+	return false
 }
 
 func (h Harness) payment() pay.Payment {
@@ -325,12 +351,12 @@ func testRefundErrNoKey(t *testing.T, h Harness) {
 }
 
 func testCancel(t *testing.T, h Harness) {
-	c, ok := h.Provider.(pay.Canceler)
-	if !ok {
-		t.Skip("the provider cannot cancel (no pay.Canceler)")
-	}
 	p, res := create(t, h)
-	r, err := c.Cancel(context.Background(), p, "cancel-"+p.ID)
+	r, err := h.Provider.Cancel(context.Background(), p, "cancel-"+p.ID)
+	if h.lacks(t, FeatureCancel) {
+		wantCode(t, err, pay.EUNSUPPORTED)
+		return
+	}
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,6 +98,15 @@ func (p *Provider) Status(ctx context.Context, pm pay.Payment) (pay.PSPResult, e
 	return pay.PSPResult{}, pay.Errorf(pay.EUNSUPPORTED, "provider standard has no status API")
 }
 
+// Cancel is EUNSUPPORTED: report mode calls no PSP, so the sweeper expires
+// an open payment itself.
+func (p *Provider) Cancel(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
+	return pay.NoCancel(Name)
+}
+
+// Flow accepts only "": the merchant's code takes the payment its own way.
+func (p *Provider) Flow(pm pay.Payment) (string, error) { return pay.OneFlow(Name, pm) }
+
 // ParseWebhook verifies a Standard Webhooks signature with the configured
 // secret and parses the body (see stdwebhook.Verifier.Parse).
 func (p *Provider) ParseWebhook(body []byte, header http.Header, now time.Time) (pay.WebhookEvent, error) {

@@ -199,8 +199,8 @@ func WithMaxNetworkRetries(n int) Option {
 	return func(o *options) { o.retries = int64(max(n, 0)) }
 }
 
-// Provider is the Stripe adapter. It implements pay.Provider and
-// pay.Canceler and is safe for concurrent use. Its API client is its own
+// Provider is the Stripe adapter. It implements pay.Provider, with a
+// cancel API and two flows, and is safe for concurrent use. Its API client is its own
 // (stripe.NewClient with its own backend): the global stripe.Key is never
 // set.
 type Provider struct {
@@ -217,11 +217,7 @@ type Provider struct {
 	expireAfter   time.Duration
 }
 
-var (
-	_ pay.Provider = (*Provider)(nil)
-	_ pay.Canceler = (*Provider)(nil)
-	_ pay.Flows    = (*Provider)(nil)
-)
+var _ pay.Provider = (*Provider)(nil)
 
 // New returns a Stripe provider. Configuration errors name their key
 // (providers.stripe.*) and never quote a secret.
