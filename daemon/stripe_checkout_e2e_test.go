@@ -13,6 +13,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 	"github.com/paystate/paystate/ripple/rippletest"
 )
@@ -127,7 +128,7 @@ func TestE2E_FlowOnMock(t *testing.T) {
 }
 
 // one returns the only request of a list, failing otherwise.
-func one(t *testing.T, reqs []stripetest.Request) stripetest.Request {
+func one(t *testing.T, reqs []stripefake.Request) stripefake.Request {
 	t.Helper()
 	if len(reqs) != 1 {
 		t.Fatalf("%d requests reached the API, want 1: %+v", len(reqs), reqs)

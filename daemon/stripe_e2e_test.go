@@ -11,6 +11,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 )
 
@@ -34,7 +35,7 @@ func bootStripe(t *testing.T) (*daemontest.Instance, *stripetest.Recorder) {
 // stripeWebhook posts a Stripe event signed at ts with secret.
 func stripeWebhook(in *daemontest.Instance, body []byte, secret string, ts time.Time) daemontest.Response {
 	return in.Do("POST", "/webhooks/stripe", body, map[string]string{
-		"Stripe-Signature": stripetest.Sign(secret, body, ts),
+		"Stripe-Signature": stripefake.Sign(secret, body, ts),
 		"Authorization":    "",
 	})
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolttest"
@@ -450,7 +451,7 @@ func TestInbox_StripeNotOurs(t *testing.T) {
 	before := ignored.Get()
 
 	body := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeSucceeded, ID: "evt_foreign", Created: time.Now(), PaymentIntent: "pi_someone_elses", NoPaymentID: true})
-	ev, dup, err := f.in.Accept(ctx, "stripe", body, stripetest.Header(stripeSecret, body, time.Now()))
+	ev, dup, err := f.in.Accept(ctx, "stripe", body, stripefake.Header(stripeSecret, body, time.Now()))
 	if err != nil || dup || !ev.Ignore {
 		t.Fatalf("Accept: ev=%+v dup=%v err=%v, want acknowledged and ignored", ev, dup, err)
 	}
@@ -476,7 +477,7 @@ func TestInbox_StripeNotOurs(t *testing.T) {
 		t.Fatal(err)
 	}
 	body = stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeChargeRefunded, ID: "evt_ours", Created: time.Now(), PaymentIntent: "pi_ours", NoPaymentID: true})
-	if ev, _, err := f.in.Accept(ctx, "stripe", body, stripetest.Header(stripeSecret, body, time.Now())); err != nil || ev.Ignore {
+	if ev, _, err := f.in.Accept(ctx, "stripe", body, stripefake.Header(stripeSecret, body, time.Now())); err != nil || ev.Ignore {
 		t.Fatalf("Accept: ev=%+v err=%v, want stored", ev, err)
 	}
 	if n, err := f.in.RunOnce(ctx); err != nil || n != 1 {

@@ -8,13 +8,14 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 	"github.com/paystate/paystate/sweeper"
 )
 
 // checkoutEnv is newEnv with a stripe provider pointed at a
-// stripetest.Fake, and a checkout payment created through it.
-func checkoutEnv(t *testing.T, order string) (*env, *stripetest.Fake, pay.Payment) {
+// stripefake.Fake, and a checkout payment created through it.
+func checkoutEnv(t *testing.T, order string) (*env, *stripefake.Fake, pay.Payment) {
 	t.Helper()
 	e := newEnv(t, 0)
 	fake := stripetest.NewFake(e.t)

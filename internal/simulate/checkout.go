@@ -1,7 +1,7 @@
 package simulate
 
 // The checkout mode: the stripe provider in flow "checkout" against an
-// in-process Stripe API (stripetest.Fake on 127.0.0.1), each payment a
+// in-process Stripe API (stripefake.Fake on 127.0.0.1), each payment a
 // Checkout Session whose outcome arrives as Stripe would send it: the
 // session's events and its PaymentIntent's, signed with the webhook secret
 // by stripe-go, duplicated and shuffled together, some delivered at once;
@@ -22,7 +22,7 @@ import (
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
-	"github.com/paystate/paystate/psp/stripe/stripetest"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 )
 
 // Modes of a simulation (Options.Mode).
@@ -51,7 +51,7 @@ var outcomes = []struct {
 
 // checkout is the state of a checkout run.
 type checkout struct {
-	fake   *stripetest.Fake
+	fake   *stripefake.Fake
 	secret string       // the Stripe webhook secret
 	offset atomic.Int64 // the daemon's clock: the wall clock plus offset (ns)
 
@@ -66,7 +66,7 @@ func (c *checkout) now() time.Time { return time.Now().Add(time.Duration(c.offse
 // configure points cfg at a new Fake with the stripe provider in flow
 // checkout, payment.expire_after at its minimum.
 func (c *checkout) configure(cfg *config.Config) {
-	c.fake = stripetest.StartFake()
+	c.fake = stripefake.Start()
 	c.secret = "whsec_" + base64.StdEncoding.EncodeToString(randBytes(32))
 	c.want = map[string]pay.Status{}
 	cfg.Payment.Provider = stripe.Name
@@ -218,7 +218,7 @@ func (s *sim) stripeWebhook(ctx context.Context, id string, body []byte) {
 	req, err := http.NewRequestWithContext(ctx, "POST", s.base+"/webhooks/stripe", bytes.NewReader(body))
 	if err == nil {
 		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Stripe-Signature", stripetest.Sign(s.co.secret, body, time.Now()))
+		req.Header.Set("Stripe-Signature", stripefake.Sign(s.co.secret, body, time.Now()))
 		var res *http.Response
 		if res, err = s.hc.Do(req); err == nil {
 			res.Body.Close()

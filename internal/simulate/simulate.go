@@ -8,7 +8,7 @@
 // HTTP only, and checks the invariants paystate promises: no secret for a
 // final payment, no effect applied twice, no lost update, and a history
 // that verifies. Its checkout mode (ModeCheckout, checkout.go) runs the
-// stripe provider's Checkout Sessions against stripetest.Fake, a Stripe
+// stripe provider's Checkout Sessions against stripefake.Fake, a Stripe
 // API served inside the process. It is the engine of `paystate simulate`
 // (cli/simulate.go); its merchant endpoint (Merchant) serves the crash
 // loop too.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 )
 
@@ -40,7 +41,7 @@ func checkoutPayment() pay.Payment {
 
 // createSession creates pm's Checkout Session through p and returns the
 // answer and the create request that reached the API behind rec.
-func createSession(t *testing.T, p *stripe.Provider, rec *stripetest.Recorder, pm pay.Payment) (pay.PSPResult, stripetest.Request) {
+func createSession(t *testing.T, p *stripe.Provider, rec *stripetest.Recorder, pm pay.Payment) (pay.PSPResult, stripefake.Request) {
 	t.Helper()
 	res, err := p.Create(context.Background(), pm, "checkout-"+pm.ID)
 	if err != nil {
@@ -52,7 +53,7 @@ func createSession(t *testing.T, p *stripe.Provider, rec *stripetest.Recorder, p
 		}
 	}
 	t.Fatalf("no session create of %s reached the API", pm.ID)
-	return res, stripetest.Request{}
+	return res, stripefake.Request{}
 }
 
 // TestProvider_Create_Checkout checks the Checkout Session request
@@ -270,7 +271,7 @@ func TestParseWebhook_Session(t *testing.T) {
 			Type: tc.typ, Session: "cs_test_map", PaymentIntent: "pi_map", PaymentID: "pay_map",
 			Object: func(o map[string]any) { o["payment_status"], o["amount_total"], o["currency"] = tc.paid, 1234, "usd" },
 		})
-		e, err := p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
+		e, err := p.ParseWebhook(body, stripefake.Header(webhookSecret, body, now), now)
 		if err != nil {
 			t.Fatalf("%s %s: %v", tc.typ, tc.paid, err)
 		}
@@ -281,7 +282,7 @@ func TestParseWebhook_Session(t *testing.T) {
 	}
 	body := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeSessionCompleted,
 		Object: func(o map[string]any) { o["payment_status"] = "sort_of" }})
-	_, err := p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
+	_, err := p.ParseWebhook(body, stripefake.Header(webhookSecret, body, now), now)
 	wantCode(t, err, pay.EINVALID)
 }
 
@@ -339,7 +340,7 @@ func TestParseWebhook_PaymentLink(t *testing.T) {
 		p     *stripe.Provider
 		adopt bool
 	}{{"Off", newProvider(t, ""), false}, {"On", adopting, true}} {
-		e, err := tc.p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
+		e, err := tc.p.ParseWebhook(body, stripefake.Header(webhookSecret, body, now), now)
 		if err != nil {
 			t.Fatal(err)
 		}

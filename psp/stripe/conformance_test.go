@@ -8,6 +8,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/psptest"
 	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 )
 
@@ -27,7 +28,7 @@ var kindFiles = map[psptest.Kind]stripetest.EventSpec{
 // harness is the suite's view of a stripe provider pointed at apiBase.
 func harness(t *testing.T, apiBase string) psptest.Harness {
 	signRaw := func(t *testing.T, id string, body []byte, at time.Time) http.Header {
-		return stripetest.Header(webhookSecret, body, at)
+		return stripefake.Header(webhookSecret, body, at)
 	}
 	return psptest.Harness{
 		Provider: newProvider(t, apiBase),

@@ -7,7 +7,7 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
-	"github.com/paystate/paystate/psp/stripe/stripetest"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 )
 
 // FuzzParseWebhook feeds arbitrary bodies and Stripe-Signature headers to
@@ -29,7 +29,7 @@ func FuzzParseWebhook(f *testing.F) {
 		now := time.Now()
 		sig := extra
 		if sign && age > -1e9 && age < 1e9 {
-			sig = stripetest.Sign(webhookSecret, body, now.Add(-time.Duration(age)*time.Second)) + extra
+			sig = stripefake.Sign(webhookSecret, body, now.Add(-time.Duration(age)*time.Second)) + extra
 		}
 		h := http.Header{}
 		h.Set(stripe.HeaderSignature, sig)

@@ -22,6 +22,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
+	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 )
 
@@ -55,7 +56,7 @@ func newProvider(t *testing.T, apiBase string, opts ...stripe.Option) *stripe.Pr
 }
 
 // fakeProvider returns a Fake and a provider pointed at it.
-func fakeProvider(t *testing.T) (*stripetest.Fake, *stripe.Provider) {
+func fakeProvider(t *testing.T) (*stripefake.Fake, *stripe.Provider) {
 	fake := stripetest.NewFake(t)
 	return fake, newProvider(t, fake.URL())
 }
@@ -85,7 +86,7 @@ func wantCode(t *testing.T, err error, code string) {
 }
 
 // one returns the only request of a list, failing otherwise.
-func one(t *testing.T, reqs []stripetest.Request, what string) stripetest.Request {
+func one(t *testing.T, reqs []stripefake.Request, what string) stripefake.Request {
 	t.Helper()
 	if len(reqs) != 1 {
 		t.Fatalf("%d %s requests reached the API, want 1: %+v", len(reqs), what, reqs)
@@ -457,7 +458,7 @@ func TestProvider_Refund(t *testing.T) {
 	ctx := context.Background()
 
 	// captured returns a payment the Fake has captured.
-	captured := func(t *testing.T, fake *stripetest.Fake, p *stripe.Provider) pay.Payment {
+	captured := func(t *testing.T, fake *stripefake.Fake, p *stripe.Provider) pay.Payment {
 		t.Helper()
 		pm := payment()
 		res := create(t, p, pm)
@@ -693,7 +694,7 @@ func TestParseWebhook_Testdata(t *testing.T) {
 			if head.Object != "event" || head.APIVersion != stripego.APIVersion {
 				t.Fatalf("object=%q api_version=%q, want an event of %s", head.Object, head.APIVersion, stripego.APIVersion)
 			}
-			e, err := p.ParseWebhook(body, stripetest.Header(webhookSecret, body, time.Now()), time.Now())
+			e, err := p.ParseWebhook(body, stripefake.Header(webhookSecret, body, time.Now()), time.Now())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -729,7 +730,7 @@ func TestParseWebhook_Mapping(t *testing.T) {
 	parse := func(t *testing.T, spec stripetest.EventSpec) pay.WebhookEvent {
 		t.Helper()
 		body := stripetest.Event(t, spec)
-		e, err := p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
+		e, err := p.ParseWebhook(body, stripefake.Header(webhookSecret, body, now), now)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -818,7 +819,7 @@ func TestParseWebhook_Errors(t *testing.T) {
 	p := newProvider(t, "")
 	now := time.Now()
 	valid := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeSucceeded})
-	signed := func(body []byte, at time.Time) http.Header { return stripetest.Header(webhookSecret, body, at) }
+	signed := func(body []byte, at time.Time) http.Header { return stripefake.Header(webhookSecret, body, at) }
 
 	for _, tc := range []struct {
 		name   string
@@ -829,9 +830,9 @@ func TestParseWebhook_Errors(t *testing.T) {
 		{"OK", valid, signed(valid, now), ""},
 		{"RecentPast", valid, signed(valid, now.Add(-stripe.DefaultTolerance+30*time.Second)), ""},
 		{"ErrNoHeader", valid, http.Header{}, pay.ESIGNATURE},
-		{"ErrTwoHeaders", valid, http.Header{"Stripe-Signature": {stripetest.Sign(webhookSecret, valid, now), stripetest.Sign(webhookSecret, valid, now)}}, pay.ESIGNATURE},
+		{"ErrTwoHeaders", valid, http.Header{"Stripe-Signature": {stripefake.Sign(webhookSecret, valid, now), stripefake.Sign(webhookSecret, valid, now)}}, pay.ESIGNATURE},
 		{"ErrGarbageHeader", valid, http.Header{"Stripe-Signature": {"garbage"}}, pay.ESIGNATURE},
-		{"ErrOtherSecret", valid, stripetest.Header("whsec_other", valid, now), pay.ESIGNATURE},
+		{"ErrOtherSecret", valid, stripefake.Header("whsec_other", valid, now), pay.ESIGNATURE},
 		{"ErrTampered", bytes.Replace(valid, []byte(`"succeeded"`), []byte(`"SUCCEEDED"`), 1), signed(valid, now), pay.ESIGNATURE},
 		{"ErrTooOld", valid, signed(valid, now.Add(-stripe.DefaultTolerance-time.Second)), pay.ESIGNATURE},
 		{"ErrNotJSON", []byte("not json"), signed([]byte("not json"), now), pay.EINVALID},
@@ -870,7 +871,7 @@ func TestParseWebhook_APIVersion(t *testing.T) {
 
 	for i, v := range []string{stripego.APIVersion, "2025-08-27.basil", "2025-08-27.basil", "2024-06-20"} {
 		body := stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeSucceeded, ID: fmt.Sprintf("evt_version_%d", i), APIVersion: v, PaymentID: "pay_version"})
-		e, err := p.ParseWebhook(body, stripetest.Header(webhookSecret, body, now), now)
+		e, err := p.ParseWebhook(body, stripefake.Header(webhookSecret, body, now), now)
 		if err != nil {
 			t.Fatalf("api_version %s: %v", v, err)
 		}

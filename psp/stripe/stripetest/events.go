@@ -2,29 +2,11 @@ package stripetest
 
 import (
 	"encoding/json"
-	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/stripe/stripe-go/v85/webhook"
 )
-
-// Sign returns the Stripe-Signature header value of body signed with secret
-// at time at, made by stripe-go's webhook.GenerateTestSignedPayload.
-func Sign(secret string, body []byte, at time.Time) string {
-	return webhook.GenerateTestSignedPayload(&webhook.UnsignedPayload{
-		Payload: body, Secret: secret, Timestamp: at,
-	}).Header
-}
-
-// Header returns an http.Header with body's Stripe-Signature (see Sign).
-func Header(secret string, body []byte, at time.Time) http.Header {
-	h := http.Header{}
-	h.Set("Stripe-Signature", Sign(secret, body, at))
-	return h
-}
 
 // TestdataDir returns the module's testdata/stripe directory, found by
 // walking up from the working directory to go.mod.

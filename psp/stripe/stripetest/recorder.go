@@ -7,20 +7,11 @@ import (
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
-	"strings"
 	"sync"
 	"testing"
-)
 
-// Request is one API request as it reached the Stripe API.
-type Request struct {
-	Method         string
-	Path           string
-	IdempotencyKey string
-	StripeVersion  string
-	Authorized     bool       // a Bearer key was sent (the key itself is not kept)
-	Form           url.Values // the form body, or the query of a GET
-}
+	"github.com/paystate/paystate/psp/stripe/stripefake"
+)
 
 // Recorder is a reverse proxy on 127.0.0.1 in front of a Stripe API (a
 // stripe-mock, Stripe's own): it forwards every request unchanged and
@@ -29,7 +20,7 @@ type Recorder struct {
 	srv *httptest.Server
 
 	mu   sync.Mutex
-	reqs []Request
+	reqs []stripefake.Request
 }
 
 // NewRecorder starts a Recorder in front of target; it is closed at tb's
@@ -50,7 +41,7 @@ func NewRecorder(tb testing.TB, target string) *Recorder {
 		}
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		rc.mu.Lock()
-		rc.reqs = append(rc.reqs, record(r, body))
+		rc.reqs = append(rc.reqs, stripefake.Record(r, body))
 		rc.mu.Unlock()
 		proxy.ServeHTTP(w, r)
 	}))
@@ -62,41 +53,13 @@ func NewRecorder(tb testing.TB, target string) *Recorder {
 func (rc *Recorder) URL() string { return rc.srv.URL }
 
 // Requests returns the requests so far, in arrival order.
-func (rc *Recorder) Requests() []Request {
+func (rc *Recorder) Requests() []stripefake.Request {
 	rc.mu.Lock()
 	defer rc.mu.Unlock()
-	return append([]Request(nil), rc.reqs...)
+	return append([]stripefake.Request(nil), rc.reqs...)
 }
 
 // Find returns the requests with the given method and path.
-func (rc *Recorder) Find(method, path string) []Request {
-	return filter(rc.Requests(), method, path)
-}
-
-func filter(reqs []Request, method, path string) []Request {
-	var out []Request
-	for _, r := range reqs {
-		if r.Method == method && r.Path == path {
-			out = append(out, r)
-		}
-	}
-	return out
-}
-
-// record keeps what a test asks about a request; never the API key.
-func record(r *http.Request, body []byte) Request {
-	form := r.URL.Query()
-	if r.Method != http.MethodGet {
-		if f, err := url.ParseQuery(string(body)); err == nil {
-			form = f
-		}
-	}
-	return Request{
-		Method:         r.Method,
-		Path:           r.URL.Path,
-		IdempotencyKey: r.Header.Get("Idempotency-Key"),
-		StripeVersion:  r.Header.Get("Stripe-Version"),
-		Authorized:     strings.HasPrefix(r.Header.Get("Authorization"), "Bearer sk_") || strings.HasPrefix(r.Header.Get("Authorization"), "Bearer rk_"),
-		Form:           form,
-	}
+func (rc *Recorder) Find(method, path string) []stripefake.Request {
+	return stripefake.Filter(rc.Requests(), method, path)
 }

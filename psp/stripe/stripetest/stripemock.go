@@ -1,14 +1,15 @@
 // Package stripetest runs the Stripe API for tests of the stripe provider
 // and of a daemon that uses it: stripe-mock (Stripe's own stateless API
 // mock, installed and started on demand), a Recorder that sits in front of
-// an API and records what reached it, a Fake with scripted PaymentIntent
-// statuses and real idempotency, and the signing of webhook payloads with
-// stripe-go's webhook package.
+// an API and records what reached it, NewFake (a stripefake.Fake with
+// scripted PaymentIntent statuses and real idempotency, closed at the
+// test's cleanup), and the events of testdata/stripe rewritten for a test
+// (Event).
 //
 // stripe-mock checks every request against Stripe's OpenAPI description and
 // answers fixtures: any id exists, a PaymentIntent is always
 // requires_payment_method, idempotency keys are not enforced. What goes
-// beyond request shapes is tested with webhooks and with the Fake.
+// beyond request shapes is tested with webhooks and with stripefake.Fake.
 package stripetest
 
 import (

@@ -1,4 +1,4 @@
-package stripetest
+package stripefake
 
 import (
 	"net/http"
