@@ -1,10 +1,7 @@
 package mock_test
 
 import (
-	"fmt"
-	"net/http"
 	"testing"
-	"time"
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
@@ -13,7 +10,8 @@ import (
 )
 
 // TestConformance runs the provider conformance suite against the mock PSP
-// (no webhook URL: its own webhooks are not the subject here).
+// (no webhook URL: its own webhooks are not the subject here). Its API is
+// inside the process (no HTTP to record) and has no cancel.
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	p, err := mock.New(mock.Config{WebhookSecret: secret})
@@ -22,41 +20,22 @@ func TestConformance(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = p.Close() })
 
-	types := map[psptest.Kind]string{
-		psptest.KindCaptured:       stdwebhook.TypeCaptured,
-		psptest.KindFailed:         stdwebhook.TypeFailed,
-		psptest.KindProcessing:     stdwebhook.TypeProcessing,
-		psptest.KindRequiresAction: stdwebhook.TypeRequiresAction,
-		psptest.KindRefunded:       stdwebhook.TypeRefunded,
-		psptest.KindUnknown:        "payment.disputed",
-	}
-	signRaw := func(t *testing.T, id string, body []byte, at time.Time) http.Header {
-		t.Helper()
-		h, err := stdwebhook.Sign(secret, id, at, body)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return h
-	}
+	sign, signRaw, mapping := psptest.StandardWebhooks(secret)
 	psptest.Run(t, psptest.Harness{
 		Provider: p,
 		Payment: func(id string) pay.Payment {
 			// Amount ending in 00: the mock captures at once.
 			return pay.Payment{ID: id, OrderID: "order-" + id, Amount: 2500, Currency: "EUR", Provider: mock.Name, Status: pay.Created, Version: 1}
 		},
-		Sign: func(t *testing.T, e psptest.Event) ([]byte, http.Header, bool) {
-			typ, ok := types[e.Kind]
-			if !ok {
-				return nil, nil, false
-			}
-			// Built by hand, so an unknown type can be written too.
-			body := fmt.Appendf(nil, `{"id":%q,"type":%q,"created":%d,"data":{"payment_id":%q,"provider_ref":%q,"amount":2500,"currency":"EUR"}}`,
-				e.ID, typ, e.At.Unix(), e.PaymentID, e.ProviderRef)
-			return body, signRaw(t, e.ID, body, e.At), true
+		OpenPayment: func(id string) pay.Payment {
+			// Amount ending in 02: requires_action, the customer acts later.
+			return pay.Payment{ID: id, OrderID: "order-" + id, Amount: 2502, Currency: "EUR", Provider: mock.Name, Status: pay.Created, Version: 1}
 		},
+		Sign:       sign,
 		SignRaw:    signRaw,
+		Mapping:    mapping,
 		Tolerance:  stdwebhook.DefaultTolerance,
 		UnknownRef: "mock_pi_unknown",
-		Lacks:      []psptest.Feature{psptest.FeatureCancel},
+		Lacks:      []psptest.Feature{psptest.FeatureHTTP, psptest.FeatureCancel},
 	})
 }
