@@ -1,6 +1,7 @@
 package sweeper
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -161,6 +162,26 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 		switch {
 		case !res.Found:
 			return s.review(ctx, cur.ID, "", "the PSP does not know the payment: "+res.Raw, rep)
+
+		case cur.Status == pay.FinalizePending && (res.Status == pay.RequiresAction || res.Status == pay.Created) && s.has(cur.Provider, apiCancel):
+			// The create's answer was lost, and with it what the customer
+			// needed to pay (the client secret, the hosted page's URL):
+			// nobody can pay what the PSP holds open. Cancel it there
+			// under the PSP's reference and finalize what the PSP answers
+			// (canceled → failed; paid meanwhile → captured).
+			if err := s.limiter(cur.Provider).Wait(ctx); err != nil {
+				return err
+			}
+			open := cur
+			open.ProviderRef, open.SecondRef = cmp.Or(cur.ProviderRef, res.ProviderRef), cmp.Or(cur.SecondRef, res.SecondRef)
+			done, err := s.cancel(ctx, prov, open, token, rep)
+			if done || err != nil {
+				return err
+			}
+			if pastGiveUp {
+				return s.review(ctx, cur.ID, res.Status, fmt.Sprintf("still %s at the PSP past sweeper.give_up_after: %s", res.Status, res.Raw), rep)
+			}
+			return nil
 
 		case res.Status == pay.Processing || res.Status == pay.RequiresAction || res.Status == pay.Created:
 			// Still open at the PSP: correct the status only if that moves

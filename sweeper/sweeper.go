@@ -19,7 +19,12 @@
 //     provider, retried with backoff), under the payment's lease, and the
 //     answer is finalized with source sweeper: a final status always; an
 //     open one (processing, requires_action, created) only if it moves the
-//     payment. A PSP that does not know the payment, answers something
+//     payment. A finalize_pending payment the PSP holds open (created or
+//     requires_action: its create's answer was lost, and with it the
+//     client secret or the hosted page's URL, so nobody can pay it) is
+//     cancelled at the PSP instead, where the provider can cancel, and
+//     finalized with what the PSP answers (canceled → failed, paid
+//     meanwhile → captured). A PSP that does not know the payment, answers something
 //     unknown, or is still open (or unreachable) past sweeper.give_up_after
 //     puts the payment on the review queue as unresolved: paystate never
 //     captures or fails a payment without PSP evidence. A provider without

@@ -117,6 +117,10 @@ func SessionExpiry(created time.Time, expireAfter time.Duration) time.Time {
 	return created.Add(min(max(expireAfter, MinSessionLife), MaxSessionLife))
 }
 
+// checkoutKey is the key of a payment's Checkout Session create, as
+// finalize.CheckoutKey makes it.
+func checkoutKey(paymentID string) string { return "checkout-" + paymentID }
+
 // createSession creates the payment's Checkout Session under key
 // ("checkout-<payment_id>"); a payment whose session is already known
 // (ProviderRef set, a resumed create) gets it retrieved instead.
@@ -167,14 +171,35 @@ func (p *Provider) createSession(ctx context.Context, pm pay.Payment, key string
 	return sessionResult(cs)
 }
 
+// KeyLife is how long Stripe keeps an idempotency key and answers a
+// request repeated with it from the first one: at least 24 hours.
+const KeyLife = 24 * time.Hour
+
 // sessionStatus retrieves the payment's Checkout Session by its
-// provider_ref; a session Stripe does not know is Found false, and so is
-// a payment whose create answer was lost (no provider_ref): Stripe cannot
-// search sessions by metadata, so the sweeper asks again and, past
-// sweeper.give_up_after, a human decides.
+// provider_ref; a session Stripe does not know is Found false.
+//
+// A payment whose create answer was lost has no provider_ref, and Stripe
+// cannot search sessions by metadata. Within KeyLife of the payment's
+// creation its create is issued again with the same key
+// ("checkout-<payment_id>") and the same parameters (expires_at is the
+// payment's creation + payment.expire_after): Stripe answers with the
+// session the lost request made, or, if that request never reached it,
+// makes the session now; the session is then retrieved, since a replay
+// answers it as it was made. Later the key may be gone and a create would
+// make a second session, so the payment is Found false: the sweeper puts
+// it on the review queue.
 func (p *Provider) sessionStatus(ctx context.Context, pm pay.Payment) (pay.PSPResult, error) {
 	if pm.ProviderRef == "" {
-		return pay.PSPResult{Found: false, Raw: "stripe: payment " + pm.ID + " has no Checkout Session id"}, nil
+		if pm.CreatedAt.IsZero() || p.now().Sub(pm.CreatedAt) >= KeyLife {
+			return pay.PSPResult{Found: false, Raw: "stripe: payment " + pm.ID + " has no Checkout Session id, and its create's key may have expired at Stripe"}, nil
+		}
+		made, err := p.createSession(ctx, pm, checkoutKey(pm.ID))
+		if err != nil || made.ProviderRef == "" {
+			return made, err
+		}
+		// A replay answers the session as it was made: ask for it as it
+		// is now.
+		pm.ProviderRef = made.ProviderRef
 	}
 	cs, err := p.api.V1CheckoutSessions.Retrieve(ctx, pm.ProviderRef, &stripego.CheckoutSessionRetrieveParams{})
 	if isMissing(err) {

@@ -18,12 +18,12 @@ import (
 
 // checkoutProvider returns a provider pointed at apiBase whose Checkout
 // Sessions send the customer back to the shop and expire after expire.
-func checkoutProvider(t *testing.T, apiBase string, expire time.Duration) *stripe.Provider {
+func checkoutProvider(t *testing.T, apiBase string, expire time.Duration, opts ...stripe.Option) *stripe.Provider {
 	t.Helper()
 	p, err := stripe.New(stripe.Config{
 		SecretKey: secretKey, WebhookSecret: webhookSecret, APIBase: apiBase, ExpireAfter: expire,
 		Checkout: stripe.CheckoutConfig{SuccessURL: "https://shop.example/paid", CancelURL: "https://shop.example/cart"},
-	}, stripe.WithMaxNetworkRetries(0))
+	}, append([]stripe.Option{stripe.WithMaxNetworkRetries(0)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,9 +152,45 @@ func TestProvider_Status_Checkout(t *testing.T) {
 	if res.Status != pay.RequiresAction || !res.Found || !strings.Contains(res.Raw, "checkout_session=") {
 		t.Fatalf("result=%+v, want the open session", res)
 	}
-	pm.ProviderRef = ""
+}
+
+// TestProvider_Status_CheckoutLostCreate: the status of a checkout payment
+// whose create answer was lost (no session id) re-issues the create, within
+// a day of the payment's creation, under the same key and with the same
+// parameters, so that Stripe answers the session the lost request made,
+// and then retrieves it as it is now; later (the key may be gone at Stripe)
+// it creates nothing and the payment is Found false.
+func TestProvider_Status_CheckoutLostCreate(t *testing.T) {
+	t.Parallel()
+	rec := stripetest.NewRecorder(t, stripetest.MockURL(t))
+	pm := checkoutPayment()
+	now := pm.CreatedAt.Add(time.Hour)
+	p := checkoutProvider(t, rec.URL(), time.Hour, stripe.WithNow(func() time.Time { return now }))
+	_, lost := createSession(t, p, rec, pm) // its answer never reached paystate
+
+	res, err := p.Status(context.Background(), pm)
+	if err != nil || !res.Found || !strings.HasPrefix(res.ProviderRef, "cs_") || res.Status != pay.RequiresAction {
+		t.Fatalf("Status=%+v, %v; want the open session", res, err)
+	}
+	creates := rec.Find("POST", "/v1/checkout/sessions")
+	if len(creates) != 2 {
+		t.Fatalf("%d session creates, want the lost one and its repetition", len(creates))
+	}
+	again := creates[1]
+	if again.IdempotencyKey != "checkout-"+pm.ID || again.IdempotencyKey != lost.IdempotencyKey {
+		t.Fatalf("repeated create under key %q, the lost one under %q; want checkout-%s", again.IdempotencyKey, lost.IdempotencyKey, pm.ID)
+	}
+	if got, want := again.Form.Encode(), lost.Form.Encode(); got != want {
+		t.Fatalf("repeated create's parameters\n%s\nwant the lost one's (Stripe refuses a key with other parameters)\n%s", got, want)
+	}
+	one(t, rec.Find("GET", "/v1/checkout/sessions/"+res.ProviderRef), "retrieve")
+
+	now = pm.CreatedAt.Add(stripe.KeyLife + time.Minute)
 	if res, err := p.Status(context.Background(), pm); err != nil || res.Found {
-		t.Fatalf("Status without a session id = %+v, %v; want Found false", res, err)
+		t.Fatalf("Status a day later = %+v, %v; want Found false", res, err)
+	}
+	if n := len(rec.Find("POST", "/v1/checkout/sessions")); n != 2 {
+		t.Fatalf("%d session creates after the key's life, want no new one", n)
 	}
 }
 

@@ -182,10 +182,16 @@ type options struct {
 	logger  zerolog.Logger
 	client  *http.Client
 	retries int64
+	now     func() time.Time
 }
 
 // WithLogger sets the logger; New adds component=psp_stripe to it.
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithNow sets the clock the provider compares a payment's creation with
+// (how long Stripe still keeps its create's idempotency key); time.Now by
+// default.
+func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // WithHTTPClient sets the client of the API calls. By default it has a
 // DefaultTimeout timeout and a transport of its own.
@@ -213,6 +219,7 @@ type Provider struct {
 	tolerance     time.Duration
 	warned        sync.Map // API versions already logged
 	flow          string   // the default flow
+	now           func() time.Time
 	checkout      CheckoutConfig
 	expireAfter   time.Duration
 }
@@ -246,7 +253,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		}
 	}
 
-	o := options{logger: zerolog.Nop(), retries: stripego.DefaultMaxNetworkRetries}
+	o := options{logger: zerolog.Nop(), retries: stripego.DefaultMaxNetworkRetries, now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -281,6 +288,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		flow:          flow,
 		checkout:      cfg.Checkout,
 		expireAfter:   cfg.ExpireAfter,
+		now:           o.now,
 	}, nil
 }
 

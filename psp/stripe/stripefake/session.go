@@ -58,6 +58,19 @@ func (f *Fake) Session(id string) (FakeSession, bool) {
 	return *cs, true
 }
 
+// SessionOf returns a copy of the Checkout Session made for paystate's
+// payment paymentID (metadata.paystate_payment_id).
+func (f *Fake) SessionOf(paymentID string) (FakeSession, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, cs := range f.sessions {
+		if cs.PaymentID == paymentID {
+			return *cs, true
+		}
+	}
+	return FakeSession{}, false
+}
+
 // routeSession answers a Checkout Session request; ok is false for
 // another path. f.mu is held.
 func (f *Fake) routeSession(method, path string, form url.Values) (code int, answer any, ok bool) {
