@@ -195,3 +195,32 @@ func TestSweeper_CheckoutLostCreate(t *testing.T) {
 		e.verify()
 	})
 }
+
+// TestSweeper_LostCreateIntent: the same for a PaymentIntent payment whose
+// create answer (with its client secret) was lost: Stripe's search finds
+// the PaymentIntent by its metadata, open; the sweeper cancels it (key
+// cancel-<payment_id>) and the payment fails with it as its reference.
+func TestSweeper_LostCreateIntent(t *testing.T) {
+	t.Parallel()
+	e, fake := checkoutProvider(t)
+	fake.DropAnswers(1)
+	p, err := e.payments.Create(e.ctx, finalize.CreateRequest{OrderID: "o-sweep-lost-pi", Amount: 2500, Currency: "EUR", Provider: stripe.Name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Status != pay.FinalizePending || p.ProviderRef != "" || fake.IntentCount() != 1 {
+		t.Fatalf("created %+v (%d PaymentIntents), want finalize_pending without a reference", p, fake.IntentCount())
+	}
+	if rep := e.passAfter(minAge+time.Second, p.ID, pay.Failed); rep.Reviewed != 0 {
+		t.Fatalf("report=%+v, want no review", rep)
+	}
+	got := e.payment(p.ID)
+	pi, ok := fake.Intent(got.ProviderRef)
+	if !ok || pi.Status != "canceled" || pi.Cancels != 1 {
+		t.Fatalf("payment ref %q, PaymentIntent %+v; want it canceled once", got.ProviderRef, pi)
+	}
+	if reqs := fake.Find("POST", "/v1/payment_intents/"+pi.ID+"/cancel"); len(reqs) != 1 || reqs[0].IdempotencyKey != "cancel-"+p.ID {
+		t.Fatalf("cancel requests %+v, want one under cancel-%s", reqs, p.ID)
+	}
+	e.verify()
+}
