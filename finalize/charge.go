@@ -59,7 +59,7 @@ type CreateRequest struct {
 	Provider  string // "" = the default provider
 	ReturnURL string
 	// Flow is how the provider is to take the payment ("" = its default;
-	// see pay.Flows), Description what is paid for (optional).
+	// see pay.Provider.Flow), Description what is paid for (optional).
 	Flow        string
 	Description string
 
