@@ -167,13 +167,14 @@ func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
 
 // Update runs fn in a READ COMMITTED transaction and commits it if fn
 // returns nil; fn's error is returned as it is and rolls everything back.
-// Each Tx method that reads or writes one record first takes that
-// record's advisory lock (tx.lock), held until the transaction ends, so
-// two Updates, of this process or another, that touch the same record take
-// turns and the later one reads what the earlier one committed: callers
-// that read a record and then write (compare-and-set, claiming an
-// idempotency key, taking a lease, moving the ripple cursor, crediting
-// points) need no locks of their own. When PostgreSQL picks the
+// Each Tx method that reads a record to be written locks it by its row,
+// held until the transaction ends (a record that does not exist yet is
+// decided by its unique key), so two Updates, of this process or another, that
+// touch the same record take turns and the later one reads what the
+// earlier one committed: callers that read a record and then write
+// (compare-and-set, claiming an idempotency key, taking a lease,
+// crediting points) need no locks of their own (doc.go, Transactions).
+// The writes fn queued are sent in one round trip before the commit. When PostgreSQL picks the
 // transaction as a deadlock's victim (40P01), or cannot serialize it
 // (40001), whether while fn runs or at the commit, the transaction is
 // rolled back and fn runs again on a new one, after a short random pause,
@@ -226,6 +227,10 @@ func (db *DB) try(ctx context.Context, fn func(pay.Tx) error) (retry bool, err e
 	}
 	t := db.begin(ctx, ptx, true)
 	fnErr := fn(t)
+	if fnErr == nil {
+		// The writes fn queued go in one round trip before the commit.
+		fnErr = t.flush()
+	}
 	if t.failed != nil && (fnErr == nil || isRetryable(t.failed)) {
 		// A statement failed: the transaction is aborted. If PostgreSQL
 		// could not serialize it, what fn made of the error does not

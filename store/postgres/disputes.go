@@ -53,9 +53,6 @@ func (t *tx) PutDispute(d pay.Dispute) error {
 	if err := pay.ValidateDispute(d); err != nil {
 		return err
 	}
-	if err := t.lock("dispute", joinKey(d.Provider, d.ID)); err != nil {
-		return err
-	}
 	e := enc{what: "dispute " + d.ID}
 	args := []any{d.Provider, d.ID, d.PaymentID, d.Amount, d.Currency, d.Reason, string(d.Status),
 		e.stamp(d.EvidenceDueBy), e.stamp(d.CreatedAt), e.stamp(d.UpdatedAt)}

@@ -66,35 +66,45 @@
 //
 // Every caller of pay.Store was written against bbolt's one writer at a
 // time: it reads a record, decides and writes (finalize's compare-and-set,
-// taking a lease, a loyalty credit). Update
-// keeps that true across instances with READ COMMITTED and locks by
-// record: each Tx method of a write transaction that reads or writes one
-// record first takes that record's transaction-level advisory lock (the
-// 64-bit hash of its family and key: a new payment, lease,
-// effect, endpoint, review item, PSP answer) and holds it
-// to the end. Two transactions that touch the same
-// record take turns, and the later one, whose statements each get a
-// snapshot taken after the lock was granted, reads what the earlier one
-// committed: strict two-phase locking of records, the pattern of every
-// caller. A lock is taken for records that do not exist yet too (a first
-// lease), which row locks cannot do. Payments,
-// deliveries and customer accounts, which nearly always exist when they
-// are read,
-// are locked by their row instead, in the statement that reads them
-// (lockedRow: FOR NO KEY UPDATE, the advisory lock only while the row
-// does not exist): one statement instead of two. Ripple's loyalty and
-// retention dedupe keys are claimed without a lock, in one INSERT …
-// ON CONFLICT DO NOTHING RETURNING (ClaimEffect): the key's unique index
-// makes a concurrent claim wait for the first one's transaction and then
-// find its row. A webhook event's inbox record and processed id are
-// decided the same way (PutInbox, MarkProcessed: their unique keys), and
-// read without a lock (InboxEvent, IsProcessed): the callers that decide
-// on the processed id lock the payment's row first, so a second
-// instance's check runs after the first one's commit (TestDB_EventRace).
-// An idempotency key is claimed the same way (ClaimIdemKey), and a key
-// that has a record is read with its row locked (FOR UPDATE), so that of
-// two requests taking over a key, the second reads the first one's
-// record (TestDB_IdemKeyRace); its other reads and writes take no lock.
+// taking a lease, a loyalty credit). Update keeps that true across instances with
+// READ COMMITTED and record locks that are the records' own rows and
+// unique keys, never a lock that different records could share. A record
+// that is read to be written (a payment, a delivery, a customer account,
+// an effect record, an endpoint, a review item, a mock charge) is locked
+// by its row in the statement that reads it (lockedRow: FOR NO KEY
+// UPDATE) and held to the end; the later of two transactions reads what
+// the earlier one committed. A record that does not exist yet has no row
+// to lock: the read marks it absent, and its writer (put) inserts it with
+// ON CONFLICT DO NOTHING, which must insert: if another transaction
+// created it meanwhile, the transaction runs again (as after a
+// serialization failure) and then finds the row and locks it
+// (TestDB_CustomerRace). Keys that are claimed (ripple's dedupe keys,
+// ClaimEffect; settlements, ClaimSettlement; a webhook event's inbox
+// record and processed id, PutInbox and MarkProcessed) are decided by
+// their unique index in one INSERT … ON CONFLICT DO NOTHING: a concurrent
+// claim waits for the first one's transaction and then finds its row. A
+// lease is taken in one statement (AcquireLease) and read without a lock
+// (Lease: its writers write nothing else). Blind writes (a dispute, a
+// settlement, a reconciliation run, a PSP answer, a review item) are one
+// upsert. The callers that decide on a processed id lock the payment's
+// row first, so a second instance's check runs after the first one's
+// commit (TestDB_EventRace). An idempotency key is claimed the same way
+// (ClaimIdemKey), and a key that has a record is read with its row locked
+// (FOR UPDATE), so that of two requests taking over a key, the second
+// reads the first one's record (TestDB_IdemKeyRace). No advisory lock is
+// taken but the migrations' (TestScale_NoAdvisoryLock).
+//
+// A write transaction keeps what it locked: the payment (with its lease,
+// read in the same statement) is read once, and the processed id of an
+// event comes with its inbox entry. Writes whose result the caller does
+// not need at once (the compare-and-set of a payment the transaction
+// holds, the timeline, the outbox, the processed id, the inbox entry of
+// an applied event, customer accounts, effect records, deliveries that
+// leave pending) are queued (later) and sent with the next statement, or
+// before the commit, in one pgx.Batch: a webhook is BEGIN, two reads, two
+// batches and COMMIT (TestWebhookStatements). A queued write that does
+// not do what was expected (no row updated under a row lock, an insert
+// that found the row) runs the transaction again.
 // Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
 // read each record again. No row is written by the transitions of

@@ -12,8 +12,8 @@ import (
 )
 
 // CustomerAccount returns a customer's account, or ENOTFOUND. In a write
-// transaction the account is locked (lockedRow: its row, or the advisory
-// lock while it does not exist).
+// transaction the account is locked by its row (lockedRow); a missing
+// account is created by PutCustomerAccount only if still missing.
 func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
 	if err := checkPart("customer id", id, true); err != nil {
 		return pay.CustomerAccount{}, err
@@ -37,7 +37,8 @@ func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
 	return c, nil
 }
 
-// PutCustomerAccount stores c under c.ID; UpdatedAt becomes Tx.Now.
+// PutCustomerAccount stores c under c.ID; UpdatedAt becomes Tx.Now. The
+// write is queued with the transaction's other writes (put).
 func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
 	if err := checkPart("customer id", c.ID, true); err != nil {
 		return err
@@ -47,24 +48,23 @@ func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
 	if e.err != nil {
 		return e.err
 	}
-	if err := t.lock("customer", c.ID); err != nil {
-		return err
-	}
-	_, err := t.exec("put customer", `INSERT INTO customers (id, points, last_visit_at, updated_at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (id) DO UPDATE SET points = excluded.points, last_visit_at = excluded.last_visit_at, updated_at = excluded.updated_at`,
+	const insert = `INSERT INTO customers (id, points, last_visit_at, updated_at) VALUES ($1, $2, $3, $4)`
+	return t.put("customer", c.ID, "put customer",
+		insert+` ON CONFLICT (id) DO UPDATE SET points = excluded.points, last_visit_at = excluded.last_visit_at, updated_at = excluded.updated_at`,
+		insert+` ON CONFLICT (id) DO NOTHING`,
 		c.ID, c.Points, visit, t.nowNS())
-	return err
 }
 
-// Effect returns the record of a dedupe key and whether there is one.
+// Effect returns the record of a dedupe key and whether there is one. In
+// a write transaction the record is locked by its row (lockedRow), so a
+// read-modify-write of it (loyalty's record of a payment) sees no
+// concurrent change; a missing record is created by PutEffect only if
+// still missing.
 func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
 	if err := checkPart("effect key", key, true); err != nil {
 		return pay.EffectRecord{}, false, err
 	}
-	if err := t.lock("effect", key); err != nil {
-		return pay.EffectRecord{}, false, err
-	}
-	r, found, err := queryOne(t, "read effect", `SELECT delivery_id, points, at FROM effects WHERE key = $1`,
+	r, found, err := lockedRow(t, "effect", key, "read effect", `SELECT delivery_id, points, at FROM effects WHERE key = $1`,
 		func(row pgx.Row) (pay.EffectRecord, error) {
 			var (
 				r  pay.EffectRecord
@@ -82,7 +82,8 @@ func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
 }
 
 // PutEffect stores r under r.Key, replacing any record there; a zero At
-// becomes Tx.Now.
+// becomes Tx.Now. The write is queued with the transaction's other writes
+// (put).
 func (t *tx) PutEffect(r pay.EffectRecord) error {
 	if err := checkPart("effect key", r.Key, true); err != nil {
 		return err
@@ -95,13 +96,11 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 	if e.err != nil {
 		return e.err
 	}
-	if err := t.lock("effect", r.Key); err != nil {
-		return err
-	}
-	_, err := t.exec("put effect", `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)
-		ON CONFLICT (key) DO UPDATE SET delivery_id = excluded.delivery_id, points = excluded.points, at = excluded.at`,
+	const insert = `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)`
+	return t.put("effect", r.Key, "put effect",
+		insert+` ON CONFLICT (key) DO UPDATE SET delivery_id = excluded.delivery_id, points = excluded.points, at = excluded.at`,
+		insert+` ON CONFLICT (key) DO NOTHING`,
 		r.Key, r.DeliveryID, r.Points, at)
-	return err
 }
 
 // ClaimEffect stores r under r.Key unless the key has a record, in one
@@ -124,19 +123,20 @@ func (t *tx) ClaimEffect(r pay.EffectRecord) (bool, error) {
 	}
 	_, claimed, err := queryOne(t, "claim effect", `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (key) DO NOTHING RETURNING true`, scalar[bool], r.Key, r.DeliveryID, r.Points, at)
+	if claimed {
+		t.hold("effect:" + r.Key)
+	}
 	return claimed, err
 }
 
 // WebhookEndpoint returns an endpoint's stored state; an endpoint never
-// stored is enabled, with only its ID set, and no error.
+// stored is enabled, with only its ID set, and no error. In a write
+// transaction the endpoint is locked by its row (lockedRow).
 func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
 	if err := checkPart("endpoint id", id, true); err != nil {
 		return pay.WebhookEndpoint{}, err
 	}
-	if err := t.lock("endpoint", id); err != nil {
-		return pay.WebhookEndpoint{}, err
-	}
-	ep, _, err := queryOne(t, "read webhook endpoint", `SELECT url, disabled, disabled_at, disabled_reason, failing_since,
+	ep, _, err := lockedRow(t, "endpoint", id, "read webhook endpoint", `SELECT url, disabled, disabled_at, disabled_reason, failing_since,
 		last_success_at, updated_at FROM webhook_endpoints WHERE id = $1`, func(r pgx.Row) (pay.WebhookEndpoint, error) {
 		var (
 			ep                                    pay.WebhookEndpoint
@@ -153,7 +153,8 @@ func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
 	return ep, nil
 }
 
-// PutWebhookEndpoint stores e under e.ID; UpdatedAt becomes Tx.Now.
+// PutWebhookEndpoint stores e under e.ID; UpdatedAt becomes Tx.Now. The
+// write is queued with the transaction's other writes (put).
 func (t *tx) PutWebhookEndpoint(ep pay.WebhookEndpoint) error {
 	if err := checkPart("endpoint id", ep.ID, true); err != nil {
 		return err
@@ -163,19 +164,18 @@ func (t *tx) PutWebhookEndpoint(ep pay.WebhookEndpoint) error {
 	if e.err != nil {
 		return e.err
 	}
-	if err := t.lock("endpoint", ep.ID); err != nil {
-		return err
-	}
-	_, err := t.exec("put webhook endpoint", `INSERT INTO webhook_endpoints (id, url, disabled, disabled_at, disabled_reason,
-			failing_since, last_success_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-		ON CONFLICT (id) DO UPDATE SET url = excluded.url, disabled = excluded.disabled, disabled_at = excluded.disabled_at,
+	const insert = `INSERT INTO webhook_endpoints (id, url, disabled, disabled_at, disabled_reason,
+			failing_since, last_success_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)`
+	return t.put("endpoint", ep.ID, "put webhook endpoint",
+		insert+` ON CONFLICT (id) DO UPDATE SET url = excluded.url, disabled = excluded.disabled, disabled_at = excluded.disabled_at,
 			disabled_reason = excluded.disabled_reason, failing_since = excluded.failing_since,
-			last_success_at = excluded.last_success_at, updated_at = excluded.updated_at`, args...)
-	return err
+			last_success_at = excluded.last_success_at, updated_at = excluded.updated_at`,
+		insert+` ON CONFLICT (id) DO NOTHING`, args...)
 }
 
 // PutPSPAnswer stores a as the payment's last PSP answer, replacing the one
-// before. A zero At becomes Tx.Now. The payment need not exist.
+// before, in one upsert and without any other lock (nothing reads it to
+// write it). A zero At becomes Tx.Now. The payment need not exist.
 func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 	if err := checkPart("payment id", a.PaymentID, true); err != nil {
 		return err
@@ -188,9 +188,6 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 	if e.err != nil {
 		return e.err
 	}
-	if err := t.lock("psp answer", a.PaymentID); err != nil {
-		return err
-	}
 	_, err := t.exec("put psp answer", `INSERT INTO psp_answers (payment_id, provider, status, found, raw, error, at)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		ON CONFLICT (payment_id) DO UPDATE SET provider = excluded.provider, status = excluded.status, found = excluded.found,
@@ -201,9 +198,6 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 
 // PSPAnswer returns the payment's last PSP answer, or ENOTFOUND.
 func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
-	if err := t.lock("psp answer", paymentID); err != nil {
-		return pay.PSPAnswer{}, err
-	}
 	a, found, err := queryOne(t, "read psp answer", `SELECT provider, status, found, raw, error, at FROM psp_answers WHERE payment_id = $1`,
 		func(r pgx.Row) (pay.PSPAnswer, error) {
 			var (
@@ -224,7 +218,8 @@ func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
 }
 
 // PutPSPCharge stores the mock PSP's charge c under its key, replacing the
-// one before. A zero CreatedAt becomes Tx.Now.
+// one before. A zero CreatedAt becomes Tx.Now. The write is queued with
+// the transaction's other writes (put).
 func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 	if err := checkPart("charge key", c.Key, true); err != nil {
 		return err
@@ -237,28 +232,23 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 	if e.err != nil {
 		return e.err
 	}
-	if err := t.lock("psp charge", c.Key); err != nil {
-		return err
-	}
-	_, err := t.exec("put psp charge", `INSERT INTO psp_charges (key, payment_id, provider_ref, amount, currency, status,
+	const insert = `INSERT INTO psp_charges (key, payment_id, provider_ref, amount, currency, status,
 			client_secret, redirect_url, refund_key, calls, refunds, created_at, amount_refunded)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`
+	return t.put("psp charge", c.Key, "put psp charge", insert+`
 		ON CONFLICT (key) DO UPDATE SET payment_id = excluded.payment_id, provider_ref = excluded.provider_ref,
 			amount = excluded.amount, currency = excluded.currency, status = excluded.status,
 			client_secret = excluded.client_secret, redirect_url = excluded.redirect_url, refund_key = excluded.refund_key,
 			calls = excluded.calls, refunds = excluded.refunds, created_at = excluded.created_at,
-			amount_refunded = excluded.amount_refunded`,
+			amount_refunded = excluded.amount_refunded`, insert+` ON CONFLICT (key) DO NOTHING`,
 		c.Key, c.PaymentID, c.ProviderRef, c.Amount, c.Currency, string(c.Status),
 		c.ClientSecret, c.RedirectURL, c.RefundKey, c.Calls, c.Refunds, created, c.AmountRefunded)
-	return err
 }
 
-// PSPCharge returns the mock PSP's charge made with key, or ENOTFOUND.
+// PSPCharge returns the mock PSP's charge made with key, or ENOTFOUND. In
+// a write transaction the charge is locked by its row (lockedRow).
 func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
-	if err := t.lock("psp charge", key); err != nil {
-		return pay.PSPCharge{}, err
-	}
-	c, found, err := queryOne(t, "read psp charge", `SELECT payment_id, provider_ref, amount, currency, status,
+	c, found, err := lockedRow(t, "psp charge", key, "read psp charge", `SELECT payment_id, provider_ref, amount, currency, status,
 			client_secret, redirect_url, refund_key, calls, refunds, created_at, amount_refunded FROM psp_charges WHERE key = $1`,
 		func(r pgx.Row) (pay.PSPCharge, error) {
 			var (

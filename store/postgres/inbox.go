@@ -82,15 +82,102 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	if c.err != nil {
 		return false, c.err
 	}
-	n, err := t.exec("put inbox", `INSERT INTO inbox (`+inboxCols+`)
+	const insert = `INSERT INTO inbox (` + inboxCols + `)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
 			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2), $16::jsonb, $17)
-		ON CONFLICT DO NOTHING`, args...)
+		ON CONFLICT DO NOTHING`
+	key := joinKey(e.Provider, e.EventID)
+	if t.inboxAbsent[key] && t.processed[key].mine {
+		// Read missing and marked processed by this transaction, under
+		// its payment's lock (a transaction that applies the event
+		// too is held behind that lock, and finds the mark): the insert
+		// is queued with the other writes and must insert; an entry
+		// stored meanwhile without being applied (the event stored alone,
+		// for later) makes this transaction run again, and find it.
+		delete(t.inboxAbsent, key)
+		return true, t.later("put inbox", insert, func(n int64) error {
+			if n != 1 {
+				return retry("put inbox", "webhook event "+e.Provider+"/"+e.EventID+" was stored by a concurrent transaction")
+			}
+			return nil
+		}, args...)
+	}
+	n, err := t.exec("put inbox", insert, args...)
 	return n == 1, err
 }
 
+// inboxZero are values of the inboxCols, typed, for a row that is not
+// there.
+const inboxZero = `'', '', '', '', '', '', '', 0, '', 0, 0, ''::bytea, 0, 0, '', false, NULL::jsonb, ''`
+
 // InboxEvent returns one stored event, or ENOTFOUND.
+//
+// In a write transaction the same statement reads whether the event is
+// processed (IsProcessed then costs no statement while the transaction
+// takes no other payment's lock), and a missing event is remembered:
+// PutInbox of it is then queued with the other writes.
 func (t *tx) InboxEvent(provider, eventID string) (pay.InboxEvent, error) {
+	if !t.writable {
+		return t.inboxEvent(provider, eventID)
+	}
+	type read struct {
+		found, done bool
+		e           pay.InboxEvent
+	}
+	r, _, err := queryOne(t, "read inbox", `WITH i AS (SELECT `+inboxCols+` FROM inbox WHERE provider = $1 AND event_id = $2),
+			d AS (SELECT EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2) AS done)
+		SELECT true, d.done, i.* FROM i, d
+		UNION ALL SELECT false, d.done, `+inboxZero+` FROM d WHERE NOT EXISTS (SELECT 1 FROM i)`,
+		func(row pgx.Row) (read, error) {
+			var x read
+			e, err := scanInbox(prefixed{row, []any{&x.found, &x.done}})
+			x.e = e
+			return x, err
+		}, provider, eventID)
+	if err != nil {
+		return pay.InboxEvent{}, err
+	}
+	key := joinKey(provider, eventID)
+	t.sawProcessed(key, r.done)
+	if !r.found {
+		if t.inboxAbsent == nil {
+			t.inboxAbsent = map[string]bool{}
+		}
+		t.inboxAbsent[key] = true
+		return pay.InboxEvent{}, pay.Errorf(pay.ENOTFOUND, "webhook event %s/%s not found", provider, eventID)
+	}
+	delete(t.inboxAbsent, key)
+	return r.e, nil
+}
+
+// prefixed is a row whose first columns go to dest, before those its
+// Scan is given.
+type prefixed struct {
+	pgx.Row
+	dest []any
+}
+
+// Scan scans the row into p.dest, then dest.
+func (p prefixed) Scan(dest ...any) error { return p.Row.Scan(append(p.dest, dest...)...) }
+
+// processedRead is a processed mark a write transaction read, and how
+// many payments it had locked then (tx.lockedPayments).
+type processedRead struct {
+	done   bool
+	locked int
+	mine   bool // marked by this transaction (MarkProcessed)
+}
+
+// sawProcessed records the processed mark of an event read now.
+func (t *tx) sawProcessed(key string, done bool) {
+	if t.processed == nil {
+		t.processed = map[string]processedRead{}
+	}
+	t.processed[key] = processedRead{done: done, locked: len(t.payments)}
+}
+
+// inboxEvent reads one stored event, or ENOTFOUND.
+func (t *tx) inboxEvent(provider, eventID string) (pay.InboxEvent, error) {
 	e, found, err := queryOne(t, "read inbox", `SELECT `+inboxCols+` FROM inbox WHERE provider = $1 AND event_id = $2`, scanInbox, provider, eventID)
 	if err != nil {
 		return pay.InboxEvent{}, err
@@ -143,7 +230,16 @@ func (t *tx) DeferInbox(provider, eventID string, next time.Time, lastErr string
 }
 
 // IsProcessed reports whether the event was recorded as processed.
+//
+// A write transaction that read the mark (InboxEvent) or wrote it
+// (MarkProcessed), and has locked no payment since, gets it without a
+// statement: its callers decide under the payment's row lock, taken
+// before (finalize.Apply), so no other transaction can have marked the
+// event since. A payment locked after the read makes it read again.
 func (t *tx) IsProcessed(provider, eventID string) (bool, error) {
+	if r, ok := t.processed[joinKey(provider, eventID)]; ok && r.locked == len(t.payments) {
+		return r.done, nil
+	}
 	ok, _, err := queryOne(t, "read processed", `SELECT EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2)`, scalar[bool], provider, eventID)
 	return ok, err
 }
@@ -156,11 +252,18 @@ func (t *tx) MarkProcessed(provider, eventID string) error {
 	if err := checkEvent(provider, eventID); err != nil {
 		return err
 	}
-	_, err := t.exec("mark processed", `WITH p AS (
+	if err := t.later("mark processed", `WITH p AS (
 			INSERT INTO processed (provider, event_id, at) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING)
-		UPDATE inbox SET processed = true WHERE provider = $1 AND event_id = $2 AND NOT processed`,
-		provider, eventID, t.nowNS())
-	return err
+		UPDATE inbox SET processed = true WHERE provider = $1 AND event_id = $2 AND NOT processed`, nil,
+		provider, eventID, t.nowNS()); err != nil {
+		return err
+	}
+	key := joinKey(provider, eventID)
+	t.sawProcessed(key, true)
+	r := t.processed[key]
+	r.mine = true
+	t.processed[key] = r
+	return nil
 }
 
 // PurgeProcessed removes up to limit processed event ids recorded strictly

@@ -68,19 +68,20 @@ func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 	insert := `INSERT INTO outbox (` + outboxCols + `, fanned)
 		VALUES ($19::bigint + (pg_current_xact_id()::text::bigint << 16), $1, $2, $3, $4, $5, $6::bigint, $7, $8::bigint, $9, $10, $11, $12,
 			$13::bigint, $14, $15, $16::bigint, $17, $18::bigint, $20)`
+	// Queued with the transaction's other writes (later).
 	var err error
 	if t.fanOut == nil {
-		_, err = t.exec("append outbox", insert, append(args, false)...)
+		err = t.later("append outbox", insert, nil, append(args, false)...)
 	} else {
 		// The record and its deliveries in one statement.
 		var dids, effects, endpoints []string
 		for _, d := range t.fanOut(r, t.now) {
 			dids, effects, endpoints = append(dids, d.ID), append(effects, d.Effect), append(endpoints, d.Endpoint)
 		}
-		_, err = t.exec("append outbox", `WITH o AS (`+insert+` RETURNING seq)
+		err = t.later("append outbox", `WITH o AS (`+insert+` RETURNING seq)
 			INSERT INTO deliveries (`+deliveryCols+`)
 			SELECT d.id, d.effect, d.endpoint, $1, $2, o.seq, $13::bigint, $3, 'pending', 0, $21::bigint, '', '', $21::bigint, $21::bigint
-			FROM o, unnest($22::text[], $23::text[], $24::text[]) AS d(id, effect, endpoint)`,
+			FROM o, unnest($22::text[], $23::text[], $24::text[]) AS d(id, effect, endpoint)`, nil,
 			append(args, true, t.nowNS(), dids, effects, endpoints)...)
 	}
 	if err == nil {
@@ -391,11 +392,8 @@ func (t *tx) ClaimDeliveries(ids []string) ([]pay.Delivery, error) {
 	if err != nil || !t.writable {
 		return ds, err
 	}
-	if t.locked == nil {
-		t.locked = map[string]bool{}
-	}
 	for _, d := range ds {
-		t.locked["delivery:"+d.ID] = true
+		t.hold("delivery:" + d.ID)
 	}
 	return ds, nil
 }
@@ -419,12 +417,22 @@ func (t *tx) UpdateDelivery(d pay.Delivery) error {
 	if d.State == pay.DeliveryPending && next == 0 {
 		next = t.nowNS()
 	}
-	if err := t.lock("delivery", d.ID); err != nil {
-		return err
+	// No lock but the row's, which the UPDATE takes. A delivery this
+	// transaction holds (Delivery, ClaimDeliveries) and that leaves the
+	// pending state cannot miss nor break deliveries_open: the update is
+	// queued with the other writes (later).
+	const update = `UPDATE deliveries SET state = $2, attempts = $3, next_attempt_at = $4,
+		last_error = $5, note = $6, updated_at = $7 WHERE id = $1`
+	args := []any{d.ID, d.State, int64(d.Attempts), next, d.LastError, d.Note, t.nowNS()}
+	if t.locked["delivery:"+d.ID] && d.State != pay.DeliveryPending {
+		return t.later("update delivery", update, func(n int64) error {
+			if n != 1 {
+				return retry("update delivery", "delivery "+d.ID+" is gone under its row lock")
+			}
+			return nil
+		}, args...)
 	}
-	n, err := t.exec("update delivery", `UPDATE deliveries SET state = $2, attempts = $3, next_attempt_at = $4,
-		last_error = $5, note = $6, updated_at = $7 WHERE id = $1`,
-		d.ID, d.State, int64(d.Attempts), next, d.LastError, d.Note, t.nowNS())
+	n, err := t.exec("update delivery", update, args...)
 	if err != nil {
 		if pay.ErrorCode(err) == pay.ECONFLICT && !isRetryable(err) {
 			return pay.Errorf(pay.ECONFLICT, "delivery %s: another delivery of its event is pending for its target", d.ID)

@@ -43,17 +43,70 @@ func scanPayment(r pgx.Row) (pay.Payment, error) {
 // Payment returns the payment with the given id, or ENOTFOUND.
 //
 // In a write transaction the payment is locked by its own row, in the
-// statement that reads it (lockedRow: FOR NO KEY UPDATE), and stays
-// locked to the end; the compare-and-set and the timeline then take no
-// other lock.
+// statement that reads it (FOR NO KEY UPDATE), and stays locked to the
+// end; the compare-and-set and the timeline then take no other lock. The
+// same statement reads the payment's lease (Lease), and the transaction
+// keeps both: reading the payment again costs no statement (no other
+// transaction can change it while the row is locked; UpdatePayment keeps
+// the copy current).
 func (t *tx) Payment(id string) (pay.Payment, error) {
-	p, found, err := lockedRow(t, "payment", id, "read payment", `SELECT `+paymentCols+` FROM payments WHERE id = $1`, scanPayment, id)
+	if p, ok := t.payments[id]; ok {
+		return p, nil
+	}
+	if !t.writable {
+		p, found, err := queryOne(t, "read payment", `SELECT `+paymentCols+` FROM payments WHERE id = $1`, scanPayment, id)
+		if err != nil {
+			return pay.Payment{}, err
+		} else if !found {
+			return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment %s not found", id)
+		}
+		return p, nil
+	}
+	type withLease struct {
+		p pay.Payment
+		l pay.Lease
+	}
+	// The lease's row is not locked (a nullable side cannot be): see
+	// Lease for why a lease read without a lock is enough.
+	x, found, err := queryOne(t, "read payment", `SELECT `+paymentCols+`,
+			coalesce(l.holder, ''), coalesce(l.token, 0), coalesce(l.expires_at, 0)
+		FROM payments LEFT JOIN leases l ON l.payment_id = payments.id WHERE payments.id = $1
+		FOR NO KEY UPDATE OF payments`, func(r pgx.Row) (withLease, error) {
+		var (
+			x                        withLease
+			version, created, update int64
+			token, expires           int64
+		)
+		p := &x.p
+		err := r.Scan(&p.ID, &p.OrderID, &p.Amount, &p.Currency, &p.Customer.ID, &p.Customer.Email, &p.Provider, &p.ProviderRef,
+			&p.Status, &version, &p.ClientSecret, &p.RedirectURL, &p.ReturnURL, &created, &update, &p.AmountRefunded, &p.AmountRefundPending, &p.Dispute,
+			&p.Flow, &p.Description, &p.SecondRef, &x.l.Holder, &token, &expires)
+		p.Version, p.CreatedAt, p.UpdatedAt = uint64(version), fromNS(created), fromNS(update)
+		x.l.PaymentID, x.l.Token, x.l.ExpiresAt = id, uint64(token), fromNS(expires)
+		return x, err
+	}, id)
 	if err != nil {
 		return pay.Payment{}, err
 	} else if !found {
 		return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment %s not found", id)
 	}
-	return p, nil
+	t.holdPayment(x.p)
+	if t.leases == nil {
+		t.leases = map[string]pay.Lease{}
+	}
+	t.leases[id] = x.l
+	return x.p, nil
+}
+
+// holdPayment records that the transaction holds p's row, as stored.
+func (t *tx) holdPayment(p pay.Payment) {
+	t.hold("payment:" + p.ID)
+	if t.payments == nil {
+		t.payments = map[string]pay.Payment{}
+	}
+	// As read back: times in UTC, to the nanosecond.
+	p.CreatedAt, p.UpdatedAt = fromNS(storedNS(p.CreatedAt)), fromNS(storedNS(p.UpdatedAt))
+	t.payments[p.ID] = p
 }
 
 // PaymentByRef finds a payment by the provider's reference, or ENOTFOUND.
@@ -102,9 +155,6 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 	if err != nil {
 		return err
 	}
-	if err := t.lock("payment", p.ID); err != nil {
-		return err
-	}
 	// The unique indexes hold each column; a reference in one column of
 	// this payment and the other of another is looked for here.
 	if p.ProviderRef != "" || p.SecondRef != "" {
@@ -114,8 +164,13 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 	}
 	n, err := t.exec("insert payment", `INSERT INTO payments (`+paymentCols+`)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) ON CONFLICT DO NOTHING`, args...)
-	if err != nil || n == 1 {
+	if err != nil {
 		return err
+	} else if n == 1 {
+		if t.writable {
+			t.holdPayment(p) // its new row is this transaction's until the commit
+		}
+		return nil
 	}
 	// Which constraint: the id or the reference.
 	exists, _, err := queryOne(t, "read payment", `SELECT EXISTS (SELECT 1 FROM payments WHERE id = $1)`, scalar[bool], p.ID)
@@ -163,21 +218,43 @@ func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
 	if err != nil {
 		return err
 	}
-	if err := t.lockPayment(p.ID); err != nil {
-		return err
-	}
-	if p.Version == prev+1 && prev < 1<<63 {
-		n, err := t.exec("update payment", `UPDATE payments SET order_id = $2, amount = $3, currency = $4, customer_id = $5,
+	const update = `UPDATE payments SET order_id = $2, amount = $3, currency = $4, customer_id = $5,
 			customer_email = $6, provider = $7, provider_ref = $8, status = $9, version = $10, client_secret = $11,
 			redirect_url = $12, return_url = $13, created_at = $14, updated_at = $15,
 			amount_refunded = $16, amount_refund_pending = $17, dispute = $18, flow = $19, description = $20, second_ref = $21
 			WHERE id = $1 AND version = $22 AND ($8 = '' OR NOT EXISTS (
 				SELECT 1 FROM payments o WHERE o.provider = $7 AND (o.provider_ref = $8 OR o.second_ref = $8) AND o.id <> $1))
 			AND ($21 = '' OR NOT EXISTS (
-				SELECT 1 FROM payments o WHERE o.provider = $7 AND (o.provider_ref = $21 OR o.second_ref = $21) AND o.id <> $1))`,
-			append(args, int64(prev))...)
-		if err != nil || n == 1 {
+				SELECT 1 FROM payments o WHERE o.provider = $7 AND (o.provider_ref = $21 OR o.second_ref = $21) AND o.id <> $1))`
+	args = append(args, int64(prev))
+	// The payment locked at version prev, with the same references: the
+	// update cannot miss, and is queued with the transaction's other
+	// writes (later).
+	if cur, ok := t.payments[p.ID]; ok && cur.Version == prev && p.Version == prev+1 && prev < 1<<63 &&
+		cur.Provider == p.Provider && cur.ProviderRef == p.ProviderRef && cur.SecondRef == p.SecondRef {
+		if err := t.later("update payment", update, func(n int64) error {
+			if n != 1 {
+				return retry("update payment", "payment "+p.ID+" changed under its row lock")
+			}
+			return nil
+		}, args...); err != nil {
 			return err
+		}
+		t.holdPayment(p)
+		return nil
+	}
+	if err := t.lockPayment(p.ID); err != nil {
+		return err
+	}
+	if p.Version == prev+1 && prev < 1<<63 {
+		n, err := t.exec("update payment", update, args...)
+		if err != nil {
+			return err
+		} else if n == 1 {
+			if t.writable {
+				t.holdPayment(p)
+			}
+			return nil
 		}
 	}
 	// Nothing written: say why, in the bbolt store's order.

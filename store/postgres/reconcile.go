@@ -38,9 +38,6 @@ func (t *tx) PutSettlement(s pay.Settlement) error {
 	if err := checkSettlement(t, s); err != nil {
 		return err
 	}
-	if err := t.lock("settlement", joinKey(s.Provider, s.ID)); err != nil {
-		return err
-	}
 	e := enc{what: "settlement " + s.ID}
 	args := []any{s.Provider, s.ID, string(s.Kind), s.PaymentID, s.ProviderRef, s.Amount, s.Fee, s.Currency, s.PayoutID, s.RunID,
 		e.stamp(s.CreatedAt), e.stamp(s.UpdatedAt)}
@@ -234,9 +231,6 @@ func (t *tx) PutReconRun(r pay.ReconRun) error {
 	items, err := json.Marshal(js)
 	if err != nil {
 		return fmt.Errorf("encode items of run %s: %w", r.ID, err)
-	}
-	if err := t.lock("recon_run", r.ID); err != nil {
-		return err
 	}
 	e := enc{what: "reconciliation run " + r.ID}
 	created := e.stamp(r.CreatedAt)

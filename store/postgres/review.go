@@ -23,7 +23,9 @@ func scanReview(r pgx.Row) (pay.ReviewItem, error) {
 }
 
 // PutReview adds or replaces a review item. A zero CreatedAt keeps the
-// stored item's time, or becomes Tx.Now for a new item.
+// stored item's time, or becomes Tx.Now for a new item. One upsert and no
+// other lock: the callers that read an item to write it hold its
+// payment's row lock (finalize.QueueReview, under Apply's).
 func (t *tx) PutReview(item pay.ReviewItem) error {
 	if err := checkPart("review id", item.ID, true); err != nil {
 		return err
@@ -37,9 +39,6 @@ func (t *tx) PutReview(item pay.ReviewItem) error {
 	if e.err != nil {
 		return e.err
 	}
-	if err := t.lock("review", item.ID); err != nil {
-		return err
-	}
 	_, err := t.exec("put review", `INSERT INTO review (`+reviewCols+`) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
 		ON CONFLICT (id) DO UPDATE SET payment_id = excluded.payment_id, reason = excluded.reason, provider = excluded.provider,
 			provider_ref = excluded.provider_ref, event_id = excluded.event_id, observed = excluded.observed, note = excluded.note,
@@ -49,12 +48,10 @@ func (t *tx) PutReview(item pay.ReviewItem) error {
 	return err
 }
 
-// Review returns one review item, or ENOTFOUND.
+// Review returns one review item, or ENOTFOUND. In a write transaction
+// the item is locked by its row (lockedRow).
 func (t *tx) Review(id string) (pay.ReviewItem, error) {
-	if err := t.lock("review", id); err != nil {
-		return pay.ReviewItem{}, err
-	}
-	i, found, err := queryOne(t, "read review", `SELECT `+reviewCols+` FROM review WHERE id = $1`, scanReview, id)
+	i, found, err := lockedRow(t, "review", id, "read review", `SELECT `+reviewCols+` FROM review WHERE id = $1`, scanReview, id)
 	if err != nil {
 		return pay.ReviewItem{}, err
 	} else if !found {
@@ -71,9 +68,6 @@ func (t *tx) ListReview() ([]pay.ReviewItem, error) {
 
 // DeleteReview removes a review item; ENOTFOUND if there is none.
 func (t *tx) DeleteReview(id string) error {
-	if err := t.lock("review", id); err != nil {
-		return err
-	}
 	n, err := t.exec("delete review", `DELETE FROM review WHERE id = $1`, id)
 	if err != nil {
 		return err

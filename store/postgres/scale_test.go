@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store/postgres"
@@ -178,7 +180,14 @@ func TestScale_Outbox(t *testing.T) {
 	ctx := context.Background()
 	record := func(id, paymentID string) func(pay.Tx) error {
 		return func(tx pay.Tx) error {
-			return tx.AppendOutbox(pay.OutboxRecord{ID: id, Type: "payment.captured", PaymentID: paymentID, Status: pay.Captured})
+			if err := tx.AppendOutbox(pay.OutboxRecord{ID: id, Type: "payment.captured", PaymentID: paymentID, Status: pay.Captured}); err != nil {
+				return err
+			}
+			// A read sends the queued append now, as the statements
+			// after it in a transition do: the transaction has written
+			// its record when it is held open.
+			_, err := tx.OutboxForPayment(paymentID)
+			return err
 		}
 	}
 	read := func(after uint64) []pay.OutboxRecord {
@@ -286,8 +295,10 @@ func TestScale_OutboxPaymentOrder(t *testing.T) {
 
 // TestDB_CustomerRace: two instances credit one customer at once, each
 // reading the account and writing it back, for a customer that does not
-// exist yet (the advisory lock of lockedRow) and for one that does (its
-// row lock): no credit is lost.
+// exist yet (the later insert finds the row and its transaction runs
+// again) and for one that does (its row lock): no credit is lost. The
+// same for loyalty's record of a payment (an effect record read and
+// written back).
 func TestDB_CustomerRace(t *testing.T) {
 	t.Parallel()
 	dbs := pools(t, 2, storetest.NewClock(t0).Now)
@@ -321,6 +332,36 @@ func TestDB_CustomerRace(t *testing.T) {
 	}
 	if c.Points != 4 {
 		t.Fatalf("points=%d after four credits, want 4", c.Points)
+	}
+
+	const key = "loyalty_payment:pay_1"
+	add := func() {
+		meet := rendezvous(2)
+		errs := race(dbs, func(side int, db *postgres.DB) error {
+			return db.Update(context.Background(), func(tx pay.Tx) error {
+				meet(side)
+				r, _, err := tx.Effect(key)
+				if err != nil {
+					return err
+				}
+				r.Key, r.Points = key, r.Points+1
+				return tx.PutEffect(r)
+			})
+		})
+		for side, err := range errs {
+			if err != nil {
+				t.Fatalf("side %d: %v", side, err)
+			}
+		}
+	}
+	add() // created by the race
+	add() // updated by the race
+	var r pay.EffectRecord
+	if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { r, _, err = tx.Effect(key); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if r.Points != 4 {
+		t.Fatalf("effect record points=%d after four additions, want 4", r.Points)
 	}
 }
 
@@ -514,5 +555,145 @@ func TestDB_EventRace(t *testing.T) {
 	if got.Version != 2 || got.Status != pay.Captured || !e.Processed || !done {
 		t.Fatalf("payment version %d %s, inbox processed %t, processed id %t; want version 2 captured, both processed",
 			got.Version, got.Status, e.Processed, done)
+	}
+}
+
+// TestScale_NoAdvisoryLock: the store methods of the request and worker
+// paths (a webhook's transition, ripple's loyalty and retention, leases,
+// disputes, the review queue, the PSP's answer, settlements and
+// endpoints) take no advisory lock: each record is locked by its own row
+// or decided by a unique key. Checked in pg_locks while the transaction
+// that called them all is open.
+func TestScale_NoAdvisoryLock(t *testing.T) {
+	t.Parallel()
+	ins := twoInstances(t)
+	ctx := context.Background()
+	p := pay.Payment{ID: "pay_1", OrderID: "order-1", Amount: 1000, Currency: "EUR", Provider: "mock",
+		Customer: pay.Customer{ID: "cus_1"}, Status: pay.Created, Version: 1, CreatedAt: t0, UpdatedAt: t0}
+	d := pay.Delivery{ID: "dlv_1", Effect: pay.EffectLoyalty, EventID: "evt_0", EventType: "payment.captured", PaymentID: p.ID,
+		State: pay.DeliveryPending}
+	if err := ins[0].db.Update(ctx, func(tx pay.Tx) error {
+		if err := tx.InsertPayment(p); err != nil {
+			return err
+		}
+		return tx.InsertDelivery(d)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	var advisory []string
+	if err := ins[0].db.Update(ctx, func(tx pay.Tx) error {
+		advisory = nil
+		// A webhook's transition.
+		cur, err := tx.Payment(p.ID)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.InboxEvent("mock", "evt_1"); pay.ErrorCode(err) != pay.ENOTFOUND {
+			return fmt.Errorf("InboxEvent: %v, want ENOTFOUND", err)
+		}
+		if _, err := tx.Lease(p.ID); err != nil {
+			return err
+		}
+		if _, err := tx.IsProcessed("mock", "evt_1"); err != nil {
+			return err
+		}
+		next := cur
+		next.Status, next.Version = pay.Captured, cur.Version+1
+		if err := tx.UpdatePayment(next, cur.Version); err != nil {
+			return err
+		}
+		if err := tx.AppendStep(pay.Step{PaymentID: p.ID, Kind: "transition", From: pay.Created, To: pay.Captured, Version: 2}); err != nil {
+			return err
+		}
+		if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_1", Type: "payment.captured", PaymentID: p.ID, Status: pay.Captured, Version: 2}); err != nil {
+			return err
+		}
+		if err := tx.AppendLedger(posting(p.ID, 1000)); err != nil {
+			return err
+		}
+		if err := tx.MarkProcessed("mock", "evt_1"); err != nil {
+			return err
+		}
+		if _, err := tx.PutInbox(pay.InboxEvent{Provider: "mock", EventID: "evt_1", Type: "payment.captured", PaymentID: p.ID}); err != nil {
+			return err
+		}
+		// Ripple's loyalty and retention.
+		if _, err := tx.Delivery(d.ID); err != nil {
+			return err
+		}
+		if _, _, err := tx.Effect("loyalty_payment:" + p.ID); err != nil {
+			return err
+		}
+		if _, err := tx.ClaimEffect(pay.EffectRecord{Key: "loyalty:evt_1", DeliveryID: d.ID, Points: 10}); err != nil {
+			return err
+		}
+		if _, err := tx.CustomerAccount("cus_1"); pay.ErrorCode(err) != pay.ENOTFOUND {
+			return fmt.Errorf("CustomerAccount: %v, want ENOTFOUND", err)
+		}
+		if err := tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_1", Points: 10}); err != nil {
+			return err
+		}
+		if err := tx.PutEffect(pay.EffectRecord{Key: "loyalty_payment:" + p.ID, DeliveryID: d.ID, Points: 10}); err != nil {
+			return err
+		}
+		d.State = pay.DeliveryDone
+		if err := tx.UpdateDelivery(d); err != nil {
+			return err
+		}
+		// Leases, disputes, review, the PSP's answer, settlements,
+		// endpoints.
+		l, err := tx.AcquireLease("pay_2", "sweeper", time.Minute)
+		if err != nil {
+			return err
+		}
+		if err := tx.ReleaseLease("pay_2", l.Token); err != nil {
+			return err
+		}
+		if err := tx.PutDispute(pay.Dispute{Provider: "mock", ID: "dp_1", PaymentID: p.ID, Amount: 1000, Status: pay.DisputeNeedsResponse,
+			CreatedAt: t0, UpdatedAt: t0}); err != nil {
+			return err
+		}
+		if err := tx.PutReview(pay.ReviewItem{ID: p.ID, PaymentID: p.ID, Reason: "amount_mismatch"}); err != nil {
+			return err
+		}
+		if _, err := tx.Review(p.ID); err != nil {
+			return err
+		}
+		if err := tx.DeleteReview(p.ID); err != nil {
+			return err
+		}
+		if err := tx.PutPSPAnswer(pay.PSPAnswer{PaymentID: p.ID, Provider: "mock", Status: pay.Captured, Found: true}); err != nil {
+			return err
+		}
+		if _, err := tx.PSPAnswer(p.ID); err != nil {
+			return err
+		}
+		if err := tx.PutSettlement(pay.Settlement{Provider: "mock", ID: "txn_1", Kind: pay.SettleCharge, PaymentID: p.ID,
+			Amount: 1000, Currency: "EUR", CreatedAt: t0, UpdatedAt: t0}); err != nil {
+			return err
+		}
+		ep, err := tx.WebhookEndpoint("ep_1")
+		if err != nil {
+			return err
+		}
+		ep.URL = "https://merchant.example/hook"
+		if err := tx.PutWebhookEndpoint(ep); err != nil {
+			return err
+		}
+		// A read sends the queued writes; then the locks are looked at.
+		if _, err := tx.CustomerAccount("cus_1"); err != nil {
+			return err
+		}
+		rows, err := admin.Query(ctx, `SELECT objid::text FROM pg_locks WHERE locktype = 'advisory' AND pid = $1`, ins[0].pid)
+		if err != nil {
+			return err
+		}
+		advisory, err = pgx.CollectRows(rows, pgx.RowTo[string])
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(advisory) > 0 {
+		t.Fatalf("the transaction held %d advisory locks (%v), want none", len(advisory), advisory)
 	}
 }

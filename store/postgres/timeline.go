@@ -26,9 +26,12 @@ func (t *tx) AppendStep(s pay.Step) error {
 	if err := t.lockPayment(s.PaymentID); err != nil { // a payment's steps go with it
 		return err
 	}
-	_, err := t.exec("append step", `INSERT INTO timeline (payment_id, seq, at, source, kind, from_status, to_status, version, event_id, note)
-		VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM timeline WHERE payment_id = $1), $2, $3, $4, $5, $6, $7, $8, $9)`, args...)
-	return err
+	// Queued with the transaction's other writes (later). Two
+	// transactions that append to the timeline of a payment not stored
+	// (no row to lock) may take the same Seq: the later one's insert
+	// fails on the primary key and runs again (classify).
+	return t.later("append step", `INSERT INTO timeline (payment_id, seq, at, source, kind, from_status, to_status, version, event_id, note)
+		VALUES ($1, (SELECT coalesce(max(seq), 0) + 1 FROM timeline WHERE payment_id = $1), $2, $3, $4, $5, $6, $7, $8, $9)`, nil, args...)
 }
 
 // Steps returns a payment's timeline in Seq order; empty (no error) for a

@@ -8,13 +8,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paystate/paystate/pay"
 )
@@ -33,9 +33,29 @@ type tx struct {
 	// and so does the commit.
 	failed error
 
-	// locked are the record keys whose advisory lock the transaction
-	// holds (lock).
+	// locked are the record keys ("family:key") the transaction holds:
+	// their row, read FOR NO KEY UPDATE (lockedRow) or written.
 	locked map[string]bool
+	// absent are the record keys a write transaction read and found
+	// missing (lockedRow): there was no row to lock, so the record's
+	// writer inserts it only if still missing (put).
+	absent map[string]bool
+	// queued are writes not sent yet (later): they go to PostgreSQL in
+	// one round trip with the next statement, or before the commit.
+	queued []queuedWrite
+
+	// payments are the payments the transaction holds locked, as stored
+	// (read by Payment, or written): read again, they cost no statement.
+	payments map[string]pay.Payment
+	// leases are the leases read with the payments (Payment), until the
+	// transaction writes them.
+	leases map[string]pay.Lease
+	// processed are the processed marks of events read with their inbox
+	// entry (InboxEvent), under the payment's lock.
+	processed map[string]processedRead
+	// inboxAbsent are the events whose inbox entry InboxEvent found
+	// missing: PutInbox expects to insert them.
+	inboxAbsent map[string]bool
 
 	// outboxN is how many outbox records the transaction appended.
 	outboxN int
@@ -55,62 +75,25 @@ func (t *tx) OnCommit(fn func()) { t.onCommit = append(t.onCommit, fn) }
 // nowNS is Tx.Now as stored.
 func (t *tx) nowNS() int64 { return keyNS(t.now) }
 
-// lock takes, in a write transaction, the transaction-level advisory
-// locks of records (their family and key: "payment", id), in the order
-// given, skipping those it holds; in a read transaction it does nothing.
-// Every method of a write transaction that reads or writes one record
-// takes its lock first and keeps it until the commit or rollback, so two
-// transactions that touch the same record take turns, and the second
-// reads what the first committed (READ COMMITTED gives each statement a
-// snapshot taken after the lock was granted): a function that reads a
-// record and then decides what to write sees no concurrent change of it,
-// as under bbolt's single writer. The lock key is the 64-bit hash of the
-// family and the key.
-func (t *tx) lock(family string, keys ...string) error {
-	if !t.writable {
-		return nil
-	}
-	var need []string
-	for _, k := range keys {
-		k = family + ":" + k
-		if !t.locked[k] && !slices.Contains(need, k) {
-			need = append(need, k)
-		}
-	}
-	switch len(need) {
-	case 0:
-		return nil
-	case 1:
-		if _, err := t.exec("lock "+family, `SELECT pg_advisory_xact_lock(hashtextextended($1, 0))`, need[0]); err != nil {
-			return err
-		}
-	default:
-		if _, err := t.exec("lock "+family, `SELECT pg_advisory_xact_lock(h) FROM (
-			SELECT hashtextextended(k, 0) AS h FROM unnest($1::text[]) WITH ORDINALITY AS u(k, n) ORDER BY n) s`, need); err != nil {
-			return err
-		}
-	}
+// hold records that the transaction holds the record k ("family:key").
+func (t *tx) hold(k string) {
 	if t.locked == nil {
 		t.locked = map[string]bool{}
 	}
-	for _, k := range need {
-		t.locked[k] = true
-	}
-	return nil
+	t.locked[k] = true
+	delete(t.absent, k)
 }
 
 // lockedRow reads the row of one record with sql (a query of at most one
-// row, without a locking clause) and, in a write transaction, locks the
-// record first as lock would, for records that usually exist (a delivery,
-// a customer): one statement instead of two. A row that exists is read
-// FOR NO KEY UPDATE: its row lock is taken and, after any transaction that
-// held it ended, its newest version read. A row that does not exist (or
-// that another transaction is creating) has nothing to lock: then the
-// advisory lock of family and key is taken and the row read again, FOR NO
-// KEY UPDATE, so that a transaction creating it is waited for and the row
-// it created is locked too. Writers of such a family (an UPDATE, an
-// INSERT ... ON CONFLICT DO UPDATE) wait for the row lock themselves; a
-// writer that did not read first takes lock as before.
+// row, without a locking clause). In a write transaction the row is read
+// FOR NO KEY UPDATE: its row lock is taken and, after any transaction
+// that held it ended, its newest version read, in one statement. A
+// record that does not exist has no row to lock and takes no other lock:
+// it is marked absent, and its writer (put) then inserts it only if it
+// is still missing; a transaction that created it meanwhile makes the
+// write a conflict that runs the transaction again (retryableError),
+// which then finds the row and locks it. No advisory lock: two
+// transactions of different records never wait for each other.
 func lockedRow[T any](t *tx, family, key, op, sql string, scan func(pgx.Row) (T, error), args ...any) (T, bool, error) {
 	k := family + ":" + key
 	if !t.writable || t.locked[k] {
@@ -120,19 +103,120 @@ func lockedRow[T any](t *tx, family, key, op, sql string, scan func(pgx.Row) (T,
 	if err != nil {
 		return v, false, err
 	}
-	if !found {
-		if err := t.lock(family, key); err != nil {
-			return v, false, err
+	if found {
+		t.hold(k)
+	} else {
+		if t.absent == nil {
+			t.absent = map[string]bool{}
 		}
-		if v, found, err = queryOne(t, op, sql+` FOR NO KEY UPDATE`, scan, args...); err != nil {
-			return v, false, err
-		}
+		t.absent[k] = true
 	}
-	if t.locked == nil {
-		t.locked = map[string]bool{}
-	}
-	t.locked[k] = true
 	return v, found, nil
+}
+
+// put writes one record of family and key with upsert (an INSERT ... ON
+// CONFLICT DO UPDATE), or, if the transaction read the record and found
+// it missing (lockedRow), with insert (an INSERT ... ON CONFLICT DO
+// NOTHING of the same values), which must insert it: a row that another
+// transaction created since the read would be overwritten by a write
+// based on what was read, so then the transaction runs again
+// (retryableError). The write is queued (later); the record is held
+// afterwards.
+func (t *tx) put(family, key, op, upsert, insert string, args ...any) error {
+	k := family + ":" + key
+	sql, check := upsert, (func(int64) error)(nil)
+	if t.absent[k] {
+		sql, check = insert, func(n int64) error {
+			if n != 1 {
+				return retry(op, family+" "+key+" was created by a concurrent transaction after this one read it missing")
+			}
+			return nil
+		}
+	}
+	if err := t.later(op, sql, check, args...); err != nil {
+		return err
+	}
+	t.hold(k)
+	return nil
+}
+
+// retry returns an error that runs the transaction again, as a
+// serialization failure does: what it read is out of date.
+func retry(op, msg string) error {
+	return &retryableError{op: op, err: &pgconn.PgError{Severity: "ERROR", Code: "40001", Message: msg}}
+}
+
+// queuedWrite is a write that later queued: its statement, and the check
+// of how many rows it affected (nil: any number).
+type queuedWrite struct {
+	op, sql string
+	args    []any
+	check   func(n int64) error
+}
+
+// later queues a write whose outcome the caller does not need at once:
+// it is sent with the next statement of the transaction, in one round
+// trip (a pgx.Batch), or before the commit, so that a transaction's
+// writes cost one round trip, not one each. Its failure fails the
+// transaction (the next statement, or the commit, returns it); check,
+// if set, sees how many rows it affected and may fail it too.
+func (t *tx) later(op, sql string, check func(n int64) error, args ...any) error {
+	if err := t.usable(op, args); err != nil {
+		return err
+	}
+	t.queued = append(t.queued, queuedWrite{op: op, sql: sql, args: args, check: check})
+	return nil
+}
+
+// flush sends the queued writes, in one round trip.
+func (t *tx) flush() error {
+	if len(t.queued) == 0 {
+		return t.failed
+	}
+	return t.send("", "", nil, nil)
+}
+
+// send sends the queued writes and then, if sql is set, the statement
+// (sql, args), in one pgx.Batch, and hands sql's result to read. The
+// first failure is the transaction's (fail).
+func (t *tx) send(op, sql string, args []any, read func(pgx.BatchResults) error) error {
+	if t.failed != nil {
+		return t.failed
+	}
+	q := t.queued
+	t.queued = nil
+	b := &pgx.Batch{}
+	for _, w := range q {
+		b.Queue(w.sql, w.args...)
+	}
+	if sql != "" {
+		b.Queue(sql, args...)
+	}
+	br := t.ptx.SendBatch(t.ctx, b)
+	var err error
+	for _, w := range q {
+		tag, werr := br.Exec()
+		switch {
+		case werr != nil:
+			err = t.fail(w.op, werr)
+		case w.check != nil:
+			if cerr := w.check(tag.RowsAffected()); cerr != nil && t.failed == nil {
+				t.failed, err = cerr, cerr
+			}
+		}
+		if err != nil {
+			break
+		}
+	}
+	if err == nil && sql != "" {
+		if rerr := read(br); rerr != nil {
+			err = rerr
+		}
+	}
+	if cerr := br.Close(); cerr != nil && err == nil {
+		err = t.fail(op, cerr)
+	}
+	return err
 }
 
 // joinKey joins the parts of a key for lock, each with its length, so
@@ -152,6 +236,18 @@ func (t *tx) exec(op, sql string, args ...any) (int64, error) {
 	if err := t.usable(op, args); err != nil {
 		return 0, err
 	}
+	if len(t.queued) > 0 {
+		var n int64
+		err := t.send(op, sql, args, func(br pgx.BatchResults) error {
+			tag, err := br.Exec()
+			if err != nil {
+				return t.fail(op, err)
+			}
+			n = tag.RowsAffected()
+			return nil
+		})
+		return n, err
+	}
 	tag, err := t.ptx.Exec(t.ctx, sql, args...)
 	if err != nil {
 		return 0, t.fail(op, err)
@@ -164,6 +260,20 @@ func (t *tx) exec(op, sql string, args ...any) (int64, error) {
 func queryOne[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args ...any) (v T, found bool, err error) {
 	if err := t.usable(op, args); err != nil {
 		return v, false, err
+	}
+	if len(t.queued) > 0 {
+		err = t.send(op, sql, args, func(br pgx.BatchResults) error {
+			var serr error
+			v, serr = scan(br.QueryRow())
+			if errors.Is(serr, pgx.ErrNoRows) {
+				return nil
+			} else if serr != nil {
+				return t.fail(op, serr)
+			}
+			found = true
+			return nil
+		})
+		return v, found, err
 	}
 	v, err = scan(t.ptx.QueryRow(t.ctx, sql, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -179,15 +289,25 @@ func queryAll[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args 
 	if err := t.usable(op, args); err != nil {
 		return nil, err
 	}
-	rows, err := t.ptx.Query(t.ctx, sql, args...)
-	if err != nil {
-		return nil, t.fail(op, err)
+	collect := func(rows pgx.Rows, err error) ([]T, error) {
+		if err != nil {
+			return nil, t.fail(op, err)
+		}
+		out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
+		if err != nil {
+			return nil, t.fail(op, err)
+		}
+		return out, nil
 	}
-	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (T, error) { return scan(r) })
-	if err != nil {
-		return nil, t.fail(op, err)
+	if len(t.queued) > 0 {
+		var out []T
+		err := t.send(op, sql, args, func(br pgx.BatchResults) (err error) {
+			out, err = collect(br.Query())
+			return err
+		})
+		return out, err
 	}
-	return out, nil
+	return collect(t.ptx.Query(t.ctx, sql, args...))
 }
 
 // scalar scans a row of one column.
