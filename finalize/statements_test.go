@@ -78,14 +78,14 @@ func countedDB(t *testing.T) (*postgres.DB, *statementCounter, *storetest.Clock)
 
 // maxWebhookStatements and maxWebhookRoundTrips are what one new webhook
 // that captures a payment costs on PostgreSQL today, in statements and in
-// round trips (BEGIN; the payment read with its lease, FOR NO KEY UPDATE;
-// the inbox entry read with the processed id; the compare-and-set, the
-// timeline, the outbox and the ledger in one batch; the processed id and
-// the inbox entry in one batch; COMMIT): a change that adds one fails
+// round trips (BEGIN with the payment read with its lease, FOR NO KEY
+// UPDATE; the inbox entry read with the processed id; the compare-and-set,
+// the timeline, the outbox and the ledger in one batch; the processed id,
+// the inbox entry and COMMIT in one batch): a change that adds one fails
 // TestWebhookStatements (and should lower these when it removes some).
 const (
 	maxWebhookStatements = 8
-	maxWebhookRoundTrips = 6
+	maxWebhookRoundTrips = 4
 )
 
 // TestWebhookStatements counts the statements of one signed webhook that

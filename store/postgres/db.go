@@ -143,20 +143,21 @@ func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	ptx, err := db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return classify("begin read", err, true)
 	}
-	t := db.begin(ctx, ptx, false)
+	defer conn.Release()
+	t := db.begin(ctx, conn.Conn(), false)
+	defer t.end()
 	fnErr := fn(t)
 	if fnErr == nil && t.failed != nil {
 		fnErr = t.failed
 	}
 	if fnErr != nil {
-		_ = ptx.Rollback(context.WithoutCancel(ctx))
 		return fnErr
 	}
-	if err := ptx.Commit(ctx); err != nil {
+	if err := t.commit(); err != nil {
 		return classify("end read", err, false)
 	}
 	for _, f := range t.onCommit {
@@ -220,16 +221,18 @@ func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
 // try runs fn once in a new transaction and reports whether it failed in a
 // way that another attempt may not (retry).
 func (db *DB) try(ctx context.Context, fn func(pay.Tx) error) (retry bool, err error) {
-	ptx, err := db.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadWrite})
+	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		err = classify("begin", err, true)
 		return isRetryable(err), err
 	}
-	t := db.begin(ctx, ptx, true)
+	defer conn.Release()
+	t := db.begin(ctx, conn.Conn(), true)
+	defer t.end()
 	fnErr := fn(t)
 	if fnErr == nil {
-		// The writes fn queued go in one round trip before the commit.
-		fnErr = t.flush()
+		// The writes fn queued, and the commit, in one round trip.
+		fnErr = t.commit()
 	}
 	if t.failed != nil && (fnErr == nil || isRetryable(t.failed)) {
 		// A statement failed: the transaction is aborted. If PostgreSQL
@@ -238,12 +241,7 @@ func (db *DB) try(ctx context.Context, fn func(pay.Tx) error) (retry bool, err e
 		fnErr = t.failed
 	}
 	if fnErr != nil {
-		_ = ptx.Rollback(context.WithoutCancel(ctx))
 		return isRetryable(fnErr) && t.failed != nil, fnErr
-	}
-	if err := ptx.Commit(ctx); err != nil {
-		err = classify("commit", err, true)
-		return isRetryable(err), err
 	}
 	db.commits.Add(1)
 	commitsTotal.Inc()
@@ -253,11 +251,18 @@ func (db *DB) try(ctx context.Context, fn func(pay.Tx) error) (retry bool, err e
 	return false, nil
 }
 
-// begin wraps a pgx transaction; the clock is read here, once.
-func (db *DB) begin(ctx context.Context, ptx pgx.Tx, writable bool) *tx {
-	t := &tx{ctx: ctx, ptx: ptx, now: db.now().UTC(), writable: writable}
-	if f := db.fanOut.Load(); f != nil && writable {
-		t.fanOut = *f
+// begin starts a transaction on conn; the clock is read here, once. The
+// BEGIN is queued: it goes to PostgreSQL with the transaction's first
+// statement, in one round trip.
+func (db *DB) begin(ctx context.Context, conn *pgx.Conn, writable bool) *tx {
+	t := &tx{ctx: ctx, conn: conn, now: db.now().UTC(), writable: writable}
+	if writable {
+		t.queued = []queuedWrite{{op: "begin", sql: `BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE`}}
+		if f := db.fanOut.Load(); f != nil {
+			t.fanOut = *f
+		}
+	} else {
+		t.queued = []queuedWrite{{op: "begin read", sql: `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`}}
 	}
 	return t
 }

@@ -101,10 +101,14 @@
 // holds, the timeline, the outbox, the processed id, the inbox entry of
 // an applied event, customer accounts, effect records, deliveries that
 // leave pending) are queued (later) and sent with the next statement, or
-// before the commit, in one pgx.Batch: a webhook is BEGIN, two reads, two
-// batches and COMMIT (TestWebhookStatements). A queued write that does
-// not do what was expected (no row updated under a row lock, an insert
-// that found the row) runs the transaction again.
+// with the COMMIT, in one pgx.Batch; the BEGIN is queued too, and goes
+// with the first statement. A webhook is four round trips: BEGIN and the
+// payment's read, the inbox entry's read, the compare-and-set with the
+// timeline, outbox and ledger, and the processed id with the inbox entry
+// and COMMIT (TestWebhookStatements). A queued write that does not do
+// what was expected (no row updated under a row lock, an insert that
+// found the row) runs the transaction again; a write checked in the
+// client (rows affected) is sent before the COMMIT, not with it.
 // Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
 // read each record again. No row is written by the transitions of

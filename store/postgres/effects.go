@@ -51,7 +51,7 @@ func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
 	const insert = `INSERT INTO customers (id, points, last_visit_at, updated_at) VALUES ($1, $2, $3, $4)`
 	return t.put("customer", c.ID, "put customer",
 		insert+` ON CONFLICT (id) DO UPDATE SET points = excluded.points, last_visit_at = excluded.last_visit_at, updated_at = excluded.updated_at`,
-		insert+` ON CONFLICT (id) DO NOTHING`,
+		insert,
 		c.ID, c.Points, visit, t.nowNS())
 }
 
@@ -99,7 +99,7 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 	const insert = `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)`
 	return t.put("effect", r.Key, "put effect",
 		insert+` ON CONFLICT (key) DO UPDATE SET delivery_id = excluded.delivery_id, points = excluded.points, at = excluded.at`,
-		insert+` ON CONFLICT (key) DO NOTHING`,
+		insert,
 		r.Key, r.DeliveryID, r.Points, at)
 }
 
@@ -170,7 +170,7 @@ func (t *tx) PutWebhookEndpoint(ep pay.WebhookEndpoint) error {
 		insert+` ON CONFLICT (id) DO UPDATE SET url = excluded.url, disabled = excluded.disabled, disabled_at = excluded.disabled_at,
 			disabled_reason = excluded.disabled_reason, failing_since = excluded.failing_since,
 			last_success_at = excluded.last_success_at, updated_at = excluded.updated_at`,
-		insert+` ON CONFLICT (id) DO NOTHING`, args...)
+		insert, args...)
 }
 
 // PutPSPAnswer stores a as the payment's last PSP answer, replacing the one
@@ -240,7 +240,7 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 			amount = excluded.amount, currency = excluded.currency, status = excluded.status,
 			client_secret = excluded.client_secret, redirect_url = excluded.redirect_url, refund_key = excluded.refund_key,
 			calls = excluded.calls, refunds = excluded.refunds, created_at = excluded.created_at,
-			amount_refunded = excluded.amount_refunded`, insert+` ON CONFLICT (key) DO NOTHING`,
+			amount_refunded = excluded.amount_refunded`, insert,
 		c.Key, c.PaymentID, c.ProviderRef, c.Amount, c.Currency, string(c.Status),
 		c.ClientSecret, c.RedirectURL, c.RefundKey, c.Calls, c.Refunds, created, c.AmountRefunded)
 }

@@ -84,8 +84,7 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 	}
 	const insert = `INSERT INTO inbox (` + inboxCols + `)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15,
-			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2), $16::jsonb, $17)
-		ON CONFLICT DO NOTHING`
+			EXISTS (SELECT 1 FROM processed WHERE provider = $1 AND event_id = $2), $16::jsonb, $17)`
 	key := joinKey(e.Provider, e.EventID)
 	if t.inboxAbsent[key] && t.processed[key].mine {
 		// Read missing and marked processed by this transaction, under
@@ -95,14 +94,9 @@ func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
 		// stored meanwhile without being applied (the event stored alone,
 		// for later) makes this transaction run again, and find it.
 		delete(t.inboxAbsent, key)
-		return true, t.later("put inbox", insert, func(n int64) error {
-			if n != 1 {
-				return retry("put inbox", "webhook event "+e.Provider+"/"+e.EventID+" was stored by a concurrent transaction")
-			}
-			return nil
-		}, args...)
+		return true, t.laterInsert("put inbox", insert, "webhook event "+e.Provider+"/"+e.EventID, args...)
 	}
-	n, err := t.exec("put inbox", insert, args...)
+	n, err := t.exec("put inbox", insert+` ON CONFLICT DO NOTHING`, args...)
 	return n == 1, err
 }
 

@@ -62,7 +62,7 @@ func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
 	if c.err != nil {
 		return c.err
 	}
-	shard := int32(t.ptx.Conn().PgConn().PID() % balanceShards)
+	shard := int32(t.conn.PgConn().PID() % balanceShards)
 	type row struct {
 		seq               int64
 		account, currency string

@@ -23,7 +23,7 @@ import (
 // goroutine.
 type tx struct {
 	ctx      context.Context
-	ptx      pgx.Tx
+	conn     *pgx.Conn // of the pool, for this transaction alone
 	now      time.Time
 	writable bool // Update, not View: rows may be locked (DueDeliveries)
 	onCommit []func()
@@ -40,9 +40,12 @@ type tx struct {
 	// missing (lockedRow): there was no row to lock, so the record's
 	// writer inserts it only if still missing (put).
 	absent map[string]bool
-	// queued are writes not sent yet (later): they go to PostgreSQL in
-	// one round trip with the next statement, or before the commit.
+	// queued are writes not sent yet (later), after the transaction's
+	// BEGIN until its first statement: they go to PostgreSQL in one
+	// round trip with the next statement, or with the commit.
 	queued []queuedWrite
+	// ended is set when the COMMIT was sent and succeeded.
+	ended bool
 
 	// payments are the payments the transaction holds locked, as stored
 	// (read by Payment, or written): read again, they cost no statement.
@@ -116,27 +119,32 @@ func lockedRow[T any](t *tx, family, key, op, sql string, scan func(pgx.Row) (T,
 
 // put writes one record of family and key with upsert (an INSERT ... ON
 // CONFLICT DO UPDATE), or, if the transaction read the record and found
-// it missing (lockedRow), with insert (an INSERT ... ON CONFLICT DO
-// NOTHING of the same values), which must insert it: a row that another
-// transaction created since the read would be overwritten by a write
-// based on what was read, so then the transaction runs again
-// (retryableError). The write is queued (later); the record is held
-// afterwards.
+// it missing (lockedRow), with insert (the INSERT of the same values
+// alone), which must insert it: a row that another transaction created
+// since the read would be overwritten by a write based on what was read,
+// so then the transaction runs again (laterInsert). The write is queued;
+// the record is held afterwards.
 func (t *tx) put(family, key, op, upsert, insert string, args ...any) error {
 	k := family + ":" + key
-	sql, check := upsert, (func(int64) error)(nil)
-	if t.absent[k] {
-		sql, check = insert, func(n int64) error {
-			if n != 1 {
-				return retry(op, family+" "+key+" was created by a concurrent transaction after this one read it missing")
-			}
-			return nil
+	if !t.absent[k] {
+		if err := t.later(op, upsert, nil, args...); err != nil {
+			return err
 		}
-	}
-	if err := t.later(op, sql, check, args...); err != nil {
+	} else if err := t.laterInsert(op, insert, family+" "+key, args...); err != nil {
 		return err
 	}
 	t.hold(k)
+	return nil
+}
+
+// laterInsert queues insert, an INSERT without ON CONFLICT that must
+// insert (queuedWrite.mustInsert): if the row exists, the transaction
+// runs again.
+func (t *tx) laterInsert(op, insert, what string, args ...any) error {
+	if err := t.usable(op, args); err != nil {
+		return err
+	}
+	t.queued = append(t.queued, queuedWrite{op: op, sql: insert, args: args, mustInsert: what})
 	return nil
 }
 
@@ -147,11 +155,63 @@ func retry(op, msg string) error {
 }
 
 // queuedWrite is a write that later queued: its statement, and the check
-// of how many rows it affected (nil: any number).
+// of how many rows it affected (nil: any number), or mustInsert: the
+// statement is an INSERT without ON CONFLICT whose unique violation runs
+// the transaction again (a row created by a concurrent transaction).
+// PostgreSQL itself fails mustInsert, so a COMMIT queued after it is not
+// run; a check runs in the client, so a transaction with a write to
+// check sends its COMMIT after the checks (commit).
 type queuedWrite struct {
-	op, sql string
-	args    []any
-	check   func(n int64) error
+	op, sql    string
+	args       []any
+	check      func(n int64) error
+	mustInsert string // what was created meanwhile, for the error
+}
+
+// commit sends the queued writes and the COMMIT, in one round trip when
+// no queued write is checked in the client, and ends the transaction. A
+// transaction that sent nothing has nothing to end.
+func (t *tx) commit() error {
+	if t.failed != nil {
+		return t.failed
+	}
+	if len(t.queued) == 1 && t.queued[0].sql == t.beginSQL() {
+		t.queued, t.ended = nil, true
+		return nil
+	}
+	checked := false
+	for _, w := range t.queued {
+		checked = checked || w.check != nil
+	}
+	if checked {
+		if err := t.flush(); err != nil {
+			return err
+		}
+	}
+	t.queued = append(t.queued, queuedWrite{op: "commit", sql: "COMMIT"})
+	if err := t.flush(); err != nil {
+		return err
+	}
+	t.ended = true
+	return nil
+}
+
+// beginSQL is the BEGIN that begin queued.
+func (t *tx) beginSQL() string {
+	if t.writable {
+		return `BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE`
+	}
+	return `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`
+}
+
+// end rolls back a transaction that commit did not end, so that its
+// connection goes back to the pool idle (one it cannot reset is closed
+// by the pool).
+func (t *tx) end() {
+	if t.ended || t.conn.PgConn().TxStatus() == 'I' {
+		return
+	}
+	_, _ = t.conn.Exec(context.WithoutCancel(t.ctx), "ROLLBACK")
 }
 
 // later queues a write whose outcome the caller does not need at once:
@@ -192,11 +252,17 @@ func (t *tx) send(op, sql string, args []any, read func(pgx.BatchResults) error)
 	if sql != "" {
 		b.Queue(sql, args...)
 	}
-	br := t.ptx.SendBatch(t.ctx, b)
+	br := t.conn.SendBatch(t.ctx, b)
 	var err error
 	for _, w := range q {
 		tag, werr := br.Exec()
+		var pe *pgconn.PgError
 		switch {
+		case werr != nil && w.mustInsert != "" && errors.As(werr, &pe) && pe.Code == "23505":
+			err = retry(w.op, w.mustInsert+" was created by a concurrent transaction after this one read it missing")
+			if t.failed == nil {
+				t.failed = err
+			}
 		case werr != nil:
 			err = t.fail(w.op, werr)
 		case w.check != nil:
@@ -248,7 +314,7 @@ func (t *tx) exec(op, sql string, args ...any) (int64, error) {
 		})
 		return n, err
 	}
-	tag, err := t.ptx.Exec(t.ctx, sql, args...)
+	tag, err := t.conn.Exec(t.ctx, sql, args...)
 	if err != nil {
 		return 0, t.fail(op, err)
 	}
@@ -275,7 +341,7 @@ func queryOne[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args 
 		})
 		return v, found, err
 	}
-	v, err = scan(t.ptx.QueryRow(t.ctx, sql, args...))
+	v, err = scan(t.conn.QueryRow(t.ctx, sql, args...))
 	if errors.Is(err, pgx.ErrNoRows) {
 		return v, false, nil
 	} else if err != nil {
@@ -307,7 +373,7 @@ func queryAll[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args 
 		})
 		return out, err
 	}
-	return collect(t.ptx.Query(t.ctx, sql, args...))
+	return collect(t.conn.Query(t.ctx, sql, args...))
 }
 
 // scalar scans a row of one column.
