@@ -33,6 +33,11 @@
 #   INST_BEFORE=        a git revision (main, a commit): its paystate is
 #                       measured on PostgreSQL too, right before this
 #                       tree's, in each round (rows "before xK")
+#   INST_WAITS=0        1: while the webhooks run, sample what the
+#                       database's active backends wait for
+#                       (pg_stat_activity, every 0.1 s) and print, after
+#                       each PostgreSQL row, the most frequent wait events
+#                       with their statement, as a share of the samples
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -46,6 +51,7 @@ maxconns=${INST_MAX_CONNS:-16}
 pgbench=${INST_PGBENCH:-1}
 before=${INST_BEFORE:-}
 top=${INST_TOP:-0}
+waits=${INST_WAITS:-0}
 secret='whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA=' # config.DevelopmentWebhookSecret
 
 work=$(mktemp -d)
@@ -55,8 +61,12 @@ pgdir=
 # are kept in this shell: start runs in it, never in a command
 # substitution (a subshell, whose pids the parent would never see).
 pids=()
+# sampler is the PID of the wait-event sampler (sample), a child of this
+# shell, stopped by unsample.
+sampler=
 stop_all() {
   local p
+  unsample
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
   for p in "${pids[@]}"; do
@@ -162,6 +172,38 @@ drained() {
   return 1
 }
 
+# sample starts sampling the active backends of database $1 (INST_WAITS)
+# while $work/webhooks.on exists (the load's -before-webhooks hook creates
+# it), into $work/waits, until unsample.
+sample() {
+  [ "$waits" = 1 ] || return 0
+  rm -f "$work/waits" "$work/waits.stop" "$work/webhooks.on"
+  (
+    while [ ! -e "$work/waits.stop" ]; do
+      if [ -e "$work/webhooks.on" ]; then
+        "$psql" "$PAYSTATE_PG_DSN" -XqtA -F '|' -c "/* bench */ select coalesce(wait_event_type, 'CPU'),
+          coalesce(wait_event, '-'), regexp_replace(left(query, 70), '\s+', ' ', 'g') from pg_stat_activity
+          where datname = '$1' and state = 'active' and query not like '/* bench */%'" >>"$work/waits" 2>/dev/null || true
+      fi
+      sleep 0.1
+    done
+  ) &
+  sampler=$!
+}
+
+# unsample stops the sampler and prints its most frequent wait events.
+unsample() {
+  [ -n "$sampler" ] || return 0
+  touch "$work/waits.stop"
+  wait "$sampler" 2>/dev/null || true
+  sampler=
+  rm -f "$work/webhooks.on"
+  [ -s "$work/waits" ] || return 0
+  sort "$work/waits" | uniq -c | sort -rn | head -n 12 |
+    awk -v all="$(wc -l <"$work/waits")" '{ n = $1; $1 = ""; printf "#   waits %5.1f%% %s\n", 100 * n / all, $0 }'
+  echo "#   (samples: $(wc -l <"$work/waits") active backends over $(sort -u "$work/waits" | wc -l) distinct rows)"
+}
+
 # measure runs the load against the comma-separated URLs $2 and prints one
 # result line labelled $1: applied webhooks/s, answered webhooks/s, p50 and
 # p99 of the webhook answers and, given a database $3, WAL syncs, commits
@@ -171,13 +213,15 @@ measure() {
   local label=$1 urls=$2 db=${3:-} out hook= syncs=- commits=- stmts=-
   out=$work/load.out
   if [ -n "$db" ]; then
-    hook="'$psql' '$PAYSTATE_PG_DSN' -XqtA -v ON_ERROR_STOP=1 -c \"select pg_stat_reset_shared('wal')\" -c 'select pg_stat_statements_reset()' -c \"select xact_commit from pg_stat_database where datname = '$db'\" | tail -n 1 >'$work/commits0'"
+    hook="'$psql' '$PAYSTATE_PG_DSN' -XqtA -v ON_ERROR_STOP=1 -c \"select pg_stat_reset_shared('wal')\" -c 'select pg_stat_statements_reset()' -c \"select xact_commit from pg_stat_database where datname = '$db'\" | tail -n 1 >'$work/commits0'; touch '$work/webhooks.on'"
+    sample "$db"
   fi
   "$work/load" -mode webhook -url "$urls" -n "$n" -c "$c" -standard-secret "$secret" -before-webhooks "$hook" >"$out" 2>&1 || {
     cat "$out" >&2
     return 1
   }
   if [ -n "$db" ]; then
+    rm -f "$work/webhooks.on"
     drained "$db"
     read -r syncs commits stmts < <(counters "$db")
     commits=$((commits - $(cat "$work/commits0") - $(cat "$work/polls")))
@@ -195,6 +239,7 @@ measure() {
       from pg_stat_statements s join pg_database d on d.oid = s.dbid
       where d.datname = '$db' and s.query not like '/* bench */%' order by calls desc limit $top" | sed 's/^/#   /'
   fi
+  unsample
 }
 
 echo "# bench/pg/instances.sh $(date -u +%Y-%m-%dT%H:%M:%SZ)"

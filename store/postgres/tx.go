@@ -264,7 +264,13 @@ func (t *tx) send(op, sql string, args []any, read func(pgx.BatchResults) error)
 				t.failed = err
 			}
 		case werr != nil:
-			err = t.fail(w.op, werr)
+			// A failure that is not PostgreSQL's answer is the
+			// connection's (the outcome of a COMMIT in the batch is
+			// then unknown): EUNAVAILABLE, never run again.
+			err = classify(w.op, werr, true)
+			if t.failed == nil {
+				t.failed = err
+			}
 		case w.check != nil:
 			if cerr := w.check(tag.RowsAffected()); cerr != nil && t.failed == nil {
 				t.failed, err = cerr, cerr
