@@ -13,13 +13,18 @@
 #   PG_CLIENTS="1 16 64"  client counts (-c N -j min(N,2))
 #   PG_ROUNDS=1           times to repeat every run; the summary takes medians
 #   PG_PAYMENTS=200000    payments in status created, loaded before each run
-#   PG_SHARDS=1           rows per balance (1: paystate's two balance rows)
-#   PG_SCRIPTS="webhook commit"
+#   PG_SHARDS=1           rows per balance in the model's tables (1: two balance rows)
+#   PG_SCRIPTS="webhook webhook_before commit"
 #                         the pgbench scripts run at each client count, in
-#                         this order: webhook (the transaction), webhook_fn
-#                         (the same in one round trip), webhook_split (two
-#                         commits, as Inbox.Accept and Inbox.RunOnce do),
-#                         commit (the reference: one insert, one commit)
+#                         this order: webhook (paystate's transaction now,
+#                         on paystate's own tables, in its four round
+#                         trips), webhook_before (paystate's transaction
+#                         before its writes were batched, one round trip
+#                         per statement), model (the first design's model
+#                         of the transaction, on schema.sql), webhook_fn
+#                         (the model in one round trip), webhook_split (the
+#                         model in two commits), commit (the reference: one
+#                         insert, one commit)
 #   GO_BENCH=0            1: same as --go-bench
 # The cluster is always a new one of this run, whatever PAYSTATE_PG_DIR
 # says: run.sh removes it at the end.
@@ -33,7 +38,7 @@ read -r -a clients <<<"${PG_CLIENTS:-1 16 64}"
 rounds=${PG_ROUNDS:-1}
 payments=${PG_PAYMENTS:-200000}
 shards=${PG_SHARDS:-1}
-read -r -a scripts <<<"${PG_SCRIPTS:-webhook commit}"
+read -r -a scripts <<<"${PG_SCRIPTS:-webhook webhook_before commit}"
 for s in "${scripts[@]}"; do
   [ -f "$here/$s.sql" ] || {
     echo "no pgbench script $here/$s.sql" >&2
@@ -74,8 +79,17 @@ pgbench=$PAYSTATE_PG_BIN/pgbench
 
 q() { "$psql" "$dsn" -XqtA -v ON_ERROR_STOP=1 "$@"; }
 
-# 2. The schema.
+# 2. The schemas: the model's (schema.sql) in the cluster's database, and
+# paystate's own (its migrations, in order) in the database ps, for the
+# scripts that say "-- schema: paystate" on their first line.
 q -c 'SET client_min_messages = warning' -f "$here/schema.sql"
+psdsn=${dsn/\/paystate\?//ps?}
+q -c 'create database ps'
+for m in "$root"/store/postgres/migrations/*.sql; do
+  "$psql" "$psdsn" -XqtA -v ON_ERROR_STOP=1 -1 -c 'SET client_min_messages = warning' -f "$m"
+done
+# paystate reports "-- schema: paystate" scripts as their own kind.
+ownschema() { head -n 1 "$here/$1.sql" | grep -q '^-- schema: paystate$'; }
 
 echo "# bench/pg $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# $(q -c 'select version()')"
@@ -125,21 +139,51 @@ printf '%-5s %-13s %7s %9s %8s %8s %8s %8s %10s %9s %8s %5s\n' \
   round script clients tps avg_ms p50_ms p99_ms txns wal_syncs syncs/tx KiB/tx fpi/tx
 results=()
 
+# checkown is check for paystate's own tables (webhook, webhook_before):
+# captured payments, processed ids, inbox entries, timeline steps and
+# outbox records equal pgbench's committed transactions, with two
+# deliveries and two ledger lines each; the balances sum to zero and the
+# receivable equals the captured amounts.
+checkown() {
+  local want=$1 got
+  got=$("$psql" "$psdsn" -XqtA -c "select (select count(*) from payments where status = 'captured' and version = 2) || ' ' ||
+      (select count(*) from processed) || ' ' || (select count(*) from inbox where processed) || ' ' ||
+      (select count(*) from timeline) || ' ' || (select count(*) from outbox) || ' ' ||
+      (select count(*) from deliveries) / 2 || ' ' || (select count(*) from ledger) / 2")
+  if [ "$got" != "$want $want $want $want $want $want $want" ]; then
+    echo "check failed: captured, processed, inbox, steps, outbox, deliveries/2, postings = $got; pgbench committed $want" >&2
+    return 1
+  fi
+  got=$("$psql" "$psdsn" -XqtA -c "select (select coalesce(sum(amount), 0) from balances) = 0 and
+      (select coalesce(sum(amount), 0) from balances where account = 'psp_receivable') =
+      (select coalesce(sum(amount), 0) from payments where status = 'captured')")
+  if [ "$got" != t ]; then
+    echo "check failed: the balances do not match the captured payments" >&2
+    return 1
+  fi
+}
+
 # run runs one pgbench script at c clients on freshly loaded tables (round
 # r) and prints one line: throughput, latency, and the WAL counts of the run
 # (fdatasyncs of WAL, WAL bytes and full-page images per transaction).
 run() {
-  local script=$1 c=$2 r=$3 j stride lsn out rc tps lat txns p50 p99 stats syncs bytes fpi
+  local script=$1 c=$2 r=$3 j stride lsn out rc tps lat txns p50 p99 stats syncs bytes fpi ns target=$dsn
   j=$((c < 2 ? c : 2))
   stride=$((payments / c))
-  q -v payments="$payments" -v shards="$shards" -f "$here/load.sql"
+  ns=$(date +%s%N)
+  if ownschema "$script"; then
+    target=$psdsn
+    "$psql" "$psdsn" -XqtA -v ON_ERROR_STOP=1 -v payments="$payments" -v ns="$ns" -f "$here/load_paystate.sql"
+  else
+    q -v payments="$payments" -v shards="$shards" -f "$here/load.sql"
+  fi
   lsn=$(q -c 'select pg_current_wal_lsn()')
   q -c "select pg_stat_reset_shared('wal')" >/dev/null
   out=$work/$script.$c.out
   rc=0
   "$pgbench" -n -M prepared -f "$here/$script.sql" -c "$c" -j "$j" -T "$duration" \
-    -D n=0 -D stride="$stride" -D shards="$shards" \
-    --log --log-prefix="$work/$script.$c.log" "$dsn" >"$out" 2>&1 || rc=$?
+    -D n=0 -D stride="$stride" -D shards="$shards" -D ns="$ns" \
+    --log --log-prefix="$work/$script.$c.log" "$target" >"$out" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ] || grep -q 'aborted' "$out"; then
     cat "$out" >&2
     echo "pgbench $script at $c clients failed (exit $rc); a client that ran out of payments needs a larger PG_PAYMENTS" >&2
@@ -153,7 +197,9 @@ run() {
   sleep 1
   stats=$(q -F ' ' -c "select wal_sync, pg_wal_lsn_diff(pg_current_wal_lsn(), '$lsn'), wal_fpi from pg_stat_wal")
   read -r syncs bytes fpi <<<"$stats"
-  if [ "$script" != commit ]; then
+  if ownschema "$script"; then
+    checkown "$txns"
+  elif [ "$script" != commit ]; then
     check "$txns"
   fi
   awk -v r="$r" -v s="$script" -v c="$c" -v tps="$tps" -v lat="$lat" -v p50="$p50" -v p99="$p99" -v n="$txns" \

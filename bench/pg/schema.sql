@@ -125,7 +125,7 @@ CREATE TABLE balances (
     PRIMARY KEY (account, currency, shard)
 );
 
--- webhook.sql's transaction as one function, for webhook_fn.sql: the same
+-- model.sql's transaction as one function, for webhook_fn.sql: the same
 -- statements in the same order, run in the server, so a webhook costs one
 -- round trip instead of eleven.
 CREATE OR REPLACE FUNCTION webhook_capture(k bigint, amount bigint, shard int) RETURNS bigint

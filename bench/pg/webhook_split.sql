@@ -1,10 +1,10 @@
--- The same webhook the way paystate commits it today: two write
+-- The model's webhook in two commits, as paystate committed it once: two write
 -- transactions. Inbox.Accept reads (is the payment ours, is the event new?)
 -- and inserts the inbox record, pending; Inbox.RunOnce reads the due event
 -- and applies it in a second transaction that checks the lease, marks the
--- event processed and does webhook.sql's payment, timeline, outbox, ledger
+-- event processed and does model.sql's payment, timeline, outbox, ledger
 -- and balance writes. One pgbench "transaction" here is one webhook, two
--- commits. Variables as in webhook.sql.
+-- commits. Variables as in model.sql.
 \set n :n + 1
 \set k 10000000 + :client_id * :stride + :n - 1
 \set amount 1000 + :k % 9000
