@@ -2,12 +2,8 @@ package finalize_test
 
 import (
 	"context"
-	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit"
@@ -19,55 +15,10 @@ import (
 	"github.com/paystate/paystate/store/storetest"
 )
 
-// statementCounter counts, while on, the statements a pool sends but
-// BEGIN, COMMIT and ROLLBACK (as pg_stat_statements counts them without
-// utility statements), each statement of a pgx.Batch included, and the
-// round trips: each statement sent alone (BEGIN and COMMIT too), and each
-// batch.
-type statementCounter struct {
-	on                     atomic.Bool
-	statements, roundTrips atomic.Int64
-}
-
-func (c *statementCounter) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	if !c.on.Load() {
-		return ctx
-	}
-	c.roundTrips.Add(1)
-	c.count(d.SQL)
-	return ctx
-}
-
-func (c *statementCounter) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
-
-func (c *statementCounter) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
-	if c.on.Load() {
-		c.roundTrips.Add(1)
-	}
-	return ctx
-}
-
-func (c *statementCounter) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
-	if c.on.Load() {
-		c.count(d.SQL)
-	}
-}
-
-func (c *statementCounter) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
-
-// count counts sql, unless it is BEGIN, COMMIT or ROLLBACK.
-func (c *statementCounter) count(sql string) {
-	switch strings.ToLower(strings.Fields(sql + " x")[0]) {
-	case "begin", "commit", "rollback":
-	default:
-		c.statements.Add(1)
-	}
-}
-
 // countedDB opens a PostgreSQL store on a clock, its statements counted.
-func countedDB(t *testing.T) (*postgres.DB, *statementCounter, *storetest.Clock) {
+func countedDB(t *testing.T) (*postgres.DB, *pgtest.Counter, *storetest.Clock) {
 	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
-	count := &statementCounter{}
+	count := &pgtest.Counter{}
 	db, err := postgres.Open(context.Background(), pgtest.Schema(t), &postgres.Options{Now: clock.Now, Tracer: count})
 	if err != nil {
 		t.Fatal(err)
@@ -112,9 +63,9 @@ func TestWebhookStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	count.on.Store(true)
+	count.On.Store(true)
 	_, dup, err := inbox.Accept(ctx, "standard", body, testkit.StandardHeader(t, moneySecret, ev.ID, clock.Now(), body))
-	count.on.Store(false)
+	count.On.Store(false)
 	if err != nil || dup {
 		t.Fatalf("Accept: duplicate %t, %v", dup, err)
 	}
@@ -125,12 +76,12 @@ func TestWebhookStatements(t *testing.T) {
 	if got.Status != pay.Captured {
 		t.Fatalf("status %s after the webhook, want captured", got.Status)
 	}
-	if n := count.statements.Load(); n > maxWebhookStatements {
+	if n := count.Statements.Load(); n > maxWebhookStatements {
 		t.Errorf("one webhook sent %d statements, want at most %d", n, maxWebhookStatements)
 	} else {
 		t.Logf("one webhook: %d statements", n)
 	}
-	if n := count.roundTrips.Load(); n > maxWebhookRoundTrips {
+	if n := count.RoundTrips.Load(); n > maxWebhookRoundTrips {
 		t.Errorf("one webhook took %d round trips, want at most %d", n, maxWebhookRoundTrips)
 	} else {
 		t.Logf("one webhook: %d round trips", n)
@@ -144,8 +95,9 @@ func TestWebhookStatements(t *testing.T) {
 // maxCreateStatements is what one create under an idempotency key costs
 // on PostgreSQL today, in statements: the claim of the key with the
 // payment, the PSP's answer finalized with the key's answer (16 when the
-// key was read and written under an advisory lock).
-const maxCreateStatements = 13
+// key was read and written under an advisory lock, 13 before the payment
+// was read once per transaction).
+const maxCreateStatements = 12
 
 // TestCreateStatements counts the statements of one create under a new
 // idempotency key on PostgreSQL (the mock PSP captures it), with a pgx
@@ -157,13 +109,13 @@ func TestCreateStatements(t *testing.T) {
 	svc := &finalize.Payments{Store: db, Finalizer: finalize.New(db), Providers: map[string]pay.Provider{"mock": newMock(t)}, DefaultProvider: "mock",
 		Idempotency: &finalize.Idempotency{Store: db, Owner: "test"}}
 	key := finalize.IdemKey{Key: "create:merchant:count", Fingerprint: "fp", Status: 201}
-	count.on.Store(true)
+	count.On.Store(true)
 	c, err := svc.CreateOnce(ctx, finalize.CreateRequest{OrderID: "o-count", Amount: 1000, Currency: "EUR"}, key)
-	count.on.Store(false)
+	count.On.Store(false)
 	if err != nil || c.Payment.Status != pay.Captured {
 		t.Fatalf("CreateOnce: %+v (%v), want captured", c.Payment, err)
 	}
-	if n := count.statements.Load(); n > maxCreateStatements {
+	if n := count.Statements.Load(); n > maxCreateStatements {
 		t.Errorf("one create sent %d statements, want at most %d", n, maxCreateStatements)
 	} else {
 		t.Logf("one create: %d statements", n)

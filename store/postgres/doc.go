@@ -108,7 +108,15 @@
 // and COMMIT (TestWebhookStatements). A queued write that does not do
 // what was expected (no row updated under a row lock, an insert that
 // found the row) runs the transaction again; a write checked in the
-// client (rows affected) is sent before the COMMIT, not with it.
+// client (rows affected) is sent before the COMMIT, not with it. A
+// statement about one record (lockedRow, ClaimEffect, OutboxRecord) leaves
+// the queued writes of other records queued, and the queued rows of one
+// kind (customer accounts, effect records, deliveries that leave pending:
+// rowKinds) go in one statement: a ripple batch's writes are three
+// statements at its commit, not three per delivery. Its claim
+// (ClaimDeliveries) reads the batch's outbox records and locks its
+// customers' accounts in the order of their ids, once
+// (TestDB_BatchStatements).
 // Lists (ListPayments, Candidates, PendingInbox, …) lock
 // nothing; the callers act on what they list in later transactions that
 // read each record again. No row is written by the transitions of

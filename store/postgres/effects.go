@@ -11,12 +11,29 @@ import (
 	"github.com/paystate/paystate/pay"
 )
 
+// The columns of the rows of customers and effects that PutCustomerAccount
+// and PutEffect queue (rowKinds), and their types.
+var (
+	customerCols  = []string{"id", "points", "last_visit_at", "updated_at"}
+	customerTypes = []string{"text", "bigint", "bigint", "bigint"}
+	effectCols    = []string{"key", "delivery_id", "points", "at"}
+	effectTypes   = []string{"text", "text", "bigint", "bigint"}
+)
+
 // CustomerAccount returns a customer's account, or ENOTFOUND. In a write
 // transaction the account is locked by its row (lockedRow); a missing
-// account is created by PutCustomerAccount only if still missing.
+// account is created by PutCustomerAccount only if still missing. The
+// transaction keeps what it read and wrote: the account read again costs
+// no statement (no other transaction changes a row this one holds).
 func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
 	if err := checkPart("customer id", id, true); err != nil {
 		return pay.CustomerAccount{}, err
+	}
+	if c, ok := t.customers[id]; ok {
+		if c == nil {
+			return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
+		}
+		return *c, nil
 	}
 	c, found, err := lockedRow(t, "customer", id, "read customer", `SELECT points, last_visit_at, updated_at FROM customers WHERE id = $1`,
 		func(r pgx.Row) (pay.CustomerAccount, error) {
@@ -30,11 +47,27 @@ func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
 		}, id)
 	if err != nil {
 		return pay.CustomerAccount{}, err
-	} else if !found {
-		return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
 	}
 	c.ID = id
+	if t.writable {
+		t.keepCustomer(id, found, c)
+	}
+	if !found {
+		return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
+	}
 	return c, nil
+}
+
+// keepCustomer records a customer account as the transaction holds it.
+func (t *tx) keepCustomer(id string, found bool, c pay.CustomerAccount) {
+	if t.customers == nil {
+		t.customers = map[string]*pay.CustomerAccount{}
+	}
+	if !found {
+		t.customers[id] = nil
+		return
+	}
+	t.customers[id] = &c
 }
 
 // PutCustomerAccount stores c under c.ID; UpdatedAt becomes Tx.Now. The
@@ -48,11 +81,12 @@ func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
 	if e.err != nil {
 		return e.err
 	}
-	const insert = `INSERT INTO customers (id, points, last_visit_at, updated_at) VALUES ($1, $2, $3, $4)`
-	return t.put("customer", c.ID, "put customer",
-		insert+` ON CONFLICT (id) DO UPDATE SET points = excluded.points, last_visit_at = excluded.last_visit_at, updated_at = excluded.updated_at`,
-		insert,
-		c.ID, c.Points, visit, t.nowNS())
+	if err := t.put("customer", c.ID, "put customer", "", "", c.ID, c.Points, visit, t.nowNS()); err != nil {
+		return err
+	}
+	c.LastVisitAt, c.UpdatedAt = fromNS(visit), fromNS(t.nowNS())
+	t.keepCustomer(c.ID, true, c)
+	return nil
 }
 
 // Effect returns the record of a dedupe key and whether there is one. In
@@ -96,11 +130,7 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 	if e.err != nil {
 		return e.err
 	}
-	const insert = `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)`
-	return t.put("effect", r.Key, "put effect",
-		insert+` ON CONFLICT (key) DO UPDATE SET delivery_id = excluded.delivery_id, points = excluded.points, at = excluded.at`,
-		insert,
-		r.Key, r.DeliveryID, r.Points, at)
+	return t.put("effect", r.Key, "put effect", "", "", r.Key, r.DeliveryID, r.Points, at)
 }
 
 // ClaimEffect stores r under r.Key unless the key has a record, in one
@@ -121,7 +151,7 @@ func (t *tx) ClaimEffect(r pay.EffectRecord) (bool, error) {
 	if e.err != nil {
 		return false, e.err
 	}
-	_, claimed, err := queryOne(t, "claim effect", `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)
+	_, claimed, err := queryOne(t.about("effect:"+r.Key), "claim effect", `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (key) DO NOTHING RETURNING true`, scalar[bool], r.Key, r.DeliveryID, r.Points, at)
 	if claimed {
 		t.hold("effect:" + r.Key)

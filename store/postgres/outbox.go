@@ -8,6 +8,7 @@ package postgres
 import (
 	"math"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -135,8 +136,14 @@ func (t *tx) OutboxRecord(seq uint64) (pay.OutboxRecord, error) {
 		found bool
 		err   error
 	)
+	if r, ok := t.records[seq]; ok {
+		return r, nil
+	}
 	if seq <= math.MaxInt64 {
-		r, found, err = queryOne(t, "read outbox", `SELECT `+outboxCols+` FROM outbox WHERE seq = $1`, scanOutbox, int64(seq))
+		// About that record alone: the queued writes of ripple's
+		// batch (customers, effects, deliveries) stay queued.
+		r, found, err = queryOne(t.about("outbox:"+strconv.FormatUint(seq, 10)), "read outbox",
+			`SELECT `+outboxCols+` FROM outbox WHERE seq = $1`, scanOutbox, int64(seq))
 	}
 	if err != nil {
 		return pay.OutboxRecord{}, err
@@ -382,7 +389,8 @@ func (t *tx) Delivery(id string) (pay.Delivery, error) {
 // locks one, in one statement; those that another transaction holds are
 // skipped (SKIP LOCKED), not waited for: a ripple worker of another
 // instance is applying them. Outside a write transaction it locks
-// nothing.
+// nothing. In a write transaction it also reads their outbox records and
+// locks the customers of the loyalty and retention deliveries (prefetch).
 func (t *tx) ClaimDeliveries(ids []string) ([]pay.Delivery, error) {
 	lock := ""
 	if t.writable {
@@ -395,7 +403,78 @@ func (t *tx) ClaimDeliveries(ids []string) ([]pay.Delivery, error) {
 	for _, d := range ds {
 		t.hold("delivery:" + d.ID)
 	}
-	return ds, nil
+	return ds, t.prefetch(ds)
+}
+
+// prefetch reads, for the deliveries a write transaction claimed, their
+// outbox records (OutboxRecord then costs no statement) and locks the
+// accounts of the customers that the loyalty and retention deliveries
+// among them will credit, in the order of their ids, in one statement
+// each: the batches of two instances that credit the same customers take
+// those row locks in one order, not each in its deliveries' order, and
+// so never deadlock; CustomerAccount then costs no statement.
+func (t *tx) prefetch(ds []pay.Delivery) error {
+	if len(ds) == 0 {
+		return nil
+	}
+	var seqs, custSeqs []int64
+	for _, d := range ds {
+		if d.EventSeq > math.MaxInt64 || slices.Contains(seqs, int64(d.EventSeq)) {
+			continue
+		}
+		seqs = append(seqs, int64(d.EventSeq))
+		if d.Effect == pay.EffectLoyalty || d.Effect == pay.EffectRetention {
+			custSeqs = append(custSeqs, int64(d.EventSeq))
+		}
+	}
+	recs, err := queryAll(t.about("outbox"), "read outbox", `SELECT `+outboxCols+` FROM outbox WHERE seq = ANY($1)`, scanOutbox, seqs)
+	if err != nil {
+		return err
+	}
+	if t.records == nil {
+		t.records = map[uint64]pay.OutboxRecord{}
+	}
+	var customers []string
+	for _, r := range recs {
+		t.records[r.Seq] = r
+		if r.Customer.ID != "" && slices.Contains(custSeqs, int64(r.Seq)) && !slices.Contains(customers, r.Customer.ID) {
+			if _, known := t.customers[r.Customer.ID]; !known && !t.locked["customer:"+r.Customer.ID] {
+				customers = append(customers, r.Customer.ID)
+			}
+		}
+	}
+	if len(customers) == 0 {
+		return nil
+	}
+	keys := make([]string, len(customers))
+	for i, id := range customers {
+		keys[i] = "customer:" + id
+	}
+	found, err := queryAll(t.about(keys...), "lock customers", `SELECT id, points, last_visit_at, updated_at FROM customers
+		WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, func(r pgx.Row) (pay.CustomerAccount, error) {
+		var (
+			c              pay.CustomerAccount
+			visit, updated int64
+		)
+		err := r.Scan(&c.ID, &c.Points, &visit, &updated)
+		c.LastVisitAt, c.UpdatedAt = fromNS(visit), fromNS(updated)
+		return c, err
+	}, customers)
+	if err != nil {
+		return err
+	}
+	for _, id := range customers {
+		t.keepCustomer(id, false, pay.CustomerAccount{})
+		if t.absent == nil {
+			t.absent = map[string]bool{}
+		}
+		t.absent["customer:"+id] = true
+	}
+	for _, c := range found {
+		t.keepCustomer(c.ID, true, c)
+		t.hold("customer:" + c.ID)
+	}
+	return nil
 }
 
 // UpdateDelivery writes d's State, Attempts, NextAttemptAt, LastError and
@@ -425,12 +504,7 @@ func (t *tx) UpdateDelivery(d pay.Delivery) error {
 		last_error = $5, note = $6, updated_at = $7 WHERE id = $1`
 	args := []any{d.ID, d.State, int64(d.Attempts), next, d.LastError, d.Note, t.nowNS()}
 	if t.locked["delivery:"+d.ID] && d.State != pay.DeliveryPending {
-		return t.later("update delivery", update, func(n int64) error {
-			if n != 1 {
-				return retry("update delivery", "delivery "+d.ID+" is gone under its row lock")
-			}
-			return nil
-		}, args...)
+		return t.laterRow("delivery update", "delivery:"+d.ID, args...)
 	}
 	n, err := t.exec("update delivery", update, args...)
 	if err != nil {

@@ -697,3 +697,126 @@ func TestScale_NoAdvisoryLock(t *testing.T) {
 		t.Fatalf("the transaction held %d advisory locks (%v), want none", len(advisory), advisory)
 	}
 }
+
+// TestDB_BatchStatements counts the statements of a ripple batch on
+// PostgreSQL: ten loyalty deliveries of three customers claimed and
+// applied in one transaction, as ripple's in-store lane does (claim the
+// deliveries, then for each: claim its dedupe key, read the payment's
+// loyalty record, read and write the customer, write the record, record
+// the delivery done). The records and the customers are read once for
+// the batch (the customers locked in the order of their ids), and the
+// writes of each kind go in one statement: a statement per delivery
+// more for any of them fails it.
+func TestDB_BatchStatements(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	var count pgtest.Counter
+	db := mustOpen(t, newSchema(t), &postgres.Options{Now: storetest.NewClock(t0).Now, Tracer: &count})
+	const n = 10
+	var ids []string
+	if err := db.Update(ctx, func(tx pay.Tx) error {
+		ids = nil
+		if err := tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_0", Points: 5}); err != nil {
+			return err
+		}
+		for i := range n {
+			p := fmt.Sprintf("pay_%d", i)
+			if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_" + p, Type: "payment.captured", PaymentID: p, Status: pay.Captured,
+				Version: 2, Amount: 1000, Currency: "EUR", Customer: pay.Customer{ID: fmt.Sprintf("cus_%d", i%3)}}); err != nil {
+				return err
+			}
+			recs, err := tx.OutboxForPayment(p)
+			if err != nil {
+				return err
+			}
+			d := pay.Delivery{ID: "dlv_" + p, Effect: pay.EffectLoyalty, EventID: "evt_" + p, EventType: "payment.captured",
+				EventSeq: recs[0].Seq, PaymentID: p, State: pay.DeliveryPending}
+			if err := tx.InsertDelivery(d); err != nil {
+				return err
+			}
+			ids = append(ids, d.ID)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	count.On.Store(true)
+	err := db.Update(ctx, func(tx pay.Tx) error {
+		ds, err := tx.(interface {
+			ClaimDeliveries([]string) ([]pay.Delivery, error)
+		}).ClaimDeliveries(ids)
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			rec, err := tx.OutboxRecord(d.EventSeq)
+			if err != nil {
+				return err
+			}
+			if claimed, err := tx.ClaimEffect(pay.EffectRecord{Key: "loyalty:" + rec.ID, DeliveryID: d.ID, Points: 10}); err != nil || !claimed {
+				return fmt.Errorf("ClaimEffect: %t, %v", claimed, err)
+			}
+			if _, _, err := tx.Effect("loyalty_payment:" + rec.PaymentID); err != nil {
+				return err
+			}
+			c, err := tx.CustomerAccount(rec.Customer.ID)
+			if pay.ErrorCode(err) == pay.ENOTFOUND {
+				c, err = pay.CustomerAccount{ID: rec.Customer.ID}, nil
+			}
+			if err != nil {
+				return err
+			}
+			c.Points += 10
+			if err := tx.PutCustomerAccount(c); err != nil {
+				return err
+			}
+			if err := tx.PutEffect(pay.EffectRecord{Key: "loyalty_payment:" + rec.PaymentID, DeliveryID: d.ID, Points: 10}); err != nil {
+				return err
+			}
+			d.State, d.Attempts = pay.DeliveryDone, 1
+			if err := tx.UpdateDelivery(d); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	count.On.Store(false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The claim, the records, the customers; per delivery its dedupe key
+	// and its payment's record; the customers (one statement for those
+	// stored, one for those created), the records and the deliveries.
+	if got, want := count.Statements.Load(), int64(3+2*n+4); got > want {
+		t.Errorf("a batch of %d deliveries sent %d statements, want at most %d", n, got, want)
+	} else {
+		t.Logf("a batch of %d deliveries: %d statements, %d round trips", n, got, count.RoundTrips.Load())
+	}
+	// What the batch wrote.
+	if err := db.View(ctx, func(tx pay.Tx) error {
+		for i, want := range []int64{5 + 40, 30, 30} {
+			c, err := tx.CustomerAccount(fmt.Sprintf("cus_%d", i))
+			if err != nil {
+				return err
+			}
+			if c.Points != want {
+				return fmt.Errorf("cus_%d has %d points, want %d", i, c.Points, want)
+			}
+		}
+		done, err := tx.CountDeliveries(pay.DeliveryDone)
+		if err != nil {
+			return err
+		}
+		if done != n {
+			return fmt.Errorf("%d deliveries done, want %d", done, n)
+		}
+		for i := range n {
+			if r, ok, err := tx.Effect(fmt.Sprintf("loyalty_payment:pay_%d", i)); err != nil || !ok || r.Points != 10 {
+				return fmt.Errorf("loyalty_payment:pay_%d: %+v %t %v", i, r, ok, err)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

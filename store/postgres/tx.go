@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -46,6 +47,15 @@ type tx struct {
 	queued []queuedWrite
 	// ended is set when the COMMIT was sent and succeeded.
 	ended bool
+	// next are the records the next statement reads or writes (about):
+	// the queued writes of other records stay queued.
+	next []string
+	// customers are the customer accounts the transaction holds, as
+	// stored now (nil: absent), read once (CustomerAccount).
+	customers map[string]*pay.CustomerAccount
+	// records are the outbox records read for the deliveries claimed
+	// (ClaimDeliveries): a record never changes.
+	records map[uint64]pay.OutboxRecord
 
 	// payments are the payments the transaction holds locked, as stored
 	// (read by Payment, or written): read again, they cost no statement.
@@ -100,9 +110,9 @@ func (t *tx) hold(k string) {
 func lockedRow[T any](t *tx, family, key, op, sql string, scan func(pgx.Row) (T, error), args ...any) (T, bool, error) {
 	k := family + ":" + key
 	if !t.writable || t.locked[k] {
-		return queryOne(t, op, sql, scan, args...)
+		return queryOne(t.about(k), op, sql, scan, args...)
 	}
-	v, found, err := queryOne(t, op, sql+` FOR NO KEY UPDATE`, scan, args...)
+	v, found, err := queryOne(t.about(k), op, sql+` FOR NO KEY UPDATE`, scan, args...)
 	if err != nil {
 		return v, false, err
 	}
@@ -126,6 +136,18 @@ func lockedRow[T any](t *tx, family, key, op, sql string, scan func(pgx.Row) (T,
 // the record is held afterwards.
 func (t *tx) put(family, key, op, upsert, insert string, args ...any) error {
 	k := family + ":" + key
+	if _, ok := rowKinds[family+" upsert"]; ok {
+		// A row of a kind that merges: the statement is the kind's.
+		kind := family + " upsert"
+		if t.absent[k] {
+			kind = family + " insert"
+		}
+		if err := t.laterRow(kind, k, args...); err != nil {
+			return err
+		}
+		t.hold(k)
+		return nil
+	}
 	if !t.absent[k] {
 		if err := t.later(op, upsert, nil, args...); err != nil {
 			return err
@@ -166,6 +188,170 @@ type queuedWrite struct {
 	args       []any
 	check      func(n int64) error
 	mustInsert string // what was created meanwhile, for the error
+	// key is the record written ("family:key"), "" when the write is not
+	// about one record: a statement about other records (about) leaves
+	// it queued.
+	key string
+	// row, if set, is the write as one row of a kind (rowKinds): when
+	// sent, the queued rows of one kind go in one statement (merge).
+	row *rowWrite
+}
+
+// rowWrite is a queued write of one row of a kind of rowKinds.
+type rowWrite struct {
+	kind   string
+	values []any // the kind's columns, in order: string or int64
+}
+
+// rowKind is a write that many rows share: its table, its columns and
+// their types, and what is done with the rows: "upsert" (tail, an ON
+// CONFLICT clause, after an INSERT ... SELECT of the rows), "insert" (the
+// INSERT alone: each row must insert, mustInsert) or "update" (an UPDATE
+// of the rows' first column, which each row must find).
+type rowKind struct {
+	table string
+	cols  []string
+	types []string
+	how   string
+	tail  string
+}
+
+// rowKinds are the writes that merge: customer accounts, effect records
+// and deliveries that leave pending, the writes of ripple's batches.
+var rowKinds = map[string]rowKind{
+	"customer upsert": {table: "customers", cols: customerCols, types: customerTypes, how: "upsert",
+		tail: `ON CONFLICT (id) DO UPDATE SET points = excluded.points, last_visit_at = excluded.last_visit_at, updated_at = excluded.updated_at`},
+	"customer insert": {table: "customers", cols: customerCols, types: customerTypes, how: "insert"},
+	"effect upsert": {table: "effects", cols: effectCols, types: effectTypes, how: "upsert",
+		tail: `ON CONFLICT (key) DO UPDATE SET delivery_id = excluded.delivery_id, points = excluded.points, at = excluded.at`},
+	"effect insert": {table: "effects", cols: effectCols, types: effectTypes, how: "insert"},
+	"delivery update": {table: "deliveries", how: "update",
+		cols:  []string{"id", "state", "attempts", "next_attempt_at", "last_error", "note", "updated_at"},
+		types: []string{"text", "text", "bigint", "bigint", "text", "text", "bigint"}},
+}
+
+// statement returns the statement that writes rows, and its arguments:
+// one array of each column.
+func (k rowKind) statement(rows [][]any) (string, []any) {
+	var (
+		args  = make([]any, len(k.cols))
+		parts = make([]string, len(k.cols))
+	)
+	for c, typ := range k.types {
+		parts[c] = "$" + strconv.Itoa(c+1) + "::" + typ + "[]"
+		if typ == "text" {
+			v := make([]string, len(rows))
+			for i, r := range rows {
+				v[i] = r[c].(string)
+			}
+			args[c] = v
+		} else {
+			v := make([]int64, len(rows))
+			for i, r := range rows {
+				v[i] = r[c].(int64)
+			}
+			args[c] = v
+		}
+	}
+	rowsSQL := `unnest(` + strings.Join(parts, ", ") + `) AS v(` + strings.Join(k.cols, ", ") + `)`
+	if k.how == "update" {
+		set := make([]string, 0, len(k.cols)-1)
+		for _, c := range k.cols[1:] {
+			set = append(set, c+" = v."+c)
+		}
+		return `UPDATE ` + k.table + ` t SET ` + strings.Join(set, ", ") + ` FROM ` + rowsSQL + ` WHERE t.` + k.cols[0] + ` = v.` + k.cols[0], args
+	}
+	// In the order of the key, so that two transactions take the rows'
+	// locks in one order.
+	return `INSERT INTO ` + k.table + ` (` + strings.Join(k.cols, ", ") + `) SELECT * FROM ` + rowsSQL +
+		` ORDER BY 1 ` + k.tail, args
+}
+
+// laterRow queues the write of one row of kind, of the record key: a
+// queued write of the same record is given the new values instead (it
+// keeps its kind: a row that must be inserted still must).
+func (t *tx) laterRow(kind, key string, values ...any) error {
+	if err := t.usable(kind, values); err != nil {
+		return err
+	}
+	for i := range t.queued {
+		if w := &t.queued[i]; w.key == key && w.row != nil {
+			w.row.values = values
+			return nil
+		}
+	}
+	t.queued = append(t.queued, queuedWrite{op: kind, key: key, row: &rowWrite{kind: kind, values: values}})
+	return nil
+}
+
+// merge returns q with the rows of each kind written by one statement, in
+// the place of the kind's first row.
+func merge(q []queuedWrite) []queuedWrite {
+	rows := map[string][][]any{}
+	for _, w := range q {
+		if w.row != nil {
+			rows[w.row.kind] = append(rows[w.row.kind], w.row.values)
+		}
+	}
+	if len(rows) == 0 {
+		return q
+	}
+	out := make([]queuedWrite, 0, len(q))
+	for _, w := range q {
+		if w.row == nil {
+			out = append(out, w)
+			continue
+		}
+		rs, ok := rows[w.row.kind]
+		if !ok {
+			continue // merged into the kind's first row
+		}
+		delete(rows, w.row.kind)
+		k := rowKinds[w.row.kind]
+		m := queuedWrite{op: w.row.kind}
+		m.sql, m.args = k.statement(rs)
+		switch k.how {
+		case "insert":
+			m.mustInsert = fmt.Sprintf("a row of the %d of %s", len(rs), k.table)
+		case "update":
+			m.check = func(n int64) error {
+				if n != int64(len(rs)) {
+					return retry(m.op, fmt.Sprintf("%d of %d rows of %s updated under their row locks", n, len(rs), k.table))
+				}
+				return nil
+			}
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// about says which records ("family:key") the next statement reads or
+// writes: the queued writes of other records are not sent with it.
+func (t *tx) about(keys ...string) *tx {
+	t.next = keys
+	return t
+}
+
+// flushFirst reports whether the queued writes go before the next
+// statement: any, unless the statement said which records it is about
+// (about) and no queued write is about one of them or about no one
+// record.
+func (t *tx) flushFirst() bool {
+	keys := t.next
+	t.next = nil
+	if len(t.queued) == 0 {
+		return false
+	}
+	if keys == nil {
+		return true
+	}
+	for _, w := range t.queued {
+		if w.key == "" || slices.Contains(keys, w.key) {
+			return true
+		}
+	}
+	return false
 }
 
 // commit sends the queued writes and the COMMIT, in one round trip when
@@ -243,7 +429,7 @@ func (t *tx) send(op, sql string, args []any, read func(pgx.BatchResults) error)
 	if t.failed != nil {
 		return t.failed
 	}
-	q := t.queued
+	q := merge(t.queued)
 	t.queued = nil
 	b := &pgx.Batch{}
 	for _, w := range q {
@@ -305,10 +491,11 @@ func joinKey(parts ...string) string {
 
 // exec runs a statement and returns the rows it affected.
 func (t *tx) exec(op, sql string, args ...any) (int64, error) {
+	flush := t.flushFirst()
 	if err := t.usable(op, args); err != nil {
 		return 0, err
 	}
-	if len(t.queued) > 0 {
+	if flush {
 		var n int64
 		err := t.send(op, sql, args, func(br pgx.BatchResults) error {
 			tag, err := br.Exec()
@@ -330,10 +517,11 @@ func (t *tx) exec(op, sql string, args ...any) (int64, error) {
 // queryOne runs a query of at most one row and scans it with scan; found
 // is false if there is no row.
 func queryOne[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args ...any) (v T, found bool, err error) {
+	flush := t.flushFirst()
 	if err := t.usable(op, args); err != nil {
 		return v, false, err
 	}
-	if len(t.queued) > 0 {
+	if flush {
 		err = t.send(op, sql, args, func(br pgx.BatchResults) error {
 			var serr error
 			v, serr = scan(br.QueryRow())
@@ -358,6 +546,7 @@ func queryOne[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args 
 
 // queryAll runs a query and scans every row with scan.
 func queryAll[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args ...any) ([]T, error) {
+	flush := t.flushFirst()
 	if err := t.usable(op, args); err != nil {
 		return nil, err
 	}
@@ -371,7 +560,7 @@ func queryAll[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args 
 		}
 		return out, nil
 	}
-	if len(t.queued) > 0 {
+	if flush {
 		var out []T
 		err := t.send(op, sql, args, func(br pgx.BatchResults) (err error) {
 			out, err = collect(br.Query())
