@@ -204,6 +204,18 @@ unsample() {
   echo "#   (samples: $(wc -l <"$work/waits") active backends over $(sort -u "$work/waits" | wc -l) distinct rows)"
 }
 
+# retries prints how many transactions the instances at the
+# comma-separated URLs $1 ran again after a deadlock or a serialization
+# failure (paystate_store_pg_retries_total, summed).
+retries() {
+  local u sum=0 v
+  for u in ${1//,/ }; do
+    v=$(curl -fsS "$u/metrics" 2>/dev/null | awk '$1 == "paystate_store_pg_retries_total" { print $2 }')
+    sum=$((sum + ${v:-0}))
+  done
+  echo "#   transactions retried (deadlock, serialization): $sum"
+}
+
 # measure runs the load against the comma-separated URLs $2 and prints one
 # result line labelled $1: applied webhooks/s, answered webhooks/s, p50 and
 # p99 of the webhook answers and, given a database $3, WAL syncs, commits
@@ -267,6 +279,7 @@ max_conns = $maxconns" "$b"
         urls=${urls:+$urls,}$url
       done
       measure "r$r $label x$k" "$urls" "$db"
+      retries "$urls"
       stop_all
     done
   done
