@@ -365,6 +365,7 @@ func (t *tx) commit() error {
 		t.queued, t.ended = nil, true
 		return nil
 	}
+	t.queued = merge(t.queued) // the checks of merged rows too
 	checked := false
 	for _, w := range t.queued {
 		checked = checked || w.check != nil
