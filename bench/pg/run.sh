@@ -88,8 +88,31 @@ q -c 'create database ps'
 for m in "$root"/store/postgres/migrations/*.sql; do
   "$psql" "$psdsn" -XqtA -v ON_ERROR_STOP=1 -1 -c 'SET client_min_messages = warning' -f "$m"
 done
-# paystate reports "-- schema: paystate" scripts as their own kind.
+# ownschema reports whether script $1 runs on paystate's own tables (its
+# first line says "-- schema: paystate").
 ownschema() { head -n 1 "$here/$1.sql" | grep -q '^-- schema: paystate$'; }
+
+# scriptfile prints the file pgbench runs for script $1: its own, but for
+# webhook_before, whose file holds the reads: its writes are webhook.sql's,
+# each sent alone (no pipeline), the inbox entry inserted with ON CONFLICT
+# DO NOTHING as that tree did, then COMMIT.
+scriptfile() {
+  if [ "$1" != webhook_before ]; then
+    echo "$here/$1.sql"
+    return
+  fi
+  {
+    cat "$here/webhook_before.sql"
+    awk '/^UPDATE payments SET/ { on = 1 } /^COMMIT;/ { on = 0 } on && !/^\\(start|end)pipeline/' "$here/webhook.sql" |
+      sed "s/'null'::jsonb, '');\$/'null'::jsonb, '') ON CONFLICT DO NOTHING;/"
+    echo 'COMMIT;'
+  } >"$work/webhook_before.sql"
+  grep -q 'ON CONFLICT DO NOTHING;$' "$work/webhook_before.sql" || {
+    echo "webhook.sql's inbox insert was not found: webhook_before cannot be made" >&2
+    return 1
+  }
+  echo "$work/webhook_before.sql"
+}
 
 echo "# bench/pg $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 echo "# $(q -c 'select version()')"
@@ -167,7 +190,7 @@ checkown() {
 # r) and prints one line: throughput, latency, and the WAL counts of the run
 # (fdatasyncs of WAL, WAL bytes and full-page images per transaction).
 run() {
-  local script=$1 c=$2 r=$3 j stride lsn out rc tps lat txns p50 p99 stats syncs bytes fpi ns target=$dsn
+  local script=$1 c=$2 r=$3 j stride lsn out rc tps lat txns p50 p99 stats syncs bytes fpi ns file target=$dsn
   j=$((c < 2 ? c : 2))
   stride=$((payments / c))
   ns=$(date +%s%N)
@@ -181,7 +204,8 @@ run() {
   q -c "select pg_stat_reset_shared('wal')" >/dev/null
   out=$work/$script.$c.out
   rc=0
-  "$pgbench" -n -M prepared -f "$here/$script.sql" -c "$c" -j "$j" -T "$duration" \
+  file=$(scriptfile "$script")
+  "$pgbench" -n -M prepared -f "$file" -c "$c" -j "$j" -T "$duration" \
     -D n=0 -D stride="$stride" -D shards="$shards" -D ns="$ns" \
     --log --log-prefix="$work/$script.$c.log" "$target" >"$out" 2>&1 || rc=$?
   if [ "$rc" -ne 0 ] || grep -q 'aborted' "$out"; then
