@@ -30,10 +30,10 @@
 \set cus :k % 100
 \startpipeline
 BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE;
-SELECT id, order_id, amount, currency, customer_id, customer_email, provider, provider_ref,
+SELECT coalesce(l.holder, ''), coalesce(l.token, 0), coalesce(l.expires_at, 0),
+			id, order_id, amount, currency, customer_id, customer_email, provider, provider_ref,
 	status, version, client_secret, redirect_url, return_url, created_at, updated_at, amount_refunded, amount_refund_pending, dispute,
-	flow, description, second_ref,
-			coalesce(l.holder, ''), coalesce(l.token, 0), coalesce(l.expires_at, 0)
+	flow, description, second_ref
 		FROM payments LEFT JOIN leases l ON l.payment_id = payments.id WHERE payments.id = 'pay_' || :k
 		FOR NO KEY UPDATE OF payments;
 \endpipeline

@@ -68,21 +68,16 @@ func (t *tx) Payment(id string) (pay.Payment, error) {
 	}
 	// The lease's row is not locked (a nullable side cannot be): see
 	// Lease for why a lease read without a lock is enough.
-	x, found, err := queryOne(t, "read payment", `SELECT `+paymentCols+`,
-			coalesce(l.holder, ''), coalesce(l.token, 0), coalesce(l.expires_at, 0)
+	x, found, err := queryOne(t, "read payment", `SELECT coalesce(l.holder, ''), coalesce(l.token, 0), coalesce(l.expires_at, 0),
+			`+paymentCols+`
 		FROM payments LEFT JOIN leases l ON l.payment_id = payments.id WHERE payments.id = $1
 		FOR NO KEY UPDATE OF payments`, func(r pgx.Row) (withLease, error) {
 		var (
-			x                        withLease
-			version, created, update int64
-			token, expires           int64
+			x              withLease
+			token, expires int64
 		)
-		p := &x.p
-		err := r.Scan(&p.ID, &p.OrderID, &p.Amount, &p.Currency, &p.Customer.ID, &p.Customer.Email, &p.Provider, &p.ProviderRef,
-			&p.Status, &version, &p.ClientSecret, &p.RedirectURL, &p.ReturnURL, &created, &update, &p.AmountRefunded, &p.AmountRefundPending, &p.Dispute,
-			&p.Flow, &p.Description, &p.SecondRef, &x.l.Holder, &token, &expires)
-		p.Version, p.CreatedAt, p.UpdatedAt = uint64(version), fromNS(created), fromNS(update)
-		x.l.PaymentID, x.l.Token, x.l.ExpiresAt = id, uint64(token), fromNS(expires)
+		p, err := scanPayment(prefixed{r, []any{&x.l.Holder, &token, &expires}})
+		x.p, x.l.PaymentID, x.l.Token, x.l.ExpiresAt = p, id, uint64(token), fromNS(expires)
 		return x, err
 	}, id)
 	if err != nil {
