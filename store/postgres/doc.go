@@ -92,7 +92,8 @@
 // (ClaimIdemKey), and a key that has a record is read with its row locked
 // (FOR UPDATE), so that of two requests taking over a key, the second
 // reads the first one's record (TestDB_IdemKeyRace). No advisory lock is
-// taken but the migrations' (TestScale_NoAdvisoryLock).
+// taken on the request path, only by the migrations and a copy
+// (TestScale_NoAdvisoryLock).
 //
 // A write transaction keeps what it locked: the payment (with its lease,
 // read in the same statement) is read once, and the processed id of an
