@@ -1,6 +1,8 @@
 package pay
 
 import (
+	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -56,4 +58,52 @@ func absU(n int64) uint64 {
 		return uint64(-(n + 1)) + 1
 	}
 	return uint64(n)
+}
+
+// ParseAmount reads a decimal amount in major units of currency ("12.50",
+// "-4", "1500" for JPY) as minor units, exactly: no floating point, no
+// more decimals than the currency has (trailing zeros aside). Settlement
+// reports and PSP answers that write amounts as decimal strings (PayPal,
+// Mollie) are read with it.
+func ParseAmount(s, currency string) (int64, error) {
+	exp := CurrencyDecimals(strings.ToUpper(currency))
+	orig := s
+	neg := false
+	switch {
+	case strings.HasPrefix(s, "-"):
+		neg, s = true, s[1:]
+	case strings.HasPrefix(s, "+"):
+		s = s[1:]
+	}
+	whole, frac, dot := strings.Cut(s, ".")
+	if (whole == "" && frac == "") || (dot && frac == "") || !digits(whole) || !digits(frac) {
+		return 0, fmt.Errorf("%q is not a decimal amount", orig)
+	}
+	frac = strings.TrimRight(frac, "0")
+	if len(frac) > exp {
+		return 0, fmt.Errorf("%q has more decimals than %s's %d", orig, strings.ToUpper(currency), exp)
+	}
+	frac += strings.Repeat("0", exp-len(frac))
+	var v uint64
+	for _, c := range whole + frac {
+		d := uint64(c - '0')
+		if v > (math.MaxInt64-d)/10 {
+			return 0, fmt.Errorf("%q is too large", orig)
+		}
+		v = v*10 + d
+	}
+	if neg {
+		return -int64(v), nil
+	}
+	return int64(v), nil
+}
+
+// digits reports whether s holds ASCII digits only ("" does).
+func digits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }

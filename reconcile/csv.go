@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"hash/maphash"
 	"io"
-	"math"
 	"slices"
 	"strings"
 	"time"
@@ -156,49 +155,8 @@ func parseAmount(r row, col, currency string, optional bool) (int64, error) {
 }
 
 // ParseAmount reads a decimal amount in major units of currency ("12.50",
-// "-4", "1500" for JPY) as minor units, exactly.
-func ParseAmount(s, currency string) (int64, error) {
-	exp := pay.CurrencyDecimals(strings.ToUpper(currency))
-	orig := s
-	neg := false
-	switch {
-	case strings.HasPrefix(s, "-"):
-		neg, s = true, s[1:]
-	case strings.HasPrefix(s, "+"):
-		s = s[1:]
-	}
-	whole, frac, dot := strings.Cut(s, ".")
-	if (whole == "" && frac == "") || (dot && frac == "") || !digits(whole) || !digits(frac) {
-		return 0, fmt.Errorf("%q is not a decimal amount", orig)
-	}
-	frac = strings.TrimRight(frac, "0")
-	if len(frac) > exp {
-		return 0, fmt.Errorf("%q has more decimals than %s's %d", orig, strings.ToUpper(currency), exp)
-	}
-	frac += strings.Repeat("0", exp-len(frac))
-	var v uint64
-	for _, c := range whole + frac {
-		d := uint64(c - '0')
-		if v > (math.MaxInt64-d)/10 {
-			return 0, fmt.Errorf("%q is too large", orig)
-		}
-		v = v*10 + d
-	}
-	if neg {
-		return -int64(v), nil
-	}
-	return int64(v), nil
-}
-
-// digits reports whether s holds ASCII digits only ("" does).
-func digits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return true
-}
+// "-4", "1500" for JPY) as minor units, exactly (pay.ParseAmount).
+func ParseAmount(s, currency string) (int64, error) { return pay.ParseAmount(s, currency) }
 
 // parseTime reads an optional time: RFC 3339, "2006-01-02 15:04:05"
 // (UTC, as Stripe's reports write it) or a date.
