@@ -9,6 +9,7 @@ require (
 	github.com/jackc/pgx/v5 v5.12.0
 	github.com/mattn/go-isatty v0.0.22
 	github.com/oklog/ulid/v2 v2.1.2
+	github.com/plutov/paypal/v4 v4.17.0
 	github.com/rs/zerolog v1.35.1
 	github.com/svix/svix-webhooks v1.44.0
 	github.com/valyala/fasthttp v1.78.0
@@ -17,7 +18,7 @@ require (
 )
 
 require (
-	golang.org/x/exp/typeparams v0.0.0-20231108232855-2478ac86f678 // indirect
+	golang.org/x/exp/typeparams v0.0.0-20250210185358-939b2ce775ac // indirect
 	golang.org/x/mod v0.41.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 	honnef.co/go/tools v0.8.2 // indirect

@@ -292,7 +292,7 @@ func testWebhookErrSignature(t *testing.T, s *suite) {
 		other := s.SignRaw(t, "evt_conf_other", []byte(`{"other":true}`), now)
 		mixed := hdr.Clone()
 		for k, vs := range other {
-			if strings.Contains(strings.ToLower(k), "signature") {
+			if lk := strings.ToLower(k); strings.Contains(lk, "signature") || strings.HasSuffix(lk, "-sig") { // PayPal: Paypal-Transmission-Sig
 				mixed[k] = vs
 			}
 		}
