@@ -78,6 +78,7 @@ const (
 	ProviderMock     = "mock"
 	ProviderStandard = "standard"
 	ProviderStripe   = "stripe"
+	ProviderPayPal   = "paypal"
 )
 
 // Config is paystate's whole configuration, one field per TOML section.
@@ -325,6 +326,7 @@ type Providers struct {
 	Mock     *Mock     `toml:"mock,omitempty"`
 	Standard *Standard `toml:"standard,omitempty"`
 	Stripe   *Stripe   `toml:"stripe,omitempty"`
+	PayPal   *PayPal   `toml:"paypal,omitempty"`
 }
 
 // Names returns the names of the configured providers, sorted.
@@ -335,6 +337,9 @@ func (p Providers) Names() []string {
 	}
 	if p.Standard != nil {
 		out = append(out, ProviderStandard)
+	}
+	if p.PayPal != nil {
+		out = append(out, ProviderPayPal)
 	}
 	if p.Stripe != nil {
 		out = append(out, ProviderStripe)
@@ -409,6 +414,38 @@ type StripeCheckout struct {
 	// AdoptPaymentLinks makes a completed Checkout Session of a Payment
 	// Link (made in Stripe's dashboard, not by paystate) a payment.
 	AdoptPaymentLinks bool `toml:"adopt_payment_links"`
+}
+
+// PayPal is the [providers.paypal] section (docs/paypal.md); ClientID,
+// Secret and WebhookID are required (from the file or the environment).
+type PayPal struct {
+	// ClientID and Secret are the REST app's credentials (PayPal's
+	// developer dashboard, Apps & Credentials).
+	ClientID string `toml:"client_id"`
+	Secret   string `toml:"secret"`
+	// APIBase is PayPal's API URL: empty means the live API,
+	// https://api-m.sandbox.paypal.com the sandbox; a fake in tests.
+	APIBase string `toml:"api_base"`
+	// WebhookID is the id PayPal shows for the app's webhook; PayPal signs
+	// it with every delivery.
+	WebhookID string `toml:"webhook_id"`
+	// Verify is how webhook signatures are checked: "offline" (the
+	// default: the certificate chain and the signature, here) or "api"
+	// (PayPal's verify-webhook-signature call).
+	Verify string `toml:"verify"`
+	// CertHosts are the hosts a webhook's PAYPAL-CERT-URL may name; empty
+	// means PayPal's live and sandbox API hosts.
+	CertHosts []string `toml:"cert_hosts"`
+	// CAFile is a PEM of the roots the signing certificate must chain to;
+	// empty means the system roots.
+	CAFile string `toml:"ca_file"`
+	// ReturnURL and CancelURL are where PayPal sends the buyer after
+	// approving or cancelling, for a create without return_url.
+	ReturnURL string `toml:"return_url"`
+	CancelURL string `toml:"cancel_url"`
+	// BrandName is shown to the buyer on PayPal's page; empty: the
+	// account's business name.
+	BrandName string `toml:"brand_name"`
 }
 
 // DefaultMock is [providers.mock] with every key at its default, as a
@@ -545,8 +582,8 @@ func decode(data []byte) (Config, error) {
 	}
 	// Every provider table starts at its defaults; those the file does not
 	// have are removed after decoding.
-	m, st, sp := DefaultMock(), DefaultStandard(), Stripe{}
-	cfg.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp}
+	m, st, sp, pp := DefaultMock(), DefaultStandard(), Stripe{}, PayPal{}
+	cfg.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp, PayPal: &pp}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&cfg)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %s", clip(err.Error(), maxErrorText))
@@ -559,6 +596,9 @@ func decode(data []byte) (Config, error) {
 	}
 	if !md.IsDefined("providers", ProviderStripe) {
 		cfg.Providers.Stripe = nil
+	}
+	if !md.IsDefined("providers", ProviderPayPal) {
+		cfg.Providers.PayPal = nil
 	}
 	if !md.IsDefined("payment", "provider") {
 		// The default provider is the only one configured; with several,

@@ -140,6 +140,10 @@ func TestExample(t *testing.T) {
 			if k == "providers.stripe" || strings.HasPrefix(k, "providers.stripe.") {
 				continue
 			}
+			// And [providers.paypal].
+			if k == "providers.paypal" || strings.HasPrefix(k, "providers.paypal.") {
+				continue
+			}
 			if isTable(known, k) {
 				continue
 			}
@@ -155,7 +159,8 @@ func TestExample(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events", "timeout", "max_in_flight", "[providers.stripe]", "secret_key", "webhook_secret", "api_base", "flow", "[providers.stripe.checkout]", "success_url", "cancel_url", "adopt_payment_links"} {
+		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events", "timeout", "max_in_flight", "[providers.stripe]", "secret_key", "webhook_secret", "api_base", "flow", "[providers.stripe.checkout]", "success_url", "cancel_url", "adopt_payment_links",
+			"[providers.paypal]", "client_id", "secret", "webhook_id", "verify", "cert_hosts", "ca_file", "return_url", "brand_name"} {
 			if !strings.Contains(string(data), "# "+k) {
 				t.Errorf("%s has no commented-out %q line", path, k)
 			}
@@ -288,7 +293,7 @@ func TestParse_UnknownKey(t *testing.T) {
 		{"WrongCaseTable", "[Server]\nlisten = \"127.0.0.1:8080\"\n", []string{`unknown key "Server"`}, []string{"Server.listen"}},
 		{"UnknownTable", "[serverr]\nlisten = \"x\"\nport = 1\n", []string{`unknown key "serverr"`}, []string{"serverr.listen", "serverr.port"}},
 		{"TopLevel", "listen = \"127.0.0.1:8080\"\n", []string{`unknown key "listen"`}, nil},
-		{"Provider", "[providers.paypal]\nsecret = \"x\"\n", []string{`unknown key "providers.paypal"`}, nil},
+		{"Provider", "[providers.worldpay]\nsecret = \"x\"\n", []string{`unknown key "providers.worldpay"`}, nil},
 		{"DottedKey", "[server]\nlisten.host = \"x\"\n", []string{`server.listen`}, nil},
 		{"InWebhooks", "[[webhooks]]\nurl = \"https://a.example\"\nsecert = \"x\"\nevents = [\"payment.captured\"]\n", []string{`unknown key "webhooks.secert"`}, nil},
 		{"Several", "[server]\nlistne = 1\n[ripple]\nworker = 2\n", []string{`"server.listne"`, `"ripple.worker"`}, nil},

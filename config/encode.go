@@ -53,6 +53,13 @@ func (c Config) Masked() Config {
 		ms.APIBase = redactURL(ms.APIBase)
 		m.Providers.Stripe = &ms
 	}
+	if c.Providers.PayPal != nil {
+		mp := *c.Providers.PayPal
+		mp.Secret = mask(mp.Secret)
+		mp.APIBase = redactURL(mp.APIBase)
+		mp.CertHosts = slices.Clone(mp.CertHosts)
+		m.Providers.PayPal = &mp
+	}
 	m.Relay.NATS.URL = maskNATSURL(c.Relay.NATS.URL)
 	m.Receipt.Password = mask(c.Receipt.Password)
 	return m

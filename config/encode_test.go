@@ -30,11 +30,16 @@ func secretConfig() (Config, []string) {
 		WebhookSecret: "whsec_stripewebhook0123456789",
 		APIBase:       "http://stripeuser:stripepassword@localhost:12111",
 	}
+	c.Providers.PayPal = &PayPal{
+		ClientID: "AeClientID0123456789", Secret: "EGpaypalsecret0123456789", WebhookID: "1JE4291016473214C",
+		APIBase: "https://ppuser:pppassword@api-m.sandbox.paypal.com",
+	}
 	secrets := []string{
 		"apikey-one-0123456789", "apikey-two-0123456789", "dsnpassword",
 		"hookpassword", c.Webhooks[0].Secret, c.Webhooks[0].Secrets[0], c.Webhooks[0].Secrets[1],
 		c.Providers.Mock.WebhookSecret, "mockpassword", c.Providers.Standard.WebhookSecret,
 		"sk_test_stripekey0123456789", "whsec_stripewebhook0123456789", "stripepassword",
+		"EGpaypalsecret0123456789", "pppassword",
 	}
 	return c, secrets
 }

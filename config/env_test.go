@@ -13,8 +13,8 @@ import (
 // endpoints: every key the environment can reach.
 func fullConfig() Config {
 	c := DefaultConfig()
-	m, st, sp := DefaultMock(), DefaultStandard(), Stripe{}
-	c.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp}
+	m, st, sp, pp := DefaultMock(), DefaultStandard(), Stripe{}, PayPal{}
+	c.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp, PayPal: &pp}
 	c.Webhooks = []Webhook{{URL: "https://a.example.com/h"}, {URL: "https://b.example.com/h"}}
 	return c
 }

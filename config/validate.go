@@ -8,6 +8,7 @@ import (
 	"net/mail"
 	"net/netip"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -159,7 +160,7 @@ func (c Config) Validate() error {
 	names := c.Providers.Names()
 	switch {
 	case len(names) == 0:
-		p.addf("providers", "no provider is configured: add a [providers.mock], [providers.standard] or [providers.stripe] table")
+		p.addf("providers", "no provider is configured: add a [providers.mock], [providers.standard], [providers.stripe] or [providers.paypal] table")
 	case c.Payment.Provider == "":
 		p.addf("payment.provider", "required when several providers are configured: one of %s", strings.Join(names, ", "))
 	case !slices.Contains(names, c.Payment.Provider):
@@ -311,6 +312,43 @@ func (c Config) Validate() error {
 			}
 			if err := checkHTTPURL(u.v); err != nil {
 				p.addf(u.key, "%v", err)
+			}
+		}
+	}
+
+	if pp := c.Providers.PayPal; pp != nil {
+		for _, k := range []struct{ key, v, why string }{
+			{"providers.paypal.client_id", pp.ClientID, "the REST app's client id"},
+			{"providers.paypal.secret", pp.Secret, "the REST app's secret"},
+			{"providers.paypal.webhook_id", pp.WebhookID, "the id PayPal shows for the webhook; it is part of what PayPal signs"},
+		} {
+			if k.v == "" {
+				p.addf(k.key, "required (or %s): %s; remove [providers.paypal] to turn PayPal off", EnvName(k.key), k.why)
+			}
+		}
+		if pp.Verify != "" && pp.Verify != "offline" && pp.Verify != "api" {
+			p.addf("providers.paypal.verify", "must be \"offline\" or \"api\", got %q", pp.Verify)
+		}
+		for _, u := range []struct{ key, v string }{
+			{"providers.paypal.api_base", pp.APIBase},
+			{"providers.paypal.return_url", pp.ReturnURL},
+			{"providers.paypal.cancel_url", pp.CancelURL},
+		} {
+			if u.v == "" {
+				continue
+			}
+			if err := checkHTTPURL(u.v); err != nil {
+				p.addf(u.key, "%v", err)
+			}
+		}
+		for i, h := range pp.CertHosts {
+			if h == "" || strings.ContainsAny(h, "/@?# ") {
+				p.addf(fmt.Sprintf("providers.paypal.cert_hosts[%d]", i), "%q is not a host name (host or host:port, no scheme or path)", h)
+			}
+		}
+		if pp.CAFile != "" {
+			if _, err := os.Stat(pp.CAFile); err != nil {
+				p.addf("providers.paypal.ca_file", "%v", err)
 			}
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
+	"github.com/paystate/paystate/psp/paypal"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/reconcile"
@@ -163,6 +164,17 @@ func (m *Main) Open() (err error) {
 			return err
 		}
 		m.Providers[stripe.Name] = sp
+	}
+	if pc := cfg.Providers.PayPal; pc != nil {
+		pp, err := paypal.New(paypal.Config{
+			ClientID: pc.ClientID, Secret: pc.Secret, APIBase: pc.APIBase, WebhookID: pc.WebhookID,
+			Verify: pc.Verify, CertHosts: pc.CertHosts, CAFile: pc.CAFile,
+			ReturnURL: pc.ReturnURL, CancelURL: pc.CancelURL, BrandName: pc.BrandName, Tolerance: tol,
+		}, paypal.WithLogger(m.Logger))
+		if err != nil {
+			return err
+		}
+		m.Providers[paypal.Name] = pp
 	}
 	if _, ok := m.Providers[cfg.Payment.Provider]; !ok {
 		return fmt.Errorf("payment.provider %q is not configured", cfg.Payment.Provider)
