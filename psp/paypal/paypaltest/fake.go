@@ -80,6 +80,7 @@ type Fake struct {
 	refundStatus  string
 	captureCalls  int // captures performed (not replays)
 	hold          chan struct{}
+	holdBefore    bool // hold a capture before performing it
 	held          chan string
 	verifier      *Signer
 	n             int
@@ -188,7 +189,18 @@ func (f *Fake) SetVerifier(s *Signer) {
 func (f *Fake) HoldCaptureAnswers() <-chan string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.hold, f.held = make(chan struct{}), make(chan string, 16)
+	f.hold, f.held, f.holdBefore = make(chan struct{}), make(chan string, 16), false
+	return f.held
+}
+
+// HoldCaptureRequests makes every capture request wait before PayPal
+// performs it; a caller that goes away meanwhile (a process killed) loses
+// it: the order stays APPROVED. The order id of each held request is sent
+// on the channel returned; ReleaseCaptures lets the waiting ones go on.
+func (f *Fake) HoldCaptureRequests() <-chan string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.hold, f.held, f.holdBefore = make(chan struct{}), make(chan string, 16), true
 	return f.held
 }
 
@@ -261,6 +273,16 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 
 	parts := strings.Split(strings.Trim(r.URL.Path, "/"), "/")
 	f.mu.Lock()
+	if hold := f.hold; hold != nil && f.holdBefore && r.Method == http.MethodPost && len(parts) == 5 && parts[4] == "capture" {
+		f.mu.Unlock()
+		f.held <- parts[3]
+		select {
+		case <-hold:
+		case <-r.Context().Done():
+			return // the request never reached PayPal's capture
+		}
+		f.mu.Lock()
+	}
 	key := r.Method + " " + r.URL.Path + " " + rid
 	if rep, ok := f.replies[key]; ok && rid != "" {
 		f.mu.Unlock()
@@ -273,6 +295,9 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		f.replies[key] = reply{code, b}
 	}
 	hold := f.hold
+	if f.holdBefore {
+		hold = nil
+	}
 	f.mu.Unlock()
 	if held != "" && hold != nil {
 		f.held <- held
