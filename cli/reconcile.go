@@ -136,8 +136,8 @@ func reconcileImport(ctx context.Context, args []string, stdout, stderr io.Write
 reconciliation CSV, or the generic CSV: id, provider_ref, type, amount,
 fee, currency, payout_id, available_on; amounts in major units) and match
 it. A malformed file is refused with its line number; nothing is posted.`)
-	format := rf.fs.String("format", "", "stripe or generic (required)")
-	provider := rf.fs.String("provider", "", "the provider whose payments the report settles (default: stripe for -format stripe; required for generic)")
+	format := rf.fs.String("format", "", "stripe, paypal or generic (required)")
+	provider := rf.fs.String("provider", "", "the provider whose payments the report settles (default: stripe for -format stripe, paypal for -format paypal; required for generic)")
 	url := rf.fs.String("url", "", "address of a running paystate to send the report to, http://host:port or host:port (default: when a running paystate holds the bbolt file, the server.listen of -config)")
 	key := rf.fs.String("api-key", "", "API key of the running paystate (default: PAYSTATE_API_KEY)")
 	file, err := parseWithFile(rf.fs, args, stdout, stderr)
@@ -156,13 +156,18 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 		if *provider == "" {
 			*provider = "stripe"
 		}
+	case "paypal":
+		scan = reconcile.ScanPayPal
+		if *provider == "" {
+			*provider = "paypal"
+		}
 	case "generic":
 		scan = reconcile.ScanGeneric
 		if *provider == "" {
 			return usageError(errors.New("reconcile import: -provider is required with -format generic"))
 		}
 	default:
-		return usageError(fmt.Errorf("reconcile import: -format %q: want stripe or generic", *format))
+		return usageError(fmt.Errorf("reconcile import: -format %q: want stripe, paypal or generic", *format))
 	}
 	f, err := os.Open(file)
 	if err != nil {

@@ -156,6 +156,7 @@ var metricHelp = map[string]string{
 
 	// Providers.
 	"paystate_stripe_webhook_version_mismatch_total": "Stripe events whose API version is not the one the Stripe library speaks.",
+	"paystate_paypal_cert_fetches_total":             "PayPal webhook signing certificates fetched from an allowed host (each is cached by URL).",
 
 	// Storage.
 	"paystate_store_write_transactions_total": "Write transactions asked of the bbolt store (every Update).",

@@ -63,8 +63,12 @@ type SettlementLine struct {
 	// does not reconcile (Category says which): such a line is
 	// missing_locally, for a human to look at.
 	Kind        SettlementKind
-	Category    string    // the PSP's own name of the line's type (Stripe's reporting_category)
-	ProviderRef string    // the charge's, refund's or dispute's reference at the PSP
+	Category    string // the PSP's own name of the line's type (Stripe's reporting_category)
+	ProviderRef string // the charge's, refund's or dispute's reference at the PSP
+	// PaymentID is paystate's id of a charge's payment, where the report
+	// carries it (PayPal's Custom Field, the custom_id paystate sends): a
+	// charge line with it is matched by it rather than by ProviderRef.
+	PaymentID   string
 	Amount      int64     // gross, signed as the balance moved: a charge > 0, a refund < 0
 	Fee         int64     // what the PSP took (> 0), or gave back (< 0)
 	Currency    string    // upper case

@@ -367,6 +367,20 @@ func (m *matcher) missingAtPSP(tx pay.Tx, cutoff time.Time, keep int) ([]pay.Rec
 	return out, n, nil
 }
 
+// chargePayment finds the payment a charge line settles: by its
+// PaymentID when the report names it (a payment of provider), else by its
+// ProviderRef.
+func chargePayment(tx pay.Tx, provider string, l pay.SettlementLine) (pay.Payment, error) {
+	if l.PaymentID == "" {
+		return tx.PaymentByRef(provider, l.ProviderRef)
+	}
+	p, err := tx.Payment(l.PaymentID)
+	if err == nil && p.Provider != provider {
+		return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment %s is not a payment of %s", l.PaymentID, provider)
+	}
+	return p, err
+}
+
 // lookup finds what line l is about. found is false for a line about
 // nothing paystate knows (note says what); a note with found true is an
 // amount mismatch, expected the amount paystate holds.
@@ -374,7 +388,7 @@ func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string,
 	notFound := func(e error) bool { return pay.ErrorCode(e) == pay.ENOTFOUND }
 	switch l.Kind {
 	case pay.SettleCharge:
-		p, err := tx.PaymentByRef(provider, l.ProviderRef)
+		p, err := chargePayment(tx, provider, l)
 		if notFound(err) {
 			return "", 0, fmt.Sprintf("%s %s: no payment of %s has this reference", l.Category, l.ProviderRef, provider), false, nil
 		} else if err != nil {

@@ -27,10 +27,11 @@ type Runs struct {
 var Formats = map[string]func(io.Reader, func(pay.SettlementLine) error) error{
 	"generic": ScanGeneric,
 	"stripe":  ScanStripe,
+	"paypal":  ScanPayPal,
 }
 
-// Import imports a report in format ("stripe", "generic") of provider
-// ("" for stripe's own), read from body, as the run of source: body is
+// Import imports a report in format ("stripe", "paypal", "generic") of
+// provider ("" for a PSP format: the PSP's own), read from body, as the run of source: body is
 // copied to a temporary file first (the engine reads a report twice:
 // checked whole, then posted), so memory does not grow with it, and the
 // file is removed at the end. A malformed report is EINVALID, with its
@@ -40,9 +41,9 @@ func (r Runs) Import(ctx context.Context, format, provider, source string, body 
 	scan, ok := Formats[format]
 	switch {
 	case !ok:
-		return pay.ReconRun{}, pay.Invalidf("format", "format %q: want stripe or generic", format)
-	case provider == "" && format == "stripe":
-		provider = "stripe"
+		return pay.ReconRun{}, pay.Invalidf("format", "format %q: want stripe, paypal or generic", format)
+	case provider == "" && format != "generic":
+		provider = format // a PSP's own report settles its own payments
 	case provider == "":
 		return pay.ReconRun{}, pay.Invalidf("provider", "provider is required with format generic")
 	}
