@@ -31,7 +31,7 @@ type env struct {
 	now     time.Time
 }
 
-func newEnv(t *testing.T, mod func(*paypal.Config)) *env {
+func newEnv(t testing.TB, mod func(*paypal.Config)) *env {
 	t.Helper()
 	e := &env{fake: paypaltest.NewFake(t), ca: paypaltest.NewCA(t), now: time.Now().Truncate(time.Second)}
 	e.host = paypaltest.NewCertHost(t, e.ca)
