@@ -1,8 +1,10 @@
 package pay
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"net/url"
 )
 
 // Error codes. The httpd package maps each to an HTTP status; any error that
@@ -57,6 +59,23 @@ func (e *Error) Error() string {
 // Errorf returns a *Error with the given code and formatted message.
 func Errorf(code, format string, args ...any) *Error {
 	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// NoAnswer is the EPSP error of a call to psp (op) that got no answer:
+// the context's error when it ended the call, else the transport's cause
+// (the URL in front of it names only the API base, never a key).
+func NoAnswer(psp, op string, err error) *Error {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return Errorf(EPSP, "%s %s: %v", psp, op, context.DeadlineExceeded)
+	case errors.Is(err, context.Canceled):
+		return Errorf(EPSP, "%s %s: %v", psp, op, context.Canceled)
+	}
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return Errorf(EPSP, "%s %s: no answer: %s", psp, op, err)
 }
 
 // Invalidf returns an EINVALID *Error about the request field param, with

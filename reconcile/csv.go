@@ -71,6 +71,14 @@ func readCSV(r io.Reader, required []string, fn func(row) error) error {
 			return pay.Invalidf("header", "line 1: column %q is missing", c)
 		}
 	}
+	return eachRecord(cr, func(line int, rec []string) error {
+		return fn(row{line: line, cols: cols, record: rec})
+	})
+}
+
+// eachRecord calls fn with every record left in cr and its line number,
+// at most MaxLines of them.
+func eachRecord(cr *csv.Reader, fn func(line int, rec []string) error) error {
 	for n := 0; ; n++ {
 		rec, err := cr.Read()
 		if errors.Is(err, io.EOF) {
@@ -82,7 +90,7 @@ func readCSV(r io.Reader, required []string, fn func(row) error) error {
 		if n >= MaxLines {
 			return pay.Invalidf("lines", "line %d: more than %d lines", line, MaxLines)
 		}
-		if err := fn(row{line: line, cols: cols, record: rec}); err != nil {
+		if err := fn(line, rec); err != nil {
 			return err
 		}
 	}

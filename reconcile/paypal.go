@@ -2,7 +2,6 @@ package reconcile
 
 import (
 	"encoding/csv"
-	"errors"
 	"io"
 	"strconv"
 	"strings"
@@ -65,39 +64,33 @@ func ScanPayPal(r io.Reader, fn func(pay.SettlementLine) error) error {
 	cr := csv.NewReader(&bomSkipper{r: r})
 	cr.FieldsPerRecord = -1 // each record type has its own columns
 	cr.ReuseRecord = true
-	var cols map[string]int
-	for n := 0; ; n++ {
-		rec, err := cr.Read()
-		if errors.Is(err, io.EOF) {
-			if cols == nil {
-				return pay.Invalidf("header", "no CH row: not a PayPal settlement report")
-			}
-			return nil
-		} else if err != nil {
-			return csvError(err)
-		}
-		line, _ := cr.FieldPos(0)
-		if n >= MaxLines {
-			return pay.Invalidf("lines", "line %d: more than %d lines", line, MaxLines)
-		}
+	var (
+		cols  map[string]int
+		width int // fields of the CH row
+	)
+	err := eachRecord(cr, func(line int, rec []string) error {
 		switch strings.TrimSpace(rec[0]) {
 		case "CH":
-			if cols, err = payPalColumns(line, rec); err != nil {
-				return err
-			}
+			var err error
+			cols, width = nil, len(rec)
+			cols, err = payPalColumns(line, rec)
+			return err
 		case "SB":
 			if cols == nil {
 				return pay.Invalidf("header", "line %d: an SB row before the CH row", line)
 			}
-			l, err := payPalLine(row{line: line, cols: cols, record: pad(rec, len(cols)+1)})
+			l, err := payPalLine(row{line: line, cols: cols, record: pad(rec, width)})
 			if err != nil {
 				return err
 			}
-			if err := fn(l); err != nil {
-				return err
-			}
+			return fn(l)
 		}
+		return nil
+	})
+	if err == nil && cols == nil {
+		return pay.Invalidf("header", "no CH row: not a PayPal settlement report")
 	}
+	return err
 }
 
 // payPalColumns reads the CH row (its first field is the record type).

@@ -96,6 +96,7 @@ func TestReadPayPal_Errors(t *testing.T) {
 		"Empty":       {"", "no CH row"},
 		"MissingCol":  {"\"CH\",\"Transaction ID\"\n", `column "transaction event code" is missing`},
 		"Amount":      {stl(sb("t1", "T0006", "CR", 1, 0, "p")[:0] + `"SB","t1","","","","T0006","","","CR","12.50","EUR","DR","0","EUR","p",""`), `line 5: gross transaction amount: "12.50" is not an amount in minor units`},
+		"ShortRow":    {stl(`"SB","t1","","","","T0006"`), `line 5: gross transaction currency: "" is not a three-letter currency code`},
 		"DebitCredit": {stl(`"SB","t1","","","","T0006","","","XX","1250","EUR","DR","0","EUR","p",""`), `transaction debit or credit: "XX": want CR or DR`},
 	} {
 		t.Run(name, func(t *testing.T) {

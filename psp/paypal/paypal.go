@@ -632,14 +632,11 @@ func isMissing(err error) bool {
 func apiError(op string, err error) error {
 	var er *ppgo.ErrorResponse
 	if !errors.As(err, &er) || er.Response == nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return pay.Errorf(pay.EPSP, "paypal %s: %v", op, ctxErr(err))
-		}
 		var je *json.SyntaxError
 		if errors.As(err, &je) {
 			return pay.Errorf(pay.EPSP, "paypal %s: the answer is not JSON", op)
 		}
-		return pay.Errorf(pay.EPSP, "paypal %s: no answer: %s", op, netError(err))
+		return pay.NoAnswer("paypal", op, err)
 	}
 	code := er.Response.StatusCode
 	text := cut(er.Name, 80)
@@ -657,22 +654,6 @@ func apiError(op string, err error) error {
 	default:
 		return pay.Errorf(pay.EPSP, "paypal %s: %s (HTTP %d)", op, text, code)
 	}
-}
-
-func ctxErr(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return context.DeadlineExceeded
-	}
-	return context.Canceled
-}
-
-// netError shortens a transport error to its cause.
-func netError(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err.Error()
-	}
-	return err.Error()
 }
 
 // cut shortens s to at most n bytes.

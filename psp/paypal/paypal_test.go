@@ -59,6 +59,20 @@ func (e *env) sign(body []byte) http.Header {
 	return e.signer.Sign(body, paypaltest.Delivery{WebhookID: webhookID, At: e.now, CertURL: e.certURL})
 }
 
+// approved creates a payment's order at the Fake and has the buyer approve
+// it; the payment is returned as paystate stores it after the create.
+func (e *env) approved(t *testing.T) pay.Payment {
+	t.Helper()
+	p := payment(ids.Payment(time.Now()))
+	res, err := e.prov.Create(context.Background(), p, "charge-"+p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ProviderRef, p.Status = res.ProviderRef, res.Status
+	e.fake.Approve(p.ProviderRef)
+	return p
+}
+
 func payment(id string) pay.Payment {
 	return pay.Payment{ID: id, OrderID: "order-" + id, Amount: 1000, Currency: "EUR", Status: pay.Created, Version: 1, Provider: paypal.Name}
 }
@@ -241,13 +255,7 @@ func TestStatus_CapturesApprovedOnce(t *testing.T) {
 func TestStatus_CaptureRetrySameRequestID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	p := payment(ids.Payment(time.Now()))
-	res, err := e.prov.Create(context.Background(), p, "charge-"+p.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ProviderRef = res.ProviderRef
-	e.fake.Approve(p.ProviderRef)
+	p := e.approved(t)
 	held := e.fake.HoldCaptureAnswers()
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -283,14 +291,7 @@ func TestStatus_CaptureStatuses(t *testing.T) {
 			t.Parallel()
 			e := newEnv(t, nil)
 			e.fake.SetCaptureStatus(capture)
-			p := payment(ids.Payment(time.Now()))
-			res, err := e.prov.Create(context.Background(), p, "charge-"+p.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			p.ProviderRef = res.ProviderRef
-			e.fake.Approve(p.ProviderRef)
-			st, err := e.prov.Status(context.Background(), p)
+			st, err := e.prov.Status(context.Background(), e.approved(t))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -304,10 +305,7 @@ func TestStatus_CaptureStatuses(t *testing.T) {
 func TestRefund_RequestID(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, nil)
-	p := payment(ids.Payment(time.Now()))
-	res, _ := e.prov.Create(context.Background(), p, "charge-"+p.ID)
-	p.ProviderRef = res.ProviderRef
-	e.fake.Approve(p.ProviderRef)
+	p := e.approved(t)
 	if _, err := e.prov.Status(context.Background(), p); err != nil {
 		t.Fatal(err)
 	}

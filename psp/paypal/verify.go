@@ -210,7 +210,7 @@ func (c *certCache) fetch(ctx context.Context, u string) (certEntry, error) {
 	}
 	res, err := c.client.Do(req)
 	if err != nil {
-		return certEntry{}, pay.Errorf(pay.ESIGNATURE, "fetch the signing certificate: %s", netError(err))
+		return certEntry{}, pay.Errorf(pay.ESIGNATURE, "fetch the signing certificate: %s", pay.NoAnswer("paypal", "certificate", err).Message)
 	}
 	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK {
@@ -218,7 +218,7 @@ func (c *certCache) fetch(ctx context.Context, u string) (certEntry, error) {
 	}
 	data, err := io.ReadAll(io.LimitReader(res.Body, maxCertBytes+1))
 	if err != nil {
-		return certEntry{}, pay.Errorf(pay.ESIGNATURE, "fetch the signing certificate: %s", netError(err))
+		return certEntry{}, pay.Errorf(pay.ESIGNATURE, "fetch the signing certificate: %v", err)
 	}
 	if len(data) > maxCertBytes {
 		return certEntry{}, pay.Errorf(pay.ESIGNATURE, "the signing certificate file is larger than %d bytes", maxCertBytes)

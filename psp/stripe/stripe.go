@@ -645,10 +645,7 @@ func isMissing(err error) bool {
 func apiError(op string, err error) error {
 	var se *stripego.Error
 	if !errors.As(err, &se) {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return pay.Errorf(pay.EPSP, "stripe %s: %v", op, contextErr(err))
-		}
-		return pay.Errorf(pay.EPSP, "stripe %s: no answer: %s", op, netError(err))
+		return pay.NoAnswer("stripe", op, err)
 	}
 	switch {
 	case se.HTTPStatusCode == http.StatusUnauthorized || se.HTTPStatusCode == http.StatusForbidden:
@@ -658,24 +655,6 @@ func apiError(op string, err error) error {
 	default:
 		return pay.Errorf(pay.EPSP, "stripe %s: %s (HTTP %d)", op, errorText(se), se.HTTPStatusCode)
 	}
-}
-
-// contextErr returns the context error err wraps.
-func contextErr(err error) error {
-	if errors.Is(err, context.DeadlineExceeded) {
-		return context.DeadlineExceeded
-	}
-	return context.Canceled
-}
-
-// netError shortens a transport error to its last part: the URL in front of
-// it names only the API base, but the cause is what helps.
-func netError(err error) string {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err.Error()
-	}
-	return err.Error()
 }
 
 // errorText is the code and message of a Stripe error, cut to a length that
