@@ -77,12 +77,20 @@ func payment(id string) pay.Payment {
 	return pay.Payment{ID: id, OrderID: "order-" + id, Amount: 1000, Currency: "EUR", Status: pay.Created, Version: 1, Provider: paypal.Name}
 }
 
-// kindTypes maps the suite's kinds to PayPal's event types.
-var kindTypes = map[psptest.Kind]string{
-	psptest.KindCaptured:   paypal.TypeCaptureCompleted,
-	psptest.KindFailed:     paypal.TypeCaptureDenied,
-	psptest.KindProcessing: paypal.TypeCapturePending,
-	psptest.KindUnknown:    "PAYMENT.ORDER.CREATED",
+// mapping is every event type of PayPal's wire format paystate reads, and
+// one it does not.
+var mapping = []psptest.Mapping{
+	{Type: paypal.TypeOrderApproved, Kind: psptest.KindProcessing},
+	{Type: paypal.TypeCaptureCompleted, Kind: psptest.KindCaptured},
+	{Type: paypal.TypeCaptureDenied, Kind: psptest.KindFailed},
+	{Type: paypal.TypeCaptureDeclined, Kind: psptest.KindFailed},
+	{Type: paypal.TypeCapturePending, Kind: psptest.KindProcessing},
+	{Type: paypal.TypeCaptureRefunded, Kind: psptest.KindRefundSucceeded},
+	{Type: paypal.TypeCaptureReversed, Kind: psptest.KindRefundSucceeded},
+	{Type: paypal.TypeDisputeCreated, Kind: psptest.KindDisputeOpened},
+	{Type: paypal.TypeDisputeResolved, Kind: psptest.KindDisputeWon},
+	{Type: paypal.TypeDisputeResolved + "/lost", Kind: psptest.KindDisputeLost},
+	{Type: "PAYMENT.ORDER.CREATED", Kind: psptest.KindUnknown},
 }
 
 func TestConformance(t *testing.T) {
@@ -100,21 +108,44 @@ func TestConformance(t *testing.T) {
 			return p
 		},
 		Sign: func(t *testing.T, ev psptest.Event) ([]byte, http.Header, bool) {
-			typ, ok := kindTypes[ev.Kind]
-			if !ok {
-				return nil, nil, false
+			spec := paypaltest.EventSpec{
+				ID: ev.ID, Type: ev.Type, At: ev.At, PaymentID: ev.PaymentID, OrderID: ev.ProviderRef,
+				Amount: paypal.Value(ev.Amount, ev.Currency), Currency: ev.Currency,
 			}
-			body := paypaltest.Event(paypaltest.EventSpec{
-				ID: ev.ID, Type: typ, At: ev.At, PaymentID: ev.PaymentID, OrderID: ev.ProviderRef, Amount: "10.00", Currency: "EUR",
-			})
+			switch ev.Kind {
+			case psptest.KindRefundSucceeded:
+				spec.RefundID = "1J" + strings.ToUpper(strings.TrimPrefix(ev.RefundID, "re_"))
+			case psptest.KindDisputeOpened:
+				spec.DisputeID, spec.DisputeStatus = ev.DisputeID, "WAITING_FOR_SELLER_RESPONSE"
+			case psptest.KindDisputeWon:
+				spec.DisputeID, spec.DisputeStatus, spec.Outcome = ev.DisputeID, "RESOLVED", "RESOLVED_SELLER_FAVOUR"
+			case psptest.KindDisputeLost:
+				spec.Type = paypal.TypeDisputeResolved
+				spec.DisputeID, spec.DisputeStatus, spec.Outcome = ev.DisputeID, "RESOLVED", "RESOLVED_BUYER_FAVOUR"
+			}
+			body := paypaltest.Event(spec)
 			return body, e.signer.Sign(body, paypaltest.Delivery{WebhookID: webhookID, At: ev.At, CertURL: e.certURL}), true
 		},
 		SignRaw: func(t *testing.T, id string, body []byte, at time.Time) http.Header {
 			return e.signer.Sign(body, paypaltest.Delivery{WebhookID: webhookID, At: at, CertURL: e.certURL})
 		},
+		Mapping: mapping,
+		Calls: func() []psptest.Call {
+			var out []psptest.Call
+			for _, r := range e.fake.Requests() {
+				// The OAuth2 token and the verify call change nothing.
+				if r.Path == "/v1/oauth2/token" || r.Path == "/v1/notifications/verify-webhook-signature" {
+					continue
+				}
+				out = append(out, psptest.Call{Method: r.Method, Path: r.Path, Key: r.RequestID})
+			}
+			return out
+		},
 		Now:            func() time.Time { return e.now },
 		IgnoresUnknown: true,
 		UnknownRef:     "5O000000000000000",
+		Lacks:          []psptest.Feature{psptest.FeatureCancel},
+		KeyPrefixes:    []string{"capture-"},
 	})
 }
 
