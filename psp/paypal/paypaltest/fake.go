@@ -193,10 +193,11 @@ func (f *Fake) HoldCaptureAnswers() <-chan string {
 	return f.held
 }
 
-// HoldCaptureRequests makes every capture request wait before PayPal
-// performs it; a caller that goes away meanwhile (a process killed) loses
-// it: the order stays APPROVED. The order id of each held request is sent
-// on the channel returned; ReleaseCaptures lets the waiting ones go on.
+// HoldCaptureRequests makes every capture request wait and then be lost
+// before PayPal performs it (a process killed while it waits, a request
+// that never arrived): the order stays APPROVED and the connection is
+// dropped. The order id of each held request is sent on the channel
+// returned; after ReleaseCaptures, captures are performed again.
 func (f *Fake) HoldCaptureRequests() <-chan string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -279,9 +280,9 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		select {
 		case <-hold:
 		case <-r.Context().Done():
-			return // the request never reached PayPal's capture
 		}
-		f.mu.Lock()
+		// The request is lost: never performed, its connection dropped.
+		panic(http.ErrAbortHandler)
 	}
 	key := r.Method + " " + r.URL.Path + " " + rid
 	if rep, ok := f.replies[key]; ok && rid != "" {
