@@ -84,6 +84,10 @@ type Inbox struct {
 	Store     pay.Store
 	Finalizer *Finalizer
 	Providers map[string]pay.Provider
+	// Pull fetches and finalizes what the PSP answers for a trigger
+	// (pay.WebhookEvent.Pull); without it a trigger is refused
+	// (EUNSUPPORTED) and stores nothing.
+	Pull *Pull
 	// Now is the clock a webhook's signature timestamp is checked
 	// against; default time.Now.
 	Now func() time.Time
@@ -157,6 +161,9 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 	if err != nil || ev.Ignore {
 		return ev, false, err
 	}
+	if ev.Pull {
+		return in.acceptTrigger(ctx, provider, ev, body)
+	}
 	verdict, err := in.seen(ctx, provider, ev)
 	if err == nil && verdict == eventNew {
 		verdict, err = in.keep(ctx, provider, ev, body)
@@ -177,6 +184,61 @@ func (in *Inbox) Accept(ctx context.Context, provider string, body []byte, h htt
 	}
 	in.webhookOutcome(provider, "duplicate")
 	return ev, true, nil
+}
+
+// acceptTrigger takes a trigger (pay.WebhookEvent.Pull). For a payment
+// paystate knows, it is stored for the worker (Pull.Apply), unless a
+// trigger of that payment is pending and no fetch runs: then it is
+// coalesced into that one and nothing is written (a read transaction
+// decides; the write transaction decides again). A trigger naming a
+// reference paystate does not know writes nothing (Pull.Unknown). The
+// event comes back with the redelivery flag set when it was coalesced.
+func (in *Inbox) acceptTrigger(ctx context.Context, provider string, ev pay.WebhookEvent, body []byte) (pay.WebhookEvent, bool, error) {
+	if in.Pull == nil {
+		in.webhookOutcome(provider, "rejected")
+		return ev, false, pay.Errorf(pay.EUNSUPPORTED, "provider %q sends triggers and no pull worker runs", provider)
+	}
+	var paymentID string
+	var pending bool
+	err := in.Store.View(ctx, func(tx pay.Tx) error {
+		var err error
+		if paymentID = resolve(tx, provider, ev.PaymentID, ev.ProviderRef); paymentID != "" {
+			pending, err = triggerPending(tx, paymentID)
+		}
+		return err
+	})
+	if err != nil {
+		return ev, false, fmt.Errorf("read trigger: %w", err)
+	}
+	if paymentID == "" {
+		in.Pull.Unknown(provider, ev.ProviderRef)
+		in.webhookOutcome(provider, "unknown_ref")
+		return ev, false, nil
+	}
+	stored := false
+	if !pending {
+		archived := append([]byte(nil), Redact(body)...)
+		err = in.Store.Update(ctx, func(tx pay.Tx) error {
+			var err error
+			stored, err = putTrigger(tx, provider, paymentID, ev.ProviderRef, archived)
+			if err == nil && stored {
+				tx.OnCommit(in.Wake)
+			}
+			return err
+		})
+		if err != nil {
+			return ev, false, fmt.Errorf("store trigger: %w", err)
+		}
+	}
+	if stored {
+		in.webhookOutcome(provider, "accepted")
+		in.Pull.count(provider, "stored")
+	} else {
+		in.webhookOutcome(provider, "duplicate")
+		in.Pull.count(provider, "coalesced")
+	}
+	ev.PaymentID = paymentID
+	return ev, !stored, nil
 }
 
 // A verdict is what Accept found for an event.
@@ -473,22 +535,15 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 	}
 	log = log.With().Str("payment_id", ev.PaymentID).Logger()
 
-	// Applying a webhook calls no PSP: it is one transaction that checks
-	// the payment's lease is free and finalizes, which excludes the sweeper
-	// and a human's resolution exactly as taking and releasing the lease
-	// around it would, with one commit instead of three. If the lease is
-	// held, come back later.
-	free := func(tx pay.Tx) error { return LeaseFree(tx, ev.PaymentID) }
 	var err error
-	if recordOnly(ev) {
-		err = in.Store.Update(ctx, func(tx pay.Tx) error {
-			if err := free(tx); err != nil {
-				return err
-			}
-			return recordEvent(tx, ev)
-		})
-	} else {
-		_, err = in.Finalizer.FinalizeIf(ctx, observationOf(ev), free)
+	switch {
+	case ev.Type == PullType && in.Pull != nil:
+		// A trigger: the PSP is asked under the payment's lease.
+		err = in.Pull.Apply(ctx, ev)
+	case ev.Type == PullType:
+		err = pay.Errorf(pay.EUNSUPPORTED, "a trigger of %s and no pull worker runs", ev.Provider)
+	default:
+		err = in.applyStored(ctx, ev)
 	}
 	if err == nil {
 		return true, nil
@@ -507,6 +562,28 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 		return in.exhausted(ctx, ev, reason)
 	}
 	return false, in.deferEvent(ctx, ev, reason)
+}
+
+// applyStored applies one stored event (not a trigger) in one transaction.
+func (in *Inbox) applyStored(ctx context.Context, ev pay.InboxEvent) error {
+	// Applying a webhook calls no PSP: it is one transaction that checks
+	// the payment's lease is free and finalizes, which excludes the sweeper
+	// and a human's resolution exactly as taking and releasing the lease
+	// around it would, with one commit instead of three. If the lease is
+	// held, come back later.
+	free := func(tx pay.Tx) error { return LeaseFree(tx, ev.PaymentID) }
+	var err error
+	if recordOnly(ev) {
+		err = in.Store.Update(ctx, func(tx pay.Tx) error {
+			if err := free(tx); err != nil {
+				return err
+			}
+			return recordEvent(tx, ev)
+		})
+	} else {
+		_, err = in.Finalizer.FinalizeIf(ctx, observationOf(ev), free)
+	}
+	return err
 }
 
 // exhausted puts an event that failed its last try on the review queue

@@ -20,6 +20,23 @@ type PSPResult struct {
 	// against the payment.
 	Amount   int64
 	Currency string
+	// PaymentID is paystate's id of the payment where the PSP's answer
+	// echoes it (metadata.paystate_payment_id), "" otherwise: the pull
+	// path finds a payment whose reference it did not record yet by it.
+	PaymentID string
+	// Money is what the answer says of the payment's refunds and
+	// disputes, for a provider whose webhooks only say "fetch the
+	// payment" (Mollie): the pull path finalizes each one that differs
+	// from what paystate holds. Nil when the answer does not say. (A
+	// pointer keeps PSPResult comparable.)
+	Money *MoneyChanges
+}
+
+// MoneyChanges are a PSP answer's refunds and disputes (chargebacks) of
+// one payment, each as an observation would carry it.
+type MoneyChanges struct {
+	Refunds  []RefundChange
+	Disputes []DisputeChange
 }
 
 // WebhookEvent is a verified, parsed PSP webhook.
@@ -56,6 +73,13 @@ type WebhookEvent struct {
 	// stored. Providers whose events may name a payment by reference only
 	// (standard) never set it.
 	Untagged bool
+	// Pull marks a trigger, not evidence: the webhook only says that the
+	// payment named by ProviderRef (and PaymentID, when the event names
+	// it) changed at the PSP. paystate stores the trigger, answers 2xx,
+	// and a worker asks the PSP (Provider.Status) under the payment's
+	// lease and finalizes that answer (finalize.Pull). Status, Refund and
+	// Dispute are not read on a pull event.
+	Pull bool
 }
 
 // Provider is a PSP adapter.
