@@ -1,0 +1,371 @@
+package finalize_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/VictoriaMetrics/metrics"
+
+	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/psp/mollie"
+	"github.com/paystate/paystate/psp/mollie/mollietest"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/storetest"
+)
+
+// pullFixture is a store, the Mollie provider pointed at a fake Mollie
+// API, and the inbox with its pull worker, in the inbox worker's path.
+type pullFixture struct {
+	db    *store.DB
+	clock *storetest.Clock
+	fake  *mollietest.Fake
+	prov  *mollie.Provider
+	in    *finalize.Inbox
+	pull  *finalize.Pull
+}
+
+func newPullFixture(t *testing.T, db *store.DB, clock *storetest.Clock, fake *mollietest.Fake) *pullFixture {
+	t.Helper()
+	if clock == nil {
+		clock = storetest.NewClock(time.Now().UTC())
+	}
+	if db == nil {
+		db = bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	}
+	if fake == nil {
+		fake = mollietest.New(t)
+	}
+	prov, err := mollie.New(mollie.Config{APIKey: mollietest.APIKey, APIBase: fake.URL, WebhookURL: "https://shop.example/webhooks/mollie", RedirectURL: "https://shop.example/thanks"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provs := map[string]pay.Provider{mollie.Name: prov}
+	fin := finalize.New(db)
+	pull := &finalize.Pull{
+		Store: db, Finalizer: fin, Providers: provs, Now: clock.Now,
+		Leases: &finalize.Leases{Store: db, Holder: "pull/test", TTL: 30 * time.Second, Now: clock.Now},
+		Limits: map[string]finalize.PullLimits{mollie.Name: {UnknownIDBackoff: time.Hour}},
+	}
+	in := &finalize.Inbox{Store: db, Finalizer: fin, Providers: provs, Pull: pull, Now: clock.Now}
+	pull.Wake = in.Wake
+	return &pullFixture{db: db, clock: clock, fake: fake, prov: prov, in: in, pull: pull}
+}
+
+// create makes a payment at the fake through the provider and stores it
+// as a create does.
+func (f *pullFixture) create(t *testing.T, id string, amount int64) pay.Payment {
+	t.Helper()
+	now := f.clock.Now()
+	p := pay.Payment{ID: id, OrderID: "o-" + id, Amount: amount, Currency: "EUR", Provider: mollie.Name, Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now}
+	if err := f.db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+		t.Fatal(err)
+	}
+	res, err := f.prov.Create(context.Background(), p, finalize.ChargeKey(id))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := f.in.Finalizer.Finalize(context.Background(), pay.Observation{
+		PaymentID: id, Source: pay.SourceSync, Status: res.Status, ProviderRef: res.ProviderRef, RedirectURL: res.RedirectURL,
+		Amount: res.Amount, Currency: res.Currency,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.Payment
+}
+
+// trigger posts Mollie's webhook (id=tr_...) to the inbox and reports
+// whether it was coalesced.
+func (f *pullFixture) trigger(t *testing.T, ref string) bool {
+	t.Helper()
+	h := http.Header{"Content-Type": {"application/x-www-form-urlencoded"}}
+	_, dup, err := f.in.Accept(context.Background(), mollie.Name, []byte("id="+ref), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dup
+}
+
+func (f *pullFixture) get(t *testing.T, id string) pay.Payment {
+	t.Helper()
+	var p pay.Payment
+	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func (f *pullFixture) runInbox(t *testing.T) {
+	t.Helper()
+	if _, err := f.in.RunOnce(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// outbox returns how many outbox records of each type a payment has.
+func (f *pullFixture) outbox(t *testing.T, id string) map[string]int {
+	t.Helper()
+	out := map[string]int{}
+	if err := f.db.View(context.Background(), func(tx pay.Tx) error {
+		recs, err := tx.OutboxForPayment(id)
+		for _, r := range recs {
+			out[r.Type]++
+		}
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+const fetchRoute = "GET /v2/payments/{id}"
+
+// A payment paid at Mollie is captured once, whatever the number and
+// order of its triggers: before the payment is paid, many at once, after
+// it was captured.
+func TestPull_CapturedOnce(t *testing.T) {
+	t.Parallel()
+	f := newPullFixture(t, nil, nil, nil)
+	p := f.create(t, "pay_pull1", 1000)
+	if got, want := p.Status, pay.RequiresAction; got != want {
+		t.Fatalf("Status=%s after create, want %s", got, want)
+	}
+	if p.RedirectURL == "" {
+		t.Fatal("no redirect URL from _links.checkout")
+	}
+	ref := p.ProviderRef
+
+	// A trigger while the payment is still open: fetched, nothing moves.
+	if f.trigger(t, ref) {
+		t.Fatal("the first trigger was coalesced")
+	}
+	f.runInbox(t)
+	if got, want := f.get(t, p.ID).Status, pay.RequiresAction; got != want {
+		t.Fatalf("Status=%s, want %s", got, want)
+	}
+
+	// Paid at Mollie; five triggers arrive before the worker runs: one
+	// is stored, four coalesce into it.
+	f.fake.SetStatus(ref, "paid")
+	coalesced := 0
+	for range 5 {
+		if f.trigger(t, ref) {
+			coalesced++
+		}
+	}
+	if got, want := coalesced, 4; got != want {
+		t.Fatalf("coalesced=%d, want %d", got, want)
+	}
+	before := f.fake.Requests(fetchRoute)
+	f.runInbox(t)
+	if got, want := f.fake.Requests(fetchRoute)-before, 1; got != want {
+		t.Fatalf("fetches=%d for five coalesced triggers, want %d", got, want)
+	}
+	if got, want := f.get(t, p.ID).Status, pay.Captured; got != want {
+		t.Fatalf("Status=%s, want %s", got, want)
+	}
+
+	// Late and repeated triggers: fetched, nothing more happens.
+	for range 3 {
+		f.trigger(t, ref)
+		f.runInbox(t)
+	}
+	got := f.get(t, p.ID)
+	if got.Status != pay.Captured {
+		t.Fatalf("Status=%s, want captured", got.Status)
+	}
+	if n := f.outbox(t, p.ID)["payment.captured"]; n != 1 {
+		t.Fatalf("payment.captured outbox records=%d, want 1", n)
+	}
+	var pending []pay.InboxEvent
+	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) {
+		pending, err = tx.PendingInbox(f.clock.Now().Add(time.Hour), 10)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 0 {
+		t.Fatalf("pending triggers=%d, want 0", len(pending))
+	}
+}
+
+// A trigger that arrives while a fetch runs (the lease is held) is
+// stored, not coalesced into the trigger being fetched: that fetch may
+// have begun before what the new trigger announces.
+func TestPull_TriggerDuringFetchNotLost(t *testing.T) {
+	t.Parallel()
+	f := newPullFixture(t, nil, nil, nil)
+	p := f.create(t, "pay_pull2", 1000)
+	f.trigger(t, p.ProviderRef)
+	// A fetch is running: the payment's lease is held.
+	var lease pay.Lease
+	if err := f.db.Update(context.Background(), func(tx pay.Tx) (err error) {
+		lease, err = tx.AcquireLease(p.ID, "pull/other", 30*time.Second)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if f.trigger(t, p.ProviderRef) {
+		t.Fatal("a trigger during a fetch was coalesced into the trigger being fetched")
+	}
+	if err := f.db.Update(context.Background(), func(tx pay.Tx) error { return tx.ReleaseLease(p.ID, lease.Token) }); err != nil {
+		t.Fatal(err)
+	}
+	f.fake.SetStatus(p.ProviderRef, "paid")
+	f.runInbox(t)
+	if got, want := f.get(t, p.ID).Status, pay.Captured; got != want {
+		t.Fatalf("Status=%s, want %s", got, want)
+	}
+}
+
+// A trigger whose fetch fails is retried with backoff, and the payment is
+// not failed meanwhile.
+func TestPull_FetchFailsRetried(t *testing.T) {
+	t.Parallel()
+	f := newPullFixture(t, nil, nil, nil)
+	p := f.create(t, "pay_pull3", 1000)
+	f.fake.SetStatus(p.ProviderRef, "paid")
+	f.trigger(t, p.ProviderRef)
+
+	f.fake.Fail(1)
+	f.runInbox(t)
+	if got, want := f.get(t, p.ID).Status, pay.RequiresAction; got != want {
+		t.Fatalf("Status=%s after a failed fetch, want %s (unchanged)", got, want)
+	}
+	var pending []pay.InboxEvent
+	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) {
+		pending, err = tx.PendingInbox(f.clock.Now().Add(time.Hour), 10)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(pending) != 1 || pending[0].Attempts != 1 || !pending[0].NextAttemptAt.After(f.clock.Now()) {
+		t.Fatalf("pending=%+v, want the trigger deferred once", pending)
+	}
+	// Not due yet: nothing is fetched.
+	before := f.fake.Requests(fetchRoute)
+	f.runInbox(t)
+	if f.fake.Requests(fetchRoute) != before {
+		t.Fatal("a deferred trigger was fetched before its backoff ended")
+	}
+	f.clock.Add(time.Minute)
+	f.runInbox(t)
+	if got, want := f.get(t, p.ID).Status, pay.Captured; got != want {
+		t.Fatalf("Status=%s after the retry, want %s", got, want)
+	}
+}
+
+// 1,000 forged ids in a burst cost one fetch each, a second burst within
+// the backoff none, and neither writes to the store.
+func TestPull_ForgedIDs(t *testing.T) {
+	f := newPullFixture(t, nil, nil, nil)
+	writes := metrics.GetOrCreateCounter(`paystate_store_write_transactions_total`)
+	w0 := writes.Get()
+	const n = 1000
+	for burst := range 2 {
+		for i := range n {
+			f.trigger(t, fmt.Sprintf("tr_forged%d", i))
+		}
+		got, err := f.pull.RunOnce(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := []int{n, 0}[burst]; got != want {
+			t.Fatalf("burst %d: fetched=%d, want %d", burst, got, want)
+		}
+	}
+	if got, want := f.fake.Requests(fetchRoute), n; got != want {
+		t.Fatalf("fetches=%d at the fake, want %d (one per forged id)", got, want)
+	}
+	if got := writes.Get() - w0; got != 0 {
+		t.Fatalf("write transactions=%d for forged ids, want 0", got)
+	}
+	// Past the backoff, one more fetch each.
+	f.clock.Add(time.Hour + time.Second)
+	for i := range n {
+		f.trigger(t, fmt.Sprintf("tr_forged%d", i))
+	}
+	if got, _ := f.pull.RunOnce(context.Background()); got != n {
+		t.Fatalf("after the backoff: fetched=%d, want %d", got, n)
+	}
+	if got := writes.Get() - w0; got != 0 {
+		t.Fatalf("write transactions=%d for forged ids, want 0", got)
+	}
+}
+
+// A payment whose create answer was lost (no Mollie id recorded) is found
+// by the metadata of the payment Mollie's webhook names, and finalized.
+func TestPull_UnknownRefOurs(t *testing.T) {
+	t.Parallel()
+	f := newPullFixture(t, nil, nil, nil)
+	now := f.clock.Now()
+	p := pay.Payment{ID: "pay_lost", OrderID: "o", Amount: 2500, Currency: "EUR", Provider: mollie.Name, Status: pay.FinalizePending, Version: 1, CreatedAt: now, UpdatedAt: now}
+	if err := f.db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+		t.Fatal(err)
+	}
+	f.fake.Put(mollietest.Payment{ID: "tr_lost1", Status: "paid", Value: "25.00", Currency: "EUR", Description: "x", Metadata: map[string]any{mollie.MetadataPaymentID: p.ID}})
+	f.trigger(t, "tr_lost1")
+	if n, err := f.pull.RunOnce(context.Background()); err != nil || n != 1 {
+		t.Fatalf("pull: n=%d err=%v", n, err)
+	}
+	f.runInbox(t)
+	got := f.get(t, p.ID)
+	if got.Status != pay.Captured || got.ProviderRef != "tr_lost1" {
+		t.Fatalf("payment=%s ref=%s, want captured with tr_lost1", got.Status, got.ProviderRef)
+	}
+}
+
+// An acknowledged trigger survives a crash: Accept stored it before it
+// returned, and a process that opens the file afterwards fetches it.
+func TestPull_TriggerSurvivesRestart(t *testing.T) {
+	t.Parallel()
+	clock := storetest.NewClock(time.Now().UTC())
+	path := filepath.Join(t.TempDir(), "paystate.db")
+	db, err := store.Open(path, &store.Options{Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fake := mollietest.New(t)
+	f := newPullFixture(t, db, clock, fake)
+	p := f.create(t, "pay_crash", 1000)
+	fake.SetStatus(p.ProviderRef, "paid")
+	f.trigger(t, p.ProviderRef) // answered 200: the trigger is durable
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	db2 := func() *store.DB {
+		db, err := store.Open(path, &store.Options{Now: clock.Now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = db.Close() })
+		return db
+	}()
+	f2 := newPullFixture(t, db2, clock, fake)
+	f2.runInbox(t)
+	if got, want := f2.get(t, p.ID).Status, pay.Captured; got != want {
+		t.Fatalf("Status=%s after restart, want %s", got, want)
+	}
+}
+
+// A malformed id is refused and stores nothing.
+func TestPull_MalformedID(t *testing.T) {
+	t.Parallel()
+	f := newPullFixture(t, nil, nil, nil)
+	for _, body := range []string{"", "id=", "id=tr_", "id=pay_123", "id=tr_abc%00", "id=tr_" + string(make([]byte, 70))} {
+		_, _, err := f.in.Accept(context.Background(), mollie.Name, []byte(body), http.Header{})
+		if pay.ErrorCode(err) != pay.EINVALID {
+			t.Errorf("body %q: err=%v, want %s", body, err, pay.EINVALID)
+		}
+	}
+	if got, _ := f.pull.RunOnce(context.Background()); got != 0 {
+		t.Fatalf("fetched=%d, want 0", got)
+	}
+}
