@@ -79,6 +79,7 @@ const (
 	ProviderStandard = "standard"
 	ProviderStripe   = "stripe"
 	ProviderPayPal   = "paypal"
+	ProviderMollie   = "mollie"
 )
 
 // Config is paystate's whole configuration, one field per TOML section.
@@ -327,6 +328,7 @@ type Providers struct {
 	Standard *Standard `toml:"standard,omitempty"`
 	Stripe   *Stripe   `toml:"stripe,omitempty"`
 	PayPal   *PayPal   `toml:"paypal,omitempty"`
+	Mollie   *Mollie   `toml:"mollie,omitempty"`
 }
 
 // Names returns the names of the configured providers, sorted.
@@ -334,6 +336,9 @@ func (p Providers) Names() []string {
 	var out []string
 	if p.Mock != nil {
 		out = append(out, ProviderMock)
+	}
+	if p.Mollie != nil {
+		out = append(out, ProviderMollie)
 	}
 	if p.Standard != nil {
 		out = append(out, ProviderStandard)
@@ -446,6 +451,36 @@ type PayPal struct {
 	// BrandName is shown to the buyer on PayPal's page; empty: the
 	// account's business name.
 	BrandName string `toml:"brand_name"`
+}
+
+// Mollie is the [providers.mollie] section (docs/mollie.md); APIKey and
+// WebhookURL are required.
+type Mollie struct {
+	// APIKey is the Mollie API key, "live_..." or "test_...".
+	APIKey string `toml:"api_key"`
+	// APIBase overrides Mollie's API URL (a fake in tests); empty means
+	// https://api.mollie.com/.
+	APIBase string `toml:"api_base"`
+	// RedirectURL is where Mollie sends the customer after paying when the
+	// create has no return_url.
+	RedirectURL string `toml:"redirect_url"`
+	// WebhookURL is paystate's /webhooks/mollie as Mollie reaches it, sent
+	// with every payment.
+	WebhookURL string `toml:"webhook_url"`
+	// WebhookSecret, when set, accepts Mollie's signed next-generation
+	// webhooks (X-Mollie-Signature).
+	WebhookSecret string `toml:"webhook_secret"`
+	// UnknownIDBackoff is how long a payment id paystate does not know is
+	// left unasked after one fetch.
+	UnknownIDBackoff Duration `toml:"unknown_id_backoff"`
+	// RatePerSecond bounds the fetches the webhooks cause (the sweeper's
+	// own calls are bounded by sweeper.rate_per_second).
+	RatePerSecond float64 `toml:"rate_per_second"`
+}
+
+// DefaultMollie is [providers.mollie] with every key at its default.
+func DefaultMollie() Mollie {
+	return Mollie{UnknownIDBackoff: Duration{10 * time.Minute}, RatePerSecond: 10}
 }
 
 // DefaultMock is [providers.mock] with every key at its default, as a
@@ -582,8 +617,8 @@ func decode(data []byte) (Config, error) {
 	}
 	// Every provider table starts at its defaults; those the file does not
 	// have are removed after decoding.
-	m, st, sp, pp := DefaultMock(), DefaultStandard(), Stripe{}, PayPal{}
-	cfg.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp, PayPal: &pp}
+	m, st, sp, pp, mo := DefaultMock(), DefaultStandard(), Stripe{}, PayPal{}, DefaultMollie()
+	cfg.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp, PayPal: &pp, Mollie: &mo}
 	md, err := toml.NewDecoder(bytes.NewReader(data)).Decode(&cfg)
 	if err != nil {
 		return Config{}, fmt.Errorf("config: %s", clip(err.Error(), maxErrorText))
@@ -599,6 +634,9 @@ func decode(data []byte) (Config, error) {
 	}
 	if !md.IsDefined("providers", ProviderPayPal) {
 		cfg.Providers.PayPal = nil
+	}
+	if !md.IsDefined("providers", ProviderMollie) {
+		cfg.Providers.Mollie = nil
 	}
 	if !md.IsDefined("payment", "provider") {
 		// The default provider is the only one configured; with several,

@@ -137,7 +137,7 @@ func TestExample(t *testing.T) {
 				continue
 			}
 			// Likewise [providers.stripe]: a present table turns Stripe on.
-			if k == "providers.stripe" || strings.HasPrefix(k, "providers.stripe.") {
+			if k == "providers.stripe" || strings.HasPrefix(k, "providers.stripe.") || k == "providers.mollie" || strings.HasPrefix(k, "providers.mollie.") {
 				continue
 			}
 			// And [providers.paypal].
@@ -160,7 +160,8 @@ func TestExample(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, k := range []string{"[[webhooks]]", "url", "secret", "secrets", "events", "timeout", "max_in_flight", "[providers.stripe]", "secret_key", "webhook_secret", "api_base", "flow", "[providers.stripe.checkout]", "success_url", "cancel_url", "adopt_payment_links",
-			"[providers.paypal]", "client_id", "secret", "webhook_id", "verify", "cert_hosts", "ca_file", "return_url", "brand_name"} {
+			"[providers.paypal]", "client_id", "secret", "webhook_id", "verify", "cert_hosts", "ca_file", "return_url", "brand_name",
+			"[providers.mollie]", "api_key", "redirect_url", "webhook_url", "unknown_id_backoff", "rate_per_second"} {
 			if !strings.Contains(string(data), "# "+k) {
 				t.Errorf("%s has no commented-out %q line", path, k)
 			}
@@ -463,6 +464,8 @@ func TestKnownKeys(t *testing.T) {
 		"providers.stripe.secret_key", "providers.stripe.webhook_secret", "providers.stripe.api_base",
 		"providers.stripe.flow", "providers.stripe.checkout.success_url", "providers.stripe.checkout.cancel_url",
 		"providers.stripe.checkout.adopt_payment_links",
+		"providers.mollie.api_key", "providers.mollie.api_base", "providers.mollie.redirect_url", "providers.mollie.webhook_url",
+		"providers.mollie.webhook_secret", "providers.mollie.unknown_id_backoff", "providers.mollie.rate_per_second",
 	} {
 		if !keys[k] {
 			t.Errorf("knownKeys() lacks %q", k)

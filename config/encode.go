@@ -14,7 +14,7 @@ import (
 const Mask = "***"
 
 // Masked returns a copy of c with every secret replaced by Mask: API keys,
-// webhook secrets, the Stripe keys, receipt.password, the password in
+// webhook secrets, the Stripe and Mollie keys, receipt.password, the password in
 // storage.dsn and in any URL (relay.nats.url included). An empty secret
 // stays empty, so the output still shows what is unset.
 // c itself is not changed.
@@ -59,6 +59,15 @@ func (c Config) Masked() Config {
 		mp.APIBase = redactURL(mp.APIBase)
 		mp.CertHosts = slices.Clone(mp.CertHosts)
 		m.Providers.PayPal = &mp
+	}
+	if c.Providers.Mollie != nil {
+		mo := *c.Providers.Mollie
+		mo.APIKey = mask(mo.APIKey)
+		mo.WebhookSecret = mask(mo.WebhookSecret)
+		mo.APIBase = redactURL(mo.APIBase)
+		mo.RedirectURL = redactURL(mo.RedirectURL)
+		mo.WebhookURL = redactURL(mo.WebhookURL)
+		m.Providers.Mollie = &mo
 	}
 	m.Relay.NATS.URL = maskNATSURL(c.Relay.NATS.URL)
 	m.Receipt.Password = mask(c.Receipt.Password)

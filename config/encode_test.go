@@ -34,12 +34,17 @@ func secretConfig() (Config, []string) {
 		ClientID: "AeClientID0123456789", Secret: "EGpaypalsecret0123456789", WebhookID: "1JE4291016473214C",
 		APIBase: "https://ppuser:pppassword@api-m.sandbox.paypal.com",
 	}
+	mo := DefaultMollie()
+	mo.APIKey, mo.WebhookSecret = "live_molliekey0123456789", "mollie-signing-secret-0123"
+	mo.WebhookURL = "https://shop.example.com/webhooks/mollie?token=mollietoken"
+	c.Providers.Mollie = &mo
 	secrets := []string{
 		"apikey-one-0123456789", "apikey-two-0123456789", "dsnpassword",
 		"hookpassword", c.Webhooks[0].Secret, c.Webhooks[0].Secrets[0], c.Webhooks[0].Secrets[1],
 		c.Providers.Mock.WebhookSecret, "mockpassword", c.Providers.Standard.WebhookSecret,
 		"sk_test_stripekey0123456789", "whsec_stripewebhook0123456789", "stripepassword",
 		"EGpaypalsecret0123456789", "pppassword",
+		"live_molliekey0123456789", "mollie-signing-secret-0123", "mollietoken",
 	}
 	return c, secrets
 }
@@ -79,6 +84,8 @@ func TestConfig_Masked(t *testing.T) {
 		{"providers.standard.webhook_secret", m.Providers.Standard.WebhookSecret, Mask},
 		{"providers.stripe.secret_key", m.Providers.Stripe.SecretKey, Mask},
 		{"providers.stripe.webhook_secret", m.Providers.Stripe.WebhookSecret, Mask},
+		{"providers.mollie.api_key", m.Providers.Mollie.APIKey, Mask},
+		{"providers.mollie.webhook_secret", m.Providers.Mollie.WebhookSecret, Mask},
 		{"server.listen", m.Server.Listen, "0.0.0.0:8443"},
 	} {
 		if tt.got != tt.want {

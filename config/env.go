@@ -254,8 +254,8 @@ func EnvWarnings(cfg Config, environ []string) []string {
 	// What the variable could set had the file every provider table and
 	// any number of endpoints.
 	full := cfg
-	m, st, sp, pp := DefaultMock(), DefaultStandard(), Stripe{}, PayPal{}
-	full.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp, PayPal: &pp}
+	m, st, sp, pp, mo := DefaultMock(), DefaultStandard(), Stripe{}, PayPal{}, DefaultMollie()
+	full.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp, PayPal: &pp, Mollie: &mo}
 	full.Webhooks = []Webhook{{}}
 	possible := make(map[string]string) // variable → key
 	for _, s := range settings(&full) {

@@ -13,8 +13,8 @@ import (
 // endpoints: every key the environment can reach.
 func fullConfig() Config {
 	c := DefaultConfig()
-	m, st, sp, pp := DefaultMock(), DefaultStandard(), Stripe{}, PayPal{}
-	c.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp, PayPal: &pp}
+	m, st, sp, pp, mo := DefaultMock(), DefaultStandard(), Stripe{}, PayPal{}, DefaultMollie()
+	c.Providers = Providers{Mock: &m, Standard: &st, Stripe: &sp, PayPal: &pp, Mollie: &mo}
 	c.Webhooks = []Webhook{{URL: "https://a.example.com/h"}, {URL: "https://b.example.com/h"}}
 	return c
 }
@@ -46,6 +46,7 @@ func TestSettings_EveryKey(t *testing.T) {
 	for key, want := range map[string]string{
 		"server.listen":                     "PAYSTATE_SERVER_LISTEN",
 		"providers.stripe.secret_key":       "PAYSTATE_PROVIDERS_STRIPE_SECRET_KEY",
+		"providers.mollie.api_key":          "PAYSTATE_PROVIDERS_MOLLIE_API_KEY",
 		"relay.nats.url":                    "PAYSTATE_RELAY_NATS_URL",
 		"storage.dsn":                       "PAYSTATE_STORAGE_DSN",
 		"webhook_inbox.max_attempts":        "PAYSTATE_WEBHOOK_INBOX_MAX_ATTEMPTS",

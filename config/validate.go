@@ -160,7 +160,7 @@ func (c Config) Validate() error {
 	names := c.Providers.Names()
 	switch {
 	case len(names) == 0:
-		p.addf("providers", "no provider is configured: add a [providers.mock], [providers.standard], [providers.stripe] or [providers.paypal] table")
+		p.addf("providers", "no provider is configured: add a [providers.mock], [providers.standard], [providers.stripe], [providers.paypal] or [providers.mollie] table")
 	case c.Payment.Provider == "":
 		p.addf("payment.provider", "required when several providers are configured: one of %s", strings.Join(names, ", "))
 	case !slices.Contains(names, c.Payment.Provider):
@@ -314,6 +314,9 @@ func (c Config) Validate() error {
 				p.addf(u.key, "%v", err)
 			}
 		}
+	}
+	if mo := c.Providers.Mollie; mo != nil {
+		p.mollie(mo)
 	}
 
 	if pp := c.Providers.PayPal; pp != nil {
@@ -684,4 +687,35 @@ func printableASCII(s string) bool {
 		}
 	}
 	return true
+}
+
+// mollie checks [providers.mollie].
+func (p *problems) mollie(mo *Mollie) {
+	switch {
+	case mo.APIKey == "":
+		p.addf("providers.mollie.api_key", "required (or PAYSTATE_PROVIDERS_MOLLIE_API_KEY); remove [providers.mollie] to turn Mollie off")
+	case !strings.HasPrefix(mo.APIKey, "live_") && !strings.HasPrefix(mo.APIKey, "test_"):
+		p.addf("providers.mollie.api_key", "must start with live_ or test_ (an organization access token is not supported)")
+	}
+	if mo.WebhookURL == "" {
+		p.addf("providers.mollie.webhook_url", "required: paystate's /webhooks/mollie as Mollie reaches it (https://<your host>/webhooks/mollie)")
+	}
+	for _, u := range []struct{ key, v string }{
+		{"providers.mollie.api_base", mo.APIBase},
+		{"providers.mollie.redirect_url", mo.RedirectURL},
+		{"providers.mollie.webhook_url", mo.WebhookURL},
+	} {
+		if u.v == "" {
+			continue
+		}
+		if err := checkHTTPURL(u.v); err != nil {
+			p.addf(u.key, "%v", err)
+		}
+	}
+	if mo.UnknownIDBackoff.Duration <= 0 {
+		p.addf("providers.mollie.unknown_id_backoff", "must be positive, got %s", mo.UnknownIDBackoff.Duration)
+	}
+	if !(mo.RatePerSecond > 0) {
+		p.addf("providers.mollie.rate_per_second", "must be positive, got %v", mo.RatePerSecond)
+	}
 }

@@ -188,6 +188,16 @@ func TestConfig_Validate(t *testing.T) {
 			c.Providers.Mock.WebhookSecret = testSecret("mock")
 			c.Providers.Mock.AllowPublic = true
 		}), ""},
+		{"Mollie", func(c *Config) { c.Providers.Mollie = mollieConfig(nil) }, ""},
+		{"MollieNoKey", func(c *Config) { c.Providers.Mollie = mollieConfig(func(m *Mollie) { m.APIKey = "" }) }, "providers.mollie.api_key"},
+		{"MollieKeyPrefix", func(c *Config) { c.Providers.Mollie = mollieConfig(func(m *Mollie) { m.APIKey = "sk_test_1" }) }, "providers.mollie.api_key"},
+		{"MollieNoWebhookURL", func(c *Config) { c.Providers.Mollie = mollieConfig(func(m *Mollie) { m.WebhookURL = "" }) }, "providers.mollie.webhook_url"},
+		{"MollieRedirectBad", func(c *Config) { c.Providers.Mollie = mollieConfig(func(m *Mollie) { m.RedirectURL = "/back" }) }, "providers.mollie.redirect_url"},
+		{"MollieAPIBaseBad", func(c *Config) { c.Providers.Mollie = mollieConfig(func(m *Mollie) { m.APIBase = "localhost:1" }) }, "providers.mollie.api_base"},
+		{"MollieBackoff", func(c *Config) {
+			c.Providers.Mollie = mollieConfig(func(m *Mollie) { m.UnknownIDBackoff.Duration = 0 })
+		}, "providers.mollie.unknown_id_backoff"},
+		{"MollieRate", func(c *Config) { c.Providers.Mollie = mollieConfig(func(m *Mollie) { m.RatePerSecond = -1 }) }, "providers.mollie.rate_per_second"},
 		{"StripeKeyPublishable", func(c *Config) {
 			c.Providers.Stripe = &Stripe{SecretKey: "pk_test_123", WebhookSecret: "whsec_123"}
 		}, "providers.stripe.secret_key"},
@@ -331,4 +341,14 @@ func TestConfig_Warnings(t *testing.T) {
 			t.Fatalf("Warnings()=%q, want none", got)
 		}
 	})
+}
+
+// mollieConfig is a valid [providers.mollie], changed by mutate.
+func mollieConfig(mutate func(*Mollie)) *Mollie {
+	m := DefaultMollie()
+	m.APIKey, m.WebhookURL = "test_abc", "https://pay.example/webhooks/mollie"
+	if mutate != nil {
+		mutate(&m)
+	}
+	return &m
 }

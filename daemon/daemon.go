@@ -30,6 +30,7 @@ import (
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
+	"github.com/paystate/paystate/psp/mollie"
 	"github.com/paystate/paystate/psp/paypal"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stripe"
@@ -64,6 +65,7 @@ type Main struct {
 	Finalizer *finalize.Finalizer
 	Payments  *finalize.Payments
 	Inbox     *finalize.Inbox
+	Pull      *finalize.Pull
 	Review    *finalize.Review
 	Sweeper   *sweeper.Sweeper
 	Ripple    *ripple.Service
@@ -176,6 +178,18 @@ func (m *Main) Open() (err error) {
 		}
 		m.Providers[paypal.Name] = pp
 	}
+	pullLimits := map[string]finalize.PullLimits{}
+	if mc := cfg.Providers.Mollie; mc != nil {
+		mp, err := mollie.New(mollie.Config{
+			APIKey: mc.APIKey, APIBase: mc.APIBase, RedirectURL: mc.RedirectURL,
+			WebhookURL: mc.WebhookURL, WebhookSecret: mc.WebhookSecret,
+		}, nil)
+		if err != nil {
+			return err
+		}
+		m.Providers[mollie.Name] = mp
+		pullLimits[mollie.Name] = finalize.PullLimits{RatePerSecond: mc.RatePerSecond, UnknownIDBackoff: mc.UnknownIDBackoff.Duration}
+	}
 	if _, ok := m.Providers[cfg.Payment.Provider]; !ok {
 		return fmt.Errorf("payment.provider %q is not configured", cfg.Payment.Provider)
 	}
@@ -191,11 +205,18 @@ func (m *Main) Open() (err error) {
 		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Idempotency: idem,
 		DefaultProvider: cfg.Payment.Provider, Logger: m.component("payments"),
 	}
-	m.Inbox = &finalize.Inbox{
+	// The pull path: webhooks that are triggers (Mollie's) are fetched
+	// under the payment's lease.
+	m.Pull = &finalize.Pull{
 		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now,
+		Leases: leases("pull"), Limits: pullLimits, Logger: m.component("pull"),
+	}
+	m.Inbox = &finalize.Inbox{
+		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now, Pull: m.Pull,
 		MaxAttempts: cfg.WebhookInbox.MaxAttempts, Logger: m.component("inbox"),
 		WriteFirst: cfg.Storage.Backend == "postgres", // an empty commit costs PostgreSQL no flush
 	}
+	m.Pull.Wake = m.Inbox.Wake
 	m.Review = &finalize.Review{Finalizer: m.Finalizer, Leases: leases("review"), Logger: m.component("review")}
 
 	// The sweeper: reconciliation against the PSPs, expiry, housekeeping.
@@ -238,6 +259,7 @@ func (m *Main) Open() (err error) {
 	m.cancel = cancel
 	m.g, ctx = errgroup.WithContext(ctx)
 	m.g.Go(func() error { return m.Inbox.Run(ctx) })
+	m.g.Go(func() error { return m.Pull.Run(ctx) })
 	m.g.Go(func() error { return m.Sweeper.Run(ctx) })
 	m.g.Go(func() error { return m.Ripple.Run(ctx) })
 	m.running.Store(true)
@@ -267,6 +289,7 @@ func (m *Main) readyChecks(started time.Time) []httpd.ReadyCheck {
 		heartbeat func() (time.Time, time.Duration)
 	}{
 		{"inbox", m.Inbox.Heartbeat},
+		{"pull", m.Pull.Heartbeat},
 		{"ripple", m.Ripple.Heartbeat},
 		{"sweeper", m.Sweeper.Heartbeat},
 	} {
