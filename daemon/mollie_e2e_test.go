@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/paystate/paystate/api"
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/testkit"
@@ -99,4 +101,34 @@ func TestE2E_Mollie(t *testing.T) {
 	if transitions != 2 { // created → requires_action → captured
 		t.Fatalf("transitions=%d, want 2: %v", transitions, stepKinds(in, id))
 	}
+}
+
+// TestBrowser_MollieLink: the dashboard shows a Mollie payment's provider
+// and links its reference to the payment in Mollie's dashboard, in the
+// list and on the payment's page.
+func TestBrowser_MollieLink(t *testing.T) {
+	t.Parallel()
+	in, _ := bootMollie(t)
+	r := in.Create(`{"order_id":"o-mollie-link","amount":1200,"currency":"EUR"}`, "k-mollie-link")
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	id, ref := r.Str("id"), r.Str("provider_ref")
+	want := "https://my.mollie.com/dashboard/payments/" + ref
+
+	b := newBrowser(t)
+	b.signIn(in.Base)
+	row := fmt.Sprintf(`#payments-table tr[data-payment-id=%q]`, id)
+	b.do("see the Mollie payment", chromedp.WaitVisible(chromedp.CSS(row)))
+	if got := eval[string](b, `document.querySelector(`+jsString(row+" a.psp-link")+`).href`); got != want {
+		t.Fatalf("list link=%q, want %q", got, want)
+	}
+	b.do("open the payment", chromedp.Click(chromedp.CSS(row+" td")), chromedp.WaitVisible(chromedp.CSS("#timeline-table")))
+	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').href`); got != want {
+		t.Fatalf("page link=%q, want %q", got, want)
+	}
+	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').rel`); got != "noopener noreferrer" {
+		t.Fatalf("rel=%q", got)
+	}
+	b.assertCleanConsole()
 }

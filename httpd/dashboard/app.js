@@ -268,12 +268,28 @@
     el('td', {}, badge(p.status), p.dispute ? disputeBadge(p.dispute) : null),
     el('td', { class: 'customer wrap', text: [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') }),
     el('td', {}, p.provider, p.flow === 'payment_link' ? el('span', { class: 'badge source', title: 'made from a Stripe Payment Link', text: 'Payment Link' }) : null),
-    el('td', { class: 'mono wrap', text: p.provider_ref || '' }),
+    el('td', { class: 'mono wrap' }, providerRef(p)),
     el('td', { text: fmtTime(p.created_at) }),
     el('td', { text: fmtTime(p.updated_at) })));
     body.append(drawnFrom(sig, el('table', { id: 'payments-table' },
       el('thead', {}, el('tr', {}, ['Payment', 'Order id', 'Amount', 'Status', 'Customer', 'Provider', 'Provider ref', 'Created', 'Updated'].map((h) => el('th', { text: h })))),
       el('tbody', {}, rows))));
+  }
+
+  // pspDashboards make the link to a payment in its PSP's own dashboard,
+  // by provider, from its reference; a provider not listed shows the
+  // reference as text.
+  const pspDashboards = {
+    mollie: (ref) => /^tr_[A-Za-z0-9]+$/.test(ref) ? 'https://my.mollie.com/dashboard/payments/' + ref : '',
+  };
+
+  // providerRef is a payment's PSP reference, a link to the PSP's
+  // dashboard where paystate knows its address.
+  function providerRef(p) {
+    const ref = p.provider_ref || '';
+    const href = ref && pspDashboards[p.provider] ? pspDashboards[p.provider](ref) : '';
+    if (!href) return ref;
+    return el('a', { class: 'psp-link', href, target: '_blank', rel: 'noopener noreferrer', title: 'open in ' + p.provider + "'s dashboard", text: ref });
   }
 
   // disputeBadge marks a payment with a dispute: "disputed" while it is
@@ -419,7 +435,7 @@
     const facts = [
       ['Order id', p.order_id], ['Amount', fmtAmount(p.amount, p.currency)], ['Status', p.status],
       ['Version', p.version], ['Provider', p.provider + (p.flow ? ' (' + (p.flow === 'payment_link' ? 'Payment Link' : p.flow) + ')' : '')],
-      ['Provider ref', p.provider_ref || '—'],
+      ['Provider ref', providerRef(p) || '—'],
       ['Customer', [p.customer && p.customer.id, p.customer && p.customer.email].filter(Boolean).join(' · ') || '—'],
       ['Created', fmtTime(p.created_at)], ['Updated', fmtTime(p.updated_at)],
     ];
@@ -443,7 +459,7 @@
       drawnFrom(sig, backLink()),
       el('h2', {}, 'Payment ', el('a', { class: 'mono', id: 'timeline-id', href: paymentHref(p.id), text: p.id }), el('span', { id: 'payment-status' }, badge(p.status)),
         p.dispute ? el('span', { id: 'payment-dispute' }, disputeBadge(p.dispute)) : null),
-      el('dl', { class: 'facts' }, facts.map(([k, val]) => el('div', {}, el('dt', { text: k }), el('dd', { text: val })))),
+      el('dl', { class: 'facts' }, facts.map(([k, val]) => el('div', {}, el('dt', { text: k }), val instanceof Node ? el('dd', {}, val) : el('dd', { text: val })))),
       refundView(p, refunds, refundsErr),
       el('p', { class: 'verdict', id: 'timeline-verdict', text: v.text }),
       el('table', { id: 'timeline-table' },
