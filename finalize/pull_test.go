@@ -369,3 +369,66 @@ func TestPull_MalformedID(t *testing.T) {
 		t.Fatalf("fetched=%d, want 0", got)
 	}
 }
+
+// A refund made through paystate is settled by what the next fetch
+// shows, and a chargeback becomes a dispute (lost; reversed: won is a
+// closed dispute reopening, which goes to review): each change once,
+// whatever the number of triggers.
+func TestPull_RefundsAndChargebacks(t *testing.T) {
+	t.Parallel()
+	f := newPullFixture(t, nil, nil, nil)
+	ctx := context.Background()
+	p := f.create(t, "pay_pullre", 2000)
+	f.fake.SetStatus(p.ProviderRef, "paid")
+	f.trigger(t, p.ProviderRef)
+	f.runInbox(t)
+
+	svc := &finalize.Payments{Store: f.db, Finalizer: f.in.Finalizer, Providers: f.in.Providers, DefaultProvider: mollie.Name}
+	r, err := svc.RefundOnce(ctx, p.ID, finalize.RefundRequest{Amount: 2000},
+		finalize.IdemKey{Key: "refund:all", Fingerprint: "all", Status: http.StatusCreated})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Refund.Status != pay.RefundPending {
+		t.Fatalf("refund=%+v, want pending (Mollie's answer)", r.Refund)
+	}
+	mp, _ := f.fake.Payment(p.ProviderRef)
+	if len(mp.Refunds) != 1 || mp.Refunds[0].IdemKey != pay.RefundKey(r.Refund.ID) {
+		t.Fatalf("refunds at Mollie: %+v, want one under %s", mp.Refunds, pay.RefundKey(r.Refund.ID))
+	}
+
+	// Mollie refunds it; its webhooks (twice) settle it.
+	f.fake.SetRefundStatus(p.ProviderRef, "refunded")
+	for range 2 {
+		f.trigger(t, p.ProviderRef)
+		f.runInbox(t)
+	}
+	got := f.get(t, p.ID)
+	if got.Status != pay.Refunded {
+		t.Fatalf("Status=%s, want refunded", got.Status)
+	}
+	if n := f.outbox(t, p.ID)["payment.refund.succeeded"]; n != 1 {
+		t.Fatalf("payment.refund.succeeded records=%d, want 1", n)
+	}
+
+	// A chargeback of another payment: a lost dispute, once.
+	q := f.create(t, "pay_pullcb", 1500)
+	f.fake.SetStatus(q.ProviderRef, "paid")
+	f.trigger(t, q.ProviderRef)
+	f.runInbox(t)
+	cb := f.fake.AddChargeback(q.ProviderRef, "15.00")
+	for range 2 {
+		f.trigger(t, q.ProviderRef)
+		f.runInbox(t)
+	}
+	var ds []pay.Dispute
+	if err := f.db.View(ctx, func(tx pay.Tx) (err error) { ds, err = tx.DisputesForPayment(q.ID); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(ds) != 1 || ds[0].ID != cb || ds[0].Status != pay.DisputeLost || ds[0].Amount != 1500 {
+		t.Fatalf("disputes=%+v, want %s lost for 15.00", ds, cb)
+	}
+	if n := f.outbox(t, q.ID)["payment.dispute.created"]; n != 1 {
+		t.Fatalf("payment.dispute.created records=%d, want 1", n)
+	}
+}
