@@ -37,7 +37,7 @@ queue (unreconciled); payments captured longer ago than
 reconcile.settle_within and in no report are listed. Exit 3 when
 something did not match.
 
-  reconcile import -format stripe|generic [-provider NAME] FILE
+  reconcile import -format stripe|mollie|generic [-provider NAME] FILE
   reconcile stripe -since DATE
 
 The report is read as a stream (checked whole, then posted a batch of
@@ -131,13 +131,13 @@ func parseWithFile(fs *flags, args []string, stdout, stderr io.Writer) (string, 
 
 // reconcileImport is `paystate reconcile import -format F FILE`.
 func reconcileImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	rf := newReconcileFlags("reconcile import", "reconcile import -format stripe|generic [-provider NAME] [-db FILE | -config FILE] FILE",
+	rf := newReconcileFlags("reconcile import", "reconcile import -format stripe|mollie|generic [-provider NAME] [-db FILE | -config FILE] FILE",
 		`Read a settlement report (Stripe's itemized balance change or payout
 reconciliation CSV, or the generic CSV: id, provider_ref, type, amount,
 fee, currency, payout_id, available_on; amounts in major units) and match
 it. A malformed file is refused with its line number; nothing is posted.`)
-	format := rf.fs.String("format", "", "stripe, paypal or generic (required)")
-	provider := rf.fs.String("provider", "", "the provider whose payments the report settles (default: stripe for -format stripe, paypal for -format paypal; required for generic)")
+	format := rf.fs.String("format", "", "stripe, paypal, mollie or generic (required)")
+	provider := rf.fs.String("provider", "", "the provider whose payments the report settles (default: stripe for -format stripe, paypal for -format paypal, mollie for -format mollie; required for generic)")
 	url := rf.fs.String("url", "", "address of a running paystate to send the report to, http://host:port or host:port (default: when a running paystate holds the bbolt file, the server.listen of -config)")
 	key := rf.fs.String("api-key", "", "API key of the running paystate (default: PAYSTATE_API_KEY)")
 	file, err := parseWithFile(rf.fs, args, stdout, stderr)
@@ -161,13 +161,18 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 		if *provider == "" {
 			*provider = "paypal"
 		}
+	case "mollie":
+		scan = reconcile.ScanMollie
+		if *provider == "" {
+			*provider = "mollie"
+		}
 	case "generic":
 		scan = reconcile.ScanGeneric
 		if *provider == "" {
 			return usageError(errors.New("reconcile import: -provider is required with -format generic"))
 		}
 	default:
-		return usageError(fmt.Errorf("reconcile import: -format %q: want stripe, paypal or generic", *format))
+		return usageError(fmt.Errorf("reconcile import: -format %q: want stripe, paypal, mollie or generic", *format))
 	}
 	f, err := os.Open(file)
 	if err != nil {

@@ -127,7 +127,7 @@ func reconRunDetail(r pay.ReconRun) reconRunJSON {
 var reportTypes = map[string]bool{"text/csv": true, "application/octet-stream": true, "text/plain": true}
 
 // handleImportReconRun answers POST
-// /v1/reconciliation/runs?format=stripe|paypal|generic&provider=&name=: the
+// /v1/reconciliation/runs?format=stripe|paypal|mollie|generic&provider=&name=: the
 // body is the settlement report itself (Content-Type text/csv), as
 // `paystate reconcile import` sends it when a running paystate holds the
 // bbolt file, and the dashboard's Reconciliation page. It is the one
@@ -149,7 +149,7 @@ func (s *Server) handleImportReconRun(rc *fasthttp.RequestCtx, _ []string) error
 	q := rc.QueryArgs()
 	format, provider, name := string(q.Peek("format")), string(q.Peek("provider")), string(q.Peek("name"))
 	if format == "" {
-		return pay.Invalidf("format", "format is required: stripe, paypal or generic")
+		return pay.Invalidf("format", "format is required: stripe, paypal, mollie or generic")
 	}
 	if name == "" {
 		name = "upload"

@@ -224,3 +224,47 @@ func FuzzReadStripe(f *testing.F) {
 		checkLines(t, ls, err, false)
 	})
 }
+
+func TestReadMollie(t *testing.T) {
+	t.Parallel()
+	t.Run("File", func(t *testing.T) {
+		t.Parallel()
+		ls, err := reconcile.ReadMollie(testdata(t, "mollie.csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []struct {
+			id     string
+			kind   pay.SettlementKind
+			amount int64
+		}{{"tr_one", pay.SettleCharge, 10000}, {"tr_two", pay.SettleCharge, 20000}, {"re_one", pay.SettleRefund, -4000}, {"chb_one", pay.SettleDispute, -5000}}
+		if len(ls) != len(want) {
+			t.Fatalf("%d lines, want %d", len(ls), len(want))
+		}
+		for i, w := range want {
+			l := ls[i]
+			if l.ID != w.id || l.ProviderRef != w.id || l.Kind != w.kind || l.Amount != w.amount || l.Fee != 0 ||
+				l.Currency != "EUR" || l.PayoutID != "1234567.2503.01" || l.AvailableOn.IsZero() || l.Line != i+2 {
+				t.Errorf("line %d: %+v, want %s %s %d", i+2, l, w.id, w.kind, w.amount)
+			}
+		}
+	})
+	t.Run("Malformed", func(t *testing.T) {
+		t.Parallel()
+		const head = "Date,Currency,Amount,ID,Settlement reference\n"
+		for _, c := range []struct{ name, in, want string }{
+			{"MissingColumn", "Date,Currency,ID\n", `line 1: column "amount" is missing`},
+			{"NoID", head + "2025-03-03,EUR,10.00,,T1\n", "line 2: ID: a transaction id is required"},
+			{"OtherID", head + "2025-03-03,EUR,10.00,ord_1,T1\n", `line 2: ID: "ord_1" is not a Mollie payment (tr_), refund (re_) or chargeback (chb_) id`},
+			{"Amount", head + "2025-03-03,EUR,ten,tr_1,T1\n", `line 2: amount: "ten" is not a decimal amount`},
+			{"Date", head + "3 March,EUR,10.00,tr_1,T1\n", "line 2: date"},
+		} {
+			t.Run(c.name, func(t *testing.T) {
+				ls, err := reconcile.ReadMollie(strings.NewReader(c.in))
+				if err == nil || !strings.Contains(err.Error(), c.want) || ls != nil {
+					t.Fatalf("ReadMollie=%v, %v; want an error with %q", ls, err, c.want)
+				}
+			})
+		}
+	})
+}

@@ -28,9 +28,10 @@ var Formats = map[string]func(io.Reader, func(pay.SettlementLine) error) error{
 	"generic": ScanGeneric,
 	"stripe":  ScanStripe,
 	"paypal":  ScanPayPal,
+	"mollie":  ScanMollie,
 }
 
-// Import imports a report in format ("stripe", "paypal", "generic") of
+// Import imports a report in format ("stripe", "paypal", "mollie", "generic") of
 // provider ("" for a PSP format: the PSP's own), read from body, as the run of source: body is
 // copied to a temporary file first (the engine reads a report twice:
 // checked whole, then posted), so memory does not grow with it, and the
@@ -41,7 +42,7 @@ func (r Runs) Import(ctx context.Context, format, provider, source string, body 
 	scan, ok := Formats[format]
 	switch {
 	case !ok:
-		return pay.ReconRun{}, pay.Invalidf("format", "format %q: want stripe, paypal or generic", format)
+		return pay.ReconRun{}, pay.Invalidf("format", "format %q: want stripe, paypal, mollie or generic", format)
 	case provider == "" && format != "generic":
 		provider = format // a PSP's own report settles its own payments
 	case provider == "":

@@ -1063,7 +1063,7 @@
 
   function noRunsView(code) {
     return el('div', { class: 'empty', id: 'reconciliation-empty', 'data-error': code || null },
-      'No reconciliation runs yet: import a settlement report with ', el('code', { text: 'paystate reconcile import -format stripe|paypal|generic FILE' }),
+      'No reconciliation runs yet: import a settlement report with ', el('code', { text: 'paystate reconcile import -format stripe|paypal|mollie|generic FILE' }),
       ' or read Stripe\'s with ', el('code', { text: 'paystate reconcile stripe -since DATE' }), '.');
   }
 
