@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -22,7 +23,7 @@ import (
 // pullFixture is a store, the Mollie provider pointed at a fake Mollie
 // API, and the inbox with its pull worker, in the inbox worker's path.
 type pullFixture struct {
-	db    *store.DB
+	db    pay.Store
 	clock *storetest.Clock
 	fake  *mollietest.Fake
 	prov  *mollie.Provider
@@ -30,7 +31,7 @@ type pullFixture struct {
 	pull  *finalize.Pull
 }
 
-func newPullFixture(t *testing.T, db *store.DB, clock *storetest.Clock, fake *mollietest.Fake) *pullFixture {
+func newPullFixture(t *testing.T, db pay.Store, clock *storetest.Clock, fake *mollietest.Fake) *pullFixture {
 	t.Helper()
 	if clock == nil {
 		clock = storetest.NewClock(time.Now().UTC())
@@ -131,7 +132,16 @@ const fetchRoute = "GET /v2/payments/{id}"
 // it was captured.
 func TestPull_CapturedOnce(t *testing.T) {
 	t.Parallel()
-	f := newPullFixture(t, nil, nil, nil)
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			clock := storetest.NewClock(time.Now().UTC())
+			testCapturedOnce(t, newPullFixture(t, b.Open(t, clock.Now), clock, nil))
+		})
+	}
+}
+
+func testCapturedOnce(t *testing.T, f *pullFixture) {
 	p := f.create(t, "pay_pull1", 1000)
 	if got, want := p.Status, pay.RequiresAction; got != want {
 		t.Fatalf("Status=%s after create, want %s", got, want)
@@ -336,12 +346,20 @@ func TestPull_TriggerSurvivesRestart(t *testing.T) {
 	p := f.create(t, "pay_crash", 1000)
 	fake.SetStatus(p.ProviderRef, "paid")
 	f.trigger(t, p.ProviderRef) // answered 200: the trigger is durable
-	if err := db.Close(); err != nil {
+	// The file as it is on disk now, the first process never closing it:
+	// what a process killed after its answer leaves behind.
+	crashed := filepath.Join(t.TempDir(), "crashed.db")
+	data, err := os.ReadFile(path)
+	if err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(crashed, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
 
 	db2 := func() *store.DB {
-		db, err := store.Open(path, &store.Options{Now: clock.Now})
+		db, err := store.Open(crashed, &store.Options{Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -376,7 +394,16 @@ func TestPull_MalformedID(t *testing.T) {
 // whatever the number of triggers.
 func TestPull_RefundsAndChargebacks(t *testing.T) {
 	t.Parallel()
-	f := newPullFixture(t, nil, nil, nil)
+	for _, b := range backends {
+		t.Run(b.Name, func(t *testing.T) {
+			t.Parallel()
+			clock := storetest.NewClock(time.Now().UTC())
+			testRefundsAndChargebacks(t, newPullFixture(t, b.Open(t, clock.Now), clock, nil))
+		})
+	}
+}
+
+func testRefundsAndChargebacks(t *testing.T, f *pullFixture) {
 	ctx := context.Background()
 	p := f.create(t, "pay_pullre", 2000)
 	f.fake.SetStatus(p.ProviderRef, "paid")

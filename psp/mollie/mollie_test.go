@@ -20,7 +20,7 @@ import (
 
 const webhookSecret = "mollie-webhook-signing-secret"
 
-func newProvider(t *testing.T, fake *mollietest.Fake) *mollie.Provider {
+func newProvider(t testing.TB, fake *mollietest.Fake) *mollie.Provider {
 	t.Helper()
 	p, err := mollie.New(mollie.Config{
 		APIKey: mollietest.APIKey, APIBase: fake.URL, WebhookURL: "https://shop.example/webhooks/mollie",
