@@ -393,10 +393,12 @@ func (p *Provider) RefundStatus(ctx context.Context, pm pay.Payment, r pay.Refun
 // Mollie refuses it for a payment that cannot be canceled (most methods
 // while open); then the payment's current status is the answer. key is not
 // sent: Mollie takes no idempotency key on a DELETE, and a cancel is
-// idempotent by itself.
+// idempotent by itself. A payment without a Mollie id has nothing to
+// cancel: the answer has no status.
 func (p *Provider) Cancel(ctx context.Context, pm pay.Payment, _ string) (pay.PSPResult, error) {
 	if pm.ProviderRef == "" {
-		return pay.PSPResult{}, pay.Errorf(pay.EUNSUPPORTED, "mollie: no payment id recorded to cancel")
+		// Nothing at Mollie to cancel: no status, so the sweeper expires it.
+		return pay.PSPResult{Raw: "mollie: no payment id recorded, nothing to cancel"}, nil
 	}
 	_, mp, err := p.api.Payments.Cancel(ctx, pm.ProviderRef)
 	var be *mollie.BaseError

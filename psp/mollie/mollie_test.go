@@ -200,6 +200,10 @@ func TestProvider_Cancel(t *testing.T) {
 	if got, err := prov.Cancel(ctx, open, "cancel-"+open.ID); err != nil || got.Status != pay.Failed {
 		t.Fatalf("cancel open: %+v %v, want failed", got, err)
 	}
+	// No Mollie id recorded: nothing to cancel, no status, no error.
+	if got, err := prov.Cancel(ctx, newPayment(1000, "EUR"), "cancel-x"); err != nil || got.Status != "" {
+		t.Fatalf("cancel without an id: %+v %v, want no status and no error", got, err)
+	}
 	paid := newPayment(1000, "EUR")
 	res, _ = prov.Create(ctx, paid, "charge-"+paid.ID)
 	paid.ProviderRef = res.ProviderRef
