@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -116,9 +115,8 @@ type Inbox struct {
 
 	Logger zerolog.Logger
 
-	wakeOnce sync.Once
-	wake     chan struct{}
-	lastRun  atomic.Int64 // unix ns of Run's last turn (Heartbeat)
+	waker   waker
+	lastRun atomic.Int64 // unix ns of Run's last turn (Heartbeat)
 }
 
 // Heartbeat returns when Run last finished a turn of its loop, on Now's
@@ -132,18 +130,8 @@ func (in *Inbox) Heartbeat() (last time.Time, interval time.Duration) {
 	return last, or(in.Interval, time.Second)
 }
 
-func (in *Inbox) wakeCh() chan struct{} {
-	in.wakeOnce.Do(func() { in.wake = make(chan struct{}, 1) })
-	return in.wake
-}
-
 // Wake asks the worker to look at the inbox now. It never blocks.
-func (in *Inbox) Wake() {
-	select {
-	case in.wakeCh() <- struct{}{}:
-	default:
-	}
-}
+func (in *Inbox) Wake() { in.waker.wake() }
 
 // Accept verifies and stores one webhook of the named provider. It returns
 // the parsed event and whether it was a redelivery. An event type paystate
@@ -439,7 +427,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-in.wakeCh():
+		case <-in.waker.ch():
 		}
 	}
 }

@@ -92,11 +92,10 @@ type Pull struct {
 	mu       sync.Mutex
 	unknown  map[unknownKey]time.Time // reference → when it may be fetched again
 	queue    []unknownKey             // references to fetch, in arrival order
-	limiters map[string]*rate.Limiter
+	limiters RateLimiters
 
-	wakeOnce sync.Once
-	wake     chan struct{}
-	lastRun  atomic.Int64
+	waker   waker
+	lastRun atomic.Int64
 }
 
 type unknownKey struct{ provider, ref string }
@@ -128,18 +127,6 @@ func (pl *Pull) fetched(provider, outcome string) {
 	pullFetches.Get([2]string{pay.ProviderLabel(provider, pl.Providers), outcome}).Inc()
 }
 
-func (pl *Pull) wakeCh() chan struct{} {
-	pl.wakeOnce.Do(func() { pl.wake = make(chan struct{}, 1) })
-	return pl.wake
-}
-
-func (pl *Pull) wakeUp() {
-	select {
-	case pl.wakeCh() <- struct{}{}:
-	default:
-	}
-}
-
 // Heartbeat returns when Run last finished a turn, and its interval.
 func (pl *Pull) Heartbeat() (last time.Time, interval time.Duration) {
 	if ns := pl.lastRun.Load(); ns != 0 {
@@ -151,19 +138,11 @@ func (pl *Pull) Heartbeat() (last time.Time, interval time.Duration) {
 // limiter returns the rate limiter of a provider's fetches.
 func (pl *Pull) limiter(provider string) *rate.Limiter {
 	pl.mu.Lock()
-	defer pl.mu.Unlock()
-	if pl.limiters == nil {
-		pl.limiters = map[string]*rate.Limiter{}
+	if pl.limiters.Rate == nil {
+		pl.limiters.Rate = func(p string) float64 { return pl.Limits[p].RatePerSecond }
 	}
-	l, ok := pl.limiters[provider]
-	if !ok {
-		l = rate.NewLimiter(rate.Inf, 1)
-		if r := pl.Limits[provider].RatePerSecond; r > 0 {
-			l = rate.NewLimiter(rate.Limit(r), 1)
-		}
-		pl.limiters[provider] = l
-	}
-	return l
+	pl.mu.Unlock()
+	return pl.limiters.Get(provider)
 }
 
 // Unknown takes a trigger naming a reference paystate does not know: it
@@ -197,7 +176,7 @@ func (pl *Pull) Unknown(provider, ref string) {
 	pl.queue = append(pl.queue, k)
 	pl.mu.Unlock()
 	pl.count(provider, "unknown")
-	pl.wakeUp()
+	pl.waker.wake()
 }
 
 // Run fetches queued unknown references until ctx is cancelled, on every
@@ -215,7 +194,7 @@ func (pl *Pull) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-t.C:
-		case <-pl.wakeCh():
+		case <-pl.waker.ch():
 		}
 	}
 }

@@ -102,6 +102,29 @@ func (f *pullFixture) get(t *testing.T, id string) pay.Payment {
 	return p
 }
 
+// wantStatus fails the test unless the payment is in status want.
+func (f *pullFixture) wantStatus(t *testing.T, id string, want pay.Status, when string) {
+	t.Helper()
+	if got := f.get(t, id).Status; got != want {
+		t.Fatalf("Status=%s %s, want %s", got, when, want)
+	}
+}
+
+// triggered posts n triggers for ref, the inbox worker running after
+// each, and checks that the payment ends in status want with one outbox
+// record of type once.
+func (f *pullFixture) triggered(t *testing.T, n int, ref, id string, want pay.Status, once string) {
+	t.Helper()
+	for range n {
+		f.trigger(t, ref)
+		f.runInbox(t)
+	}
+	f.wantStatus(t, id, want, fmt.Sprintf("after %d triggers", n))
+	if got := f.outbox(t, id)[once]; got != 1 {
+		t.Fatalf("%s outbox records=%d, want 1", once, got)
+	}
+}
+
 func (f *pullFixture) runInbox(t *testing.T) {
 	t.Helper()
 	if _, err := f.in.RunOnce(context.Background()); err != nil {
@@ -132,11 +155,16 @@ const fetchRoute = "GET /v2/payments/{id}"
 // it was captured.
 func TestPull_CapturedOnce(t *testing.T) {
 	t.Parallel()
+	onBackends(t, testCapturedOnce)
+}
+
+// onBackends runs test with a pull fixture on each storage backend.
+func onBackends(t *testing.T, test func(*testing.T, *pullFixture)) {
 	for _, b := range backends {
 		t.Run(b.Name, func(t *testing.T) {
 			t.Parallel()
 			clock := storetest.NewClock(time.Now().UTC())
-			testCapturedOnce(t, newPullFixture(t, b.Open(t, clock.Now), clock, nil))
+			test(t, newPullFixture(t, b.Open(t, clock.Now), clock, nil))
 		})
 	}
 }
@@ -156,9 +184,7 @@ func testCapturedOnce(t *testing.T, f *pullFixture) {
 		t.Fatal("the first trigger was coalesced")
 	}
 	f.runInbox(t)
-	if got, want := f.get(t, p.ID).Status, pay.RequiresAction; got != want {
-		t.Fatalf("Status=%s, want %s", got, want)
-	}
+	f.wantStatus(t, p.ID, pay.RequiresAction, "")
 
 	// Paid at Mollie; five triggers arrive before the worker runs: one
 	// is stored, four coalesce into it.
@@ -177,22 +203,10 @@ func testCapturedOnce(t *testing.T, f *pullFixture) {
 	if got, want := f.fake.Requests(fetchRoute)-before, 1; got != want {
 		t.Fatalf("fetches=%d for five coalesced triggers, want %d", got, want)
 	}
-	if got, want := f.get(t, p.ID).Status, pay.Captured; got != want {
-		t.Fatalf("Status=%s, want %s", got, want)
-	}
+	f.wantStatus(t, p.ID, pay.Captured, "")
 
 	// Late and repeated triggers: fetched, nothing more happens.
-	for range 3 {
-		f.trigger(t, ref)
-		f.runInbox(t)
-	}
-	got := f.get(t, p.ID)
-	if got.Status != pay.Captured {
-		t.Fatalf("Status=%s, want captured", got.Status)
-	}
-	if n := f.outbox(t, p.ID)["payment.captured"]; n != 1 {
-		t.Fatalf("payment.captured outbox records=%d, want 1", n)
-	}
+	f.triggered(t, 3, ref, p.ID, pay.Captured, "payment.captured")
 	var pending []pay.InboxEvent
 	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) {
 		pending, err = tx.PendingInbox(f.clock.Now().Add(time.Hour), 10)
@@ -229,9 +243,7 @@ func TestPull_TriggerDuringFetchNotLost(t *testing.T) {
 	}
 	f.fake.SetStatus(p.ProviderRef, "paid")
 	f.runInbox(t)
-	if got, want := f.get(t, p.ID).Status, pay.Captured; got != want {
-		t.Fatalf("Status=%s, want %s", got, want)
-	}
+	f.wantStatus(t, p.ID, pay.Captured, "")
 }
 
 // A trigger whose fetch fails is retried with backoff, and the payment is
@@ -266,9 +278,7 @@ func TestPull_FetchFailsRetried(t *testing.T) {
 	}
 	f.clock.Add(time.Minute)
 	f.runInbox(t)
-	if got, want := f.get(t, p.ID).Status, pay.Captured; got != want {
-		t.Fatalf("Status=%s after the retry, want %s", got, want)
-	}
+	f.wantStatus(t, p.ID, pay.Captured, "after the retry")
 }
 
 // 1,000 forged ids in a burst cost one fetch each, a second burst within
@@ -368,9 +378,7 @@ func TestPull_TriggerSurvivesRestart(t *testing.T) {
 	}()
 	f2 := newPullFixture(t, db2, clock, fake)
 	f2.runInbox(t)
-	if got, want := f2.get(t, p.ID).Status, pay.Captured; got != want {
-		t.Fatalf("Status=%s after restart, want %s", got, want)
-	}
+	f2.wantStatus(t, p.ID, pay.Captured, "after restart")
 }
 
 // A malformed id is refused and stores nothing.
@@ -394,13 +402,7 @@ func TestPull_MalformedID(t *testing.T) {
 // whatever the number of triggers.
 func TestPull_RefundsAndChargebacks(t *testing.T) {
 	t.Parallel()
-	for _, b := range backends {
-		t.Run(b.Name, func(t *testing.T) {
-			t.Parallel()
-			clock := storetest.NewClock(time.Now().UTC())
-			testRefundsAndChargebacks(t, newPullFixture(t, b.Open(t, clock.Now), clock, nil))
-		})
-	}
+	onBackends(t, testRefundsAndChargebacks)
 }
 
 func testRefundsAndChargebacks(t *testing.T, f *pullFixture) {
@@ -426,17 +428,7 @@ func testRefundsAndChargebacks(t *testing.T, f *pullFixture) {
 
 	// Mollie refunds it; its webhooks (twice) settle it.
 	f.fake.SetRefundStatus(p.ProviderRef, "refunded")
-	for range 2 {
-		f.trigger(t, p.ProviderRef)
-		f.runInbox(t)
-	}
-	got := f.get(t, p.ID)
-	if got.Status != pay.Refunded {
-		t.Fatalf("Status=%s, want refunded", got.Status)
-	}
-	if n := f.outbox(t, p.ID)["payment.refund.succeeded"]; n != 1 {
-		t.Fatalf("payment.refund.succeeded records=%d, want 1", n)
-	}
+	f.triggered(t, 2, p.ProviderRef, p.ID, pay.Refunded, "payment.refund.succeeded")
 
 	// A chargeback of another payment: a lost dispute, once.
 	q := f.create(t, "pay_pullcb", 1500)

@@ -185,7 +185,7 @@ type Sweeper struct {
 	last  Report
 
 	lmu      sync.Mutex
-	limiters map[string]*rate.Limiter
+	limiters finalize.RateLimiters
 	lacking  map[pspAPI]bool // provider APIs that answered EUNSUPPORTED
 
 	lastRun atomic.Int64 // unix ns of Run's last pass (Heartbeat)
@@ -469,20 +469,11 @@ func (s *Sweeper) lacks(provider, api string) {
 // limiter returns the rate limiter of a provider's PSP calls.
 func (s *Sweeper) limiter(provider string) *rate.Limiter {
 	s.lmu.Lock()
-	defer s.lmu.Unlock()
-	if s.limiters == nil {
-		s.limiters = map[string]*rate.Limiter{}
+	if s.limiters.Rate == nil {
+		s.limiters.Rate = func(string) float64 { return s.RatePerSecond }
 	}
-	l, ok := s.limiters[provider]
-	if !ok {
-		if s.RatePerSecond > 0 {
-			l = rate.NewLimiter(rate.Limit(s.RatePerSecond), 1)
-		} else {
-			l = rate.NewLimiter(rate.Inf, 1)
-		}
-		s.limiters[provider] = l
-	}
-	return l
+	s.lmu.Unlock()
+	return s.limiters.Get(provider)
 }
 
 // or returns v, or def if v is zero or less.

@@ -32,6 +32,18 @@ func newProvider(t testing.TB, fake *mollietest.Fake) *mollie.Provider {
 	return p
 }
 
+// created creates a payment at the fake and returns it with its Mollie id.
+func created(t *testing.T, prov *mollie.Provider, amount int64) pay.Payment {
+	t.Helper()
+	p := newPayment(amount, "EUR")
+	res, err := prov.Create(context.Background(), p, "charge-"+p.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.ProviderRef = res.ProviderRef
+	return p
+}
+
 func newPayment(amount int64, currency string) pay.Payment {
 	id := ids.Payment(time.Now())
 	return pay.Payment{ID: id, OrderID: "order-" + id, Amount: amount, Currency: currency, Provider: mollie.Name, Status: pay.Created, Version: 1}
@@ -90,13 +102,8 @@ func TestProvider_StatusMapping(t *testing.T) {
 		"open": pay.RequiresAction, "pending": pay.Processing, "authorized": pay.Processing, "paid": pay.Captured,
 		"failed": pay.Failed, "canceled": pay.Failed, "expired": pay.Failed, "something_new": "",
 	} {
-		p := newPayment(1000, "EUR")
-		res, err := prov.Create(context.Background(), p, "charge-"+p.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		p.ProviderRef = res.ProviderRef
-		fake.SetStatus(res.ProviderRef, mst)
+		p := created(t, prov, 1000)
+		fake.SetStatus(p.ProviderRef, mst)
 		got, err := prov.Status(context.Background(), p)
 		if err != nil {
 			t.Fatal(err)
@@ -129,12 +136,7 @@ func TestProvider_RefundsAndChargebacks(t *testing.T) {
 	fake := mollietest.New(t)
 	prov := newProvider(t, fake)
 	ctx := context.Background()
-	p := newPayment(2000, "EUR")
-	res, err := prov.Create(ctx, p, "charge-"+p.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.ProviderRef = res.ProviderRef
+	p := created(t, prov, 2000)
 	fake.SetStatus(p.ProviderRef, "paid")
 
 	r := pay.Refund{ID: ids.Refund(time.Now()), PaymentID: p.ID, Amount: 500, Currency: "EUR"}
@@ -194,9 +196,7 @@ func TestProvider_Cancel(t *testing.T) {
 	fake := mollietest.New(t)
 	prov := newProvider(t, fake)
 	ctx := context.Background()
-	open := newPayment(1000, "EUR")
-	res, _ := prov.Create(ctx, open, "charge-"+open.ID)
-	open.ProviderRef = res.ProviderRef
+	open := created(t, prov, 1000)
 	if got, err := prov.Cancel(ctx, open, "cancel-"+open.ID); err != nil || got.Status != pay.Failed {
 		t.Fatalf("cancel open: %+v %v, want failed", got, err)
 	}
@@ -204,9 +204,7 @@ func TestProvider_Cancel(t *testing.T) {
 	if got, err := prov.Cancel(ctx, newPayment(1000, "EUR"), "cancel-x"); err != nil || got.Status != "" {
 		t.Fatalf("cancel without an id: %+v %v, want no status and no error", got, err)
 	}
-	paid := newPayment(1000, "EUR")
-	res, _ = prov.Create(ctx, paid, "charge-"+paid.ID)
-	paid.ProviderRef = res.ProviderRef
+	paid := created(t, prov, 1000)
 	fake.SetStatus(paid.ProviderRef, "paid")
 	if got, err := prov.Cancel(ctx, paid, "cancel-"+paid.ID); err != nil || got.Status != pay.Captured {
 		t.Fatalf("cancel paid: %+v %v, want captured (Mollie refuses, the status answers)", got, err)

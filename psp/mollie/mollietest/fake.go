@@ -232,11 +232,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case len(parts) == 4 && parts[3] == "refunds" && r.Method == http.MethodGet:
 		if p := f.find(w, parts[2]); p != nil {
-			list := make([]any, 0, len(p.Refunds))
-			for _, re := range p.Refunds {
-				list = append(list, refundJSON(p, re))
-			}
-			writeJSON(w, http.StatusOK, listJSON(testdata.ListPaymentRefundsResponse, "refunds", list))
+			writeJSON(w, http.StatusOK, listJSON(testdata.ListPaymentRefundsResponse, "refunds", p, p.Refunds, refundJSON))
 		}
 	case len(parts) == 5 && parts[3] == "refunds" && r.Method == http.MethodGet:
 		if p := f.find(w, parts[2]); p != nil {
@@ -250,11 +246,7 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 		}
 	case len(parts) == 4 && parts[3] == "chargebacks" && r.Method == http.MethodGet:
 		if p := f.find(w, parts[2]); p != nil {
-			list := make([]any, 0, len(p.Chargebacks))
-			for _, cb := range p.Chargebacks {
-				list = append(list, chargebackJSON(p, cb))
-			}
-			writeJSON(w, http.StatusOK, listJSON(testdata.ListChargebacksResponse, "chargebacks", list))
+			writeJSON(w, http.StatusOK, listJSON(testdata.ListChargebacksResponse, "chargebacks", p, p.Chargebacks, chargebackJSON))
 		}
 	default:
 		writeError(w, http.StatusNotFound, testdata.NotFoundErrorResponse, "No such route.")
@@ -391,11 +383,16 @@ func chargebackJSON(p *Payment, cb *Chargeback) map[string]any {
 	return m
 }
 
-// listJSON is one of the library's list examples holding items.
-func listJSON(example, key string, items []any) map[string]any {
+// listJSON is one of the library's list examples holding a payment's
+// items, each rendered by render.
+func listJSON[T any](example, key string, p *Payment, items []T, render func(*Payment, T) map[string]any) map[string]any {
+	list := make([]any, 0, len(items))
+	for _, it := range items {
+		list = append(list, render(p, it))
+	}
 	m := fixture(example)
-	m["count"] = len(items)
-	m["_embedded"] = map[string]any{key: items}
+	m["count"] = len(list)
+	m["_embedded"] = map[string]any{key: list}
 	links := maps.Clone(m["_links"].(map[string]any))
 	links["next"] = nil
 	m["_links"] = links
