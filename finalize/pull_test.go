@@ -306,6 +306,7 @@ func TestPull_ForgedIDs(t *testing.T) {
 	if got := writes.Get() - w0; got != 0 {
 		t.Fatalf("write transactions=%d for forged ids, want 0", got)
 	}
+	t.Logf("%d forged ids sent twice within the backoff: %d fetches at Mollie, %d write transactions", n, f.fake.Requests(fetchRoute), writes.Get()-w0)
 	// Past the backoff, one more fetch each.
 	f.clock.Add(time.Hour + time.Second)
 	for i := range n {
