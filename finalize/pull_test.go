@@ -125,6 +125,19 @@ func (f *pullFixture) triggered(t *testing.T, n int, ref, id string, want pay.St
 	}
 }
 
+// pending returns the inbox events not processed yet, due within the hour.
+func (f *pullFixture) pending(t *testing.T) []pay.InboxEvent {
+	t.Helper()
+	var out []pay.InboxEvent
+	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) {
+		out, err = tx.PendingInbox(f.clock.Now().Add(time.Hour), 10)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 func (f *pullFixture) runInbox(t *testing.T) {
 	t.Helper()
 	if _, err := f.in.RunOnce(context.Background()); err != nil {
@@ -207,13 +220,7 @@ func testCapturedOnce(t *testing.T, f *pullFixture) {
 
 	// Late and repeated triggers: fetched, nothing more happens.
 	f.triggered(t, 3, ref, p.ID, pay.Captured, "payment.captured")
-	var pending []pay.InboxEvent
-	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) {
-		pending, err = tx.PendingInbox(f.clock.Now().Add(time.Hour), 10)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pending := f.pending(t)
 	if len(pending) != 0 {
 		t.Fatalf("pending triggers=%d, want 0", len(pending))
 	}
@@ -260,13 +267,7 @@ func TestPull_FetchFailsRetried(t *testing.T) {
 	if got, want := f.get(t, p.ID).Status, pay.RequiresAction; got != want {
 		t.Fatalf("Status=%s after a failed fetch, want %s (unchanged)", got, want)
 	}
-	var pending []pay.InboxEvent
-	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) {
-		pending, err = tx.PendingInbox(f.clock.Now().Add(time.Hour), 10)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
+	pending := f.pending(t)
 	if len(pending) != 1 || pending[0].Attempts != 1 || !pending[0].NextAttemptAt.After(f.clock.Now()) {
 		t.Fatalf("pending=%+v, want the trigger deferred once", pending)
 	}
