@@ -107,7 +107,7 @@ commands:
   simulate [-n 1000] [-concurrency 32]
                            run a paystate against the mock PSP in chaos mode and check its invariants
   review list|resolve      the review queue of a running server (-url, -api-key or PAYSTATE_API_KEY)
-  reconcile import -format stripe|mollie|generic FILE | reconcile stripe -since DATE
+  reconcile import -format stripe|paypal|mollie|generic FILE | reconcile stripe -since DATE
                            match the PSP's settlement report against the ledger; exit 3 if something did not match
   help [COMMAND]           print this, or a command's flags (also: paystate COMMAND -h)
 

@@ -37,7 +37,7 @@ queue (unreconciled); payments captured longer ago than
 reconcile.settle_within and in no report are listed. Exit 3 when
 something did not match.
 
-  reconcile import -format stripe|mollie|generic [-provider NAME] FILE
+  reconcile import -format stripe|paypal|mollie|generic [-provider NAME] FILE
   reconcile stripe -since DATE
 
 The report is read as a stream (checked whole, then posted a batch of
@@ -131,7 +131,7 @@ func parseWithFile(fs *flags, args []string, stdout, stderr io.Writer) (string, 
 
 // reconcileImport is `paystate reconcile import -format F FILE`.
 func reconcileImport(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	rf := newReconcileFlags("reconcile import", "reconcile import -format stripe|mollie|generic [-provider NAME] [-db FILE | -config FILE] FILE",
+	rf := newReconcileFlags("reconcile import", "reconcile import -format stripe|paypal|mollie|generic [-provider NAME] [-db FILE | -config FILE] FILE",
 		`Read a settlement report (Stripe's itemized balance change or payout
 reconciliation CSV, or the generic CSV: id, provider_ref, type, amount,
 fee, currency, payout_id, available_on; amounts in major units) and match
