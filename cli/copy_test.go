@@ -18,7 +18,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/testkit/filltest"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
-	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/postgres"
 )
 
@@ -136,7 +136,7 @@ func TestCopy(t *testing.T) {
 
 	// Record by record.
 	ctx := context.Background()
-	bolt, err := store.Open(src, &store.Options{ReadOnly: true})
+	bolt, err := bolt.Open(src, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -351,7 +351,7 @@ func TestLinearizability_HTTP(t *testing.T) {
 	}
 	lc := &linClient{
 		api:    &daemontest.Instance{Base: in.Base, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}},
-		signer: signer, store: in.Main.DB, start: time.Now(),
+		signer: signer, store: in.Main.Store, start: time.Now(),
 	}
 
 	ids := make([]string, payments)

@@ -17,7 +17,7 @@ import (
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 // startupFiles are the databases BenchmarkStartup opens, built once per
@@ -47,7 +47,7 @@ func startupFile(b *testing.B, cleanup func(func()), n int) string {
 	path := filepath.Join(dir, "paystate.db")
 	t0 := time.Now().UTC().Add(-30 * 24 * time.Hour)
 	clock := t0
-	db, err := store.Open(path, &store.Options{Now: func() time.Time { return clock }})
+	db, err := bolt.Open(path, &bolt.Options{Now: func() time.Time { return clock }})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stripe"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // stripeAnswering returns a Stripe provider whose API answers every request

@@ -7,7 +7,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // reviewOf returns the review item of a payment, failing if there is none.

@@ -8,8 +8,8 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -74,7 +74,7 @@ func snap(t *testing.T, db pay.Store, id, provider, eventID string) snapshot {
 // through Finalize on a real database and checks what was written.
 func TestFinalize_EveryPair(t *testing.T) {
 	t.Parallel()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0.Add(time.Minute) }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0.Add(time.Minute) }})
 	f := finalize.New(db)
 	ctx := context.Background()
 	for i, cur := range pay.Statuses {
@@ -222,7 +222,7 @@ func TestFinalize_VersionConflict(t *testing.T) {
 func TestFinalize_LeaseFencing(t *testing.T) {
 	t.Parallel()
 	now := t0
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return now }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return now }})
 	f := finalize.New(db)
 	ctx := context.Background()
 	seed(t, db, "pay_l", pay.Processing)

@@ -19,15 +19,15 @@ import (
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 type fixture struct {
-	db    *store.DB
+	db    *bolt.DB
 	clock *storetest.Clock
 	in    *finalize.Inbox
 }
@@ -35,7 +35,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC())
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	sp, err := standard.New(standard.Config{WebhookSecret: secret, Tolerance: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -427,7 +427,7 @@ func TestInbox_LateReferenceWithinWindow(t *testing.T) {
 func stripeFixture(t *testing.T) (*fixture, *stripe.Provider) {
 	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC())
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	sp, err := stripe.New(stripe.Config{SecretKey: "sk_test_inbox", WebhookSecret: stripeSecret, APIBase: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)

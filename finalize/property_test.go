@@ -12,8 +12,8 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // propState is what the properties look at after each observation.
@@ -74,7 +74,7 @@ func TestFinalize_Properties(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(t0.UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Add(int64(time.Second))).UTC() }
-	db := bolttest.MustOpen(t, &store.Options{Now: now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: now})
 	f := finalize.New(db)
 	ctx := context.Background()
 

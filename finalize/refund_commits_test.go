@@ -8,7 +8,7 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // commitCounter is a real store that counts the write transactions that

@@ -16,7 +16,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // BenchmarkLone measures one client, one request at a time, over real HTTP

@@ -18,7 +18,7 @@ import (
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // failingUpdates is a store whose Updates from number failOn (from 1) on

@@ -11,8 +11,8 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -52,7 +52,7 @@ func TestServer_ResolveReviewAtomic(t *testing.T) {
 	// The review routes of this server run on their own database, behind
 	// faultStore.
 	clock := storetest.NewClock(time.Now().UTC())
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	fs := &faultStore{Store: db}
 	fin := finalize.New(fs)
 	d := newDashServerWith(t, func(s *httpd.Server) {

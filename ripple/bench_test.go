@@ -17,8 +17,8 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // BenchmarkDeliver measures fan-out and delivery of captured payments to
@@ -61,7 +61,7 @@ func benchDeliver(b *testing.B, url string) {
 // benchEnv is a store on a real bbolt file and a ripple service over it
 // with loyalty, retention and, if url is set, one merchant endpoint for
 // payment.captured.
-func benchEnv(b *testing.B, url string) (*store.DB, *ripple.Service, *finalize.Finalizer) {
+func benchEnv(b *testing.B, url string) (*bolt.DB, *ripple.Service, *finalize.Finalizer) {
 	b.Helper()
 	db := bolttest.MustOpen(b, nil)
 	cfg := ripple.Config{PointsPerUnit: 1}
@@ -77,7 +77,7 @@ func benchEnv(b *testing.B, url string) (*store.DB, *ripple.Service, *finalize.F
 }
 
 // capture stores payment i as processing and captures it through finalize.
-func capture(ctx context.Context, db *store.DB, f *finalize.Finalizer, i int) error {
+func capture(ctx context.Context, db *bolt.DB, f *finalize.Finalizer, i int) error {
 	p := pay.Payment{
 		ID: fmt.Sprintf("pay_%026d", i), OrderID: fmt.Sprintf("order-%d", i), Amount: 1000, Currency: "EUR",
 		Customer: pay.Customer{ID: fmt.Sprintf("cus_%d", i%10)}, Provider: "mock", Status: pay.Processing, Version: 1,

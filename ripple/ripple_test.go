@@ -13,8 +13,8 @@ import (
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -37,7 +37,7 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // env is one test's store, clock, finalizer and ripple service.
 type env struct {
 	t     *testing.T
-	db    *store.DB
+	db    *bolt.DB
 	clock *storetest.Clock
 	f     *finalize.Finalizer
 	svc   *ripple.Service
@@ -48,7 +48,7 @@ type env struct {
 func newEnv(t *testing.T, start time.Time, cfg ripple.Config) *env {
 	t.Helper()
 	clock := storetest.NewClock(start)
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	return &env{t: t, db: db, clock: clock, f: finalize.New(db), svc: newService(t, db, clock, cfg)}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
-	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/storetest"
 	"github.com/paystate/paystate/sweeper"
 )
@@ -30,7 +30,7 @@ const benchInsertBatch = 50_000
 // runs the cleanups of b in between), and removed by TestMain.
 type benchEnv struct {
 	dir        string
-	db         *store.DB
+	db         *bolt.DB
 	clock      *storetest.Clock
 	mock       *mock.Provider
 	sw         *sweeper.Sweeper
@@ -71,7 +71,7 @@ func loadBenchEnv(b *testing.B, n int) *benchEnv {
 		b.Fatal(err)
 	}
 	clock := storetest.NewClock(t0)
-	db, err := store.Open(filepath.Join(dir, "paystate.db"), &store.Options{Now: clock.Now})
+	db, err := bolt.Open(filepath.Join(dir, "paystate.db"), &bolt.Options{Now: clock.Now})
 	if err != nil {
 		b.Fatal(err)
 	}

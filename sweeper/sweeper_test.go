@@ -18,8 +18,8 @@ import (
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stdwebhook"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 	"github.com/paystate/paystate/sweeper"
 )
@@ -56,7 +56,7 @@ type env struct {
 	t        *testing.T
 	ctx      context.Context
 	clock    *storetest.Clock
-	db       *store.DB
+	db       *bolt.DB
 	fin      *finalize.Finalizer
 	mock     *mock.Provider
 	payments *finalize.Payments
@@ -81,7 +81,7 @@ func newMock(t *testing.T, clock *storetest.Clock, delay time.Duration) *mock.Pr
 func newEnv(t *testing.T, delay time.Duration) *env {
 	t.Helper()
 	clock := storetest.NewClock(t0)
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	fin := finalize.New(db)
 	mk := newMock(t, clock, delay)
 	std, err := standard.New(standard.Config{WebhookSecret: stdSecret})

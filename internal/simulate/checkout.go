@@ -342,7 +342,7 @@ func (r *Report) outcomeCount(o outcome) *int {
 // go to the session's PaymentIntent at the Fake.
 func (s *sim) refundCaptured(ctx context.Context, ids []string) error {
 	var captured []pay.Payment
-	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+	err := s.m.Store.View(ctx, func(tx pay.Tx) error {
 		for _, id := range ids {
 			p, err := tx.Payment(id)
 			if err != nil {

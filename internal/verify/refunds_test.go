@@ -11,8 +11,8 @@ import (
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // TestRun_Refunds: a history of partial refunds made through finalize
@@ -23,7 +23,7 @@ import (
 func TestRun_Refunds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0 }})
 	psp, err := mock.New(mock.Config{}, mock.WithRetry(1, 0))
 	if err != nil {
 		t.Fatal(err)

@@ -9,8 +9,8 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // TestRun_Settlements checks settlement postings against their
@@ -20,7 +20,7 @@ import (
 // under no settlement are each reported.
 func TestRun_Settlements(t *testing.T) {
 	t.Parallel()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0 }})
 	ctx := context.Background()
 	line := func(id string, payout string) pay.SettlementLine {
 		return pay.SettlementLine{ID: id, Kind: pay.SettleCharge, Category: "charge", ProviderRef: "pi_1", Amount: 1000, Fee: 30, Currency: "EUR", PayoutID: payout}

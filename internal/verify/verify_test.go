@@ -9,8 +9,8 @@ import (
 
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
@@ -49,7 +49,7 @@ func captured(tx pay.Tx, id string, at time.Time, withRecord bool) error {
 // transition after it.
 func TestRun_OutboxHorizon(t *testing.T) {
 	t.Parallel()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0 }})
 	ctx := context.Background()
 	const (
 		old, young, broken = "pay_old", "pay_young", "pay_broken"
@@ -109,7 +109,7 @@ func TestRun_OutboxHorizon(t *testing.T) {
 // is fine.
 func TestRun_Secrets(t *testing.T) {
 	t.Parallel()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0 }})
 	ctx := context.Background()
 	const (
 		secret = "pi_final_secret_b5f0"

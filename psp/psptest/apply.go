@@ -9,8 +9,8 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // paystate is the part of paystate the Apply tests run the provider in:
@@ -18,7 +18,7 @@ import (
 // webhook inbox, with the provider under test as the only one.
 type paystate struct {
 	s     *suite
-	db    *store.DB
+	db    *bolt.DB
 	pays  *finalize.Payments
 	inbox *finalize.Inbox
 }

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/postgres"
 )
 
@@ -31,7 +31,7 @@ func BenchmarkTransition(b *testing.B) {
 		open func(b *testing.B) (pay.Store, func() postgres.Stats)
 	}{
 		{"bolt", func(b *testing.B) (pay.Store, func() postgres.Stats) {
-			return bolttest.MustOpen(b, &store.Options{}), nil
+			return bolttest.MustOpen(b, &bolt.Options{}), nil
 		}},
 		{"postgres", func(b *testing.B) (pay.Store, func() postgres.Stats) {
 			db := mustOpen(b, newSchema(b), &postgres.Options{MaxConns: 16})

@@ -1,9 +1,11 @@
 // Package postgres is paystate's storage on PostgreSQL (15 or later),
 // through pgx and its pool: it implements pay.Store and pay.Tx and passes
 // the conformance suite of package store/storetest, so that several
-// paystate instances can share one database (SPEC §5). The bbolt store of
-// package store is the embedded default; this package behaves the same
-// wherever store/doc.go's "Decisions callers rely on" say how (codes,
+// paystate instances can share one database (SPEC §5). It registers
+// itself with package store as backend "postgres" (driver.go: shared by
+// instances, a target of `paystate copy`). The bbolt store of package
+// store/bolt is the embedded default; this package behaves the same
+// wherever store/bolt/doc.go's "Decisions callers rely on" say how (codes,
 // orders, limits, defaults), and its differences are listed below.
 //
 //	db, err := postgres.Open(ctx, "postgres://paystate@db.internal/paystate?search_path=paystate", &postgres.Options{MaxConns: 16})
@@ -16,7 +18,7 @@
 // that instances that start at once take turns; Migrate does the same for
 // `paystate migrate`. The tables live in the first schema of the DSN's
 // search_path. One table per record family of pay.Tx, in the order of the
-// table of store/doc.go; the indexes stand for the bbolt store's index
+// table of store/bolt/doc.go; the indexes stand for the bbolt store's index
 // buckets and carry their names:
 //
 //	table              key                               indexes

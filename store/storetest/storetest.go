@@ -3,11 +3,11 @@
 // written against package pay alone, so a second backend (PostgreSQL) runs
 // the same tests without pulling in bbolt; the backend passes in a
 // constructor, and does its own checks when a test ends. The bbolt store
-// runs it with the opener of package store/bolttest:
+// runs it with the opener of package store/bolt/bolttest:
 //
 //	func TestDB(t *testing.T) {
 //		storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
-//			return bolttest.MustOpen(t, &store.Options{Now: now})
+//			return bolttest.MustOpen(t, &bolt.Options{Now: now})
 //		})
 //	}
 package storetest

@@ -12,8 +12,8 @@ import (
 
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/postgres"
 )
 
@@ -27,7 +27,7 @@ type Backend struct {
 // All are the two backends, bbolt first.
 var All = []Backend{
 	{"bolt", func(t *testing.T, now func() time.Time) pay.Store {
-		return bolttest.MustOpen(t, &store.Options{Now: now})
+		return bolttest.MustOpen(t, &bolt.Options{Now: now})
 	}},
 	{"postgres", func(t *testing.T, now func() time.Time) pay.Store {
 		db, err := postgres.Open(context.Background(), pgtest.Schema(t), &postgres.Options{Now: now})
