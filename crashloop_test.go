@@ -25,6 +25,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 )
 
@@ -446,7 +447,7 @@ func checkOpenAtPSP(t *testing.T, path string, open []map[string]any) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.View(context.Background(), func(tx pay.Tx) error {
+	err = db.View(context.Background(), func(tx store.Tx) error {
 		for _, p := range open {
 			id, _ := p["id"].(string)
 			if p["status"] != "captured" {

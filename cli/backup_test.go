@@ -19,6 +19,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 )
 
@@ -107,9 +108,9 @@ func TestBackup_Stopped(t *testing.T) {
 // archiveWebhooks stores n processed webhooks of size bytes each, one
 // commit each, to grow the database file (processed: no worker touches
 // them).
-func archiveWebhooks(db pay.Store, prefix string, n, size int) error {
+func archiveWebhooks(db store.Store, prefix string, n, size int) error {
 	for i := range n {
-		err := db.Update(context.Background(), func(tx pay.Tx) error {
+		err := db.Update(context.Background(), func(tx store.Tx) error {
 			id := fmt.Sprintf("evt_%s_%d", prefix, i)
 			if err := tx.MarkProcessed("standard", id); err != nil {
 				return err
@@ -220,7 +221,7 @@ func TestBackup_SlowClient(t *testing.T) {
 		t.Fatalf("Check of the copy: %v", err)
 	}
 	var orders []string
-	err = cp.View(context.Background(), func(tx pay.Tx) error {
+	err = cp.View(context.Background(), func(tx store.Tx) error {
 		ps, _, err := tx.ListPayments(pay.PaymentFilter{Limit: 10})
 		for _, p := range ps {
 			orders = append(orders, p.OrderID)

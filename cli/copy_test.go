@@ -102,7 +102,7 @@ var verifyLine = regexp.MustCompile(`(?m)^\d+ payments, \d+ timeline steps, \d+ 
 
 // TestCopy: `paystate copy` moves a bbolt database that a paystate wrote
 // into an empty PostgreSQL schema: verify on both says the same (and
-// clean), every record reads back the same through pay.Tx on both, and a
+// clean), every record reads back the same through store.Tx on both, and a
 // paystate started on the copy serves it. A second copy into the filled
 // schema is refused with exit 2, naming why, and so is a config whose
 // backend is bbolt.

@@ -83,7 +83,7 @@ func newReconcileFlags(name, synopsis, about string) reconcileFlags {
 }
 
 // open loads the config and opens its store; close closes it.
-func (rf reconcileFlags) open(ctx context.Context) (pay.Store, config.Config, error) {
+func (rf reconcileFlags) open(ctx context.Context) (store.Store, config.Config, error) {
 	cfg, _, err := loadConfig(*rf.cfgPath)
 	if err != nil {
 		return nil, cfg, err

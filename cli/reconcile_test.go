@@ -17,6 +17,7 @@ import (
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 )
 
@@ -92,7 +93,7 @@ func reconcileState(t *testing.T, path string) (journal, runs, review int) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.View(context.Background(), func(tx pay.Tx) error {
+	err = db.View(context.Background(), func(tx store.Tx) error {
 		ls, err := tx.LedgerEntries(0, 1<<20)
 		if err != nil {
 			return err

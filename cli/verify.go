@@ -8,7 +8,6 @@ import (
 
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/verify"
-	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
 
@@ -88,7 +87,7 @@ the database cannot be read. Progress is shown on stderr.`)
 }
 
 // replay is verify.Run with its progress on stderr, payment by payment.
-func replay(ctx context.Context, db pay.Store, stderr io.Writer) (verify.Report, error) {
+func replay(ctx context.Context, db store.Store, stderr io.Writer) (verify.Report, error) {
 	var p *progress
 	defer func() { p.finish() }()
 	return verify.RunWith(ctx, db, verify.Options{Progress: func(done, total int) {

@@ -56,7 +56,7 @@ type Main struct {
 
 	// Store is the storage of every component, Backend.Store; Backend
 	// says what its backend (storage.backend) can do besides.
-	Store     pay.Store
+	Store     store.Store
 	Backend   *store.Backend
 	Server    *httpd.Server
 	Finalizer *finalize.Finalizer
@@ -275,12 +275,12 @@ func (m *Main) readyChecks(started time.Time) []httpd.ReadyCheck {
 }
 
 // writeProbe is the storage part of readiness: one small write
-// transaction (pay.Tx.WriteProbe) at a time. A check waits for the write
+// transaction (store.Tx.WriteProbe) at a time. A check waits for the write
 // until its context ends; a write that is stuck (a disk that hangs, a
 // database that does not answer) stays the one in flight, and the checks
 // after it wait for that one rather than pile up more.
 type writeProbe struct {
-	store  pay.Store
+	store  store.Store
 	logger zerolog.Logger
 
 	mu  sync.Mutex
@@ -309,7 +309,7 @@ func (p *writeProbe) check(ctx context.Context) error {
 		go func() {
 			// Not ctx: the write ends on its own, and so does its wait.
 			wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			w.err = p.store.Update(wctx, func(tx pay.Tx) error { return tx.WriteProbe() })
+			w.err = p.store.Update(wctx, func(tx store.Tx) error { return tx.WriteProbe() })
 			cancel()
 			if w.err != nil {
 				p.logger.Warn().Err(w.err).Msg("readiness: the storage probe's write failed")

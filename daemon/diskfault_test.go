@@ -20,6 +20,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 )
 
@@ -228,7 +229,7 @@ func TestE2E_ReadOnlyFileSystem(t *testing.T) {
 	if err != nil || !rep.OK() || rep.Payments != 1 {
 		t.Errorf("verify on the read-only database: %+v, %v", rep, err)
 	}
-	if got, want := pay.ErrorCode(db.Update(ctx, func(pay.Tx) error { return nil })), pay.EUNAVAILABLE; got != want {
+	if got, want := pay.ErrorCode(db.Update(ctx, func(store.Tx) error { return nil })), pay.EUNAVAILABLE; got != want {
 		t.Errorf("Update on a read-only store: code=%q, want %q", got, want)
 	}
 	if err := db.Close(); err != nil {

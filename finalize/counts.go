@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // CountByStatus returns how many payments are in each status, every
@@ -35,7 +36,7 @@ func (s *Payments) CountStored(ctx context.Context) (StoredCounts, error) {
 		counts map[pay.Status]int
 		out    StoredCounts
 	)
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
+	err := s.Store.View(ctx, func(tx store.Tx) error {
 		var err error
 		if counts, err = tx.PaymentCounts(); err != nil {
 			return err

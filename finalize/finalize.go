@@ -11,6 +11,7 @@ import (
 
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // maxRetries bounds the re-reads after a lost compare-and-set. With bbolt the
@@ -21,7 +22,7 @@ const maxRetries = 8
 // Tx is what Apply, Record and QueueReview use of a storage transaction:
 // the payment and its timeline, processed event ids, the lease (fencing),
 // the outbox and the ledger, the review queue, and the payment's refunds
-// and disputes. A pay.Tx is one; a backend is written and tested against
+// and disputes. A store.Tx is one; a backend is written and tested against
 // these methods first.
 type Tx interface {
 	// Now is the time read when the transaction began, in UTC.
@@ -50,7 +51,7 @@ type Tx interface {
 // Finalizer applies observations to payments. It is the only code in
 // paystate that changes a payment's status.
 type Finalizer struct {
-	Store pay.Store
+	Store store.Store
 
 	// Notify, if set, is called after every commit that appended outbox
 	// records (the ripple workers' wake-up). It must not block.
@@ -60,7 +61,7 @@ type Finalizer struct {
 }
 
 // New returns a Finalizer over store.
-func New(store pay.Store) *Finalizer {
+func New(store store.Store) *Finalizer {
 	return &Finalizer{Store: store, Logger: zerolog.Nop()}
 }
 
@@ -76,7 +77,7 @@ func (f *Finalizer) Finalize(ctx context.Context, obs pay.Observation) (pay.Resu
 // transaction: if check returns an error, nothing is written and the error
 // is returned. The webhook inbox uses it to apply an event only while no
 // one holds the payment's lease (LeaseFree), in one transaction.
-func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error) (pay.Result, error) {
+func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check func(tx store.Tx) error) (pay.Result, error) {
 	return f.finalize(ctx, obs, check, nil)
 }
 
@@ -84,14 +85,14 @@ func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check f
 // same transaction, for writes that belong with the observation (the
 // sweeper stores the PSP answer it finalizes there); its error rolls
 // everything back and is returned.
-func (f *Finalizer) FinalizeThen(ctx context.Context, obs pay.Observation, then func(tx pay.Tx, res pay.Result) error) (pay.Result, error) {
+func (f *Finalizer) FinalizeThen(ctx context.Context, obs pay.Observation, then func(tx store.Tx, res pay.Result) error) (pay.Result, error) {
 	return f.finalize(ctx, obs, nil, then)
 }
 
 // finalize is FinalizeIf with then, if not nil, run after Apply in the same
 // transaction (a review resolution removes its item there, a create stores
 // its idempotency answer); its error rolls everything back.
-func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error, then func(tx pay.Tx, res pay.Result) error) (pay.Result, error) {
+func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check func(tx store.Tx) error, then func(tx store.Tx, res pay.Result) error) (pay.Result, error) {
 	if err := checkObservation(obs); err != nil {
 		return pay.Result{}, err
 	}
@@ -99,7 +100,7 @@ func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check fun
 	var err error
 	for range maxRetries {
 		refused := false // check or then said no: a conflict of theirs is the answer
-		err = f.Store.Update(ctx, func(tx pay.Tx) error {
+		err = f.Store.Update(ctx, func(tx store.Tx) error {
 			refused = false
 			if check != nil {
 				if err := check(tx); err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/bolt/bolttest"
 )
@@ -155,7 +156,7 @@ func (d *benchDaemon) createPayments(b *testing.B, n int) []string {
 	out := make([]string, 0, n)
 	for len(out) < n {
 		var batch []string
-		err := d.db.Update(context.Background(), func(tx pay.Tx) error {
+		err := d.db.Update(context.Background(), func(tx store.Tx) error {
 			batch = batch[:0] // the function may run more than once
 			now := tx.Now()
 			for i := len(out); i < min(n, len(out)+1000); i++ {
@@ -897,10 +898,10 @@ func benchCreateUnderLoad(b *testing.B, writers int) {
 				defer wg.Done()
 				customer := fmt.Sprintf("cus_bg_%d", w)
 				for n := 0; ctx.Err() == nil; n++ {
-					err := d.db.Update(context.Background(), func(tx pay.Tx) error {
+					err := d.db.Update(context.Background(), func(tx store.Tx) error {
 						acct, err := tx.CustomerAccount(customer)
 						if pay.ErrorCode(err) == pay.ENOTFOUND {
-							acct, err = pay.CustomerAccount{ID: customer}, nil
+							acct, err = store.CustomerAccount{ID: customer}, nil
 						}
 						if err != nil {
 							return err
@@ -910,7 +911,7 @@ func benchCreateUnderLoad(b *testing.B, writers int) {
 						if err := tx.PutCustomerAccount(acct); err != nil {
 							return err
 						}
-						return tx.PutEffect(pay.EffectRecord{Key: fmt.Sprintf("loyalty:bg_%d_%d_%d", done, w, n), DeliveryID: "dlv_bg", Points: 10, At: tx.Now()})
+						return tx.PutEffect(store.EffectRecord{Key: fmt.Sprintf("loyalty:bg_%d_%d_%d", done, w, n), DeliveryID: "dlv_bg", Points: 10, At: tx.Now()})
 					})
 					if err != nil {
 						errs <- err

@@ -17,6 +17,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/bolt/bolttest"
 )
@@ -82,7 +83,7 @@ func capture(ctx context.Context, db *bolt.DB, f *finalize.Finalizer, i int) err
 		ID: fmt.Sprintf("pay_%026d", i), OrderID: fmt.Sprintf("order-%d", i), Amount: 1000, Currency: "EUR",
 		Customer: pay.Customer{ID: fmt.Sprintf("cus_%d", i%10)}, Provider: "mock", Status: pay.Processing, Version: 1,
 	}
-	if err := db.Update(ctx, func(tx pay.Tx) error {
+	if err := db.Update(ctx, func(tx store.Tx) error {
 		p.CreatedAt, p.UpdatedAt = tx.Now(), tx.Now()
 		return tx.InsertPayment(p)
 	}); err != nil {
@@ -165,7 +166,7 @@ func BenchmarkKeepPace(b *testing.B) {
 		tick := time.NewTicker(5 * time.Millisecond)
 		for range tick.C {
 			var doneN int
-			if err := db.View(ctx, func(tx pay.Tx) (err error) { doneN, err = tx.CountDeliveries(pay.DeliveryDone); return err }); err != nil {
+			if err := db.View(ctx, func(tx store.Tx) (err error) { doneN, err = tx.CountDeliveries(pay.DeliveryDone); return err }); err != nil {
 				b.Fatal(err)
 			}
 			if doneN == 3*n {

@@ -4,13 +4,14 @@ import (
 	"context"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Deliveries returns a page of deliveries in one state, oldest first by
 // the time they entered it, and the cursor of the next page ("" at the
 // end).
 func (s *Service) Deliveries(ctx context.Context, f pay.DeliveryFilter) (ds []pay.Delivery, next string, err error) {
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
+	err = s.Store.View(ctx, func(tx store.Tx) error {
 		ds, next, err = tx.ListDeliveries(f)
 		return err
 	})
@@ -19,8 +20,8 @@ func (s *Service) Deliveries(ctx context.Context, f pay.DeliveryFilter) (ds []pa
 
 // Customer returns what the loyalty and retention effects keep about a
 // customer, or ENOTFOUND.
-func (s *Service) Customer(ctx context.Context, id string) (c pay.CustomerAccount, err error) {
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
+func (s *Service) Customer(ctx context.Context, id string) (c store.CustomerAccount, err error) {
+	err = s.Store.View(ctx, func(tx store.Tx) error {
 		c, err = tx.CustomerAccount(id)
 		return err
 	})

@@ -15,6 +15,7 @@ import (
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/receipt"
+	"github.com/paystate/paystate/store"
 )
 
 // Defaults of the service; the configuration's defaults are the same.
@@ -113,7 +114,7 @@ type EndpointConfig struct {
 // dispatch) runs at a time, the attempts that passes start run side by
 // side, each target's within its own cap.
 type Service struct {
-	Store  pay.Store
+	Store  store.Store
 	Config Config
 
 	// Now is the clock of schedules and webhook timestamps; default
@@ -236,7 +237,7 @@ type outcome struct {
 // loyalty and retention always, receipts if cfg.Receipt.Addr is set, one
 // webhook target per endpoint. Errors name the endpoint by position and
 // never quote a secret.
-func New(store pay.Store, cfg Config) (*Service, error) {
+func New(store store.Store, cfg Config) (*Service, error) {
 	if cfg.Workers <= 0 {
 		cfg.Workers = DefaultWorkers
 	}
@@ -547,7 +548,7 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 	limit := s.batch()
 	for {
 		var due []pay.Delivery
-		err = s.Store.View(ctx, func(tx pay.Tx) error {
+		err = s.Store.View(ctx, func(tx store.Tx) error {
 			var err error
 			due, err = tx.DueDeliveriesSkipping(tx.Now(), limit, skip)
 			return err
@@ -663,7 +664,7 @@ func (s *Service) finish(ctx context.Context, j *job, attempted bool, err error,
 // delivery of any other effect is, and fails alone.
 func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 	recs := make([]*recording, len(jobs))
-	err := s.Store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error {
+	err := s.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
 		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
@@ -763,7 +764,7 @@ func (s *Service) fanOut(ctx context.Context) error {
 		// Look first, without a write: most passes find nothing new, or
 		// nothing any target wants.
 		var recs []pay.OutboxRecord
-		err := s.Store.View(ctx, func(tx pay.Tx) error {
+		err := s.Store.View(ctx, func(tx store.Tx) error {
 			cur, err := s.cursor(tx)
 			if err != nil {
 				return err
@@ -782,7 +783,7 @@ func (s *Service) fanOut(ctx context.Context) error {
 			continue
 		}
 		var n int
-		err = s.Store.Update(ctx, func(tx pay.Tx) error {
+		err = s.Store.Update(ctx, func(tx store.Tx) error {
 			n = 0 // the function may run more than once (group commit)
 			cur, err := s.cursor(tx)
 			if err != nil {
@@ -844,7 +845,7 @@ func (s *Service) claimFanOut(ctx context.Context) error {
 	s.lastClaim.Store(max(int64(now), 1))
 	for {
 		var n int
-		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+		err := s.Store.Update(ctx, func(tx store.Tx) error {
 			ctx, ok := tx.(claimTx)
 			if !ok {
 				return fmt.Errorf("the store's transactions cannot claim outbox records")
@@ -929,7 +930,7 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 	if s.Config.Shared {
 		read = s.Store.Update // claim it (Config.Shared)
 	}
-	verr := read(ctx, func(tx pay.Tx) error {
+	verr := read(ctx, func(tx store.Tx) error {
 		fresh, gone = false, false
 		cur, err := tx.Delivery(d.ID)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
@@ -1039,7 +1040,7 @@ func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failu
 // fails, each in its own, so that one that cannot be written does not hold
 // up the others; then it logs them and closes their done.
 func (s *Service) writeRecords(ctx context.Context, group []*recording) {
-	err := s.Store.Update(ctx, func(tx pay.Tx) error {
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
@@ -1052,7 +1053,7 @@ func (s *Service) writeRecords(ctx context.Context, group []*recording) {
 	})
 	if err != nil && len(group) > 1 {
 		for _, r := range group {
-			r.err = s.Store.Update(ctx, func(tx pay.Tx) error { return s.recordTx(tx, r) })
+			r.err = s.Store.Update(ctx, func(tx store.Tx) error { return s.recordTx(tx, r) })
 		}
 	} else {
 		for _, r := range group {
@@ -1167,7 +1168,7 @@ func (s *Service) refreshGauges(ctx context.Context) error {
 		dead   int
 		now    time.Time
 	)
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
+	err := s.Store.View(ctx, func(tx store.Tx) error {
 		now = tx.Now()
 		if d, ok, err := tx.OldestPendingDelivery(); err != nil {
 			return err
@@ -1205,7 +1206,7 @@ func (s *Service) refreshGauges(ctx context.Context) error {
 // ECONFLICT for a delivery that is done, ENOTFOUND for an unknown id.
 func (s *Service) Retry(ctx context.Context, id string) (pay.Delivery, error) {
 	var d pay.Delivery
-	err := s.Store.Update(ctx, func(tx pay.Tx) error {
+	err := s.Store.Update(ctx, func(tx store.Tx) error {
 		var err error
 		if d, err = tx.Delivery(id); err != nil {
 			return err
@@ -1236,7 +1237,7 @@ func (s *Service) RetryDead(ctx context.Context, since time.Time) (int, error) {
 			next string
 			past bool
 		)
-		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+		err := s.Store.Update(ctx, func(tx store.Tx) error {
 			n, past = 0, false
 			ds, nc, err := tx.ListDeliveries(pay.DeliveryFilter{State: pay.DeliveryDead, Since: since, Limit: page, Cursor: cursor})
 			if err != nil {
@@ -1281,7 +1282,7 @@ func (s *Service) logGauges(ctx context.Context) {
 }
 
 // reopen makes d pending and due now, and re-enables its webhook endpoint.
-func (s *Service) reopen(tx pay.Tx, d pay.Delivery) (pay.Delivery, error) {
+func (s *Service) reopen(tx store.Tx, d pay.Delivery) (pay.Delivery, error) {
 	if d.State == pay.DeliveryDead {
 		d.Attempts = 0
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/store/storetest"
 )
@@ -75,7 +76,7 @@ func TestShared_OneAttemptAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done int
-	if err := db.View(ctx, func(tx pay.Tx) (err error) { done, err = tx.CountDeliveries(pay.DeliveryDone); return err }); err != nil {
+	if err := db.View(ctx, func(tx store.Tx) (err error) { done, err = tx.CountDeliveries(pay.DeliveryDone); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if done != 1 || requests.Load() != 1 {
@@ -181,7 +182,7 @@ func TestShared_FanOutInTransition(t *testing.T) {
 }
 
 // customerPoints returns a customer's loyalty points.
-func customerPoints(t *testing.T, db pay.Store, id string) int64 {
+func customerPoints(t *testing.T, db store.Store, id string) int64 {
 	t.Helper()
 	return customer(t, db, id).Points
 }

@@ -4,12 +4,13 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // rippleTx is what the ripple workers use of a storage transaction: the
 // outbox after the fan-out cursor, deliveries and their indexes, and the
 // effect state (customer accounts, effect dedupe records, merchant
-// endpoints). The store hands every function a pay.Tx, which has all of
+// endpoints). The store hands every function a store.Tx, which has all of
 // these; a backend that is to run ripple implements them first
 // (store/storetest: RippleCursor, Delivery, DueDeliveries (and Skipping),
 // DeliveriesInOrder, ListDeliveries, CustomerAccount, Effect,
@@ -35,14 +36,14 @@ type rippleTx interface {
 	CountDeliveries(state string) (int, error)
 
 	// Effect state.
-	CustomerAccount(id string) (pay.CustomerAccount, error)
-	PutCustomerAccount(c pay.CustomerAccount) error
-	Effect(key string) (pay.EffectRecord, bool, error)
-	PutEffect(r pay.EffectRecord) error
-	ClaimEffect(r pay.EffectRecord) (bool, error)
-	WebhookEndpoint(id string) (pay.WebhookEndpoint, error)
-	PutWebhookEndpoint(e pay.WebhookEndpoint) error
+	CustomerAccount(id string) (store.CustomerAccount, error)
+	PutCustomerAccount(c store.CustomerAccount) error
+	Effect(key string) (store.EffectRecord, bool, error)
+	PutEffect(r store.EffectRecord) error
+	ClaimEffect(r store.EffectRecord) (bool, error)
+	WebhookEndpoint(id string) (store.WebhookEndpoint, error)
+	PutWebhookEndpoint(e store.WebhookEndpoint) error
 }
 
-// A pay.Tx is a rippleTx.
-var _ rippleTx = pay.Tx(nil)
+// A store.Tx is a rippleTx.
+var _ rippleTx = store.Tx(nil)

@@ -1,6 +1,6 @@
 // Package store is paystate's storage contract: what a backend is and how
 // one is chosen. The record families and their transaction are declared
-// in package pay (pay.Store, pay.Tx); a backend implements them and
+// in package pay (Store, Tx); a backend implements them and
 // registers itself here under its name in storage.backend (Register, in
 // the backend package's init, as database/sql's drivers do), and Open
 // chooses the backend a configuration names. paystate's build links two,
@@ -12,6 +12,10 @@
 //
 // The backends are siblings: neither imports the other, and only
 // store/bolt imports bbolt, only store/postgres pgx.
+//
+// A consumer declares the families it uses as an interface of its own,
+// composed of these, next to its use (finalize, ripple, the sweeper,
+// verify), and receives only those.
 //
 // # Capabilities
 //

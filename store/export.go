@@ -12,7 +12,7 @@ import (
 // Backend.Export hands every record to the target's Backend.Import.
 
 // ExportSink receives the records of an export (Backend.Export), each family
-// in the order of doc.go's table. The values are copies that the sink may
+// in the order of store/bolt/doc.go's table. The values are copies that the sink may
 // keep. A method that fails ends the export with its error.
 type ExportSink interface {
 	// Begin is called first, with the export's source: a fingerprint of
@@ -21,30 +21,9 @@ type ExportSink interface {
 	// part-way may be resumed when it is the same).
 	Begin(ctx context.Context, source uint64) error
 
-	// Then one call per record, each method receiving the records of the
-	// family it names.
-	Payment(p pay.Payment) error
-	Step(s pay.Step) error
-	InboxEvent(e pay.InboxEvent) error
-	// Processed is a processed event id and when it was recorded
-	// (MarkProcessed), whether or not its event is in the inbox.
-	Processed(provider, eventID string, at time.Time) error
-	Lease(l pay.Lease) error
-	Outbox(r pay.OutboxRecord) error
-	Delivery(d pay.Delivery) error
-	LedgerEntry(e pay.LedgerEntry) error
-	Balance(b pay.Balance) error
-	Review(i pay.ReviewItem) error
-	IdemKey(r pay.IdemRecord) error
-	Customer(c pay.CustomerAccount) error
-	Effect(r pay.EffectRecord) error
-	Endpoint(e pay.WebhookEndpoint) error
-	PSPAnswer(a pay.PSPAnswer) error
-	PSPCharge(c pay.PSPCharge) error
-	Refund(r pay.Refund) error
-	Dispute(d pay.Dispute) error
-	Settlement(s pay.Settlement) error
-	ReconRun(r pay.ReconRun) error
+	// Then one call per record (PaymentRecords, WorkRecords).
+	PaymentRecords
+	WorkRecords
 
 	// Counters is called last, with the single values: the last outbox
 	// and ledger Seq given out (at least the highest stored, more when the
@@ -52,6 +31,40 @@ type ExportSink interface {
 	// cursor (Tx.RippleCursor) and the outbox purge horizon
 	// (Tx.OutboxHorizon).
 	Counters(outboxSeq, ledgerSeq, rippleCursor uint64, outboxHorizon time.Time) error
+}
+
+// PaymentRecords receives the records of an export that payments and
+// their money are made of, one call per record, each method the records
+// of the family it names (ExportSink).
+type PaymentRecords interface {
+	Payment(p pay.Payment) error
+	Step(s pay.Step) error
+	PSPAnswer(a pay.PSPAnswer) error
+	PSPCharge(c PSPCharge) error
+	LedgerEntry(e pay.LedgerEntry) error
+	Balance(b pay.Balance) error
+	Refund(r pay.Refund) error
+	Dispute(d pay.Dispute) error
+	Settlement(s pay.Settlement) error
+	ReconRun(r pay.ReconRun) error
+}
+
+// WorkRecords receives the records of an export that the work around
+// payments keeps: webhooks, leases, the outbox and its deliveries, review,
+// idempotency keys and the effects' state (ExportSink).
+type WorkRecords interface {
+	InboxEvent(e pay.InboxEvent) error
+	// Processed is a processed event id and when it was recorded
+	// (MarkProcessed), whether or not its event is in the inbox.
+	Processed(provider, eventID string, at time.Time) error
+	Lease(l pay.Lease) error
+	Outbox(r pay.OutboxRecord) error
+	Delivery(d pay.Delivery) error
+	Review(i pay.ReviewItem) error
+	IdemKey(r pay.IdemRecord) error
+	Customer(c CustomerAccount) error
+	Effect(r EffectRecord) error
+	Endpoint(e WebhookEndpoint) error
 }
 
 // Exporter reads every record of a store (Backend.Export).

@@ -54,7 +54,7 @@ type Config struct {
 // backend does not have, and the caller says so (river's riverdriver).
 type Backend struct {
 	// Store is the storage every component uses.
-	Store pay.Store
+	Store Store
 	// Name is the backend's registered name.
 	Name string
 	// Migration says, in one line, what Open did to the schema: `paystate

@@ -5,7 +5,7 @@
 // no client secret or redirect URL kept by a final payment, and a ledger
 // that balances per currency. Outbox records purged after their retention
 // are not asked for: a transition older than the store's purge horizon
-// (pay.Tx.OutboxHorizon) may have lost its record; a younger one must
+// (store.Tx.OutboxHorizon) may have lost its record; a younger one must
 // have it. It reads one consistent snapshot and changes nothing. It is
 // the engine of `paystate verify` (cli/verify.go, which adds the file and
 // journal checks of the store); the simulation and the tests of other
@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Mismatch is one problem found.
@@ -120,14 +121,14 @@ type Options struct {
 }
 
 // Run verifies the whole store in one read transaction.
-func Run(ctx context.Context, s pay.Store) (Report, error) {
+func Run(ctx context.Context, s store.Store) (Report, error) {
 	return RunWith(ctx, s, Options{})
 }
 
 // RunWith is Run with options.
-func RunWith(ctx context.Context, s pay.Store, opts Options) (Report, error) {
+func RunWith(ctx context.Context, s store.Store, opts Options) (Report, error) {
 	var r Report
-	err := s.View(ctx, func(tx pay.Tx) error {
+	err := s.View(ctx, func(tx store.Tx) error {
 		r = Report{}
 		horizon, err := tx.OutboxHorizon()
 		if err != nil {

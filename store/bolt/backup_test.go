@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 )
 
@@ -56,7 +57,7 @@ func TestDB_WriteTo_SlowReader(t *testing.T) {
 	writesDone := make(chan error, 1)
 	go func() {
 		for i := range 16 {
-			err := db.Update(ctx, func(tx pay.Tx) error {
+			err := db.Update(ctx, func(tx store.Tx) error {
 				_, err := tx.PutInbox(pay.InboxEvent{Provider: "mock", EventID: fmt.Sprintf("evt_%d", i), Type: "payment.captured", Body: noise(1 << 20), ReceivedAt: t0})
 				return err
 			})
@@ -65,7 +66,7 @@ func TestDB_WriteTo_SlowReader(t *testing.T) {
 				return
 			}
 		}
-		writesDone <- db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(payment(2, pay.Created, t0)) })
+		writesDone <- db.Update(ctx, func(tx store.Tx) error { return tx.InsertPayment(payment(2, pay.Created, t0)) })
 	}()
 	deadline, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
@@ -100,7 +101,7 @@ func TestDB_WriteTo_SlowReader(t *testing.T) {
 	if err := backup.Check(); err != nil {
 		t.Fatalf("Check of the copy: %v", err)
 	}
-	err = backup.View(ctx, func(tx pay.Tx) error {
+	err = backup.View(ctx, func(tx store.Tx) error {
 		if _, err := tx.Payment(before.ID); err != nil {
 			return fmt.Errorf("payment committed before the backup: %w", err)
 		}

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // benchPayment returns payment i, as the store's tests store them.
@@ -34,7 +35,7 @@ var commitModes = []struct {
 	write func(db *DB, i int64) error
 }{
 	{"committer", func(db *DB, i int64) error {
-		return db.Update(context.Background(), func(t pay.Tx) error { return t.InsertPayment(benchPayment(i)) })
+		return db.Update(context.Background(), func(t store.Tx) error { return t.InsertPayment(benchPayment(i)) })
 	}},
 	{"bolt-Update", func(db *DB, i int64) error {
 		return db.bolt.Update(func(btx *bbolt.Tx) error { return db.begin(btx).InsertPayment(benchPayment(i)) })
@@ -122,7 +123,7 @@ func BenchmarkOpen(b *testing.B) {
 			b.Fatal(err)
 		}
 		for n := int64(0); path == full && n < payments; n += 10_000 {
-			err := db.Update(context.Background(), func(t pay.Tx) error {
+			err := db.Update(context.Background(), func(t store.Tx) error {
 				for i := n; i < n+10_000; i++ {
 					if err := t.InsertPayment(benchPayment(i)); err != nil {
 						return err

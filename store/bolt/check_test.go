@@ -10,6 +10,7 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/bolt/bolttest"
 )
@@ -23,7 +24,7 @@ func oneDelivery(t *testing.T) (*bolt.DB, pay.Delivery) {
 		ID: "dlv_1", Effect: pay.EffectRetention, EventID: "evt_1", EventType: "payment.captured", EventSeq: 1,
 		PaymentID: "pay_1", State: pay.DeliveryPending,
 	}
-	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertDelivery(d) }); err != nil {
+	if err := db.Update(context.Background(), func(tx store.Tx) error { return tx.InsertDelivery(d) }); err != nil {
 		t.Fatal(err)
 	}
 	return db, d

@@ -10,19 +10,20 @@ import (
 
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // commitInsert returns an Update function that inserts payment i.
-func commitInsert(i int) func(pay.Tx) error {
-	return func(tx pay.Tx) error { return tx.InsertPayment(payment(i, pay.Created, t0)) }
+func commitInsert(i int) func(store.Tx) error {
+	return func(tx store.Tx) error { return tx.InsertPayment(payment(i, pay.Created, t0)) }
 }
 
 // commitStored reports whether payment i is stored.
 func commitStored(t *testing.T, db *bolt.DB, i int) bool {
 	t.Helper()
-	err := db.View(context.Background(), func(tx pay.Tx) error { _, err := tx.Payment(payment(i, "", t0).ID); return err })
+	err := db.View(context.Background(), func(tx store.Tx) error { _, err := tx.Payment(payment(i, "", t0).ID); return err })
 	if err != nil && pay.ErrorCode(err) != pay.ENOTFOUND {
 		t.Fatal(err)
 	}
@@ -36,7 +37,7 @@ func holdCommit(t *testing.T, db *bolt.DB, i int) (release func(), wait func()) 
 	t.Helper()
 	started, hold, done := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- db.Update(context.Background(), func(tx pay.Tx) error {
+		done <- db.Update(context.Background(), func(tx store.Tx) error {
 			close(started)
 			<-hold
 			return commitInsert(i)(tx)
@@ -141,7 +142,7 @@ func TestDB_UpdateDrain(t *testing.T) {
 	started, holdSecond, second := make(chan struct{}), make(chan struct{}), make(chan error, 1)
 	var once sync.Once
 	go func() {
-		second <- db.Update(context.Background(), func(tx pay.Tx) error {
+		second <- db.Update(context.Background(), func(tx store.Tx) error {
 			once.Do(func() { close(started) })
 			<-holdSecond
 			return commitInsert(1)(tx)
@@ -209,8 +210,8 @@ func TestDB_UpdateGroupFailure(t *testing.T) {
 		runs      = map[int]int{}
 		callbacks = map[int]int{}
 	)
-	fn := func(i int) func(pay.Tx) error {
-		return func(tx pay.Tx) error {
+	fn := func(i int) func(store.Tx) error {
+		return func(tx store.Tx) error {
 			mu.Lock()
 			runs[i]++
 			mu.Unlock()
@@ -292,7 +293,7 @@ func TestDB_UpdateOnCommitOrder(t *testing.T) {
 			mu  sync.Mutex
 			got []string
 		)
-		err := db.Update(context.Background(), func(tx pay.Tx) error {
+		err := db.Update(context.Background(), func(tx store.Tx) error {
 			mu.Lock()
 			got = got[:0]
 			mu.Unlock()

@@ -66,7 +66,7 @@ type Options struct {
 }
 
 // DB is the bbolt store: one file, safe for concurrent use. It implements
-// pay.Store.
+// store.Store.
 type DB struct {
 	bolt    *bbolt.DB
 	commits committer
@@ -81,7 +81,7 @@ type DB struct {
 	fatal           atomic.Pointer[error] // the commit failure that stopped the store
 }
 
-var _ pay.Store = (*DB)(nil)
+var _ store.Store = (*DB)(nil)
 
 // Open opens (or creates) the database file at path, creates every bucket
 // and checks the schema version. Another process holding the file makes it
@@ -278,7 +278,7 @@ func (db *DB) Close() error {
 // modification time Close gives the file once closed, which it returns.
 func (db *DB) markClean() (time.Time, error) {
 	mtime := time.Now().Round(0)
-	err := db.Update(context.Background(), func(t pay.Tx) error {
+	err := db.Update(context.Background(), func(t store.Tx) error {
 		btx := t.(*tx).btx
 		// Read by bbolt only while committing, under the write lock that
 		// this transaction holds.
@@ -297,7 +297,7 @@ func (db *DB) markClean() (time.Time, error) {
 // either), so code that registers them works the same in View and Update.
 // After a fatal commit failure (Options.OnFatal) View fails with
 // EUNAVAILABLE: what bbolt would read may not be on disk.
-func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
+func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -345,7 +345,7 @@ func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
 // when another function of its group fails, the group's transaction rolls
 // back and runs again without that one, whose error goes to its caller
 // only.
-func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
+func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

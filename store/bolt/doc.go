@@ -1,5 +1,5 @@
 // Package bolt is paystate's storage on one bbolt file, the embedded
-// default: it implements pay.Store and pay.Tx, registers itself with
+// default: it implements store.Store and store.Tx, registers itself with
 // package store as backend "bolt" (driver.go: a store one process alone
 // uses, with Backup, Check, CheckLedger and Export), and passes the
 // conformance suite of package store/storetest, as every backend does.
@@ -35,7 +35,7 @@
 // str(p). "—" is an empty value.
 //
 // The buckets come in record families. Each group of rows below is one
-// family and one file, which holds the family's methods of pay.Tx and its
+// family and one file, which holds the family's methods of store.Tx and its
 // part of DB.Check; every key encoding is in keys.go, every value's record
 // type in codec.go.
 //

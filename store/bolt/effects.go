@@ -4,24 +4,27 @@ package bolt
 // dedupe records (effects) and merchant webhook endpoints
 // (webhook_endpoints). None has an index.
 
-import "github.com/paystate/paystate/pay"
+import (
+	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
+)
 
 // CustomerAccount returns a customer's account, or ENOTFOUND.
-func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
+func (t *tx) CustomerAccount(id string) (store.CustomerAccount, error) {
 	if err := checkPart("customer id", id, true); err != nil {
-		return pay.CustomerAccount{}, err
+		return store.CustomerAccount{}, err
 	}
 	var r customerRecord
 	if found, err := t.getRecord(bucketCustomers, []byte(id), &r); err != nil {
-		return pay.CustomerAccount{}, err
+		return store.CustomerAccount{}, err
 	} else if !found {
-		return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
+		return store.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
 	}
-	return pay.CustomerAccount{ID: id, Points: r.Points, LastVisitAt: r.LastVisitAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}, nil
+	return store.CustomerAccount{ID: id, Points: r.Points, LastVisitAt: r.LastVisitAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}, nil
 }
 
 // PutCustomerAccount stores c under c.ID; UpdatedAt becomes Tx.Now.
-func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
+func (t *tx) PutCustomerAccount(c store.CustomerAccount) error {
 	if err := checkPart("customer id", c.ID, true); err != nil {
 		return err
 	}
@@ -29,21 +32,21 @@ func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
 }
 
 // Effect returns the record of a dedupe key and whether there is one.
-func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
+func (t *tx) Effect(key string) (store.EffectRecord, bool, error) {
 	if err := checkPart("effect key", key, true); err != nil {
-		return pay.EffectRecord{}, false, err
+		return store.EffectRecord{}, false, err
 	}
 	var r effectRecord
 	found, err := t.getRecord(bucketEffects, effectKey(key), &r)
 	if err != nil || !found {
-		return pay.EffectRecord{}, false, err
+		return store.EffectRecord{}, false, err
 	}
-	return pay.EffectRecord{Key: key, DeliveryID: string(r.DeliveryID), Points: r.Points, At: r.At.UTC()}, true, nil
+	return store.EffectRecord{Key: key, DeliveryID: string(r.DeliveryID), Points: r.Points, At: r.At.UTC()}, true, nil
 }
 
 // ClaimEffect stores r unless its key has a record, and reports whether
 // it did. The single writer orders claims of one key.
-func (t *tx) ClaimEffect(r pay.EffectRecord) (bool, error) {
+func (t *tx) ClaimEffect(r store.EffectRecord) (bool, error) {
 	if _, done, err := t.Effect(r.Key); err != nil || done {
 		return false, err
 	}
@@ -52,7 +55,7 @@ func (t *tx) ClaimEffect(r pay.EffectRecord) (bool, error) {
 
 // PutEffect stores r under r.Key, replacing any record there; a zero At
 // becomes Tx.Now.
-func (t *tx) PutEffect(r pay.EffectRecord) error {
+func (t *tx) PutEffect(r store.EffectRecord) error {
 	if err := checkPart("effect key", r.Key, true); err != nil {
 		return err
 	}
@@ -64,22 +67,22 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 
 // WebhookEndpoint returns an endpoint's stored state; an endpoint never
 // stored is enabled, with only its ID set, and no error.
-func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
+func (t *tx) WebhookEndpoint(id string) (store.WebhookEndpoint, error) {
 	if err := checkPart("endpoint id", id, true); err != nil {
-		return pay.WebhookEndpoint{}, err
+		return store.WebhookEndpoint{}, err
 	}
 	var r endpointRecord
 	if _, err := t.getRecord(bucketWebhookEndpoints, []byte(id), &r); err != nil {
-		return pay.WebhookEndpoint{}, err
+		return store.WebhookEndpoint{}, err
 	}
-	return pay.WebhookEndpoint{
+	return store.WebhookEndpoint{
 		ID: id, URL: r.URL, Disabled: r.Disabled, DisabledAt: r.DisabledAt.UTC(), DisabledReason: r.DisabledReason,
 		FailingSince: r.FailingSince.UTC(), LastSuccessAt: r.LastSuccessAt.UTC(), UpdatedAt: r.UpdatedAt.UTC(),
 	}, nil
 }
 
 // PutWebhookEndpoint stores e under e.ID; UpdatedAt becomes Tx.Now.
-func (t *tx) PutWebhookEndpoint(e pay.WebhookEndpoint) error {
+func (t *tx) PutWebhookEndpoint(e store.WebhookEndpoint) error {
 	if err := checkPart("endpoint id", e.ID, true); err != nil {
 		return err
 	}

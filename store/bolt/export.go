@@ -28,7 +28,7 @@ const exportPage = 500
 // and reconciliation runs, then the counters. Index
 // buckets are not exported: they are derived from the records.
 //
-// Records are read through the pay.Tx methods (ListPayments, Steps,
+// Records are read through the store.Tx methods (ListPayments, Steps,
 // OutboxAfter, InboxEvent, IdemKey, ...); only the families that no Tx
 // method lists are found by walking their bucket's keys, and each record
 // is then read with its Tx getter. Processed ids, which no getter returns
@@ -38,7 +38,7 @@ const exportPage = 500
 // no paystate is writing (copy opens it read-only, which a running
 // paystate's lock refuses).
 func (db *DB) Export(ctx context.Context, sink store.ExportSink) error {
-	return db.View(ctx, func(ptx pay.Tx) error {
+	return db.View(ctx, func(ptx store.Tx) error {
 		t := ptx.(*tx)
 		e := exporter{ctx: ctx, t: t, sink: sink}
 		if err := sink.Begin(ctx, t.fingerprint()); err != nil {
@@ -456,7 +456,7 @@ var exportBuckets = [][]byte{
 // timeline, read from its value's head.
 func (db *DB) ExportSize(ctx context.Context) (int, error) {
 	n := 0
-	err := db.View(ctx, func(ptx pay.Tx) error {
+	err := db.View(ctx, func(ptx store.Tx) error {
 		t := ptx.(*tx)
 		for _, b := range exportBuckets {
 			if !bytes.Equal(b, bucketTimeline) {

@@ -123,9 +123,9 @@ func TestDB_Export(t *testing.T) {
 		deliveries = append(deliveries, d.Deliveries[s]...)
 	}
 	idem, customers, effects, endpoints := mapped(r.IdemKeys, func(k pay.IdemRecord) string { return k.Key }),
-		mapped(r.Customers, func(c pay.CustomerAccount) string { return c.ID }),
-		mapped(r.Effects, func(e pay.EffectRecord) string { return e.Key }),
-		mapped(r.Endpoints, func(e pay.WebhookEndpoint) string { return e.ID })
+		mapped(r.Customers, func(c store.CustomerAccount) string { return c.ID }),
+		mapped(r.Effects, func(e store.EffectRecord) string { return e.Key }),
+		mapped(r.Endpoints, func(e store.WebhookEndpoint) string { return e.ID })
 	for _, c := range []struct {
 		what      string
 		got, want any
@@ -144,7 +144,7 @@ func TestDB_Export(t *testing.T) {
 		{"effects", effects, d.Effects},
 		{"endpoints", endpoints, d.Endpoints},
 		{"psp answers", mapped(r.PSPAnswers, func(a pay.PSPAnswer) string { return a.PaymentID }), x.PSPAnswers},
-		{"psp charges", mapped(r.PSPCharges, func(c pay.PSPCharge) string { return c.Key }), x.PSPCharges},
+		{"psp charges", mapped(r.PSPCharges, func(c store.PSPCharge) string { return c.Key }), x.PSPCharges},
 		{"refunds", r.Refunds, flat(d.Payments, x.Refunds)},
 		{"disputes", r.Disputes, flat(d.Payments, x.Disputes)},
 	} {
@@ -201,8 +201,8 @@ func TestDB_ExportSource(t *testing.T) {
 	if first.Source != again.Source || first.Source == 0 {
 		t.Fatalf("sources %x and %x of an unchanged file, want equal and set", first.Source, again.Source)
 	}
-	if err := db.Update(ctx, func(tx pay.Tx) error {
-		return tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_9", Points: 1})
+	if err := db.Update(ctx, func(tx store.Tx) error {
+		return tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_9", Points: 1})
 	}); err != nil {
 		t.Fatal(err)
 	}

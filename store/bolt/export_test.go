@@ -6,11 +6,12 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // IndexSteps returns how many status index entries Candidates visited in
 // the transaction tx.
-func IndexSteps(t pay.Tx) int { return t.(*tx).indexSteps }
+func IndexSteps(t store.Tx) int { return t.(*tx).indexSteps }
 
 // BoltDB returns the bbolt handle of db.
 func BoltDB(db *DB) *bbolt.DB { return db.bolt }

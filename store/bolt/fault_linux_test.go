@@ -17,6 +17,7 @@ import (
 
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 )
 
@@ -119,7 +120,7 @@ func bigEvent(i, n int) pay.InboxEvent {
 func writeUntilError(t *testing.T, db *bolt.DB, from int) (int, error) {
 	t.Helper()
 	for i := from; i < from+500; i++ {
-		err := db.Update(context.Background(), func(tx pay.Tx) error {
+		err := db.Update(context.Background(), func(tx store.Tx) error {
 			_, err := tx.PutInbox(bigEvent(i, 256<<10))
 			return err
 		})
@@ -155,14 +156,14 @@ func TestDB_DiskFull(t *testing.T) {
 	if calls := rec.calls(); len(calls) != 0 {
 		t.Fatalf("OnFatal called for a full disk: %v", calls)
 	}
-	if err := db.View(ctx, func(tx pay.Tx) error { _, err := tx.Payment(p.ID); return err }); err != nil {
+	if err := db.View(ctx, func(tx store.Tx) error { _, err := tx.Payment(p.ID); return err }); err != nil {
 		t.Fatalf("read on a full disk: %v", err)
 	}
 
 	if err := os.Remove(filler); err != nil {
 		t.Fatal(err)
 	}
-	if err := db.Update(ctx, func(tx pay.Tx) error { _, err := tx.PutInbox(bigEvent(9999, 1<<10)); return err }); err != nil {
+	if err := db.Update(ctx, func(tx store.Tx) error { _, err := tx.PutInbox(bigEvent(9999, 1<<10)); return err }); err != nil {
 		t.Fatalf("write after space was freed: %v", err)
 	}
 	if err := db.Check(); err != nil {
@@ -209,11 +210,11 @@ func wantStopped(t *testing.T, db *bolt.DB, rec *fatalRecorder, commitErr error)
 	}
 	ctx := context.Background()
 	ran := false
-	err := db.Update(ctx, func(tx pay.Tx) error { ran = true; return nil })
+	err := db.Update(ctx, func(tx store.Tx) error { ran = true; return nil })
 	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want || ran {
 		t.Errorf("Update after the fatal error: %v (fn ran: %v): code=%q, want %q", err, ran, got, want)
 	}
-	err = db.View(ctx, func(tx pay.Tx) error { ran = true; return nil })
+	err = db.View(ctx, func(tx store.Tx) error { ran = true; return nil })
 	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want || ran {
 		t.Errorf("View after the fatal error: %v (fn ran: %v): code=%q, want %q", err, ran, got, want)
 	}
@@ -233,13 +234,13 @@ func TestDB_FatalIOError(t *testing.T) {
 	// Room in the file, so that the next commit only writes pages.
 	ctx := context.Background()
 	for i := range 8 {
-		if err := db.Update(ctx, func(tx pay.Tx) error { _, err := tx.PutInbox(bigEvent(i, 256<<10)); return err }); err != nil {
+		if err := db.Update(ctx, func(tx store.Tx) error { _, err := tx.PutInbox(bigEvent(i, 256<<10)); return err }); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	shutdown(t, dir)
-	err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(payment(1, pay.Processing, t0)) })
+	err := db.Update(ctx, func(tx store.Tx) error { return tx.InsertPayment(payment(1, pay.Processing, t0)) })
 	if !errors.Is(err, syscall.EIO) {
 		t.Fatalf("commit after the shutdown: %v, want an error wrapping EIO", err)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 )
 
@@ -45,7 +46,7 @@ func TestOpen_CleanShutdown(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "paystate.db")
 	db, _ := openChecked(t, path, nil)
-	err := db.Update(context.Background(), func(tx pay.Tx) error {
+	err := db.Update(context.Background(), func(tx store.Tx) error {
 		for i := range 3000 {
 			if err := tx.InsertPayment(payment(i, pay.Captured, t0)); err != nil {
 				return err

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // AcquireLease takes the payment's lease for holder until Tx.Now+ttl with
@@ -96,7 +97,7 @@ func (t *tx) putLease(l pay.Lease) error {
 // nothing.
 func (db *DB) EndLeases(ctx context.Context) (int, error) {
 	var held []string
-	err := db.View(ctx, func(ptx pay.Tx) error {
+	err := db.View(ctx, func(ptx store.Tx) error {
 		t := ptx.(*tx)
 		held = t.leasesInForce()
 		return nil
@@ -105,7 +106,7 @@ func (db *DB) EndLeases(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := 0
-	err = db.Update(ctx, func(ptx pay.Tx) error {
+	err = db.Update(ctx, func(ptx store.Tx) error {
 		t := ptx.(*tx)
 		n = 0
 		for _, id := range t.leasesInForce() {

@@ -23,7 +23,7 @@ import (
 // EINVALID and nothing is written. Account and Currency are required.
 func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
 	// Check the posting first: it balances (then no balance overflows).
-	if err := pay.CheckPosting(entries); err != nil {
+	if err := store.CheckPosting(entries); err != nil {
 		return err
 	}
 	balances := map[string]int64{} // balanceKey → balance after the posting

@@ -47,7 +47,7 @@ func TestDB_CheckLedger(t *testing.T) {
 	for i, r := range runs {
 		p := payment(100+i, pay.Processing, t0)
 		p.Currency, p.Amount = r.currency, r.amount
-		if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+		if err := db.Update(ctx, func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range r.obs {
@@ -72,7 +72,7 @@ func TestDB_CheckLedger(t *testing.T) {
 		t.Fatalf("CheckLedger=%v, want every currency balanced", bad)
 	}
 	var bs []pay.Balance
-	if err := db.View(ctx, func(tx pay.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
+	if err := db.View(ctx, func(tx store.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
 		t.Fatal(err)
 	}
 	got := map[string]int64{}
@@ -108,7 +108,7 @@ func TestDB_CheckLedgerImbalance(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.Update(ctx, func(tx pay.Tx) error {
+	err = db.Update(ctx, func(tx store.Tx) error {
 		for _, cur := range []string{"EUR", "USD"} {
 			if err := tx.AppendLedger([]pay.LedgerEntry{
 				{PaymentID: "pay_1", Account: pay.AccountPSPReceivable, Currency: cur, Amount: 1000},

@@ -18,6 +18,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/filltest"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/storetest"
 )
@@ -199,12 +200,12 @@ func schema2(t *testing.T) (path string, old storetest.Dump, want, wantMoney []b
 func moneyJSON(t *testing.T, db *bolt.DB) []byte {
 	t.Helper()
 	var m struct {
-		Refunds  []pay.Refund    `json:"refunds"`
-		Disputes []pay.Dispute   `json:"disputes"`
-		Charges  []pay.PSPCharge `json:"charges"`
+		Refunds  []pay.Refund      `json:"refunds"`
+		Disputes []pay.Dispute     `json:"disputes"`
+		Charges  []store.PSPCharge `json:"charges"`
 	}
 	const id = "pay_01KB0000000000000000000001"
-	err := db.View(context.Background(), func(tx pay.Tx) error {
+	err := db.View(context.Background(), func(tx store.Tx) error {
 		var err error
 		if m.Refunds, err = tx.RefundsForPayment(id); err != nil {
 			return err

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // BenchmarkPaymentCounts measures one scrape's count of payments per
@@ -15,7 +16,7 @@ import (
 func BenchmarkPaymentCounts(b *testing.B) {
 	for _, n := range []int64{10_000, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("payments=%d", n), func(b *testing.B) {
-			db := openFilled(b, n, func(t pay.Tx, i int64) error {
+			db := openFilled(b, n, func(t store.Tx, i int64) error {
 				p := benchPayment(i)
 				p.Status = pay.Statuses[i%int64(len(pay.Statuses))]
 				return t.InsertPayment(p)
@@ -23,7 +24,7 @@ func BenchmarkPaymentCounts(b *testing.B) {
 			b.ResetTimer()
 			for b.Loop() {
 				var c map[pay.Status]int
-				err := db.View(context.Background(), func(t pay.Tx) (err error) { c, err = t.PaymentCounts(); return err })
+				err := db.View(context.Background(), func(t store.Tx) (err error) { c, err = t.PaymentCounts(); return err })
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -42,14 +43,14 @@ func BenchmarkPaymentCounts(b *testing.B) {
 func BenchmarkReviewAndDisputeCounts(b *testing.B) {
 	for _, n := range []int{100, 1_000, 10_000} {
 		b.Run(fmt.Sprintf("review=%d", n), func(b *testing.B) {
-			db := openFilled(b, int64(n), func(t pay.Tx, i int64) error {
+			db := openFilled(b, int64(n), func(t store.Tx, i int64) error {
 				p := benchPayment(i)
 				return t.PutReview(pay.ReviewItem{ID: p.ID, PaymentID: p.ID, Reason: pay.ReasonUnresolved, Provider: "mock",
 					Note: "the PSP does not know the payment yet; asked 12 times since the first pass", CreatedAt: p.CreatedAt})
 			})
 			b.ResetTimer()
 			for b.Loop() {
-				err := db.View(context.Background(), func(t pay.Tx) error {
+				err := db.View(context.Background(), func(t store.Tx) error {
 					items, err := t.ListReview()
 					if err != nil {
 						return err
@@ -70,7 +71,7 @@ func BenchmarkReviewAndDisputeCounts(b *testing.B) {
 
 // openFilled opens a database in b's temporary directory, closed at the
 // end of b, with put called for i in [0, n), 20,000 to a transaction.
-func openFilled(b *testing.B, n int64, put func(t pay.Tx, i int64) error) *DB {
+func openFilled(b *testing.B, n int64, put func(t store.Tx, i int64) error) *DB {
 	b.Helper()
 	db, err := Open(filepath.Join(b.TempDir(), "bench.db"), nil)
 	if err != nil {
@@ -79,7 +80,7 @@ func openFilled(b *testing.B, n int64, put func(t pay.Tx, i int64) error) *DB {
 	b.Cleanup(func() { db.Close() })
 	const batch = 20_000
 	for start := int64(0); start < n; start += batch {
-		err := db.Update(context.Background(), func(t pay.Tx) error {
+		err := db.Update(context.Background(), func(t store.Tx) error {
 			for i := start; i < min(start+batch, n); i++ {
 				if err := put(t, i); err != nil {
 					return err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // AppendOutbox appends r with the next Seq of the outbox (from 1, never
@@ -276,7 +277,7 @@ func (t *tx) delDeliveryIndexes(d pay.Delivery) error {
 // the same outbox record; EINVALID for a missing id, effect, event id or
 // payment id, or an unknown state.
 func (t *tx) InsertDelivery(d pay.Delivery) error {
-	if err := pay.CheckStoredDelivery(d); err != nil {
+	if err := store.CheckStoredDelivery(d); err != nil {
 		return err
 	}
 	if t.bucket(bucketDeliveries).Get(keyID(d.ID)) != nil {
@@ -397,7 +398,7 @@ func (t *tx) DueDeliveriesSkipping(due time.Time, limit int, skip func(id string
 // f.Cursor, and the cursor of the next page ("" at the end). EINVALID for
 // an unknown state, a limit outside 1..1000 or a cursor of another list.
 func (t *tx) ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error) {
-	if err := pay.CheckDeliveryFilter(f); err != nil {
+	if err := store.CheckDeliveryFilter(f); err != nil {
 		return nil, "", err
 	}
 	prefix := deliveryStatePrefix(f.State)

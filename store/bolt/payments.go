@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // List limits of ListPayments.
@@ -72,7 +73,7 @@ func (t *tx) PaymentByRef(provider, ref string) (pay.Payment, error) {
 // InsertPayment stores a new payment with Version 1; ECONFLICT if the id
 // exists or another payment has the same provider reference.
 func (t *tx) InsertPayment(p pay.Payment) error {
-	if err := pay.CheckStoredPayment(p); err != nil {
+	if err := store.CheckStoredPayment(p); err != nil {
 		return err
 	}
 	if p.Version != 1 {
@@ -91,7 +92,7 @@ func (t *tx) InsertPayment(p pay.Payment) error {
 // version must be prev and p.Version prev+1, else ECONFLICT (nothing is
 // written). Every index follows the new record.
 func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
-	if err := pay.CheckStoredPayment(p); err != nil {
+	if err := store.CheckStoredPayment(p); err != nil {
 		return err
 	}
 	cur, ok, err := t.payment(p.ID)
@@ -207,7 +208,7 @@ func (t *tx) writePayment(old *pay.Payment, p pay.Payment) error {
 // values are clamped to 1..MaxListLimit. A cursor that is not from the
 // same kind of list is EINVALID.
 func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
-	limit, err := pay.PaymentListLimit(f)
+	limit, err := store.PaymentListLimit(f)
 	if err != nil {
 		return nil, "", err
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // PutPSPAnswer stores a as the payment's last PSP answer. A zero At
@@ -51,7 +52,7 @@ func (c *checker) checkPSPAnswers() {
 
 // PutPSPCharge stores the mock PSP's charge c under its key. A zero
 // CreatedAt becomes Tx.Now.
-func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
+func (t *tx) PutPSPCharge(c store.PSPCharge) error {
 	if err := checkPart("charge key", c.Key, true); err != nil {
 		return err
 	}
@@ -66,14 +67,14 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 }
 
 // PSPCharge returns the mock PSP's charge made with key, or ENOTFOUND.
-func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
+func (t *tx) PSPCharge(key string) (store.PSPCharge, error) {
 	var r pspChargeRecord
 	if found, err := t.getRecord(bucketPSPCharges, pspChargeKey(key), &r); err != nil {
-		return pay.PSPCharge{}, err
+		return store.PSPCharge{}, err
 	} else if !found {
-		return pay.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)
+		return store.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)
 	}
-	return pay.PSPCharge{
+	return store.PSPCharge{
 		Key: key, PaymentID: string(r.PaymentID), ProviderRef: r.ProviderRef, Amount: r.Amount, Currency: string(r.Currency),
 		Status: pay.Status(r.Status), ClientSecret: r.ClientSecret, RedirectURL: r.RedirectURL, RefundKey: r.RefundKey,
 		Calls: r.Calls, Refunds: r.Refunds, CreatedAt: r.CreatedAt.UTC(), AmountRefunded: r.AmountRefunded,

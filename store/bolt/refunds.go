@@ -9,12 +9,13 @@ import (
 	"fmt"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // counts reports whether a refund in status s holds part of its
 // payment's amount: pending and succeeded refunds do, failed ones not.
 
-// InsertRefund stores a new refund (see pay.Tx.InsertRefund). An empty
+// InsertRefund stores a new refund (see store.Tx.InsertRefund). An empty
 // Currency or Provider is the payment's.
 func (t *tx) InsertRefund(r pay.Refund) error {
 	if err := t.checkRefund(r); err != nil {
@@ -78,7 +79,7 @@ func (t *tx) refundOfPayment(r pay.Refund, self string) (pay.Refund, error) {
 	} else if !ok {
 		return r, pay.Errorf(pay.ENOTFOUND, "refund %s: payment %s not found", r.ID, r.PaymentID)
 	}
-	if r, err = pay.RefundOfPayment(r, p); err != nil {
+	if r, err = store.RefundOfPayment(r, p); err != nil {
 		return r, err
 	}
 	if self == "" && r.IdemKey != "" {

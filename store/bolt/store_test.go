@@ -22,7 +22,7 @@ import (
 
 func TestDB(t *testing.T) {
 	t.Parallel()
-	storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		return bolttest.MustOpen(t, &bolt.Options{Now: now})
 	})
 }
@@ -52,7 +52,7 @@ func open(t *testing.T, path string, opts *bolt.Options) *bolt.DB {
 // insertPayments stores payments in one transaction.
 func insertPayments(t *testing.T, db *bolt.DB, ps ...pay.Payment) {
 	t.Helper()
-	err := db.Update(context.Background(), func(tx pay.Tx) error {
+	err := db.Update(context.Background(), func(tx store.Tx) error {
 		for _, p := range ps {
 			if err := tx.InsertPayment(p); err != nil {
 				return err
@@ -85,7 +85,7 @@ func newFile(t *testing.T, ps ...pay.Payment) string {
 func wantStatus(t *testing.T, db *bolt.DB, id string, want pay.Status) {
 	t.Helper()
 	var got pay.Payment
-	if err := db.View(context.Background(), func(tx pay.Tx) (err error) { got, err = tx.Payment(id); return err }); err != nil {
+	if err := db.View(context.Background(), func(tx store.Tx) (err error) { got, err = tx.Payment(id); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != want {
@@ -195,7 +195,7 @@ func TestDB_ReadOnly(t *testing.T) {
 	db := open(t, newFile(t, payment(1, pay.Created, t0)), &bolt.Options{ReadOnly: true})
 	wantStatus(t, db, payment(1, "", t0).ID, pay.Created)
 	ran := false
-	err := db.Update(context.Background(), func(tx pay.Tx) error { ran = true; return nil })
+	err := db.Update(context.Background(), func(tx store.Tx) error { ran = true; return nil })
 	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
 		t.Fatalf("Update on a read-only database: error %v: code=%q, want %q", err, got, want)
 	}
@@ -220,11 +220,11 @@ func TestDB_Closed(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	err := db.Update(ctx, func(tx pay.Tx) error { return nil })
+	err := db.Update(ctx, func(tx store.Tx) error { return nil })
 	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
 		t.Fatalf("Update after Close: error %v: code=%q, want %q", err, got, want)
 	}
-	err = db.View(ctx, func(tx pay.Tx) error { return nil })
+	err = db.View(ctx, func(tx store.Tx) error { return nil })
 	if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
 		t.Fatalf("View after Close: error %v: code=%q, want %q", err, got, want)
 	}
@@ -242,7 +242,7 @@ func fill(tb testing.TB, db *bolt.DB, n, candidates int) (bound time.Time) {
 	bound = t0.Add(time.Hour)
 	const batch = 10_000
 	for start := 0; start < n; start += batch {
-		err := db.Update(context.Background(), func(tx pay.Tx) error {
+		err := db.Update(context.Background(), func(tx store.Tx) error {
 			for i := start; i < min(start+batch, n); i++ {
 				var p pay.Payment
 				switch {
@@ -272,7 +272,7 @@ func TestDB_CandidatesMany(t *testing.T) {
 	const n, candidates = 10_000, 100
 	bound := fill(t, db, n, candidates)
 
-	err := db.View(context.Background(), func(tx pay.Tx) error {
+	err := db.View(context.Background(), func(tx store.Tx) error {
 		ps, err := tx.Candidates(sweep, bound, 1000)
 		if err != nil {
 			return err
@@ -366,7 +366,7 @@ func BenchmarkCandidates(b *testing.B) {
 			bound := fill(b, db, n, candidates)
 			ctx := context.Background()
 			for b.Loop() {
-				err := db.View(ctx, func(tx pay.Tx) error {
+				err := db.View(ctx, func(tx store.Tx) error {
 					ps, err := tx.Candidates(sweep, bound, 1000)
 					if err == nil && len(ps) != candidates {
 						err = fmt.Errorf("%d candidates, want %d", len(ps), candidates)
@@ -390,7 +390,7 @@ func TestDB_EndLeases(t *testing.T) {
 	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	ctx := context.Background()
 	var dead pay.Lease
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		if _, err := tx.AcquireLease("pay_old", "gone", time.Second); err != nil {
 			return err
 		}
@@ -411,7 +411,7 @@ func TestDB_EndLeases(t *testing.T) {
 		t.Fatalf("ended=%d, want %d", got, want)
 	}
 	var next pay.Lease
-	if err := db.Update(ctx, func(tx pay.Tx) (err error) { next, err = tx.AcquireLease("pay_held", "new", time.Minute); return err }); err != nil {
+	if err := db.Update(ctx, func(tx store.Tx) (err error) { next, err = tx.AcquireLease("pay_held", "new", time.Minute); return err }); err != nil {
 		t.Fatalf("lease of a dead process still held: %v", err)
 	}
 	if got, want := next.Token, dead.Token+1; got != want {
@@ -431,7 +431,7 @@ func TestOpen_FillsPaymentDisputes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = db.Update(context.Background(), func(tx pay.Tx) error {
+	err = db.Update(context.Background(), func(tx store.Tx) error {
 		for i, d := range []struct {
 			p  pay.Payment
 			st pay.DisputeStatus
@@ -452,7 +452,7 @@ func TestOpen_FillsPaymentDisputes(t *testing.T) {
 	db = open(t, path, nil)
 	for id, want := range map[string]pay.DisputeStatus{lost.ID: pay.DisputeLost, won.ID: pay.DisputeWon, open2.ID: pay.DisputeUnderReview, none.ID: ""} {
 		var p pay.Payment
-		if err := db.View(context.Background(), func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
+		if err := db.View(context.Background(), func(tx store.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if p.Dispute != want || p.Version != 1 {

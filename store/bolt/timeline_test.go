@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
@@ -19,7 +20,7 @@ func TestDB_TimelineGrows(t *testing.T) {
 	const id = "pay_01KB0000000000000000000001"
 	for i := 0; i < 300; {
 		first, n := i, min(1+i%3, 300-i)
-		err := db.Update(ctx, func(tx pay.Tx) error {
+		err := db.Update(ctx, func(tx store.Tx) error {
 			i = first // the function may run again
 			for range n {
 				if err := tx.AppendStep(pay.Step{PaymentID: id, Source: pay.SourceSync, Kind: pay.StepTransition, Version: uint64(i + 1)}); err != nil {
@@ -34,7 +35,7 @@ func TestDB_TimelineGrows(t *testing.T) {
 		}
 	}
 	var steps []pay.Step
-	if err := db.View(ctx, func(tx pay.Tx) (err error) { steps, err = tx.Steps(id); return err }); err != nil {
+	if err := db.View(ctx, func(tx store.Tx) (err error) { steps, err = tx.Steps(id); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := len(steps), 300; got != want {

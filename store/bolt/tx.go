@@ -8,9 +8,10 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
-// tx is one bbolt transaction seen as a pay.Tx. It is used by one goroutine.
+// tx is one bbolt transaction seen as a store.Tx. It is used by one goroutine.
 type tx struct {
 	btx      *bbolt.Tx
 	now      time.Time
@@ -25,7 +26,7 @@ type tx struct {
 	cached pay.Payment
 }
 
-var _ pay.Tx = (*tx)(nil)
+var _ store.Tx = (*tx)(nil)
 
 // Now returns the time read when the transaction began, in UTC.
 func (t *tx) Now() time.Time { return t.now }
@@ -160,6 +161,6 @@ func corrupt(bucket []byte, format string, args ...any) error {
 
 // checkPart and checkLimit are the checks every backend shares.
 var (
-	checkPart  = pay.CheckStoredPart
-	checkLimit = pay.CheckStoredLimit
+	checkPart  = store.CheckStoredPart
+	checkLimit = store.CheckStoredLimit
 )

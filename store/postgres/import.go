@@ -384,7 +384,7 @@ func (im *Importer) Counts() []store.ImportCount {
 
 // Payment buffers a payment.
 func (im *Importer) Payment(p pay.Payment) error {
-	if err := pay.CheckStoredPayment(p); err != nil {
+	if err := store.CheckStoredPayment(p); err != nil {
 		return fmt.Errorf("copy payment %s: %w", p.ID, err)
 	}
 	args, err := paymentArgs(p)
@@ -437,7 +437,7 @@ func (im *Importer) Outbox(r pay.OutboxRecord) error {
 
 // Delivery buffers a delivery in its state.
 func (im *Importer) Delivery(d pay.Delivery) error {
-	if err := pay.CheckStoredDelivery(d); err != nil {
+	if err := store.CheckStoredDelivery(d); err != nil {
 		return fmt.Errorf("copy delivery %s: %w", d.ID, err)
 	}
 	e := enc{what: "delivery"}
@@ -477,19 +477,19 @@ func (im *Importer) IdemKey(r pay.IdemRecord) error {
 }
 
 // Customer buffers a customer account.
-func (im *Importer) Customer(c pay.CustomerAccount) error {
+func (im *Importer) Customer(c store.CustomerAccount) error {
 	e := enc{what: "customer"}
 	return im.add("customers", "customer "+c.ID, &e, c.ID, c.Points, e.stamp(c.LastVisitAt), e.stamp(c.UpdatedAt))
 }
 
 // Effect buffers an effect's dedupe record.
-func (im *Importer) Effect(r pay.EffectRecord) error {
+func (im *Importer) Effect(r store.EffectRecord) error {
 	e := enc{what: "effect"}
 	return im.add("effects", "effect "+r.Key, &e, r.Key, r.DeliveryID, r.Points, e.stamp(r.At))
 }
 
 // Endpoint buffers a merchant endpoint's state.
-func (im *Importer) Endpoint(ep pay.WebhookEndpoint) error {
+func (im *Importer) Endpoint(ep store.WebhookEndpoint) error {
 	e := enc{what: "webhook endpoint"}
 	return im.add("webhook_endpoints", "webhook endpoint "+ep.ID, &e,
 		ep.ID, ep.URL, ep.Disabled, e.stamp(ep.DisabledAt), ep.DisabledReason, e.stamp(ep.FailingSince), e.stamp(ep.LastSuccessAt), e.stamp(ep.UpdatedAt))
@@ -503,7 +503,7 @@ func (im *Importer) PSPAnswer(a pay.PSPAnswer) error {
 }
 
 // PSPCharge buffers a charge of the mock PSP.
-func (im *Importer) PSPCharge(c pay.PSPCharge) error {
+func (im *Importer) PSPCharge(c store.PSPCharge) error {
 	e := enc{what: "charge"}
 	for _, n := range []struct {
 		field string

@@ -53,7 +53,7 @@ func importer(t *testing.T, db *postgres.DB, opts store.ImportOptions) *postgres
 }
 
 // sameRecords compares the two stores record by record (filltest.Compare).
-func sameRecords(t *testing.T, want, got pay.Store, r *filltest.Records) {
+func sameRecords(t *testing.T, want, got store.Store, r *filltest.Records) {
 	t.Helper()
 	if err := filltest.Compare(context.Background(), want, got, r); err != nil {
 		t.Fatal(err)
@@ -61,7 +61,7 @@ func sameRecords(t *testing.T, want, got pay.Store, r *filltest.Records) {
 }
 
 // TestImporter_Copy: an export of a bbolt store written into an empty
-// schema reads back the same, record by record, through pay.Tx; the copy
+// schema reads back the same, record by record, through store.Tx; the copy
 // then goes on where the file stopped: the next outbox and ledger Seq,
 // the next fencing token, the processed ids and the ripple cursor.
 func TestImporter_Copy(t *testing.T) {
@@ -92,7 +92,7 @@ func TestImporter_Copy(t *testing.T) {
 	}
 	sameRecords(t, src, db, r)
 
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_new", Type: "payment.captured", PaymentID: filltest.PaymentIDs[1]}); err != nil {
 			return err
 		}
@@ -201,8 +201,8 @@ func TestImporter_Refuses(t *testing.T) {
 	t.Run("NotEmpty", func(t *testing.T) {
 		t.Parallel()
 		db := mustOpen(t, newEmptySchema(t), nil)
-		if err := db.Update(ctx, func(tx pay.Tx) error {
-			return tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_own", Points: 1})
+		if err := db.Update(ctx, func(tx store.Tx) error {
+			return tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_own", Points: 1})
 		}); err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +227,7 @@ func TestImporter_Refuses(t *testing.T) {
 		t.Parallel()
 		src := bolttest.MustOpen(t, nil)
 		now := time.Now().UTC()
-		if err := src.Update(ctx, func(tx pay.Tx) error {
+		if err := src.Update(ctx, func(tx store.Tx) error {
 			return tx.InsertPayment(pay.Payment{ID: "pay_bad", OrderID: "order-\x00", Amount: 1, Currency: "EUR", Provider: "mock",
 				Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now})
 		}); err != nil {
@@ -262,7 +262,7 @@ func TestImporter_CountersNeverGoBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lines []pay.LedgerEntry
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_a", Type: "payment.captured", PaymentID: "pay_a"}); err != nil {
 			return err
 		}
@@ -278,14 +278,14 @@ func TestImporter_CountersNeverGoBack(t *testing.T) {
 	// of times.
 	var recs []pay.OutboxRecord
 	for range 1000 {
-		if err := db.View(ctx, func(tx pay.Tx) (err error) { recs, err = tx.OutboxAfter(0, 10); return err }); err != nil {
+		if err := db.View(ctx, func(tx store.Tx) (err error) { recs, err = tx.OutboxAfter(0, 10); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if len(recs) > 0 {
 			break
 		}
 	}
-	err = db.View(ctx, func(tx pay.Tx) error {
+	err = db.View(ctx, func(tx store.Tx) error {
 		h, err := tx.OutboxHorizon()
 		if err != nil {
 			return err
@@ -357,7 +357,7 @@ func BenchmarkImport(b *testing.B) {
 	const payments = 2000
 	src := bolttest.MustOpen(b, nil)
 	ctx := context.Background()
-	err := src.Update(ctx, func(tx pay.Tx) error {
+	err := src.Update(ctx, func(tx store.Tx) error {
 		now := tx.Now()
 		for i := range payments {
 			id := fmt.Sprintf("pay_01KB%022d", i)
@@ -402,7 +402,7 @@ func BenchmarkImport(b *testing.B) {
 			if err := tx.PutIdemKey(pay.IdemRecord{Key: "create:" + id, Fingerprint: "ab", State: pay.IdemDone, PaymentID: id, StatusCode: 201, ExpiresAt: now.Add(time.Hour)}); err != nil {
 				return err
 			}
-			if err := tx.PutPSPCharge(pay.PSPCharge{Key: "charge-" + id, PaymentID: id, ProviderRef: "psp_" + id, Amount: 1000, Currency: "EUR", Status: pay.Captured, Calls: 1}); err != nil {
+			if err := tx.PutPSPCharge(store.PSPCharge{Key: "charge-" + id, PaymentID: id, ProviderRef: "psp_" + id, Amount: 1000, Currency: "EUR", Status: pay.Captured, Calls: 1}); err != nil {
 				return err
 			}
 		}

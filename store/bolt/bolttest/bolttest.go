@@ -1,10 +1,10 @@
 // Package bolttest opens the bbolt store of package store/bolt for a test, as
 // bbolt's own btesting does: MustOpen makes a bolt.DB in tb.TempDir() and
 // checks it when the test ends. It is the bbolt side of the conformance
-// suite: package store/storetest knows only pay.Store, and the store's
+// suite: package store/storetest knows only store.Store, and the store's
 // test runs it with this opener:
 //
-//	storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
+//	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 //		return bolttest.MustOpen(t, &bolt.Options{Now: now})
 //	})
 //

@@ -1,0 +1,144 @@
+package store
+
+import (
+	"time"
+
+	"github.com/paystate/paystate/pay"
+)
+
+// What every backend refuses, the same way (store/bolt/doc.go, "Decisions
+// callers rely on"): the checks live here so that the backends share them.
+
+// CheckStoredPart checks a string that a backend keys records by.
+func CheckStoredPart(field, s string, required bool) error {
+	switch {
+	case required && s == "":
+		return pay.Errorf(pay.EINVALID, "%s is required", field)
+	case len(s) > pay.MaxStoredPart:
+		return pay.Errorf(pay.EINVALID, "%s is longer than %d bytes", field, pay.MaxStoredPart)
+	}
+	return nil
+}
+
+// CheckStoredLimit checks the limit of a scan.
+func CheckStoredLimit(limit int) error {
+	if limit <= 0 {
+		return pay.Errorf(pay.EINVALID, "limit must be positive, got %d", limit)
+	}
+	return nil
+}
+
+// CheckStoredPayment checks what a backend relies on in a payment it
+// writes: the parts of its keys, a known status and set times (they drive
+// the time indexes).
+func CheckStoredPayment(p pay.Payment) error {
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{{"payment id", p.ID, true}, {"order_id", p.OrderID, false}, {"provider", p.Provider, false}, {"provider_ref", p.ProviderRef, false}, {"flow", p.Flow, false}, {"second_ref", p.SecondRef, false}} {
+		if err := CheckStoredPart(f.name, f.v, f.required); err != nil {
+			return err
+		}
+	}
+	if !p.Status.Valid() {
+		return pay.Errorf(pay.EINVALID, "payment %s: status %q is not a known status", p.ID, p.Status)
+	}
+	if p.CreatedAt.IsZero() || p.UpdatedAt.IsZero() {
+		return pay.Errorf(pay.EINVALID, "payment %s: created_at and updated_at are required", p.ID)
+	}
+	return nil
+}
+
+// CheckPosting checks one ledger posting before a backend writes it: every
+// line names its account and currency, and the lines sum to zero per
+// currency without overflowing.
+func CheckPosting(entries []pay.LedgerEntry) error {
+	sums := map[string]int64{}
+	for _, e := range entries {
+		if err := CheckStoredPart("ledger account", e.Account, true); err != nil {
+			return err
+		}
+		if err := CheckStoredPart("ledger currency", e.Currency, true); err != nil {
+			return err
+		}
+		s, ok := pay.AddInt64(sums[e.Currency], e.Amount)
+		if !ok {
+			return pay.Errorf(pay.EINVALID, "ledger posting overflows in %s", e.Currency)
+		}
+		sums[e.Currency] = s
+	}
+	for cur, s := range sums {
+		if s != 0 {
+			return pay.Errorf(pay.EINVALID, "ledger posting does not balance in %s: off by %d", cur, s)
+		}
+	}
+	return nil
+}
+
+// PaymentListLimit checks f's status and creation range and returns its limit as
+// ListPayments uses it: 0 means pay.DefaultListLimit, other values are clamped
+// to 1..MaxListLimit.
+func PaymentListLimit(f pay.PaymentFilter) (int, error) {
+	if f.Status != "" && !f.Status.Valid() {
+		return 0, pay.Invalidf("status", "status %q is not a known status", f.Status)
+	}
+	if !f.CreatedFrom.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedFrom.Before(f.CreatedBefore) {
+		return 0, pay.Invalidf("created_before", "created_before (%s) must be after created_from (%s)",
+			f.CreatedBefore.UTC().Format(time.RFC3339), f.CreatedFrom.UTC().Format(time.RFC3339))
+	}
+	switch {
+	case f.Limit == 0:
+		return pay.DefaultListLimit, nil
+	case f.Limit < 1:
+		return 1, nil
+	case f.Limit > pay.MaxListLimit:
+		return pay.MaxListLimit, nil
+	}
+	return f.Limit, nil
+}
+
+// CheckDeliveryFilter checks the state and limit of a ListDeliveries call.
+func CheckDeliveryFilter(f pay.DeliveryFilter) error {
+	if !pay.ValidDeliveryState(f.State) {
+		return pay.Invalidf("state", "state %q is not one of pending, done, dead", f.State)
+	}
+	if f.Limit < 1 || f.Limit > pay.MaxDeliveryPage {
+		return pay.Invalidf("limit", "limit must be from 1 to %d, got %d", pay.MaxDeliveryPage, f.Limit)
+	}
+	return nil
+}
+
+// CheckStoredDelivery checks what a backend needs of a delivery it writes.
+func CheckStoredDelivery(d pay.Delivery) error {
+	for _, p := range []struct{ field, v string }{
+		{"delivery id", d.ID}, {"delivery effect", d.Effect}, {"delivery event id", d.EventID},
+		{"delivery payment id", d.PaymentID}, {"delivery target", d.Target()},
+	} {
+		if err := CheckStoredPart(p.field, p.v, true); err != nil {
+			return err
+		}
+	}
+	if !pay.ValidDeliveryState(d.State) {
+		return pay.Errorf(pay.EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
+	}
+	return nil
+}
+
+// RefundOfPayment is the first check every store makes when it writes
+// refund r of payment p: an empty Currency or Provider of r is p's, a
+// different one is pay.EINVALID. It returns r with them filled in.
+func RefundOfPayment(r pay.Refund, p pay.Payment) (pay.Refund, error) {
+	if r.Currency == "" {
+		r.Currency = p.Currency
+	}
+	if r.Provider == "" {
+		r.Provider = p.Provider
+	}
+	switch {
+	case r.Currency != p.Currency:
+		return r, pay.Invalidf("currency", "refund %s is in %s, payment %s in %s", r.ID, r.Currency, p.ID, p.Currency)
+	case r.Provider != p.Provider:
+		return r, pay.Invalidf("provider", "refund %s is of provider %s, payment %s of %s", r.ID, r.Provider, p.ID, p.Provider)
+	}
+	return r, nil
+}
