@@ -393,6 +393,7 @@ func (m *Main) openRipple() error {
 	}
 	rc := ripple.Config{
 		Shared:  m.Backend.Shared, // several instances: claim before an attempt
+		FanOut:  m.Backend.FanOut,
 		Workers: cfg.Ripple.Workers, MaxAttempts: cfg.Ripple.MaxAttempts,
 		// A dead instance's claims end three lease TTLs after they were
 		// taken (90 s by default, ripple.ClaimFor), as its leases end.

@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
 )
 
 // CountByStatus returns how many payments are in each status, every
@@ -36,7 +35,7 @@ func (s *Payments) CountStored(ctx context.Context) (StoredCounts, error) {
 		counts map[pay.Status]int
 		out    StoredCounts
 	)
-	err := s.Store.View(ctx, func(tx store.Tx) error {
+	err := ReadTx(ctx, s.Store, func(tx Tx) error {
 		var err error
 		if counts, err = tx.PaymentCounts(); err != nil {
 			return err

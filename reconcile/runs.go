@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -72,13 +73,13 @@ func (r Runs) Import(ctx context.Context, format, provider, source string, body 
 // the newest), newest first.
 func (r Runs) List(ctx context.Context, beforeID string, limit int) ([]pay.ReconRun, error) {
 	var out []pay.ReconRun
-	err := r.Store.View(ctx, func(tx store.Tx) (err error) { out, err = tx.ListReconRuns(beforeID, limit); return err })
+	err := finalize.ReadTx(ctx, r.Store, func(tx finalize.Tx) (err error) { out, err = tx.ListReconRuns(beforeID, limit); return err })
 	return out, err
 }
 
 // Get returns one run with its unmatched items, or ENOTFOUND.
 func (r Runs) Get(ctx context.Context, id string) (pay.ReconRun, error) {
 	var out pay.ReconRun
-	err := r.Store.View(ctx, func(tx store.Tx) (err error) { out, err = tx.ReconRun(id); return err })
+	err := finalize.ReadTx(ctx, r.Store, func(tx finalize.Tx) (err error) { out, err = tx.ReconRun(id); return err })
 	return out, err
 }

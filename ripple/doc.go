@@ -15,15 +15,18 @@
 // reaches the store with ripple's next write transaction, whatever it is
 // (a restart before it reads them again, and they still want nothing).
 //
-// On a store that can write a record's deliveries itself (PostgreSQL's
-// SetFanOut, which New calls with the service's targets), there is no
+// On a store that can write a record's deliveries itself (the backend's
+// declared store.Backend.FanOut, PostgreSQL's, which daemon passes as
+// Config.FanOut and New calls with the service's targets), there is no
 // cursor: the transaction of the transition writes the deliveries of its
 // record, and the records appended without them (before the service
 // existed, or by another process) are claimed by the passes of any
-// instance in batches, FOR UPDATE SKIP LOCKED, at most once per Interval
-// in Run. A pass of several instances claims its batch of loyalty and
-// retention deliveries in one statement that skips the ones another
-// instance holds.
+// instance in batches (Tx.ClaimUnfanned, FOR UPDATE SKIP LOCKED), at most
+// once per Interval in Run. A pass of several instances claims its batch
+// of loyalty and retention deliveries in one statement that skips the
+// ones another instance holds (Tx.ClaimDeliveries). The workers receive
+// ripple's own transaction type, rippleTx (store.go): the outbox,
+// deliveries and effect families, nothing of finalize's.
 //
 // The targets are the effects
 // that want the record's type, read from the configuration at fan-out

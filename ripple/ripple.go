@@ -83,6 +83,14 @@ type Config struct {
 	// bound one attempt of any effect (at most AttemptTimeout), so that an
 	// attempt ends before its claim. Default ClaimFor.
 	ClaimTTL time.Duration
+	// FanOut, if set, is the store's capability to write the deliveries
+	// of an outbox record in the transaction that appends it
+	// (store.Backend.FanOut: PostgreSQL): New hands it the service's
+	// fan-out, several instances then share no fan-out cursor, and the
+	// workers claim the records appended without it (ClaimUnfanned) and
+	// their batches of deliveries (ClaimDeliveries). nil: the workers fan
+	// out from the cursor (bbolt).
+	FanOut func(fanOut func(rec pay.OutboxRecord, now time.Time) []pay.Delivery)
 }
 
 // ClaimFor is the default Config.ClaimTTL, how long a claim of
@@ -150,7 +158,7 @@ type Service struct {
 	heldIDs map[string]string
 
 	// claims says that the store fans records out as it appends them
-	// (fanOutStore): fanOut claims the others instead of following the
+	// (Config.FanOut): fanOut claims the others instead of following the
 	// cursor, at most once per Interval in Run, on every RunOnce
 	// (lastClaim: since processStart, 0 for now).
 	claims    bool
@@ -285,36 +293,15 @@ func New(store store.Store, cfg Config) (*Service, error) {
 		s.add(w, w.maxInFlight)
 		s.webhooks = append(s.webhooks, w)
 	}
-	if fs, ok := store.(fanOutStore); ok {
-		fs.SetFanOut(s.deliveriesOf)
+	if cfg.FanOut != nil {
+		cfg.FanOut(s.deliveriesOf)
 		s.claims = true
 	}
 	return s, nil
 }
 
-// fanOutStore is a store that writes the deliveries of an outbox record
-// in the transaction that appends it (PostgreSQL): several instances then
-// share no fan-out cursor. The records it did not fan out itself are
-// claimed by the workers (claimTx).
-type fanOutStore interface {
-	SetFanOut(func(rec pay.OutboxRecord, now time.Time) []pay.Delivery)
-}
-
-// claimDeliveriesTx is a transaction that claims a batch of deliveries
-// in one statement, skipping those that another transaction holds
-// (PostgreSQL: FOR NO KEY UPDATE SKIP LOCKED).
-type claimDeliveriesTx interface {
-	ClaimDeliveries(ids []string) ([]pay.Delivery, error)
-}
-
 // processStart is when the process began, for claimFanOut's throttle.
 var processStart = time.Now()
-
-// claimTx is the transaction of a fanOutStore.
-type claimTx interface {
-	ClaimUnfanned(limit int) ([]pay.OutboxRecord, error)
-	MarkFanned(seqs []uint64) error
-}
 
 // deliveriesOf returns the deliveries of rec, one per target that wants
 // it, in fan-out order, due at now; their EventSeq is rec's.
@@ -548,7 +535,7 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 	limit := s.batch()
 	for {
 		var due []pay.Delivery
-		err = s.Store.View(ctx, func(tx store.Tx) error {
+		err = view(ctx, s.Store, func(tx rippleTx) error {
 			var err error
 			due, err = tx.DueDeliveriesSkipping(tx.Now(), limit, skip)
 			return err
@@ -664,7 +651,7 @@ func (s *Service) finish(ctx context.Context, j *job, attempted bool, err error,
 // delivery of any other effect is, and fails alone.
 func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 	recs := make([]*recording, len(jobs))
-	err := s.Store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error {
+	err := update(context.WithoutCancel(ctx), s.Store, func(tx rippleTx) error {
 		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
@@ -675,12 +662,12 @@ func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 			claimed map[string]pay.Delivery
 			records map[uint64]pay.OutboxRecord
 		)
-		if ct, ok := tx.(claimDeliveriesTx); ok {
+		if s.claims {
 			ids := make([]string, len(jobs))
 			for i, j := range jobs {
 				ids[i] = j.d.ID
 			}
-			ds, err := ct.ClaimDeliveries(ids)
+			ds, err := tx.ClaimDeliveries(ids)
 			if err != nil {
 				return err
 			}
@@ -764,7 +751,7 @@ func (s *Service) fanOut(ctx context.Context) error {
 		// Look first, without a write: most passes find nothing new, or
 		// nothing any target wants.
 		var recs []pay.OutboxRecord
-		err := s.Store.View(ctx, func(tx store.Tx) error {
+		err := view(ctx, s.Store, func(tx rippleTx) error {
 			cur, err := s.cursor(tx)
 			if err != nil {
 				return err
@@ -783,7 +770,7 @@ func (s *Service) fanOut(ctx context.Context) error {
 			continue
 		}
 		var n int
-		err = s.Store.Update(ctx, func(tx store.Tx) error {
+		err = update(ctx, s.Store, func(tx rippleTx) error {
 			n = 0 // the function may run more than once (group commit)
 			cur, err := s.cursor(tx)
 			if err != nil {
@@ -845,12 +832,8 @@ func (s *Service) claimFanOut(ctx context.Context) error {
 	s.lastClaim.Store(max(int64(now), 1))
 	for {
 		var n int
-		err := s.Store.Update(ctx, func(tx store.Tx) error {
-			ctx, ok := tx.(claimTx)
-			if !ok {
-				return fmt.Errorf("the store's transactions cannot claim outbox records")
-			}
-			recs, err := ctx.ClaimUnfanned(s.batch())
+		err := update(ctx, s.Store, func(tx rippleTx) error {
+			recs, err := tx.ClaimUnfanned(s.batch())
 			n = len(recs)
 			if err != nil || n == 0 {
 				return err
@@ -862,7 +845,7 @@ func (s *Service) claimFanOut(ctx context.Context) error {
 			for i, r := range recs {
 				seqs[i] = r.Seq
 			}
-			return ctx.MarkFanned(seqs)
+			return tx.MarkFanned(seqs)
 		})
 		if err != nil {
 			return fmt.Errorf("fan out: %w", err)
@@ -926,11 +909,11 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 		rec         pay.OutboxRecord
 		fresh, gone bool
 	)
-	read := s.Store.View
+	read := view
 	if s.Config.Shared {
-		read = s.Store.Update // claim it (Config.Shared)
+		read = update // claim it (Config.Shared)
 	}
-	verr := read(ctx, func(tx store.Tx) error {
+	verr := read(ctx, s.Store, func(tx rippleTx) error {
 		fresh, gone = false, false
 		cur, err := tx.Delivery(d.ID)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
@@ -1040,7 +1023,7 @@ func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failu
 // fails, each in its own, so that one that cannot be written does not hold
 // up the others; then it logs them and closes their done.
 func (s *Service) writeRecords(ctx context.Context, group []*recording) {
-	err := s.Store.Update(ctx, func(tx store.Tx) error {
+	err := update(ctx, s.Store, func(tx rippleTx) error {
 		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
@@ -1053,7 +1036,7 @@ func (s *Service) writeRecords(ctx context.Context, group []*recording) {
 	})
 	if err != nil && len(group) > 1 {
 		for _, r := range group {
-			r.err = s.Store.Update(ctx, func(tx store.Tx) error { return s.recordTx(tx, r) })
+			r.err = update(ctx, s.Store, func(tx rippleTx) error { return s.recordTx(tx, r) })
 		}
 	} else {
 		for _, r := range group {
@@ -1168,7 +1151,7 @@ func (s *Service) refreshGauges(ctx context.Context) error {
 		dead   int
 		now    time.Time
 	)
-	err := s.Store.View(ctx, func(tx store.Tx) error {
+	err := view(ctx, s.Store, func(tx rippleTx) error {
 		now = tx.Now()
 		if d, ok, err := tx.OldestPendingDelivery(); err != nil {
 			return err
@@ -1206,7 +1189,7 @@ func (s *Service) refreshGauges(ctx context.Context) error {
 // ECONFLICT for a delivery that is done, ENOTFOUND for an unknown id.
 func (s *Service) Retry(ctx context.Context, id string) (pay.Delivery, error) {
 	var d pay.Delivery
-	err := s.Store.Update(ctx, func(tx store.Tx) error {
+	err := update(ctx, s.Store, func(tx rippleTx) error {
 		var err error
 		if d, err = tx.Delivery(id); err != nil {
 			return err
@@ -1237,7 +1220,7 @@ func (s *Service) RetryDead(ctx context.Context, since time.Time) (int, error) {
 			next string
 			past bool
 		)
-		err := s.Store.Update(ctx, func(tx store.Tx) error {
+		err := update(ctx, s.Store, func(tx rippleTx) error {
 			n, past = 0, false
 			ds, nc, err := tx.ListDeliveries(pay.DeliveryFilter{State: pay.DeliveryDead, Since: since, Limit: page, Cursor: cursor})
 			if err != nil {
@@ -1282,7 +1265,7 @@ func (s *Service) logGauges(ctx context.Context) {
 }
 
 // reopen makes d pending and due now, and re-enables its webhook endpoint.
-func (s *Service) reopen(tx store.Tx, d pay.Delivery) (pay.Delivery, error) {
+func (s *Service) reopen(tx rippleTx, d pay.Delivery) (pay.Delivery, error) {
 	if d.State == pay.DeliveryDead {
 		d.Attempts = 0
 	}

@@ -49,7 +49,7 @@ func TestShared_OneAttemptAcrossInstances(t *testing.T) {
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(free) // before srv.Close, should the test fail while the first request is held
-	cfg := ripple.Config{Shared: true, Webhooks: []ripple.EndpointConfig{{
+	cfg := ripple.Config{Shared: true, FanOut: db.SetFanOut, Webhooks: []ripple.EndpointConfig{{
 		URL: srv.URL, Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, Events: []string{"payment.captured"},
 	}}}
 	a, b := newService(t, db, clock, cfg), newService(t, db, clock, cfg)
@@ -138,7 +138,8 @@ func TestShared_FanOutInTransition(t *testing.T) {
 		}
 		early = append(early, p)
 	}
-	a, b := newService(t, dbA, clock, ripple.Config{Shared: true, PointsPerUnit: 1}), newService(t, dbB, clock, ripple.Config{Shared: true, PointsPerUnit: 1})
+	a := newService(t, dbA, clock, ripple.Config{Shared: true, FanOut: dbA.SetFanOut, PointsPerUnit: 1})
+	b := newService(t, dbB, clock, ripple.Config{Shared: true, FanOut: dbB.SetFanOut, PointsPerUnit: 1})
 
 	p := insertPayment(t, dbB, 7, 1000, "EUR", customer)
 	if _, err := finalize.New(dbB).Finalize(ctx, pay.Observation{PaymentID: p.ID, Source: pay.SourceSweeper, Status: pay.Captured}); err != nil {

@@ -72,6 +72,12 @@ type Backend struct {
 	// transactions queue behind one writer, and read first.
 	CheapEmptyCommit bool
 
+	// FanOut makes every later Outbox.AppendOutbox write the deliveries
+	// that fanOut gives for the record, in the transaction that appends
+	// it, and mark the record fanned out (PostgreSQL): ripple sets it, and
+	// several instances then share no fan-out cursor. nil: the ripple
+	// workers fan out from the cursor (bbolt).
+	FanOut func(fanOut func(rec pay.OutboxRecord, now time.Time) []pay.Delivery)
 	// EndLeases ends every lease in force and reports how many: for a
 	// store this process alone uses, at start, since leases in force are
 	// then a dead process's. nil when Shared.

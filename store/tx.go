@@ -169,10 +169,26 @@ type Outbox interface {
 	// before it may be gone, later ones are all kept; zero if none was
 	// ever purged. verify does not ask for a record older than it.
 	OutboxHorizon() (time.Time, error)
+	// ClaimUnfanned returns up to limit outbox records that are not fanned
+	// out, in Seq order, none behind an earlier record of its payment that
+	// is not fanned out; the caller writes their deliveries and calls
+	// MarkFanned in the same transaction. A backend with several writers
+	// holds them to the end of the transaction and skips those another
+	// holds (PostgreSQL: FOR UPDATE SKIP LOCKED); bbolt, with one writer,
+	// returns the records after the fan-out cursor.
+	ClaimUnfanned(limit int) ([]pay.OutboxRecord, error)
+	// MarkFanned marks outbox records claimed by ClaimUnfanned fanned out
+	// (bbolt: moves the fan-out cursor past the last of them).
+	MarkFanned(seqs []uint64) error
 }
 
 // Deliveries is the deliveries of outbox records to their targets.
 type Deliveries interface {
+	// ClaimDeliveries returns the stored deliveries among ids, by id, each
+	// held to the end of the transaction; those that another transaction
+	// holds are skipped, not waited for (PostgreSQL: FOR NO KEY UPDATE
+	// SKIP LOCKED; bbolt's one writer holds them all).
+	ClaimDeliveries(ids []string) ([]pay.Delivery, error)
 	// InsertDelivery stores a new delivery; ECONFLICT if the id exists.
 	InsertDelivery(d pay.Delivery) error
 	// Delivery returns one delivery, or ENOTFOUND.

@@ -17,25 +17,25 @@ func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) 
 	retention := or(s.ProcessedRetention, DefaultProcessedRetention)
 	outboxRetention := or(s.OutboxRetention, DefaultOutboxRetention)
 	var err error
-	rep.PurgedIdemKeys, err = s.purge(ctx, "idempotency_keys", func(tx store.Tx, limit int) (int, error) {
+	rep.PurgedIdemKeys, err = s.purge(ctx, "idempotency_keys", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeIdemKeys(now, limit)
 	})
 	if err != nil {
 		return err
 	}
-	rep.PurgedProcessed, err = s.purge(ctx, "processed_events", func(tx store.Tx, limit int) (int, error) {
+	rep.PurgedProcessed, err = s.purge(ctx, "processed_events", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeProcessed(now.Add(-retention), limit)
 	})
 	if err != nil {
 		return err
 	}
-	rep.PurgedDeliveries, err = s.purge(ctx, "deliveries", func(tx store.Tx, limit int) (int, error) {
+	rep.PurgedDeliveries, err = s.purge(ctx, "deliveries", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeDoneDeliveries(now.Add(-outboxRetention), limit)
 	})
 	if err != nil {
 		return err
 	}
-	rep.PurgedOutbox, err = s.purge(ctx, "outbox", func(tx store.Tx, limit int) (int, error) {
+	rep.PurgedOutbox, err = s.purge(ctx, "outbox", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeOutbox(now.Add(-outboxRetention), limit)
 	})
 	return err
@@ -43,7 +43,7 @@ func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) 
 
 // purge runs fn in write transactions of one batch each until a batch
 // removes less than a full batch, and returns the total.
-func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx store.Tx, limit int) (int, error)) (int, error) {
+func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx Tx, limit int) (int, error)) (int, error) {
 	batch := or(s.Batch, DefaultBatch)
 	total := 0
 	for {
@@ -51,7 +51,7 @@ func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx store.Tx, l
 			return total, err
 		}
 		var n int
-		err := s.Store.Update(ctx, func(tx store.Tx) error {
+		err := update(ctx, s.Store, func(tx Tx) error {
 			var err error
 			n, err = fn(tx, batch)
 			return err
@@ -78,7 +78,7 @@ func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx store.Tx, l
 func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 	var settled []pay.ReviewItem
 	var items []pay.ReviewItem
-	err := s.Store.View(ctx, func(tx store.Tx) error {
+	err := view(ctx, s.Store, func(tx Tx) error {
 		var err error
 		if items, err = tx.ListReview(); err != nil {
 			return err
@@ -107,7 +107,7 @@ func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 			status  pay.Status
 			dropped bool
 		)
-		err := s.Store.Update(ctx, func(tx store.Tx) (err error) {
+		err := update(ctx, s.Store, func(tx Tx) (err error) {
 			status, dropped, err = finalize.DropSettled(tx, it.ID)
 			return err
 		})
@@ -130,4 +130,10 @@ func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 	rep.Unresolved -= rep.Dropped
 	unresolvedGauge.Set(float64(rep.Unresolved))
 	return nil
+}
+
+// update runs fn in a write transaction of s, handing it the sweeper's
+// Tx.
+func update(ctx context.Context, s store.Store, fn func(tx Tx) error) error {
+	return s.Update(ctx, func(tx store.Tx) error { return fn(tx) })
 }

@@ -46,7 +46,7 @@
 //     to 1; a normal pass lowers it to 0.
 //
 // Candidates are found through the status+time index and paged with
-// store.Tx.CandidatesAfter, so a pass costs O(candidates), not
+// Tx.CandidatesAfter, so a pass costs O(candidates), not
 // O(payments). Up to Parallel candidates are handled at once, each under
 // its own lease: their PSP calls overlap (still within the provider's
 // rate_per_second) and their writes share the store's group commits. A
@@ -376,7 +376,7 @@ func (s *Sweeper) eachCandidate(ctx context.Context, statuses []pay.Status, boun
 				return err
 			}
 			var page []pay.Payment
-			err := s.Store.View(ctx, func(tx store.Tx) error {
+			err := view(ctx, s.Store, func(tx Tx) error {
 				var err error
 				page, err = tx.CandidatesAfter(statuses, bound, afterT, afterID, batch)
 				return err
@@ -492,4 +492,17 @@ func or[T int | time.Duration](v, def T) T {
 		return def
 	}
 	return v
+}
+
+// Tx is what the sweeper uses of a storage transaction, and all that its
+// functions receive: finalize's families (it queues reviews and finalizes
+// through finalize) and the deliveries it purges.
+type Tx interface {
+	finalize.Tx
+	store.Deliveries
+}
+
+// view runs fn in a read transaction of s, handing it the sweeper's Tx.
+func view(ctx context.Context, s store.Store, fn func(tx Tx) error) error {
+	return s.View(ctx, func(tx store.Tx) error { return fn(tx) })
 }

@@ -278,8 +278,8 @@ func (db *DB) Close() error {
 // modification time Close gives the file once closed, which it returns.
 func (db *DB) markClean() (time.Time, error) {
 	mtime := time.Now().Round(0)
-	err := db.Update(context.Background(), func(t store.Tx) error {
-		btx := t.(*tx).btx
+	err := db.update(context.Background(), nil, func(t *tx) error {
+		btx := t.btx
 		// Read by bbolt only while committing, under the write lock that
 		// this transaction holds.
 		db.bolt.NoFreelistSync = false
@@ -298,6 +298,12 @@ func (db *DB) markClean() (time.Time, error) {
 // After a fatal commit failure (Options.OnFatal) View fails with
 // EUNAVAILABLE: what bbolt would read may not be on disk.
 func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
+	return db.view(ctx, fn, nil)
+}
+
+// view is View of fn, or of own: a function of this package, which uses
+// the transaction's own methods. Only one is set.
+func (db *DB) view(ctx context.Context, fn func(store.Tx) error, own func(*tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -310,7 +316,11 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 	)
 	err := db.bolt.View(func(btx *bbolt.Tx) error {
 		t = db.begin(btx)
-		fnErr = fn(t)
+		if own != nil {
+			fnErr = own(t)
+		} else {
+			fnErr = fn(t)
+		}
 		return fnErr
 	})
 	switch {
@@ -346,38 +356,55 @@ func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 // back and runs again without that one, whose error goes to its caller
 // only.
 func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return db.update(ctx, fn, nil)
+}
+
+// update is Update of fn, or of own (view).
+func (db *DB) update(ctx context.Context, fn func(store.Tx) error, own func(*tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
 	if err := db.stopped(); err != nil {
 		return err
 	}
-	var (
-		callbacks []func()
-		began     bool
-		fnErr     error
-	)
+	// What the write's function shares with this call, in one object: the
+	// function may run in the committer's goroutine, so what it sets
+	// lives on the heap, and one allocation costs less than one a
+	// variable.
+	r := &updateRun{}
 	err := db.commits.do(func(btx *bbolt.Tx) error {
-		began = true
+		r.began = true
 		t := db.begin(btx)
-		if fnErr = fn(t); fnErr != nil {
-			return fnErr
+		if own != nil {
+			r.fnErr = own(t)
+		} else {
+			r.fnErr = fn(t)
 		}
-		callbacks = t.onCommit
+		if r.fnErr != nil {
+			return r.fnErr
+		}
+		r.callbacks = t.onCommit
 		return nil
 	})
 	switch {
-	case fnErr != nil:
-		return fnErr
-	case err != nil && !began:
+	case r.fnErr != nil:
+		return r.fnErr
+	case err != nil && !r.began:
 		return unavailable("begin", err)
 	case err != nil:
 		return db.commitFailed(err)
 	}
-	for _, f := range callbacks {
+	for _, f := range r.callbacks {
 		f()
 	}
 	return nil
+}
+
+// updateRun is what one update's function reports to it.
+type updateRun struct {
+	callbacks []func() // the transaction's OnCommit callbacks
+	began     bool     // the function ran: a transaction began
+	fnErr     error
 }
 
 // commitFailed classifies a failed commit (see Update) and returns its

@@ -38,8 +38,7 @@ const exportPage = 500
 // no paystate is writing (copy opens it read-only, which a running
 // paystate's lock refuses).
 func (db *DB) Export(ctx context.Context, sink store.ExportSink) error {
-	return db.View(ctx, func(ptx store.Tx) error {
-		t := ptx.(*tx)
+	return db.view(ctx, nil, func(t *tx) error {
 		e := exporter{ctx: ctx, t: t, sink: sink}
 		if err := sink.Begin(ctx, t.fingerprint()); err != nil {
 			return err
@@ -456,8 +455,7 @@ var exportBuckets = [][]byte{
 // timeline, read from its value's head.
 func (db *DB) ExportSize(ctx context.Context) (int, error) {
 	n := 0
-	err := db.View(ctx, func(ptx store.Tx) error {
-		t := ptx.(*tx)
+	err := db.view(ctx, nil, func(t *tx) error {
 		for _, b := range exportBuckets {
 			if !bytes.Equal(b, bucketTimeline) {
 				n += t.bucket(b).Stats().KeyN

@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
 )
 
 // AcquireLease takes the payment's lease for holder until Tx.Now+ttl with
@@ -97,8 +96,7 @@ func (t *tx) putLease(l pay.Lease) error {
 // nothing.
 func (db *DB) EndLeases(ctx context.Context) (int, error) {
 	var held []string
-	err := db.View(ctx, func(ptx store.Tx) error {
-		t := ptx.(*tx)
+	err := db.view(ctx, nil, func(t *tx) error {
 		held = t.leasesInForce()
 		return nil
 	})
@@ -106,8 +104,7 @@ func (db *DB) EndLeases(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := 0
-	err = db.Update(ctx, func(ptx store.Tx) error {
-		t := ptx.(*tx)
+	err = db.update(ctx, nil, func(t *tx) error {
 		n = 0
 		for _, id := range t.leasesInForce() {
 			l, err := t.Lease(id)

@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/paystate/paystate/pay"
@@ -105,6 +106,51 @@ func (t *tx) SetRippleCursor(seq uint64) error {
 		return pay.Errorf(pay.EINVALID, "ripple cursor cannot move back from %d to %d", cur, seq)
 	}
 	return t.put(bucketMeta, keyRippleCursor, be64(seq))
+}
+
+// ClaimUnfanned returns up to limit records after the fan-out cursor:
+// with one writer, no other transaction claims them.
+func (t *tx) ClaimUnfanned(limit int) ([]pay.OutboxRecord, error) {
+	cur, err := t.RippleCursor()
+	if err != nil {
+		return nil, err
+	}
+	return t.OutboxAfter(cur, limit)
+}
+
+// MarkFanned moves the fan-out cursor past the last of seqs, the records
+// ClaimUnfanned returned: they follow the cursor in Seq order.
+func (t *tx) MarkFanned(seqs []uint64) error {
+	cur, err := t.RippleCursor()
+	if err != nil {
+		return err
+	}
+	last := cur
+	for _, s := range seqs {
+		last = max(last, s)
+	}
+	if last == cur {
+		return nil
+	}
+	return t.SetRippleCursor(last)
+}
+
+// ClaimDeliveries returns the stored deliveries among ids, by id: the one
+// writer holds them to the end of its transaction.
+func (t *tx) ClaimDeliveries(ids []string) ([]pay.Delivery, error) {
+	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
+	out := make([]pay.Delivery, 0, len(ids))
+	for _, id := range ids {
+		d, err := t.Delivery(id)
+		switch {
+		case pay.ErrorCode(err) == pay.ENOTFOUND:
+			continue
+		case err != nil:
+			return nil, err
+		}
+		out = append(out, d)
+	}
+	return out, nil
 }
 
 // effectNames are the effects whose dedupe keys are "<effect>:<event id>"

@@ -35,6 +35,7 @@ func open(ctx context.Context, cfg store.Config) (*store.Backend, error) {
 		Migration:        migration,
 		Shared:           true,
 		CheapEmptyCommit: true,
+		FanOut:           db.SetFanOut,
 		Import: func(ctx context.Context, opts store.ImportOptions) (store.Importer, error) {
 			return db.NewImporter(ctx, opts)
 		},

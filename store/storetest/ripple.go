@@ -137,6 +137,62 @@ func testRippleCursor(t *testing.T, open Opener) {
 	})
 }
 
+// testClaims: the outbox records not fanned out are claimed in Seq order
+// and, once marked, not again; the deliveries claimed are the stored ones
+// among those asked for, by id.
+func testClaims(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	e.update(func(tx store.Tx) error {
+		for i := 1; i <= 3; i++ {
+			if err := tx.AppendOutbox(pay.OutboxRecord{ID: fmt.Sprintf("evt_%d", i), Type: "payment.captured", PaymentID: paymentID(i), Status: pay.Captured}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// Each claim is checked after its transaction, so that a failure
+	// stops no writer.
+	claim := func(limit int, want ...string) {
+		t.Helper()
+		var got, seqs []string
+		e.update(func(tx store.Tx) error {
+			got, seqs = nil, nil
+			recs, err := tx.ClaimUnfanned(limit)
+			if err != nil {
+				return err
+			}
+			var marks []uint64
+			for _, r := range recs {
+				got, seqs, marks = append(got, r.ID), append(seqs, fmt.Sprint(r.Seq)), append(marks, r.Seq)
+			}
+			return tx.MarkFanned(marks)
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("ClaimUnfanned(%d)=%q (Seqs %s), want %q", limit, got, seqs, want)
+		}
+	}
+	claim(2, "evt_1", "evt_2")
+	claim(10, "evt_3")
+	claim(10)
+
+	p := paymentID(1)
+	a, b := delivery(1, p, 1, pay.EffectLoyalty, ""), delivery(2, p, 2, pay.EffectLoyalty, "")
+	e.update(func(tx store.Tx) error {
+		if err := tx.InsertDelivery(a); err != nil {
+			return err
+		}
+		return tx.InsertDelivery(b)
+	})
+	var claimed []pay.Delivery
+	e.update(func(tx store.Tx) (err error) {
+		claimed, err = tx.ClaimDeliveries([]string{b.ID, "dlv_missing", a.ID})
+		return err
+	})
+	if got, want := deliveryIDs(claimed), []string{a.ID, b.ID}; !slices.Equal(got, want) {
+		t.Fatalf("ClaimDeliveries=%q, want %q", got, want)
+	}
+}
+
 func testDelivery(t *testing.T, open Opener) {
 	e := newEnv(t, open)
 	p := paymentID(1)

@@ -59,6 +59,7 @@ func Run(t *testing.T, open Opener) {
 		// Outbox and deliveries.
 		{"Outbox", testOutbox},
 		{"RippleCursor", parallel(testRippleCursor)},
+		{"Claims", parallel(testClaims)},
 		{"PurgeOutbox", testPurgeOutbox},
 		{"Delivery", parallel(testDelivery)},
 		{"DueDeliveries", parallel(testDueDeliveries)},
