@@ -34,7 +34,7 @@ import (
 //     restart, and a retry with the same Idempotency-Key finishes the
 //     request (or resumes it, if its payment was stored before the
 //     failure). Any other failed commit (EIO, a failed fsync) stops the
-//     process: bolt.Options.OnFatal, tested in package store.
+//     process: bolt.Options.OnFatal, tested in package store/bolt.
 //   - At start, a database on a read-only file system (or a file paystate
 //     may not write) is an error: paystate refuses to start rather than run
 //     without being able to take a webhook. The tools that only read

@@ -45,14 +45,17 @@ type Tx interface {
 // ReadTx runs fn in a read transaction of s, handing it the transaction as
 // finalize's Tx.
 func ReadTx(ctx context.Context, s store.Store, fn func(tx Tx) error) error {
-	return s.View(ctx, func(tx store.Tx) error { return fn(tx) })
+	return store.View(ctx, s, asTx, fn)
 }
 
 // WriteTx runs fn in a write transaction of s (store.Store.Update),
 // handing it the transaction as finalize's Tx.
 func WriteTx(ctx context.Context, s store.Store, fn func(tx Tx) error) error {
-	return s.Update(ctx, func(tx store.Tx) error { return fn(tx) })
+	return store.Update(ctx, s, asTx, fn)
 }
+
+// asTx is where the compiler checks that a store.Tx is a finalize.Tx.
+func asTx(tx store.Tx) Tx { return tx }
 
 // Finalizer applies observations to payments. It is the only code in
 // paystate that changes a payment's status.

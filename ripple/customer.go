@@ -206,7 +206,7 @@ func deliverInTx(ctx context.Context, st store.Store, e storeEffect, d pay.Deliv
 		out  outcome
 		ferr error
 	)
-	err := update(ctx, st, func(tx rippleTx) error {
+	err := store.Update(ctx, st, asRippleTx, func(tx rippleTx) error {
 		out, ferr = e.applyTx(tx, d, rec) // the function may run more than once (group commit)
 		if ferr != nil {
 			return ferr // roll back whatever was written before it

@@ -11,7 +11,7 @@ import (
 // the time they entered it, and the cursor of the next page ("" at the
 // end).
 func (s *Service) Deliveries(ctx context.Context, f pay.DeliveryFilter) (ds []pay.Delivery, next string, err error) {
-	err = view(ctx, s.Store, func(tx rippleTx) error {
+	err = store.View(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 		ds, next, err = tx.ListDeliveries(f)
 		return err
 	})
@@ -21,7 +21,7 @@ func (s *Service) Deliveries(ctx context.Context, f pay.DeliveryFilter) (ds []pa
 // Customer returns what the loyalty and retention effects keep about a
 // customer, or ENOTFOUND.
 func (s *Service) Customer(ctx context.Context, id string) (c store.CustomerAccount, err error) {
-	err = view(ctx, s.Store, func(tx rippleTx) error {
+	err = store.View(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 		c, err = tx.CustomerAccount(id)
 		return err
 	})

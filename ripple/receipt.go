@@ -97,7 +97,7 @@ func (r *emailReceipt) deliver(ctx context.Context, d pay.Delivery, rec pay.Outb
 	}
 	key := receiptKey(rec.PaymentID)
 	var sent bool
-	err := view(ctx, r.s.Store, func(tx rippleTx) error {
+	err := store.View(ctx, r.s.Store, asRippleTx, func(tx rippleTx) error {
 		var err error
 		_, sent, err = tx.Effect(key)
 		return err
@@ -115,7 +115,7 @@ func (r *emailReceipt) deliver(ctx context.Context, d pay.Delivery, rec pay.Outb
 	if err := r.send(ctx, msg); err != nil {
 		return outcome{permanent: permanentSMTP(err)}, fmt.Errorf("receipt: %w", err)
 	}
-	err = update(ctx, r.s.Store, func(tx rippleTx) error {
+	err = store.Update(ctx, r.s.Store, asRippleTx, func(tx rippleTx) error {
 		return tx.PutEffect(store.EffectRecord{Key: key, DeliveryID: d.ID})
 	})
 	if err != nil {

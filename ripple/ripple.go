@@ -535,7 +535,7 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 	limit := s.batch()
 	for {
 		var due []pay.Delivery
-		err = view(ctx, s.Store, func(tx rippleTx) error {
+		err = store.View(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 			var err error
 			due, err = tx.DueDeliveriesSkipping(tx.Now(), limit, skip)
 			return err
@@ -651,7 +651,7 @@ func (s *Service) finish(ctx context.Context, j *job, attempted bool, err error,
 // delivery of any other effect is, and fails alone.
 func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 	recs := make([]*recording, len(jobs))
-	err := update(context.WithoutCancel(ctx), s.Store, func(tx rippleTx) error {
+	err := store.Update(context.WithoutCancel(ctx), s.Store, asRippleTx, func(tx rippleTx) error {
 		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
@@ -751,7 +751,7 @@ func (s *Service) fanOut(ctx context.Context) error {
 		// Look first, without a write: most passes find nothing new, or
 		// nothing any target wants.
 		var recs []pay.OutboxRecord
-		err := view(ctx, s.Store, func(tx rippleTx) error {
+		err := store.View(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 			cur, err := s.cursor(tx)
 			if err != nil {
 				return err
@@ -770,7 +770,7 @@ func (s *Service) fanOut(ctx context.Context) error {
 			continue
 		}
 		var n int
-		err = update(ctx, s.Store, func(tx rippleTx) error {
+		err = store.Update(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 			n = 0 // the function may run more than once (group commit)
 			cur, err := s.cursor(tx)
 			if err != nil {
@@ -832,7 +832,7 @@ func (s *Service) claimFanOut(ctx context.Context) error {
 	s.lastClaim.Store(max(int64(now), 1))
 	for {
 		var n int
-		err := update(ctx, s.Store, func(tx rippleTx) error {
+		err := store.Update(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 			recs, err := tx.ClaimUnfanned(s.batch())
 			n = len(recs)
 			if err != nil || n == 0 {
@@ -909,11 +909,11 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 		rec         pay.OutboxRecord
 		fresh, gone bool
 	)
-	read := view
+	read := store.View[rippleTx]
 	if s.Config.Shared {
-		read = update // claim it (Config.Shared)
+		read = store.Update[rippleTx] // claim it (Config.Shared)
 	}
-	verr := read(ctx, s.Store, func(tx rippleTx) error {
+	verr := read(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 		fresh, gone = false, false
 		cur, err := tx.Delivery(d.ID)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
@@ -1023,7 +1023,7 @@ func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failu
 // fails, each in its own, so that one that cannot be written does not hold
 // up the others; then it logs them and closes their done.
 func (s *Service) writeRecords(ctx context.Context, group []*recording) {
-	err := update(ctx, s.Store, func(tx rippleTx) error {
+	err := store.Update(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
@@ -1036,7 +1036,7 @@ func (s *Service) writeRecords(ctx context.Context, group []*recording) {
 	})
 	if err != nil && len(group) > 1 {
 		for _, r := range group {
-			r.err = update(ctx, s.Store, func(tx rippleTx) error { return s.recordTx(tx, r) })
+			r.err = store.Update(ctx, s.Store, asRippleTx, func(tx rippleTx) error { return s.recordTx(tx, r) })
 		}
 	} else {
 		for _, r := range group {
@@ -1151,7 +1151,7 @@ func (s *Service) refreshGauges(ctx context.Context) error {
 		dead   int
 		now    time.Time
 	)
-	err := view(ctx, s.Store, func(tx rippleTx) error {
+	err := store.View(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 		now = tx.Now()
 		if d, ok, err := tx.OldestPendingDelivery(); err != nil {
 			return err
@@ -1189,7 +1189,7 @@ func (s *Service) refreshGauges(ctx context.Context) error {
 // ECONFLICT for a delivery that is done, ENOTFOUND for an unknown id.
 func (s *Service) Retry(ctx context.Context, id string) (pay.Delivery, error) {
 	var d pay.Delivery
-	err := update(ctx, s.Store, func(tx rippleTx) error {
+	err := store.Update(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 		var err error
 		if d, err = tx.Delivery(id); err != nil {
 			return err
@@ -1220,7 +1220,7 @@ func (s *Service) RetryDead(ctx context.Context, since time.Time) (int, error) {
 			next string
 			past bool
 		)
-		err := update(ctx, s.Store, func(tx rippleTx) error {
+		err := store.Update(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 			n, past = 0, false
 			ds, nc, err := tx.ListDeliveries(pay.DeliveryFilter{State: pay.DeliveryDead, Since: since, Limit: page, Cursor: cursor})
 			if err != nil {

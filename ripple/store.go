@@ -1,8 +1,6 @@
 package ripple
 
 import (
-	"context"
-
 	"github.com/paystate/paystate/store"
 )
 
@@ -19,12 +17,6 @@ type rippleTx interface {
 	store.Effects
 }
 
-// view runs fn in a read transaction of s, handing it ripple's Tx.
-func view(ctx context.Context, s store.Store, fn func(tx rippleTx) error) error {
-	return s.View(ctx, func(tx store.Tx) error { return fn(tx) })
-}
-
-// update runs fn in a write transaction of s, handing it ripple's Tx.
-func update(ctx context.Context, s store.Store, fn func(tx rippleTx) error) error {
-	return s.Update(ctx, func(tx store.Tx) error { return fn(tx) })
-}
+// asRippleTx is where the compiler checks that a store.Tx is a rippleTx;
+// the workers' transactions are store.View and store.Update with it.
+func asRippleTx(tx store.Tx) rippleTx { return tx }

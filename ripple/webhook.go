@@ -167,7 +167,7 @@ func NewEvent(rec pay.OutboxRecord) Event {
 func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
 	// A disabled endpoint gets nothing; the delivery waits as a dead letter.
 	var ep store.WebhookEndpoint
-	err := view(ctx, w.s.Store, func(tx rippleTx) error {
+	err := store.View(ctx, w.s.Store, asRippleTx, func(tx rippleTx) error {
 		var err error
 		ep, err = tx.WebhookEndpoint(w.id)
 		return err

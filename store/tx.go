@@ -46,6 +46,20 @@ type Tx interface {
 	Settlements
 }
 
+// View runs fn in a read transaction of s, handing it the transaction
+// as T: the families a consumer declares, and all that its function
+// receives. as is the consumer's conversion, func(tx store.Tx) T { return
+// tx }, in which the compiler checks that a Tx has those families.
+func View[T any](ctx context.Context, s Store, as func(Tx) T, fn func(T) error) error {
+	return s.View(ctx, func(tx Tx) error { return fn(as(tx)) })
+}
+
+// Update runs fn in a write transaction of s (Store.Update), handing it
+// the transaction as T (View).
+func Update[T any](ctx context.Context, s Store, as func(Tx) T, fn func(T) error) error {
+	return s.Update(ctx, func(tx Tx) error { return fn(as(tx)) })
+}
+
 // Core is what every transaction has: the time it began and the
 // callbacks that run after its commit.
 type Core interface {

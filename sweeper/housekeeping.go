@@ -51,7 +51,7 @@ func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx Tx, limit i
 			return total, err
 		}
 		var n int
-		err := update(ctx, s.Store, func(tx Tx) error {
+		err := store.Update(ctx, s.Store, asTx, func(tx Tx) error {
 			var err error
 			n, err = fn(tx, batch)
 			return err
@@ -78,7 +78,7 @@ func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx Tx, limit i
 func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 	var settled []pay.ReviewItem
 	var items []pay.ReviewItem
-	err := view(ctx, s.Store, func(tx Tx) error {
+	err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 		var err error
 		if items, err = tx.ListReview(); err != nil {
 			return err
@@ -107,7 +107,7 @@ func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 			status  pay.Status
 			dropped bool
 		)
-		err := update(ctx, s.Store, func(tx Tx) (err error) {
+		err := store.Update(ctx, s.Store, asTx, func(tx Tx) (err error) {
 			status, dropped, err = finalize.DropSettled(tx, it.ID)
 			return err
 		})
@@ -130,10 +130,4 @@ func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 	rep.Unresolved -= rep.Dropped
 	unresolvedGauge.Set(float64(rep.Unresolved))
 	return nil
-}
-
-// update runs fn in a write transaction of s, handing it the sweeper's
-// Tx.
-func update(ctx context.Context, s store.Store, fn func(tx Tx) error) error {
-	return s.Update(ctx, func(tx store.Tx) error { return fn(tx) })
 }

@@ -33,7 +33,7 @@ func (s *Sweeper) expire(ctx context.Context, p pay.Payment, now time.Time, rep 
 			expiredOnce  bool
 			stillExpires bool
 		)
-		err := view(ctx, s.Store, func(tx Tx) error {
+		err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 			var err error
 			if cur, err = tx.Payment(p.ID); err != nil {
 				return err
@@ -127,7 +127,7 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 	return s.Leases.Do(ctx, p.ID, func(ctx context.Context, token uint64) error {
 		// Re-read: the payment may have moved since the scan.
 		var cur pay.Payment
-		if err := view(ctx, s.Store, func(tx Tx) (err error) { cur, err = tx.Payment(p.ID); return err }); err != nil {
+		if err := store.View(ctx, s.Store, asTx, func(tx Tx) (err error) { cur, err = tx.Payment(p.ID); return err }); err != nil {
 			return err
 		}
 		if !slices.Contains(reconciling, cur.Status) || !cur.UpdatedAt.Before(bound) {
@@ -208,7 +208,7 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 // with none, the payment goes on the review queue past give_up_after.
 func (s *Sweeper) fromHistory(ctx context.Context, cur pay.Payment, token uint64, pastGiveUp bool, rep *Report) error {
 	var evs []pay.InboxEvent
-	if err := view(ctx, s.Store, func(tx Tx) (err error) { evs, err = tx.InboxForPayment(cur.ID); return err }); err != nil {
+	if err := store.View(ctx, s.Store, asTx, func(tx Tx) (err error) { evs, err = tx.InboxForPayment(cur.ID); return err }); err != nil {
 		return err
 	}
 	var latest *pay.InboxEvent
@@ -339,7 +339,7 @@ func (s *Sweeper) recordAnswer(ctx context.Context, cur pay.Payment, res pay.PSP
 	a := answer(cur, res, callErr)
 	// Read first: an unchanged answer costs no write transaction.
 	same := false
-	err := view(ctx, s.Store, func(tx Tx) error {
+	err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 		old, err := tx.PSPAnswer(cur.ID)
 		if err != nil && pay.ErrorCode(err) != pay.ENOTFOUND {
 			return err
@@ -350,7 +350,7 @@ func (s *Sweeper) recordAnswer(ctx context.Context, cur pay.Payment, res pay.PSP
 	if err != nil || same {
 		return err
 	}
-	return update(ctx, s.Store, func(tx Tx) error { return tx.PutPSPAnswer(a) })
+	return store.Update(ctx, s.Store, asTx, func(tx Tx) error { return tx.PutPSPAnswer(a) })
 }
 
 // answer is the PSP answer stored for a PSP call's result or failure.
@@ -386,7 +386,7 @@ func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Sta
 	if queued, err := s.queued(ctx, paymentID); err != nil || queued {
 		return err
 	}
-	err := update(ctx, s.Store, func(tx Tx) error {
+	err := store.Update(ctx, s.Store, asTx, func(tx Tx) error {
 		var err error
 		if p, err = tx.Payment(paymentID); err != nil {
 			return err
@@ -417,7 +417,7 @@ func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Sta
 // transaction.
 func (s *Sweeper) queued(ctx context.Context, id string) (bool, error) {
 	queued := false
-	err := view(ctx, s.Store, func(tx Tx) error {
+	err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 		_, err := tx.Review(id)
 		queued = err == nil
 		if pay.ErrorCode(err) == pay.ENOTFOUND {

@@ -376,7 +376,7 @@ func (s *Sweeper) eachCandidate(ctx context.Context, statuses []pay.Status, boun
 				return err
 			}
 			var page []pay.Payment
-			err := view(ctx, s.Store, func(tx Tx) error {
+			err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 				var err error
 				page, err = tx.CandidatesAfter(statuses, bound, afterT, afterID, batch)
 				return err
@@ -502,7 +502,6 @@ type Tx interface {
 	store.Deliveries
 }
 
-// view runs fn in a read transaction of s, handing it the sweeper's Tx.
-func view(ctx context.Context, s store.Store, fn func(tx Tx) error) error {
-	return s.View(ctx, func(tx store.Tx) error { return fn(tx) })
-}
+// asTx is where the compiler checks that a store.Tx is the sweeper's Tx;
+// its transactions are store.View and store.Update with it.
+func asTx(tx store.Tx) Tx { return tx }
