@@ -142,3 +142,27 @@ func RefundOfPayment(r pay.Refund, p pay.Payment) (pay.Refund, error) {
 	}
 	return r, nil
 }
+
+// CheckSettlement checks settlement s before a backend stores it: its
+// key, its figures (pay.ValidateSettlement) and, if it names a payment,
+// that the payment is stored (paymentStored reports it), else ENOTFOUND.
+func CheckSettlement(s pay.Settlement, paymentStored func(id string) (bool, error)) error {
+	if err := CheckStoredPart("provider", s.Provider, true); err != nil {
+		return err
+	}
+	if err := CheckStoredPart("settlement id", s.ID, true); err != nil {
+		return err
+	}
+	if err := pay.ValidateSettlement(s); err != nil {
+		return err
+	}
+	if s.PaymentID == "" {
+		return nil
+	}
+	if ok, err := paymentStored(s.PaymentID); err != nil {
+		return err
+	} else if !ok {
+		return pay.Errorf(pay.ENOTFOUND, "settlement %s: payment %s not found", s.ID, s.PaymentID)
+	}
+	return nil
+}

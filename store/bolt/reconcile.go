@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // settlementRecord is the value of settlements; provider and id are the
@@ -96,21 +97,8 @@ func (r reconRunRecord) run(id string) pay.ReconRun {
 // PutSettlement stores s under (s.Provider, s.ID), replacing the one
 // before, and keeps settlements_by_payment in step.
 func (t *tx) PutSettlement(s pay.Settlement) error {
-	if err := checkPart("provider", s.Provider, true); err != nil {
+	if err := store.CheckSettlement(s, t.paymentStored); err != nil {
 		return err
-	}
-	if err := checkPart("settlement id", s.ID, true); err != nil {
-		return err
-	}
-	if err := pay.ValidateSettlement(s); err != nil {
-		return err
-	}
-	if s.PaymentID != "" {
-		if _, ok, err := t.payment(s.PaymentID); err != nil {
-			return err
-		} else if !ok {
-			return pay.Errorf(pay.ENOTFOUND, "settlement %s: payment %s not found", s.ID, s.PaymentID)
-		}
 	}
 	old, err := t.Settlement(s.Provider, s.ID)
 	switch {
@@ -347,4 +335,10 @@ func (c *checker) checkSettlements() {
 	})
 	c.wantCount(bucketSettlementsByPayment, n, "settlements of payments")
 	c.decodeEach(bucketReconRuns, &reconRunRecord{})
+}
+
+// paymentStored reports whether a payment is stored (store.CheckSettlement).
+func (t *tx) paymentStored(id string) (bool, error) {
+	_, ok, err := t.payment(id)
+	return ok, err
 }
