@@ -171,6 +171,7 @@ type Service struct {
 	skip atomic.Uint64
 
 	recMu    sync.Mutex
+	recAlone bool         // write each outcome in its own Update (measurement)
 	recBusy  bool         // a record batch is being written
 	recQueue []*recording // attempts that wait for the next one
 
@@ -994,6 +995,10 @@ type recording struct {
 // transactions).
 func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failure error) error {
 	r := &recording{d: d, out: out, failure: failure, done: make(chan struct{})}
+	if s.recAlone {
+		s.writeRecords(ctx, []*recording{r})
+		return r.err
+	}
 	s.recMu.Lock()
 	s.recQueue = append(s.recQueue, r)
 	if s.recBusy {
