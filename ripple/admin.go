@@ -116,6 +116,7 @@ func (s *Service) reopen(tx rippleTx, d pay.Delivery) (pay.Delivery, error) {
 	}
 	return tx.Delivery(d.ID)
 }
+
 // Deliveries returns a page of deliveries in one state, oldest first by
 // the time they entered it, and the cursor of the next page ("" at the
 // end).

@@ -17,27 +17,102 @@ import (
 // ends takes the next one from the queue on the same goroutine, so a lane
 // runs at its cap without a pass per attempt, and a pass, which reads the
 // due index past every delivery it cannot start, runs only when the queue
-// runs short.
+// runs short. A lane of an effect applied inside the store (inStore:
+// loyalty, retention) has no queue: a pass hands all its due deliveries
+// to one batch (runInStore), and the next batch waits for that one.
+//
+// Service.mu guards running and queue; max and inStore do not change once
+// the service runs.
 type lane struct {
 	max     int
-	running int    // goroutines attempting its deliveries
+	inStore bool
+	running int    // deliveries being attempted
 	queue   []*job // claimed, waiting for one of them
+}
+
+// full reports whether the lane can take nothing a pass would give it: an
+// in-store lane while its batch runs (one at a time, so they grow),
+// another while its queue is not short (its attempts wake a pass when it
+// is).
+func (l *lane) full() bool {
+	if l.inStore {
+		return l.running > 0
+	}
+	return l.running >= l.max && len(l.queue) > l.max
+}
+
+// admit gives j a place if the lane has one: to run now (run), or in the
+// queue while it holds fewer than queueCap. batching says that this pass
+// makes the in-store lane's batch already.
+func (l *lane) admit(j *job, queueCap int, batching bool) (run, ok bool) {
+	switch {
+	case l.inStore && l.running > 0 && !batching:
+		return false, false // the lane's batch runs: wait for the next one
+	case l.running < l.max:
+		l.running++
+		return true, true
+	case !l.inStore && len(l.queue) < queueCap:
+		l.queue = append(l.queue, j)
+		return false, true
+	}
+	return false, false
+}
+
+// release frees the place of an attempt that ended, or hands it to the
+// next job of the queue and returns that job; short says that the queue
+// is short enough for a pass to fill.
+func (l *lane) release() (next *job, short bool) {
+	if len(l.queue) > 0 {
+		next, l.queue = l.queue[0], l.queue[1:]
+	} else {
+		l.running--
+	}
+	return next, len(l.queue) <= l.max
 }
 
 // job is one running attempt of a delivery. attempted and err are set
 // before done is closed.
 type job struct {
 	d         pay.Delivery
+	lane      *lane
 	done      chan struct{}
 	attempted bool
 	err       error
 }
 
-// dispatch fans out, reads the due deliveries and starts an attempt, on a
-// goroutine counted in attempts, of each that is not running yet and
-// whose target has room. It returns the jobs it started and those that
-// were running before. logErrors says that no caller collects the
-// attempts' errors: the attempts log them.
+// dispatch fans out, claims the due deliveries whose target has room
+// (claimDue) and starts their attempts on goroutines counted in attempts:
+// one per attempt outside the store, one batch for the effects applied
+// inside it. It returns the jobs it claimed and those that were running
+// before. logErrors says that no caller collects the attempts' errors:
+// the attempts log them.
+func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErrors bool) (started, running []*job, err error) {
+	s.pass.Lock()
+	defer s.pass.Unlock()
+
+	if err := s.fanOut(ctx); err != nil {
+		return nil, nil, err
+	}
+	launch, started, running, err := s.claimDue(ctx)
+	var batch []*job
+	for _, j := range launch {
+		if j.lane.inStore {
+			batch = append(batch, j)
+			continue
+		}
+		attempts.Go(func() { s.run(ctx, j, logErrors) })
+	}
+	if len(batch) > 0 {
+		attempts.Go(func() { s.runInStore(ctx, batch, logErrors) })
+	}
+	return started, running, err
+}
+
+// claimDue reads the due deliveries and claims each that is not running
+// yet and whose lane admits it. It returns the claimed jobs that got a
+// place to run (launch), every job it claimed (started: those also wait
+// in a lane's queue) and the jobs that were running before. Only passes
+// call it, one at a time.
 //
 // A delivery whose target is at its cap (running and queue full) stays due
 // for a later pass (the attempt that frees a place wakes Run). Those
@@ -49,13 +124,7 @@ type job struct {
 // and those the last pass left to a lane that is still full, so a backlog
 // costs a walk of the due index's keys per pass, not a read of each
 // delivery in it.
-func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErrors bool) (started, running []*job, err error) {
-	s.pass.Lock()
-	defer s.pass.Unlock()
-
-	if err := s.fanOut(ctx); err != nil {
-		return nil, nil, err
-	}
+func (s *Service) claimDue(ctx context.Context) (launch, started, running []*job, err error) {
 	// What the pass need not read: the deliveries claimed already, and
 	// those that waited for a lane that is still full.
 	s.mu.Lock()
@@ -64,17 +133,10 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 		running = append(running, j)
 		claimed[id] = true
 	}
-	// A lane counts as full while it can take nothing this pass would
-	// not give it anyway: an in-store lane while its batch runs (one at a
-	// time, so they grow), another while its queue is not short (its
-	// attempts wake a pass when it is).
 	full := map[string]bool{}
 	for tgt, l := range s.lanes {
-		if s.inStore(tgt) && l.running > 0 || !s.inStore(tgt) && l.running >= l.max && len(l.queue) > l.max {
-			full[tgt] = true
-		}
+		full[tgt] = l.full()
 	}
-	batching := map[string]bool{} // in-store lanes whose batch this pass makes
 	s.mu.Unlock()
 	held := map[string]string{}
 	skip := func(id string) bool {
@@ -90,29 +152,7 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 		}
 		return false
 	}
-	defer func() { s.heldIDs = held }()
-	var launch []*job // the started jobs that got a place; the others wait in a queue
-	defer func() {
-		var inStore []*job
-		for _, j := range launch {
-			if s.inStore(j.d.Target()) {
-				inStore = append(inStore, j)
-				continue
-			}
-			attempts.Add(1)
-			go func() {
-				defer attempts.Done()
-				s.run(ctx, j, logErrors)
-			}()
-		}
-		if len(inStore) > 0 {
-			attempts.Add(1)
-			go func() {
-				defer attempts.Done()
-				s.runInStore(ctx, inStore, logErrors)
-			}()
-		}
-	}()
+	batching := map[string]bool{} // in-store lanes whose batch this pass makes
 	limit := s.batch()
 	for {
 		var due []pay.Delivery
@@ -122,7 +162,8 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 			return err
 		})
 		if err != nil {
-			return started, running, fmt.Errorf("due deliveries: %w", err)
+			err = fmt.Errorf("due deliveries: %w", err)
+			break
 		}
 		passed := 0
 		s.mu.Lock()
@@ -130,23 +171,17 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 			if _, ok := s.inflight[d.ID]; ok {
 				continue // running, or claimed by an earlier read of this pass
 			}
-			l := s.laneOf(d.Target())
-			j := &job{d: d, done: make(chan struct{})}
-			switch {
-			case s.inStore(d.Target()) && l.running > 0 && !batching[d.Target()]:
-				passed++ // the lane's batch runs: wait for the next one
-				held[d.ID] = d.Target()
-				continue
-			case l.running < l.max:
-				l.running++
-				batching[d.Target()] = true
-				launch = append(launch, j)
-			case len(l.queue) < s.batch() && !s.inStore(d.Target()):
-				l.queue = append(l.queue, j)
-			default:
+			tgt := d.Target()
+			j := &job{d: d, lane: s.laneOf(tgt), done: make(chan struct{})}
+			run, ok := j.lane.admit(j, limit, batching[tgt])
+			if !ok {
 				passed++
-				held[d.ID] = d.Target()
+				held[d.ID] = tgt
 				continue
+			}
+			if run {
+				batching[tgt] = true
+				launch = append(launch, j)
 			}
 			s.inflight[d.ID] = j
 			claimed[d.ID] = true
@@ -154,9 +189,11 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 		}
 		s.mu.Unlock()
 		if len(due) < limit || passed == 0 || ctx.Err() != nil {
-			return started, running, nil
+			break
 		}
 	}
+	s.heldIDs = held
+	return launch, started, running, err
 }
 
 // laneOf returns the lane of a target; one no longer configured gets
@@ -168,13 +205,6 @@ func (s *Service) laneOf(target string) *lane {
 		s.lanes[target] = l
 	}
 	return l
-}
-
-// inStore reports whether a pass applies the deliveries of target in one
-// transaction (runInStore) rather than one goroutine each.
-func (s *Service) inStore(target string) bool {
-	_, ok := s.effects[target].(storeEffect)
-	return ok && s.afterEffect == nil
 }
 
 // run makes the attempt of j and of the jobs it then takes from its
@@ -198,13 +228,7 @@ func (s *Service) run(ctx context.Context, j *job, logErrors bool) {
 func (s *Service) finish(ctx context.Context, j *job, attempted bool, err error, logErrors bool) (next *job) {
 	s.mu.Lock()
 	delete(s.inflight, j.d.ID)
-	l := s.lanes[j.d.Target()]
-	if len(l.queue) > 0 {
-		next, l.queue = l.queue[0], l.queue[1:]
-	} else {
-		l.running--
-	}
-	short := len(l.queue) <= l.max
+	next, short := j.lane.release()
 	s.mu.Unlock()
 	j.attempted, j.err = attempted, err
 	close(j.done)

@@ -141,10 +141,9 @@ type Service struct {
 	// delivery records it; an error stops there (a crash, in tests).
 	afterEffect func(pay.Delivery) error
 
-	pass     sync.Mutex // one fan-out and dispatch at a time
-	wakeOnce sync.Once
-	wake     chan struct{}
-	freed    chan struct{} // capacity 1: an attempt was recorded
+	pass  sync.Mutex // one fan-out and dispatch at a time
+	wake  chan struct{}
+	freed chan struct{} // capacity 1: an attempt was recorded
 
 	mu       sync.Mutex
 	lanes    map[string]*lane // by target
@@ -217,7 +216,7 @@ func New(store store.Store, cfg Config) (*Service, error) {
 	}
 	s := &Service{
 		Store: store, Config: cfg, Logger: zerolog.Nop(), effects: map[string]effect{},
-		freed: make(chan struct{}, 1), lanes: map[string]*lane{}, inflight: map[string]*job{},
+		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), lanes: map[string]*lane{}, inflight: map[string]*job{},
 	}
 	// Loyalty and retention cost no connection: a pass applies up to Batch
 	// of their deliveries in one transaction.
@@ -252,7 +251,8 @@ func New(store store.Store, cfg Config) (*Service, error) {
 func (s *Service) add(e effect, inFlight int) {
 	s.effects[target(e)] = e
 	s.order = append(s.order, e)
-	s.lanes[target(e)] = &lane{max: inFlight}
+	_, inStore := e.(storeEffect)
+	s.lanes[target(e)] = &lane{max: inFlight, inStore: inStore}
 }
 
 // target is the delivery target of an effect (pay.Delivery.Target).
@@ -274,16 +274,11 @@ func (s *Service) batch() int {
 	return DefaultBatch
 }
 
-func (s *Service) wakeCh() chan struct{} {
-	s.wakeOnce.Do(func() { s.wake = make(chan struct{}, 1) })
-	return s.wake
-}
-
 // Notify wakes the workers: there are new outbox records. It never blocks;
 // finalize calls it after a commit that appended one.
 func (s *Service) Notify() {
 	select {
-	case s.wakeCh() <- struct{}{}:
+	case s.wake <- struct{}{}:
 	default:
 	}
 }
@@ -332,7 +327,7 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		case <-t.C:
 			gauges = true
-		case <-s.wakeCh():
+		case <-s.wake:
 		case <-s.freed:
 		}
 	}
