@@ -153,9 +153,8 @@ func BenchmarkKeepPace(b *testing.B) {
 // (one commit each).
 func BenchmarkKeepPaceStores(b *testing.B) {
 	ep := rippletest.NewEndpoint(b)
-	for _, run := range []struct{ backend, mode string }{{"bolt", "group"}, {"bolt", "alone"}, {"postgres", "group"}, {"postgres", "alone"}} {
-		backend := run.backend
-		b.Run(backend+"/"+run.mode, func(b *testing.B) {
+	for _, backend := range []string{"bolt", "postgres"} {
+		b.Run(backend, func(b *testing.B) {
 			var ratios []float64
 			var rippleTxs, commits, deliveries, payments int64
 			for b.Loop() {
@@ -180,7 +179,6 @@ func BenchmarkKeepPaceStores(b *testing.B) {
 					b.Fatal(err)
 				}
 				b.Cleanup(svc.Close)
-				ripple.SetRecordAlone(svc, run.mode == "alone")
 				boltCommits := metrics.GetOrCreateCounter(`paystate_store_commits_total`)
 				before := boltCommits.Get()
 				b.StartTimer()

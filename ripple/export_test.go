@@ -25,7 +25,3 @@ func InFlight(s *Service, target string) int {
 	}
 	return 0
 }
-
-// SetRecordAlone makes every attempt write its outcome in its own
-// Update, without ripple's grouping of records.
-func SetRecordAlone(s *Service, alone bool) { s.recAlone = alone }

@@ -98,13 +98,9 @@ func (s *Service) fanOut(ctx context.Context) error {
 
 // insertDeliveries stores the deliveries of recs.
 func (s *Service) insertDeliveries(tx rippleTx, recs []pay.OutboxRecord) error {
-	now := tx.Now()
 	for _, rec := range recs {
-		for _, e := range s.order {
-			if !e.wants(rec) {
-				continue
-			}
-			if err := tx.InsertDelivery(newDelivery(e, rec, now)); err != nil {
+		for _, d := range s.deliveriesOf(rec, tx.Now()) {
+			if err := tx.InsertDelivery(d); err != nil {
 				return err
 			}
 		}
@@ -118,13 +114,9 @@ func (s *Service) insertDeliveries(tx rippleTx, recs []pay.OutboxRecord) error {
 // instance comes first, no cursor. Their transactions fanned nearly every
 // record out, so it looks at most once per Interval.
 func (s *Service) claimFanOut(ctx context.Context) error {
-	interval := s.Interval
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
 	// The process's clock, not Now: a throttle, not a schedule.
 	now := time.Since(processStart)
-	if last := s.lastClaim.Load(); last != 0 && int64(now)-last < int64(interval) {
+	if last := s.lastClaim.Load(); last != 0 && int64(now)-last < int64(s.interval()) {
 		return nil
 	}
 	s.lastClaim.Store(max(int64(now), 1))

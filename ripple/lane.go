@@ -260,13 +260,11 @@ func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 		if err := s.advanceCursor(tx); err != nil {
 			return err
 		}
-		// Several instances (claimDeliveriesTx): the batch's deliveries
-		// are claimed in one statement, and those another instance holds
-		// are left to it; the records of the batch are read once each.
-		var (
-			claimed map[string]pay.Delivery
-			records map[uint64]pay.OutboxRecord
-		)
+		// Several instances (claims): the batch's deliveries are claimed
+		// in one statement, and those another instance holds are left to
+		// it. The records of the batch are read once each.
+		var claimed map[string]pay.Delivery
+		records := map[uint64]pay.OutboxRecord{}
 		if s.claims {
 			ids := make([]string, len(jobs))
 			for i, j := range jobs {
@@ -276,7 +274,7 @@ func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 			if err != nil {
 				return err
 			}
-			claimed, records = make(map[string]pay.Delivery, len(ds)), map[uint64]pay.OutboxRecord{}
+			claimed = make(map[string]pay.Delivery, len(ds))
 			for _, d := range ds {
 				claimed[d.ID] = d
 			}
@@ -297,21 +295,20 @@ func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 			} else if err != nil {
 				return err
 			}
-			if cur.State != pay.DeliveryPending || cur.Attempts != j.d.Attempts ||
-				!cur.UpdatedAt.Equal(j.d.UpdatedAt) || cur.NextAttemptAt.After(tx.Now()) {
+			if !unchanged(cur, j.d, tx.Now()) {
 				continue // moved on since the pass read it
 			}
 			r := &recording{d: cur}
 			rec, ok := records[cur.EventSeq]
 			if !ok {
 				rec, err = tx.OutboxRecord(cur.EventSeq)
-				if err == nil && records != nil {
+				if err == nil {
 					records[cur.EventSeq] = rec
 				}
 			}
 			switch {
 			case pay.ErrorCode(err) == pay.ENOTFOUND:
-				r.out.permanent, r.failure = true, fmt.Errorf("outbox record %d (%s) is gone", cur.EventSeq, cur.EventID)
+				r.out.permanent, r.failure = true, recordGone(cur)
 				r.logErr = r.failure
 			case err != nil:
 				return err

@@ -62,9 +62,7 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 		} else if err != nil {
 			return err
 		}
-		fresh = cur.State == pay.DeliveryPending && cur.Attempts == d.Attempts &&
-			cur.UpdatedAt.Equal(d.UpdatedAt) && !cur.NextAttemptAt.After(tx.Now())
-		if !fresh {
+		if fresh = unchanged(cur, d, tx.Now()); !fresh {
 			return nil
 		}
 		if s.Config.Shared {
@@ -93,7 +91,7 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 	e, ok := s.effects[d.Target()]
 	switch {
 	case gone:
-		out.permanent, err = true, fmt.Errorf("outbox record %d (%s) is gone", d.EventSeq, d.EventID)
+		out.permanent, err = true, recordGone(d)
 	case !ok:
 		out.permanent, err = true, fmt.Errorf("target %s is no longer configured", d.Target())
 	default:
@@ -112,6 +110,18 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 	}
 	// A success is recorded even while shutting down.
 	return true, s.record(context.WithoutCancel(ctx), d, out, err)
+}
+
+// unchanged reports whether cur, the stored delivery, is still d as a
+// pass read it, and due at now: no attempt ended in between.
+func unchanged(cur, d pay.Delivery, now time.Time) bool {
+	return cur.State == pay.DeliveryPending && cur.Attempts == d.Attempts &&
+		cur.UpdatedAt.Equal(d.UpdatedAt) && !cur.NextAttemptAt.After(now)
+}
+
+// recordGone is the failure of a delivery whose outbox record is gone.
+func recordGone(d pay.Delivery) error {
+	return fmt.Errorf("outbox record %d (%s) is gone", d.EventSeq, d.EventID)
 }
 
 // recording is one attempt's outcome waiting to be written by record.
@@ -135,29 +145,19 @@ type recording struct {
 // transactions).
 func (s *Service) record(ctx context.Context, d pay.Delivery, out outcome, failure error) error {
 	r := &recording{d: d, out: out, failure: failure, done: make(chan struct{})}
-	if s.recAlone {
-		s.writeRecords(ctx, []*recording{r})
-		return r.err
-	}
 	s.recMu.Lock()
 	s.recQueue = append(s.recQueue, r)
-	if s.recBusy {
-		s.recMu.Unlock()
-		<-r.done
-		return r.err
-	}
+	writer := !s.recBusy // the others wait for it
 	s.recBusy = true
 	s.recMu.Unlock()
-	for {
+	for writer {
 		s.recMu.Lock()
 		group := s.recQueue
-		s.recQueue = nil
+		s.recQueue, s.recBusy = nil, len(group) > 0
+		s.recMu.Unlock()
 		if len(group) == 0 {
-			s.recBusy = false
-			s.recMu.Unlock()
 			break
 		}
-		s.recMu.Unlock()
 		s.writeRecords(ctx, group)
 	}
 	<-r.done
@@ -234,32 +234,24 @@ func (s *Service) recordTx(tx rippleTx, r *recording) error {
 // pending delivery, and returns it as written and the result for the
 // metrics (done, skipped, dead, retry).
 func (s *Service) updateDelivery(tx rippleTx, cur pay.Delivery, out outcome, failure error) (pay.Delivery, string, error) {
-	var result string
-	{
-		cur.Attempts++
-		switch {
-		case failure == nil:
-			cur.State, cur.Note, cur.NextAttemptAt = pay.DeliveryDone, out.note, time.Time{}
-			result = "done"
-			if out.skipped {
-				result = "skipped"
-			}
-		case out.permanent || cur.Attempts >= s.Config.MaxAttempts:
-			cur.State, cur.LastError, cur.NextAttemptAt = pay.DeliveryDead, failure.Error(), time.Time{}
-			result = "dead"
-		default:
-			cur.LastError = failure.Error()
-			cur.NextAttemptAt = tx.Now().Add(backoff.Delay(s.Config.BackoffBase, s.Config.BackoffCap, cur.Attempts))
-			if !out.retryAt.IsZero() {
-				cur.NextAttemptAt = clampTime(out.retryAt, tx.Now().Add(minRetryAfter), tx.Now().Add(s.Config.BackoffCap))
-			}
-			result = "retry"
+	result := "retry"
+	cur.Attempts++
+	switch {
+	case failure == nil:
+		cur.State, cur.Note, cur.NextAttemptAt, result = pay.DeliveryDone, out.note, time.Time{}, "done"
+		if out.skipped {
+			result = "skipped"
 		}
-		if err := tx.UpdateDelivery(cur); err != nil {
-			return pay.Delivery{}, "", err
-		}
+	case out.permanent || cur.Attempts >= s.Config.MaxAttempts:
+		cur.State, cur.LastError, cur.NextAttemptAt, result = pay.DeliveryDead, failure.Error(), time.Time{}, "dead"
+	case !out.retryAt.IsZero():
+		cur.LastError = failure.Error()
+		cur.NextAttemptAt = clampTime(out.retryAt, tx.Now().Add(minRetryAfter), tx.Now().Add(s.Config.BackoffCap))
+	default:
+		cur.LastError = failure.Error()
+		cur.NextAttemptAt = tx.Now().Add(backoff.Delay(s.Config.BackoffBase, s.Config.BackoffCap, cur.Attempts))
 	}
-	return cur, result, nil
+	return cur, result, tx.UpdateDelivery(cur)
 }
 
 // logRecord counts and logs a recorded attempt.

@@ -167,7 +167,6 @@ type Service struct {
 	skip atomic.Uint64
 
 	recMu    sync.Mutex
-	recAlone bool         // write each outcome in its own Update (measurement)
 	recBusy  bool         // a record batch is being written
 	recQueue []*recording // attempts that wait for the next one
 
@@ -182,10 +181,15 @@ func (s *Service) Heartbeat() (last time.Time, interval time.Duration) {
 	if ns := s.lastRun.Load(); ns != 0 {
 		last = time.Unix(0, ns).UTC()
 	}
-	if interval = s.Interval; interval <= 0 {
-		interval = DefaultInterval
+	return last, s.interval()
+}
+
+// interval is Run's interval: Interval or DefaultInterval.
+func (s *Service) interval() time.Duration {
+	if s.Interval > 0 {
+		return s.Interval
 	}
-	return last, interval
+	return DefaultInterval
 }
 
 // New returns a Service over store for cfg, with its effects built:
@@ -302,11 +306,7 @@ func (s *Service) Run(ctx context.Context) error {
 	var attempts sync.WaitGroup
 	defer s.Close()
 	defer attempts.Wait()
-	interval := s.Interval
-	if interval <= 0 {
-		interval = DefaultInterval
-	}
-	t := time.NewTicker(interval)
+	t := time.NewTicker(s.interval())
 	defer t.Stop()
 	gauges := true // on the first pass and every Interval, not on every attempt
 	for {
