@@ -26,6 +26,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 const (
@@ -441,12 +442,12 @@ func settle(t *testing.T, c *crashClient) []map[string]any {
 // else the sweeper should have settled.
 func checkOpenAtPSP(t *testing.T, path string, open []map[string]any) {
 	t.Helper()
-	db, err := store.Open(path, nil)
+	db, err := bolt.Open(path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.View(context.Background(), func(tx pay.Tx) error {
+	err = db.View(context.Background(), func(tx store.Tx) error {
 		for _, p := range open {
 			id, _ := p["id"].(string)
 			if p["status"] != "captured" {

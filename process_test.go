@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/cli"
 	"github.com/paystate/paystate/internal/testkit"
@@ -350,11 +350,11 @@ func TestBinary_ExitCodesAndStreams(t *testing.T) {
 	daemontest.History(t, clean)
 	bad := filepath.Join(dir, "bad.db")
 	testkit.CopyFile(t, clean, bad)
-	bdb, err := bolt.Open(bad, 0o600, nil)
+	bdb, err := bbolt.Open(bad, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = bdb.Update(func(tx *bolt.Tx) error { // an index entry lost: a finding
+	err = bdb.Update(func(tx *bbolt.Tx) error { // an index entry lost: a finding
 		c := tx.Bucket([]byte("payments_by_created")).Cursor()
 		k, _ := c.First()
 		return c.Bucket().Delete(k)

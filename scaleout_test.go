@@ -27,6 +27,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 )
 
@@ -603,7 +604,7 @@ func TestScaleOut(t *testing.T) {
 		lines  []pay.LedgerEntry
 		dead   int
 	)
-	err = db.View(ctx, func(tx pay.Tx) error {
+	err = db.View(ctx, func(tx store.Tx) error {
 		var err error
 		if outbox, err = tx.OutboxAfter(0, 1<<20); err != nil {
 			return err

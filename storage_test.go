@@ -9,12 +9,12 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/cli"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
-	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 // damage makes the database file at path damaged: truncated to half of
@@ -22,12 +22,12 @@ import (
 // header of the payments bucket's root).
 func damage(t *testing.T, path, how string) {
 	t.Helper()
-	bdb, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	bdb, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var used, root int64
-	err = bdb.View(func(tx *bolt.Tx) error {
+	err = bdb.View(func(tx *bbolt.Tx) error {
 		used, root = tx.Size(), int64(tx.Bucket([]byte("payments")).Root())
 		return nil
 	})
@@ -102,11 +102,11 @@ func TestVerify_DamagedIndex(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join(t.TempDir(), "paystate.db")
 	daemontest.History(t, path)
-	bdb, err := bolt.Open(path, 0o600, nil)
+	bdb, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = bdb.Update(func(tx *bolt.Tx) error {
+	err = bdb.Update(func(tx *bbolt.Tx) error {
 		c := tx.Bucket([]byte("payments_by_created")).Cursor()
 		k, _ := c.First()
 		return c.Bucket().Delete(k)
@@ -127,7 +127,7 @@ func TestVerify_DamagedIndex(t *testing.T) {
 	}
 
 	damage(t, path, "truncated")
-	if _, err := runCmd("verify", "-db", path); !errors.Is(err, store.ErrDamaged) || errors.Is(err, cli.ErrMismatch) {
+	if _, err := runCmd("verify", "-db", path); !errors.Is(err, bolt.ErrDamaged) || errors.Is(err, cli.ErrMismatch) {
 		t.Fatalf("verify of a damaged file: %v, want ErrDamaged, not a mismatch", err)
 	}
 }

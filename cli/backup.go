@@ -18,7 +18,7 @@ import (
 
 // runBackup is `paystate backup -db FILE -o OUT`: a consistent copy of the
 // database. The database is -db, else the storage.path of -config, else
-// ./paystate.db. A stopped database is copied directly: store.DB.Snapshot
+// ./paystate.db. A stopped database is copied directly: store.Backend.Backup
 // takes the copy (a read transaction as short as the copy) and then
 // writes it out. A running paystate holds the file's lock; then the copy
 // is streamed from its GET /admin/backup, which takes its copy the same
@@ -48,18 +48,22 @@ shown on stderr.`)
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	var cfg config.Config
+	cfg := config.DefaultConfig()
 	if *cfgPath != "" {
 		var err error
 		if cfg, _, err = loadConfig(*cfgPath); err != nil {
 			return err
 		}
-		if cfg.Storage.Backend == "postgres" {
-			return usageError(errors.New("backup: storage.backend is \"postgres\": back the database up with PostgreSQL's own tools, e.g. pg_dump -Fc -f paystate.dump \"$PAYSTATE_STORAGE_DSN\" (or continuous archiving); paystate backup copies bbolt files only"))
-		}
 		if !fs.set("db") {
 			*path = cfg.Storage.Path
 		}
+	}
+	d, err := store.Lookup(cfg.Storage.Backend)
+	if err != nil {
+		return usageError(fmt.Errorf("backup: %w", err))
+	}
+	if d.NoBackup != "" {
+		return usageError(fmt.Errorf("backup: storage.backend is %q: %s; paystate backup copies database files only", cfg.Storage.Backend, d.NoBackup))
 	}
 	if *out == "" {
 		fs.usage(stderr)
@@ -84,13 +88,16 @@ shown on stderr.`)
 	}
 	defer os.Remove(tmp.Name())
 
-	n, err := int64(0), error(nil)
+	open := func(path string) (*store.Backend, error) {
+		return store.Open(ctx, cfg.Storage.StoreConfig(store.Config{Path: path, ReadOnly: true, Timeout: time.Second}))
+	}
+	n := int64(0)
 	if *url == "" {
-		var db *store.DB
-		db, err = store.Open(*path, &store.Options{ReadOnly: true, Timeout: time.Second})
+		var b *store.Backend
+		b, err = open(*path)
 		if err == nil {
-			n, err = copySnapshot(db, tmp, stderr)
-			db.Close()
+			n, err = copySnapshot(b.Backup, tmp, stderr)
+			b.Store.Close()
 		} else if errors.Is(err, store.ErrLocked) {
 			// A running paystate has the file: ask it.
 			*url = serverAddr(*cfgPath, cfg)
@@ -119,12 +126,12 @@ shown on stderr.`)
 	}
 
 	// The copy must open as a paystate database before it replaces OUT.
-	check, err := store.Open(tmp.Name(), &store.Options{ReadOnly: true, Timeout: time.Second})
+	check, err := open(tmp.Name())
 	if err != nil {
 		return fmt.Errorf("backup: the copy does not open: %w", err)
 	}
 	err = check.Check()
-	check.Close()
+	check.Store.Close()
 	if err != nil {
 		// Check joins its problems with newlines: one line here.
 		return fmt.Errorf("backup: the copy is damaged: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
@@ -196,9 +203,9 @@ func syncDir(dir string) {
 	}
 }
 
-// copySnapshot writes a consistent copy of db to w (store.DB.Snapshot),
+// copySnapshot writes a consistent copy of db to w (store.Backend.Backup),
 // its progress in bytes on stderr.
-func copySnapshot(db *store.DB, w io.Writer, stderr io.Writer) (int64, error) {
+func copySnapshot(db store.Snapshotter, w io.Writer, stderr io.Writer) (int64, error) {
 	r, size, err := db.Snapshot()
 	if err != nil {
 		return 0, fmt.Errorf("backup: %w", err)

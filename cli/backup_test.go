@@ -20,6 +20,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 // TestBackup_DuringWriteLoad takes backups of a running paystate while
@@ -107,9 +108,9 @@ func TestBackup_Stopped(t *testing.T) {
 // archiveWebhooks stores n processed webhooks of size bytes each, one
 // commit each, to grow the database file (processed: no worker touches
 // them).
-func archiveWebhooks(db *store.DB, prefix string, n, size int) error {
+func archiveWebhooks(db store.Store, prefix string, n, size int) error {
 	for i := range n {
-		err := db.Update(context.Background(), func(tx pay.Tx) error {
+		err := db.Update(context.Background(), func(tx store.Tx) error {
 			id := fmt.Sprintf("evt_%s_%d", prefix, i)
 			if err := tx.MarkProcessed("standard", id); err != nil {
 				return err
@@ -138,7 +139,7 @@ func TestBackup_SlowClient(t *testing.T) {
 	if r := in.Create(`{"order_id":"before","amount":1000,"currency":"EUR"}`, "before"); r.Status != 201 {
 		t.Fatalf("create: %d", r.Status)
 	}
-	if err := archiveWebhooks(in.Main.DB, "fill", 24, 1<<20); err != nil {
+	if err := archiveWebhooks(in.Main.Store, "fill", 24, 1<<20); err != nil {
 		t.Fatal(err)
 	}
 
@@ -179,7 +180,7 @@ func TestBackup_SlowClient(t *testing.T) {
 			done <- err
 			return
 		}
-		done <- archiveWebhooks(in.Main.DB, "more", 16, 1<<20)
+		done <- archiveWebhooks(in.Main.Store, "more", 16, 1<<20)
 	}()
 	deadline, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -211,7 +212,7 @@ func TestBackup_SlowClient(t *testing.T) {
 	if got, want := n+int64(len(head)), res.ContentLength; got != want {
 		t.Fatalf("copy of %d bytes, Content-Length %d", got, want)
 	}
-	cp, err := store.Open(copyPath, &store.Options{ReadOnly: true})
+	cp, err := bolt.Open(copyPath, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +221,7 @@ func TestBackup_SlowClient(t *testing.T) {
 		t.Fatalf("Check of the copy: %v", err)
 	}
 	var orders []string
-	err = cp.View(context.Background(), func(tx pay.Tx) error {
+	err = cp.View(context.Background(), func(tx store.Tx) error {
 		ps, _, err := tx.ListPayments(pay.PaymentFilter{Limit: 10})
 		for _, p := range ps {
 			orders = append(orders, p.OrderID)

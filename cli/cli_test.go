@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/testkit"
@@ -183,12 +183,12 @@ func TestRun_ServerNotReachable(t *testing.T) {
 // path, a mismatch verify must find.
 func unbalance(t *testing.T, path string) {
 	t.Helper()
-	db, err := bolt.Open(path, 0o600, nil)
+	db, err := bbolt.Open(path, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte("balances"))
 		k, v := b.Cursor().First()
 		if k == nil {

@@ -8,19 +8,17 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/postgres"
 )
-
-var _ store.ExportSink = (*postgres.Importer)(nil)
 
 // runCopy is `paystate copy -from-db FILE -config FILE`: it moves a bbolt
 // database into the PostgreSQL database of the config (storage.backend =
 // "postgres"), the path of a merchant whose paystate outgrew one machine.
 // The file is opened read-only (a running paystate's lock refuses that:
 // stop it first) and checked (DB.Check) before anything is written; the
-// target is migrated and must be empty. store.DB.Export reads every
-// record in one read transaction and postgres.Importer writes them,
+// target is migrated and must be empty. The source's Backend.Export reads
+// every record in one read transaction and the target's Backend.Import writes them,
 // BatchSize per transaction, keeping ids, versions, Seq numbers, fencing
 // tokens and times, then the counters. Leases are copied as they are: the
 // next acquisition gets a higher token than any before, and a lease still
@@ -43,7 +41,7 @@ copy is done. The target must be empty; a copy that stopped part-way is
 resumed by running the same command again on the unchanged file.`)
 	from := fs.String("from-db", "", "the bbolt database file to copy (required)")
 	cfgPath := fs.String("config", "", "config whose storage names the PostgreSQL database to fill (required)")
-	batch := fs.Int("batch", postgres.DefaultImportBatch, "records per PostgreSQL transaction")
+	batch := fs.Int("batch", store.DefaultImportBatch, "records per PostgreSQL transaction")
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
@@ -58,46 +56,44 @@ resumed by running the same command again on the unchanged file.`)
 	if err != nil {
 		return err
 	}
-	if cfg.Storage.Backend != "postgres" {
-		return usageError(fmt.Errorf("copy: storage.backend of %s is %q: copy writes into PostgreSQL; set storage.backend = \"postgres\" and storage.dsn", *cfgPath, cfg.Storage.Backend))
+	if d, err := store.Lookup(cfg.Storage.Backend); err != nil || !d.CopyInto {
+		return usageError(fmt.Errorf("copy: storage.backend of %s is %q, which cannot be copied into; set storage.backend = \"postgres\" and storage.dsn", *cfgPath, cfg.Storage.Backend))
 	}
 
-	// The source: read-only, and whole (Export lists through its indexes).
-	src, err := store.Open(*from, &store.Options{ReadOnly: true, Timeout: time.Second})
+	src, err := store.Open(ctx, store.Config{Backend: config.DefaultConfig().Storage.Backend, Path: *from, ReadOnly: true, Timeout: time.Second})
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("copy: %w (a running paystate holds the file: stop it first)", err)
 	} else if err != nil {
 		return fmt.Errorf("copy: %w", err)
 	}
-	defer src.Close()
+	defer src.Store.Close()
 	if err := src.Check(); err != nil {
 		return fmt.Errorf("copy: %s does not pass its check (paystate verify -db shows the findings); nothing was copied: %w", *from, err)
 	}
-	total, err := src.ExportSize(ctx)
+	total, err := src.Export.ExportSize(ctx)
 	if err != nil {
 		return fmt.Errorf("copy: %w", err)
 	}
 
-	// The target, migrated.
-	pg, err := postgres.Open(ctx, cfg.Storage.DSN, nil)
+	dst, err := store.Open(ctx, cfg.Storage.StoreConfig(store.Config{}))
 	if err != nil {
 		return fmt.Errorf("copy: %w", err)
 	}
-	defer pg.Close()
+	defer dst.Store.Close()
 	p := newProgress(stderr, progressOptions{Desc: "copy", Unit: "records", Total: int64(total)})
-	im, err := pg.NewImporter(ctx, postgres.ImportOptions{BatchSize: *batch, Progress: func(n int) { p.set(int64(n)) }})
+	im, err := dst.Import(ctx, store.ImportOptions{BatchSize: *batch, Progress: func(n int) { p.set(int64(n)) }})
 	if err != nil {
 		p.finish()
 		return err
 	}
 	defer im.Close()
-	err = src.Export(ctx, im)
+	err = src.Export.Export(ctx, im)
 	if err == nil {
 		err = im.Finish()
 	}
 	p.finish()
 	switch {
-	case errors.Is(err, postgres.ErrTargetNotEmpty):
+	case errors.Is(err, store.ErrTargetNotEmpty):
 		return usageError(err)
 	case errors.Is(err, context.Canceled):
 		return fmt.Errorf("copy: stopped; run the same command again to resume: %w", err)
@@ -108,7 +104,7 @@ resumed by running the same command again on the unchanged file.`)
 }
 
 // printCopied prints what a copy wrote, table by table.
-func printCopied(w io.Writer, from, cfgPath string, counts []postgres.ImportCount) error {
+func printCopied(w io.Writer, from, cfgPath string, counts []store.ImportCount) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	offered, written := 0, 0
 	fmt.Fprintln(tw, "table\trecords")

@@ -18,7 +18,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/testkit/filltest"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
-	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/postgres"
 )
 
@@ -102,7 +102,7 @@ var verifyLine = regexp.MustCompile(`(?m)^\d+ payments, \d+ timeline steps, \d+ 
 
 // TestCopy: `paystate copy` moves a bbolt database that a paystate wrote
 // into an empty PostgreSQL schema: verify on both says the same (and
-// clean), every record reads back the same through pay.Tx on both, and a
+// clean), every record reads back the same through store.Tx on both, and a
 // paystate started on the copy serves it. A second copy into the filled
 // schema is refused with exit 2, naming why, and so is a config whose
 // backend is bbolt.
@@ -136,7 +136,7 @@ func TestCopy(t *testing.T) {
 
 	// Record by record.
 	ctx := context.Background()
-	bolt, err := store.Open(src, &store.Options{ReadOnly: true})
+	bolt, err := bolt.Open(src, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}

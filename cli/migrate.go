@@ -6,7 +6,6 @@ import (
 	"io"
 
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/postgres"
 )
 
 // runMigrate is `paystate migrate -config FILE`: it brings the configured
@@ -27,27 +26,13 @@ the same at start; migrate does it ahead of a roll-out.`)
 	if err != nil {
 		return err
 	}
-	switch cfg.Storage.Backend {
-	case "postgres":
-		from, to, err := postgres.Migrate(ctx, cfg.Storage.DSN)
-		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		if from == to {
-			fmt.Fprintf(stdout, "postgres: schema version %d, nothing to migrate\n", to)
-		} else {
-			fmt.Fprintf(stdout, "postgres: schema version %d, migrated from %d\n", to, from)
-		}
-	default:
-		db, err := store.Open(cfg.Storage.Path, nil)
-		if err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		n := db.Migrated()
-		if err := db.Close(); err != nil {
-			return fmt.Errorf("migrate: %w", err)
-		}
-		fmt.Fprintf(stdout, "bolt %s: schema version %d, %d values migrated\n", cfg.Storage.Path, store.SchemaVersion, n)
+	b, err := store.Open(ctx, cfg.Storage.StoreConfig(store.Config{}))
+	if err != nil {
+		return fmt.Errorf("migrate: %w", err)
 	}
+	if err := b.Store.Close(); err != nil {
+		return fmt.Errorf("migrate: %w", err)
+	}
+	fmt.Fprintln(stdout, b.Migration)
 	return nil
 }

@@ -17,7 +17,6 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/reconcile"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/postgres"
 )
 
 // ErrUnreconciled is reconcile's error when a line or a payment did not
@@ -84,32 +83,31 @@ func newReconcileFlags(name, synopsis, about string) reconcileFlags {
 }
 
 // open loads the config and opens its store; close closes it.
-func (rf reconcileFlags) open(ctx context.Context) (pay.Store, config.Config, error) {
+func (rf reconcileFlags) open(ctx context.Context) (store.Store, config.Config, error) {
 	cfg, _, err := loadConfig(*rf.cfgPath)
 	if err != nil {
 		return nil, cfg, err
 	}
-	if *rf.cfgPath != "" && cfg.Storage.Backend == "postgres" {
-		db, err := postgres.Open(ctx, cfg.Storage.DSN, nil)
-		if err != nil {
-			return nil, cfg, fmt.Errorf("reconcile: %w", err)
+	sc := cfg.Storage.StoreConfig(store.Config{})
+	if *rf.cfgPath == "" || rf.fs.set("db") {
+		sc.Path = *rf.db
+	}
+	d, err := store.Lookup(sc.Backend)
+	if err != nil {
+		return nil, cfg, usageError(fmt.Errorf("reconcile: %w", err))
+	}
+	if d.File {
+		if _, err := os.Stat(sc.Path); err != nil {
+			return nil, cfg, fmt.Errorf("reconcile: database %s: %w", sc.Path, err)
 		}
-		return db, cfg, nil
 	}
-	path := *rf.db
-	if *rf.cfgPath != "" && !rf.fs.set("db") {
-		path = cfg.Storage.Path
-	}
-	if _, err := os.Stat(path); err != nil {
-		return nil, cfg, fmt.Errorf("reconcile: database %s: %w", path, err)
-	}
-	db, err := store.Open(path, nil)
+	b, err := store.Open(ctx, sc)
 	if errors.Is(err, store.ErrLocked) {
 		return nil, cfg, fmt.Errorf("%w (a running paystate holds the file: stop it first)", err)
 	} else if err != nil {
-		return nil, cfg, err
+		return nil, cfg, fmt.Errorf("reconcile: %w", err)
 	}
-	return db, cfg, nil
+	return b.Store, cfg, nil
 }
 
 // parseWithFile parses args that end in one FILE argument.

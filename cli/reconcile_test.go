@@ -18,6 +18,7 @@ import (
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 const reconcileSecret = "whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA="
@@ -34,7 +35,7 @@ func reconcileDB(t *testing.T) string {
 	path := filepath.Join(t.TempDir(), "paystate.db")
 	at := time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 	now := func() time.Time { at = at.Add(time.Second); return at }
-	db, err := store.Open(path, &store.Options{Now: now})
+	db, err := bolt.Open(path, &bolt.Options{Now: now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,12 +88,12 @@ func reconcileDB(t *testing.T) string {
 // the runs and the review queue.
 func reconcileState(t *testing.T, path string) (journal, runs, review int) {
 	t.Helper()
-	db, err := store.Open(path, &store.Options{ReadOnly: true})
+	db, err := bolt.Open(path, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
-	err = db.View(context.Background(), func(tx pay.Tx) error {
+	err = db.View(context.Background(), func(tx store.Tx) error {
 		ls, err := tx.LedgerEntries(0, 1<<20)
 		if err != nil {
 			return err

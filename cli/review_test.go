@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
 	"github.com/paystate/paystate/internal/testkit"
@@ -18,7 +20,6 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/store/storetest"
-	bolt "go.etcd.io/bbolt"
 )
 
 // reviewDaemon boots a paystate on dbPath with the injected clock; the
@@ -94,11 +95,11 @@ func TestReview_QueueEvidenceAndCLI(t *testing.T) {
 	// The simulated PSP loses the charge (it keeps its charges in the
 	// store, under a key the store encodes: take out its only one), and
 	// the process restarts: the PSP does not know the payment.
-	bdb, err := bolt.Open(dbPath, 0o600, nil)
+	bdb, err := bbolt.Open(dbPath, 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := bdb.Update(func(tx *bolt.Tx) error {
+	if err := bdb.Update(func(tx *bbolt.Tx) error {
 		b := tx.Bucket([]byte("psp_charges"))
 		if n := b.Stats().KeyN; n != 1 {
 			return fmt.Errorf("the mock PSP holds %d charges, want the one of %s", n, id)

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/verify"
-	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/postgres"
 )
 
 // ErrMismatch is Run's error when verify found a problem: the process
@@ -18,7 +17,7 @@ import (
 var ErrMismatch = errors.New("verify: the database does not match its own history")
 
 // runVerify is `paystate verify -db FILE`: it checks the file's pages and
-// indexes (store.DB.Check), replays every payment's timeline against the
+// indexes where the backend has such a check (store.Backend.Check), replays every payment's timeline against the
 // stored record and sums the journal, prints every mismatch and returns
 // ErrMismatch if there is one. A damaged file is refused at open, as serve
 // refuses it: one line, and not ErrMismatch. The database must not be open
@@ -34,39 +33,39 @@ the database cannot be read. Progress is shown on stderr.`)
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
+	cfg := config.DefaultConfig()
 	if *cfgPath != "" {
-		cfg, _, err := loadConfig(*cfgPath)
-		if err != nil {
+		var err error
+		if cfg, _, err = loadConfig(*cfgPath); err != nil {
 			return err
-		}
-		if cfg.Storage.Backend == "postgres" {
-			return verifyPostgres(ctx, cfg.Storage.DSN, stdout, stderr)
 		}
 		if !fs.set("db") {
 			*path = cfg.Storage.Path
 		}
 	}
-	db, err := store.Open(*path, &store.Options{ReadOnly: true})
+	b, err := store.Open(ctx, cfg.Storage.StoreConfig(store.Config{Path: *path, ReadOnly: true}))
 	if errors.Is(err, store.ErrLocked) {
 		return fmt.Errorf("%w (a running paystate holds the file: verify a backup)", err)
 	} else if err != nil {
-		return err
+		return err // it names the database already
 	}
-	defer db.Close()
+	defer b.Store.Close()
 
-	// Pages and indexes first: a damaged index is a finding, and the
-	// replay below may stop on it.
+	// Pages and indexes first, where the backend has a check of its own:
+	// a damaged index is a finding, and the replay below may stop on it.
 	var mismatches []verify.Mismatch
-	if err := db.Check(); err != nil {
-		joined, ok := err.(interface{ Unwrap() []error })
-		if !ok {
-			return err // the check could not run
-		}
-		for _, e := range joined.Unwrap() {
-			mismatches = append(mismatches, verify.Mismatch{Problem: e.Error()})
+	if b.Check != nil {
+		if err := b.Check(); err != nil {
+			joined, ok := err.(interface{ Unwrap() []error })
+			if !ok {
+				return err // the check could not run
+			}
+			for _, e := range joined.Unwrap() {
+				mismatches = append(mismatches, verify.Mismatch{Problem: e.Error()})
+			}
 		}
 	}
-	rep, err := replay(ctx, db, stderr)
+	rep, err := replay(ctx, b.Store, stderr)
 	if err != nil && len(mismatches) == 0 {
 		return err
 	} else if err != nil {
@@ -75,18 +74,20 @@ the database cannot be read. Progress is shown on stderr.`)
 	rep.Mismatches = append(mismatches, rep.Mismatches...)
 	// The journal itself, line by line (verify.Run checks the running
 	// balances that the API reports).
-	imbalances, err := db.CheckLedger(ctx)
-	if err != nil {
-		return err
-	}
-	for _, im := range imbalances {
-		rep.Mismatches = append(rep.Mismatches, verify.Mismatch{Problem: im.String()})
+	if b.CheckLedger != nil {
+		imbalances, err := b.CheckLedger(ctx)
+		if err != nil {
+			return err
+		}
+		for _, im := range imbalances {
+			rep.Mismatches = append(rep.Mismatches, verify.Mismatch{Problem: im.String()})
+		}
 	}
 	return printReport(rep, stdout)
 }
 
 // replay is verify.Run with its progress on stderr, payment by payment.
-func replay(ctx context.Context, db pay.Store, stderr io.Writer) (verify.Report, error) {
+func replay(ctx context.Context, db store.Store, stderr io.Writer) (verify.Report, error) {
 	var p *progress
 	defer func() { p.finish() }()
 	return verify.RunWith(ctx, db, verify.Options{Progress: func(done, total int) {
@@ -108,21 +109,4 @@ func printReport(rep verify.Report, stdout io.Writer) error {
 		return &exitError{code: ExitVerify, err: ErrMismatch}
 	}
 	return nil
-}
-
-// verifyPostgres is verify of a PostgreSQL database: the replay of every
-// timeline, the outbox and the running balances (verify.Run). Its indexes
-// and constraints are PostgreSQL's own; the database may be in use by
-// running instances (verify reads in one repeatable-read transaction).
-func verifyPostgres(ctx context.Context, dsn string, stdout, stderr io.Writer) error {
-	db, err := postgres.Open(ctx, dsn, nil)
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	defer db.Close()
-	rep, err := replay(ctx, db, stderr)
-	if err != nil {
-		return fmt.Errorf("verify: %w", err)
-	}
-	return printReport(rep, stdout)
 }

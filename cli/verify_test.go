@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fxamacker/cbor/v2"
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
@@ -27,10 +27,10 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 
 	for _, tc := range []struct {
 		name    string
-		corrupt func(tx *bolt.Tx) error
+		corrupt func(tx *bbolt.Tx) error
 		want    string
 	}{
-		{"version gap", func(tx *bolt.Tx) error {
+		{"version gap", func(tx *bbolt.Tx) error {
 			// Drop the last transition step of the last timeline that
 			// has one. A timeline is a CBOR array of steps
 			// (store/timeline.go), a step a CBOR map; field 5 is its
@@ -54,7 +54,7 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 			}
 			return fmt.Errorf("no transition step")
 		}, "timeline ends at version"},
-		{"unbalanced ledger", func(tx *bolt.Tx) error {
+		{"unbalanced ledger", func(tx *bbolt.Tx) error {
 			b := tx.Bucket([]byte("balances"))
 			k, v := b.Cursor().First()
 			if k == nil {
@@ -63,7 +63,7 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 			n := int64(binary.BigEndian.Uint64(v)) + 1
 			return b.Put(k, binary.BigEndian.AppendUint64(nil, uint64(n)))
 		}, "ledger does not balance in EUR"},
-		{"journal line changed", func(tx *bolt.Tx) error {
+		{"journal line changed", func(tx *bbolt.Tx) error {
 			// Double one journal line's amount, balances untouched.
 			b := tx.Bucket([]byte("ledger"))
 			k, v := b.Cursor().First()
@@ -90,7 +90,7 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 			}
 			return b.Put(k, nv)
 		}, "ledger in EUR"},
-		{"journal line undecodable", func(tx *bolt.Tx) error {
+		{"journal line undecodable", func(tx *bbolt.Tx) error {
 			// One bit flipped in one journal line: its CBOR map header
 			// becomes an array's, which does not decode.
 			b := tx.Bucket([]byte("ledger"))
@@ -106,7 +106,7 @@ func TestVerify_CleanAndCorrupt(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "bad.db")
 			testkit.CopyFile(t, clean, path)
-			db, err := bolt.Open(path, 0o600, nil)
+			db, err := bbolt.Open(path, 0o600, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -61,6 +61,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/BurntSushi/toml"
+
+	"github.com/paystate/paystate/store"
 )
 
 // DevelopmentWebhookSecret is the Standard Webhooks secret that
@@ -739,4 +741,30 @@ func addKeys(keys map[string]bool, prefix string, t reflect.Type) {
 			addKeys(keys, name, ft)
 		}
 	}
+}
+
+// StoreConfig returns c with the backend of the [storage] section, and
+// its file, DSN and connection cap where c leaves them unset (a command's
+// -db FILE wins): what store.Open needs besides the clock and the logger.
+func (s Storage) StoreConfig(c store.Config) store.Config {
+	c.Backend = s.Backend
+	if c.Path == "" {
+		c.Path = s.Path
+	}
+	if c.DSN == "" {
+		c.DSN = s.DSN
+	}
+	if c.MaxConns == 0 {
+		c.MaxConns = s.MaxConns
+	}
+	return c
+}
+
+// Where names the database for a log line or a message: the file of
+// "bolt", the DSN of "postgres" (mask it first: Config.Masked).
+func (s Storage) Where() string {
+	if s.Backend == "postgres" {
+		return s.DSN
+	}
+	return s.Path
 }

@@ -20,7 +20,7 @@ import (
 	"testing"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
@@ -36,21 +36,29 @@ import (
 func dump(t *testing.T, in *daemontest.Instance) string {
 	t.Helper()
 	var b bytes.Buffer
-	if _, err := in.Main.DB.WriteTo(&b); err != nil {
+	snap, _, err := in.Main.Backend.Backup.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = io.Copy(&b, snap)
+	if cerr := snap.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "copy.db")
 	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true})
+	db, err := bbolt.Open(path, 0o600, &bbolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer db.Close()
 	var out strings.Builder
-	var walk func(prefix string, bk *bolt.Bucket) error
-	walk = func(prefix string, bk *bolt.Bucket) error {
+	var walk func(prefix string, bk *bbolt.Bucket) error
+	walk = func(prefix string, bk *bbolt.Bucket) error {
 		return bk.ForEach(func(k, v []byte) error {
 			if v == nil {
 				return walk(fmt.Sprintf("%s%x/", prefix, k), bk.Bucket(k))
@@ -59,8 +67,8 @@ func dump(t *testing.T, in *daemontest.Instance) string {
 			return nil
 		})
 	}
-	err = db.View(func(tx *bolt.Tx) error {
-		return tx.ForEach(func(name []byte, bk *bolt.Bucket) error { return walk(string(name)+"/", bk) })
+	err = db.View(func(tx *bbolt.Tx) error {
+		return tx.ForEach(func(name []byte, bk *bbolt.Bucket) error { return walk(string(name)+"/", bk) })
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -37,7 +37,6 @@ import (
 	"github.com/paystate/paystate/reconcile"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/sweeper"
 )
 
@@ -56,11 +55,10 @@ type Main struct {
 	// disk. A full disk is not fatal (503, and recovery).
 	OnFatal func(error)
 
-	// Store is the storage of every component: DB (bbolt, the default)
-	// or PG (PostgreSQL, storage.backend = "postgres"); the other is nil.
-	Store     pay.Store
-	DB        *store.DB
-	PG        *postgres.DB
+	// Store is the storage of every component, Backend.Store; Backend
+	// says what its backend (storage.backend) can do besides.
+	Store     store.Store
+	Backend   *store.Backend
 	Server    *httpd.Server
 	Finalizer *finalize.Finalizer
 	Payments  *finalize.Payments
@@ -100,34 +98,23 @@ func (m *Main) Open() (err error) {
 	if m.OnFatal == nil {
 		m.OnFatal = m.exit
 	}
-	exclusive := false
-	switch cfg.Storage.Backend {
-	case "bolt":
-		m.DB, err = store.Open(cfg.Storage.Path, &store.Options{Now: m.Now, OnFatal: m.OnFatal})
-		if err != nil {
-			return err // it names the file already
-		}
-		m.Store, exclusive = m.DB, true
-		// This process is the file's only user: leases in force are those
-		// of a process that died.
-		if n, err := m.DB.EndLeases(context.Background()); err != nil {
+	openCtx, cancelOpen := context.WithTimeout(context.Background(), 30*time.Second)
+	m.Backend, err = store.Open(openCtx, cfg.Storage.StoreConfig(store.Config{Now: m.Now, OnFatal: m.OnFatal, Logger: m.component(cfg.Storage.Backend)}))
+	cancelOpen()
+	if err != nil {
+		return err // it names the database already
+	}
+	m.Store = m.Backend.Store
+	// A store this process alone uses: leases in force are those of a
+	// process that died. Several instances share the others: a lease in
+	// force may be a live instance's, so leases only expire (lease.ttl),
+	// and an in-flight idempotency key of another instance is left to it.
+	if m.Backend.EndLeases != nil {
+		if n, err := m.Backend.EndLeases(context.Background()); err != nil {
 			return fmt.Errorf("end leases of a previous process: %w", err)
 		} else if n > 0 {
 			m.Logger.Warn().Int("leases", n).Msg("ended the leases of a previous process that stopped without releasing them")
 		}
-	case "postgres":
-		// Several instances share the database: a lease in force may be a
-		// live instance's, so leases only expire (lease.ttl), and an
-		// in-flight idempotency key of another instance is left to it.
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		m.PG, err = postgres.Open(ctx, cfg.Storage.DSN, &postgres.Options{Now: m.Now, MaxConns: cfg.Storage.MaxConns, Logger: m.component("postgres")})
-		cancel()
-		if err != nil {
-			return fmt.Errorf("open postgres: %w", err)
-		}
-		m.Store = m.PG
-	default:
-		return fmt.Errorf("storage.backend %q is not available in this build", cfg.Storage.Backend)
 	}
 
 	// Providers: exactly those the configuration has (config.Providers).
@@ -200,7 +187,7 @@ func (m *Main) Open() (err error) {
 	leases := func(holder string) *finalize.Leases {
 		return &finalize.Leases{Store: m.Store, Holder: holder + "/" + owner, TTL: cfg.Lease.TTL.Duration, Logger: m.component("lease")}
 	}
-	idem := &finalize.Idempotency{Store: m.Store, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: exclusive, Logger: m.component("idempotency")}
+	idem := &finalize.Idempotency{Store: m.Store, TTL: cfg.Idempotency.TTL.Duration, Owner: owner, Exclusive: !m.Backend.Shared, Logger: m.component("idempotency")}
 	m.Payments = &finalize.Payments{
 		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Idempotency: idem,
 		DefaultProvider: cfg.Payment.Provider, Logger: m.component("payments"),
@@ -214,7 +201,7 @@ func (m *Main) Open() (err error) {
 	m.Inbox = &finalize.Inbox{
 		Store: m.Store, Finalizer: m.Finalizer, Providers: m.Providers, Now: m.Now, Pull: m.Pull,
 		MaxAttempts: cfg.WebhookInbox.MaxAttempts, Logger: m.component("inbox"),
-		WriteFirst: cfg.Storage.Backend == "postgres", // an empty commit costs PostgreSQL no flush
+		WriteFirst: m.Backend.CheapEmptyCommit,
 	}
 	m.Pull.Wake = m.Inbox.Wake
 	m.Review = &finalize.Review{Finalizer: m.Finalizer, Leases: leases("review"), Logger: m.component("review")}
@@ -244,8 +231,8 @@ func (m *Main) Open() (err error) {
 		Counts: m.Payments, Ready: m.readyChecks(m.Now()), Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,
 	}
-	if m.DB != nil {
-		m.Server.Backup = m.DB // PostgreSQL is backed up with pg_dump
+	if m.Backend.Backup != nil {
+		m.Server.Backup = m.Backend.Backup
 	}
 	if err := m.Server.Open(); err != nil {
 		return err
@@ -265,12 +252,8 @@ func (m *Main) Open() (err error) {
 	m.running.Store(true)
 	// The address bound (a wildcard one as it is) and how to reach it;
 	// the database really used, a DSN with its password masked.
-	db := cfg.Storage.Path
-	if cfg.Storage.Backend == "postgres" {
-		db = cfg.Masked().Storage.DSN
-	}
 	m.Logger.Info().Str("listen", m.Server.BoundAddr()).Str("url", m.Server.URL()).
-		Str("backend", cfg.Storage.Backend).Str("db", db).Msg("paystate started")
+		Str("backend", cfg.Storage.Backend).Str("db", cfg.Masked().Storage.Where()).Msg("paystate started")
 	return nil
 }
 
@@ -315,12 +298,12 @@ func (m *Main) readyChecks(started time.Time) []httpd.ReadyCheck {
 }
 
 // writeProbe is the storage part of readiness: one small write
-// transaction (pay.Tx.WriteProbe) at a time. A check waits for the write
+// transaction (store.Tx.WriteProbe) at a time. A check waits for the write
 // until its context ends; a write that is stuck (a disk that hangs, a
 // database that does not answer) stays the one in flight, and the checks
 // after it wait for that one rather than pile up more.
 type writeProbe struct {
-	store  pay.Store
+	store  store.Store
 	logger zerolog.Logger
 
 	mu  sync.Mutex
@@ -349,7 +332,7 @@ func (p *writeProbe) check(ctx context.Context) error {
 		go func() {
 			// Not ctx: the write ends on its own, and so does its wait.
 			wctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-			w.err = p.store.Update(wctx, func(tx pay.Tx) error { return tx.WriteProbe() })
+			w.err = p.store.Update(wctx, func(tx store.Tx) error { return tx.WriteProbe() })
 			cancel()
 			if w.err != nil {
 				p.logger.Warn().Err(w.err).Msg("readiness: the storage probe's write failed")
@@ -432,7 +415,8 @@ func (m *Main) openRipple() error {
 		return err
 	}
 	rc := ripple.Config{
-		Shared:  cfg.Storage.Backend == "postgres", // several instances: claim before an attempt
+		Shared:  m.Backend.Shared, // several instances: claim before an attempt
+		FanOut:  m.Backend.FanOut,
 		Workers: cfg.Ripple.Workers, MaxAttempts: cfg.Ripple.MaxAttempts,
 		// A dead instance's claims end three lease TTLs after they were
 		// taken (90 s by default, ripple.ClaimFor), as its leases end.

@@ -21,6 +21,7 @@ import (
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 // Disk faults. What paystate does when its database file cannot be written:
@@ -33,11 +34,11 @@ import (
 //     restart, and a retry with the same Idempotency-Key finishes the
 //     request (or resumes it, if its payment was stored before the
 //     failure). Any other failed commit (EIO, a failed fsync) stops the
-//     process: store.Options.OnFatal, tested in package store.
+//     process: bolt.Options.OnFatal, tested in package store/bolt.
 //   - At start, a database on a read-only file system (or a file paystate
 //     may not write) is an error: paystate refuses to start rather than run
 //     without being able to take a webhook. The tools that only read
-//     (verify, backup) open it with store.Options{ReadOnly: true}.
+//     (verify, backup) open it with bolt.Options{ReadOnly: true}.
 //
 // The tests mount a small tmpfs, so they need root (CI runs as root); they
 // skip elsewhere.
@@ -47,10 +48,10 @@ import (
 // outbox, ledger).
 func verifyClean(t *testing.T, in *daemontest.Instance) verify.Report {
 	t.Helper()
-	if err := in.Main.DB.Check(); err != nil {
+	if err := in.Main.Backend.Check(); err != nil {
 		t.Fatalf("store check: %v", err)
 	}
-	rep, err := verify.Run(context.Background(), in.Main.DB)
+	rep, err := verify.Run(context.Background(), in.Main.Store)
 	if err != nil {
 		t.Fatalf("verify: %v", err)
 	}
@@ -220,7 +221,7 @@ func TestE2E_ReadOnlyFileSystem(t *testing.T) {
 	t.Logf("start on a read-only file system: %v", err)
 
 	// The tools' read-only open still works.
-	db, err := store.Open(cfg.Storage.Path, &store.Options{ReadOnly: true})
+	db, err := bolt.Open(cfg.Storage.Path, &bolt.Options{ReadOnly: true})
 	if err != nil {
 		t.Fatalf("read-only open: %v", err)
 	}
@@ -228,7 +229,7 @@ func TestE2E_ReadOnlyFileSystem(t *testing.T) {
 	if err != nil || !rep.OK() || rep.Payments != 1 {
 		t.Errorf("verify on the read-only database: %+v, %v", rep, err)
 	}
-	if got, want := pay.ErrorCode(db.Update(ctx, func(pay.Tx) error { return nil })), pay.EUNAVAILABLE; got != want {
+	if got, want := pay.ErrorCode(db.Update(ctx, func(store.Tx) error { return nil })), pay.EUNAVAILABLE; got != want {
 		t.Errorf("Update on a read-only store: code=%q, want %q", got, want)
 	}
 	if err := db.Close(); err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // The parts of a fuzzed request that are picked from a list rather than
@@ -216,7 +217,7 @@ func fuzzAPI(f *testing.F, mutate func(*config.Config)) {
 func inboxPending(t *testing.T, in *daemontest.Instance) bool {
 	t.Helper()
 	var pending []pay.InboxEvent
-	err := in.Main.Store.View(context.Background(), func(tx pay.Tx) (err error) {
+	err := in.Main.Store.View(context.Background(), func(tx store.Tx) (err error) {
 		pending, err = tx.PendingInbox(time.Now().Add(365*24*time.Hour), 10000)
 		return err
 	})
@@ -236,7 +237,7 @@ func timelines(t *testing.T, in *daemontest.Instance, ids map[string]string) str
 			steps  []pay.Step
 			events []pay.InboxEvent
 		)
-		err := in.Main.Store.View(context.Background(), func(tx pay.Tx) (err error) {
+		err := in.Main.Store.View(context.Background(), func(tx store.Tx) (err error) {
 			if steps, err = tx.Steps(ids[name]); err != nil {
 				return err
 			}

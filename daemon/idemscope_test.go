@@ -13,6 +13,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // rotatedKey is the second API key of TestE2E_IdempotencyMerchantScope:
@@ -103,7 +104,7 @@ func testIdempotencyOldName(t *testing.T, in *daemontest.Instance) {
 	h := sha256.Sum256([]byte(daemontest.APIKey))
 	oldName := "create:" + hex.EncodeToString(h[:8]) + ":old-1"
 	now := time.Now().UTC()
-	err := in.Main.Store.Update(ctx, func(tx pay.Tx) error {
+	err := in.Main.Store.Update(ctx, func(tx store.Tx) error {
 		return tx.PutIdemKey(pay.IdemRecord{
 			Key: oldName, Fingerprint: httpd.Fingerprint("POST", "/v1/payments", body),
 			State: pay.IdemDone, StatusCode: 201, PaymentID: first.Str("id"),
@@ -151,7 +152,7 @@ func testIdempotencyOldName(t *testing.T, in *daemontest.Instance) {
 func paymentsOfOrder(t *testing.T, in *daemontest.Instance, orderID string) int {
 	t.Helper()
 	var list []pay.Payment
-	if err := in.Main.Store.View(context.Background(), func(tx pay.Tx) (err error) {
+	if err := in.Main.Store.View(context.Background(), func(tx store.Tx) (err error) {
 		list, _, err = tx.ListPayments(pay.PaymentFilter{OrderID: orderID})
 		return err
 	}); err != nil {

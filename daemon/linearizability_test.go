@@ -18,6 +18,7 @@ import (
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // The linearizability check. Several clients per payment race against the
@@ -183,7 +184,7 @@ var linModel = porcupine.Model{
 type linClient struct {
 	api    *daemontest.Instance // Send only, from the clients' goroutines
 	signer *svix.Webhook        // the standard provider's webhook secret
-	store  pay.Store            // read only, to explain a webhook that is not applied
+	store  store.Store          // read only, to explain a webhook that is not applied
 	start  time.Time
 }
 
@@ -282,7 +283,7 @@ func (c *linClient) webhook(id, eventID string, st pay.Status, typ string) (porc
 		}
 		if time.Now().After(deadline) {
 			var ev pay.InboxEvent
-			err := c.store.View(context.Background(), func(tx pay.Tx) error {
+			err := c.store.View(context.Background(), func(tx store.Tx) error {
 				var err error
 				ev, err = tx.InboxEvent("standard", eventID)
 				return err
@@ -351,7 +352,7 @@ func TestLinearizability_HTTP(t *testing.T) {
 	}
 	lc := &linClient{
 		api:    &daemontest.Instance{Base: in.Base, HTTP: &http.Client{Transport: tr, Timeout: 30 * time.Second}},
-		signer: signer, store: in.Main.DB, start: time.Now(),
+		signer: signer, store: in.Main.Store, start: time.Now(),
 	}
 
 	ids := make([]string, payments)

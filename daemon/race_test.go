@@ -12,6 +12,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // TestRace_SyncAndWebhook: for hundreds of payments the merchant's /sync
@@ -118,7 +119,7 @@ func TestRace_SyncAndWebhook(t *testing.T) {
 	// Wait until the inbox has applied every webhook.
 	testkit.WaitFor(t, 60*time.Second, func() error {
 		var pending []pay.InboxEvent
-		err := in.Main.DB.View(context.Background(), func(tx pay.Tx) error {
+		err := in.Main.Store.View(context.Background(), func(tx store.Tx) error {
 			var err error
 			pending, err = tx.PendingInbox(time.Now().Add(time.Hour), 10)
 			return err
@@ -154,7 +155,7 @@ func checkHistory(t *testing.T, in *daemontest.Instance, id string) {
 	var p pay.Payment
 	var steps []pay.Step
 	var outbox []pay.OutboxRecord
-	err := in.Main.DB.View(context.Background(), func(tx pay.Tx) error {
+	err := in.Main.Store.View(context.Background(), func(tx store.Tx) error {
 		var err error
 		if p, err = tx.Payment(id); err != nil {
 			return err

@@ -12,7 +12,7 @@ import (
 	"github.com/paystate/paystate/daemon"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
-	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -90,7 +90,7 @@ func TestE2E_Readyz(t *testing.T) {
 	var once sync.Once
 	writing := make(chan error, 1)
 	go func() {
-		writing <- m.Store.Update(context.Background(), func(pay.Tx) error {
+		writing <- m.Store.Update(context.Background(), func(store.Tx) error {
 			once.Do(func() { close(held) })
 			<-release
 			return nil

@@ -9,6 +9,7 @@ import (
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // TestE2E_IdempotencyCrashResume: a process was killed after it stored the
@@ -27,7 +28,7 @@ func TestE2E_IdempotencyCrashResume(t *testing.T) {
 	now := time.Now().UTC()
 	p := pay.Payment{ID: ids.Payment(now), OrderID: "o-crash", Amount: 1000, Currency: "EUR",
 		Provider: "mock", Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now}
-	err := in.Main.DB.Update(ctx, func(tx pay.Tx) error {
+	err := in.Main.Store.Update(ctx, func(tx store.Tx) error {
 		if err := tx.InsertPayment(p); err != nil {
 			return err
 		}
@@ -77,7 +78,7 @@ func TestE2E_IdempotencyCrashResume(t *testing.T) {
 		t.Fatalf("Idempotent-Replayed=%q, want %q", got, want)
 	}
 	var list []pay.Payment
-	if err := in.Main.DB.View(ctx, func(tx pay.Tx) (err error) {
+	if err := in.Main.Store.View(ctx, func(tx store.Tx) (err error) {
 		list, _, err = tx.ListPayments(pay.PaymentFilter{OrderID: "o-crash"})
 		return err
 	}); err != nil {

@@ -18,6 +18,7 @@ import (
 	"github.com/paystate/paystate/daemon"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 // startupFiles are the databases BenchmarkStartup opens, built once per
@@ -47,14 +48,14 @@ func startupFile(b *testing.B, cleanup func(func()), n int) string {
 	path := filepath.Join(dir, "paystate.db")
 	t0 := time.Now().UTC().Add(-30 * 24 * time.Hour)
 	clock := t0
-	db, err := store.Open(path, &store.Options{Now: func() time.Time { return clock }})
+	db, err := bolt.Open(path, &bolt.Options{Now: func() time.Time { return clock }})
 	if err != nil {
 		b.Fatal(err)
 	}
 	const perTx = 10_000
 	for start := 0; start < n; start += perTx {
 		clock = t0.Add(time.Duration(start) * 2 * time.Second)
-		err := db.Update(context.Background(), func(tx pay.Tx) error {
+		err := db.Update(context.Background(), func(tx store.Tx) error {
 			for i := start; i < min(n, start+perTx); i++ {
 				if err := fillPayment(tx, i, t0.Add(time.Duration(i)*2*time.Second)); err != nil {
 					return err
@@ -74,7 +75,7 @@ func startupFile(b *testing.B, cleanup func(func()), n int) string {
 }
 
 // fillPayment writes payment i's records, created at at.
-func fillPayment(tx pay.Tx, i int, at time.Time) error {
+func fillPayment(tx store.Tx, i int, at time.Time) error {
 	id := fmt.Sprintf("pay_%s", ulidAt(at, i))
 	evt := fmt.Sprintf("evt_%s", ulidAt(at, i+1))
 	p := pay.Payment{
@@ -122,12 +123,12 @@ func fillPayment(tx pay.Tx, i int, at time.Time) error {
 			return err
 		}
 		if eff != pay.EffectWebhook {
-			if err := tx.PutEffect(pay.EffectRecord{Key: eff + ":" + evt, DeliveryID: dl.ID, At: at}); err != nil {
+			if err := tx.PutEffect(store.EffectRecord{Key: eff + ":" + evt, DeliveryID: dl.ID, At: at}); err != nil {
 				return err
 			}
 		}
 	}
-	if err := tx.PutEffect(pay.EffectRecord{Key: "loyalty_payment:" + id, At: at}); err != nil {
+	if err := tx.PutEffect(store.EffectRecord{Key: "loyalty_payment:" + id, At: at}); err != nil {
 		return err
 	}
 	if err := tx.AppendLedger([]pay.LedgerEntry{

@@ -9,6 +9,7 @@ import (
 
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Payments runs the merchant operations on a payment — create, report (the
@@ -39,7 +40,7 @@ import (
 // (502) and applies nothing. A report-mode provider (standard: Status is
 // EUNSUPPORTED) has no other evidence, and its report is applied as it is.
 type Payments struct {
-	Store           pay.Store
+	Store           store.Store
 	Finalizer       *Finalizer
 	Providers       map[string]pay.Provider
 	DefaultProvider string
@@ -159,7 +160,7 @@ func (s *Payments) Create(ctx context.Context, req CreateRequest) (pay.Payment, 
 		return pay.Payment{}, err
 	}
 	var p pay.Payment
-	if err := s.Store.Update(ctx, func(tx pay.Tx) (err error) { p, err = insertPayment(tx, req); return err }); err != nil {
+	if err := WriteTx(ctx, s.Store, func(tx Tx) (err error) { p, err = insertPayment(tx, req); return err }); err != nil {
 		return pay.Payment{}, err
 	}
 	s.logCreated(p)
@@ -198,18 +199,18 @@ func (s *Payments) CreateOnce(ctx context.Context, req CreateRequest, key IdemKe
 	var out Created
 	var made pay.Payment // stored by Start, charged by Run
 	out.Done, err = s.keys().Do(ctx, key, Op{
-		Start: func(tx pay.Tx, _, resumed string) (_ string, err error) {
+		Start: func(tx Tx, _, resumed string) (_ string, err error) {
 			if made = (pay.Payment{}); resumed != "" {
 				return resumed, nil
 			}
 			made, err = insertPayment(tx, req)
 			return made.ID, err
 		},
-		Run: func(ctx context.Context, paymentID string, finish func(pay.Tx) error) (err error) {
+		Run: func(ctx context.Context, paymentID string, finish func(Tx) error) (err error) {
 			// The key's answer goes into the transaction that finalizes
 			// the PSP's answer; an answer that is not applied (review)
 			// is not the request's.
-			then := func(tx pay.Tx, res pay.Result) error {
+			then := func(tx Tx, res pay.Result) error {
 				if res.Rejected != "" {
 					return nil
 				}
@@ -237,7 +238,7 @@ func (s *Payments) keys() *Idempotency {
 
 // insertPayment stores a new payment from a checked request: status
 // created, version 1, and its first timeline step.
-func insertPayment(tx pay.Tx, req CreateRequest) (pay.Payment, error) {
+func insertPayment(tx Tx, req CreateRequest) (pay.Payment, error) {
 	now := tx.Now()
 	p := pay.Payment{
 		ID: ids.Payment(now), OrderID: req.OrderID, Amount: req.Amount, Currency: req.Currency,
@@ -263,7 +264,7 @@ func (s *Payments) logCreated(p pay.Payment) {
 // answers the first charge instead of making a second), with then run in
 // the transaction that finalizes the PSP's answer (see charge); any other
 // payment is returned as it is.
-func (s *Payments) resume(ctx context.Context, paymentID string, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
+func (s *Payments) resume(ctx context.Context, paymentID string, then func(Tx, pay.Result) error) (pay.Payment, error) {
 	p, err := s.Get(ctx, paymentID)
 	if err != nil {
 		return pay.Payment{}, err
@@ -283,7 +284,7 @@ func (s *Payments) resume(ctx context.Context, paymentID string, then func(pay.T
 // then, if not nil, runs in the transaction that finalizes it (or, if the
 // answer could not be applied, the one that makes the payment
 // finalize_pending), after Apply; its error rolls that transaction back.
-func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
+func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment, then func(Tx, pay.Result) error) (pay.Payment, error) {
 	cctx, cancel := s.pspContext(ctx)
 	ans, err := prov.Create(cctx, p, CreateKey(p))
 	cancel()
@@ -326,7 +327,7 @@ func (s *Payments) charge(ctx context.Context, prov pay.Provider, p pay.Payment,
 // pending finalizes p as finalize_pending after a PSP call whose answer was
 // not applied. A payment that has moved on meanwhile (a webhook finished
 // it) is left as it is: finalize_pending is stale then.
-func (s *Payments) pending(ctx context.Context, p pay.Payment, note string, then func(pay.Tx, pay.Result) error) (pay.Payment, error) {
+func (s *Payments) pending(ctx context.Context, p pay.Payment, note string, then func(Tx, pay.Result) error) (pay.Payment, error) {
 	res, err := s.Finalizer.finalize(ctx, pay.Observation{
 		PaymentID: p.ID, Source: pay.SourceSync, Status: pay.FinalizePending, ExpectedVersion: p.Version, Note: note,
 	}, nil, then)
@@ -431,7 +432,7 @@ func (s *Payments) checkReport(ctx context.Context, paymentID string, st pay.Sta
 		said = "says " + string(ans.Status)
 	}
 	note := fmt.Sprintf("the merchant reported %s; the PSP's status API %s", st, said)
-	err = s.Store.Update(ctx, func(tx pay.Tx) error {
+	err = WriteTx(ctx, s.Store, func(tx Tx) error {
 		cur, err := tx.Payment(p.ID)
 		if err != nil {
 			return err
@@ -456,7 +457,7 @@ func (s *Payments) checkReport(ctx context.Context, paymentID string, st pay.Sta
 
 // Get returns one payment.
 func (s *Payments) Get(ctx context.Context, id string) (p pay.Payment, err error) {
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
+	err = ReadTx(ctx, s.Store, func(tx Tx) error {
 		p, err = tx.Payment(id)
 		return err
 	})
@@ -466,7 +467,7 @@ func (s *Payments) Get(ctx context.Context, id string) (p pay.Payment, err error
 // List returns a page of payments, newest first, and the cursor of the
 // next page ("" at the end).
 func (s *Payments) List(ctx context.Context, f pay.PaymentFilter) (list []pay.Payment, next string, err error) {
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
+	err = ReadTx(ctx, s.Store, func(tx Tx) error {
 		list, next, err = tx.ListPayments(f)
 		return err
 	})
@@ -476,7 +477,7 @@ func (s *Payments) List(ctx context.Context, f pay.PaymentFilter) (list []pay.Pa
 // Timeline returns a payment's timeline in order; ENOTFOUND for an unknown
 // payment.
 func (s *Payments) Timeline(ctx context.Context, id string) (steps []pay.Step, err error) {
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
+	err = ReadTx(ctx, s.Store, func(tx Tx) error {
 		if _, err := tx.Payment(id); err != nil {
 			return err
 		}
@@ -489,7 +490,7 @@ func (s *Payments) Timeline(ctx context.Context, id string) (steps []pay.Step, e
 // Balances returns the ledger balance of every account and currency, as
 // the transitions of payments posted them.
 func (s *Payments) Balances(ctx context.Context) (bs []pay.Balance, err error) {
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
+	err = ReadTx(ctx, s.Store, func(tx Tx) error {
 		bs, err = tx.LedgerBalances()
 		return err
 	})

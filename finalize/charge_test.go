@@ -14,7 +14,8 @@ import (
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stripe"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // stripeAnswering returns a Stripe provider whose API answers every request
@@ -63,7 +64,7 @@ func TestCreate_PSPAnswers(t *testing.T) {
 				t.Fatalf("Status=%s, want %s", got, want)
 			}
 			var steps []pay.Step
-			db.View(context.Background(), func(tx pay.Tx) (err error) { steps, err = tx.Steps(p.ID); return err })
+			db.View(context.Background(), func(tx store.Tx) (err error) { steps, err = tx.Steps(p.ID); return err })
 			if last := steps[len(steps)-1]; !strings.Contains(last.Note, tc.note) {
 				t.Fatalf("last step note=%q, want it to say %q", last.Note, tc.note)
 			}
@@ -85,14 +86,14 @@ func newMock(t *testing.T) *mock.Provider {
 // failingStore is the real store whose Update fails on chosen calls, the
 // way a full disk or a refused ledger posting fails a transaction.
 type failingStore struct {
-	pay.Store
+	store.Store
 	calls  atomic.Int32
 	failOn int32 // the 1-based Update call that fails
 	// died makes every Update from failOn on fail: the process died.
 	died bool
 }
 
-func (s *failingStore) Update(ctx context.Context, fn func(tx pay.Tx) error) error {
+func (s *failingStore) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	if n := s.calls.Add(1); n == s.failOn || (s.died && n > s.failOn) {
 		return errors.New("write failed: injected")
 	}
@@ -124,7 +125,7 @@ func TestCreate_FinalizeFailsAfterPSP(t *testing.T) {
 		t.Fatalf("stored Status=%s, returned %s, want %s", got, p.Status, want)
 	}
 	var steps []pay.Step
-	db.View(context.Background(), func(tx pay.Tx) (err error) { steps, err = tx.Steps(p.ID); return err })
+	db.View(context.Background(), func(tx store.Tx) (err error) { steps, err = tx.Steps(p.ID); return err })
 	if last := steps[len(steps)-1]; last.To != pay.FinalizePending || !strings.Contains(last.Note, "could not be recorded") {
 		t.Fatalf("last step=%+v, want the move to finalize_pending saying why", last)
 	}
@@ -167,7 +168,7 @@ func TestReport_CheckedAgainstPSP(t *testing.T) {
 			t.Fatalf("payment %s, want it unchanged at %s", got, p)
 		}
 		var item pay.ReviewItem
-		if err := svc.Store.View(ctx, func(tx pay.Tx) (err error) { item, err = tx.Review(p.ID); return err }); err != nil {
+		if err := svc.Store.View(ctx, func(tx store.Tx) (err error) { item, err = tx.Review(p.ID); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if item.Reason != pay.ReasonSyncContradicted || item.Observed != pay.Failed || !strings.HasPrefix(item.LastPSP, "captured") {

@@ -35,7 +35,7 @@ func (s *Payments) CountStored(ctx context.Context) (StoredCounts, error) {
 		counts map[pay.Status]int
 		out    StoredCounts
 	)
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
+	err := ReadTx(ctx, s.Store, func(tx Tx) error {
 		var err error
 		if counts, err = tx.PaymentCounts(); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
+	"github.com/paystate/paystate/store"
 )
 
 // TestRefunds_Disputed refuses a refund of a payment whose dispute is open
@@ -71,7 +72,7 @@ func TestRefunds_Disputed(t *testing.T) {
 						if got, want := pay.ErrorCode(err), pay.EChargeDisputed; got != want {
 							t.Fatalf("refund of %d while the dispute is %s: %+v (%v), want %s", amount, last, r.Refund, err, want)
 						}
-						if err := e.svc.Store.View(ctx, func(tx pay.Tx) error { _, err := tx.IdemKey("refund:" + key); return err }); pay.ErrorCode(err) != pay.ENOTFOUND {
+						if err := e.svc.Store.View(ctx, func(tx store.Tx) error { _, err := tx.IdemKey("refund:" + key); return err }); pay.ErrorCode(err) != pay.ENOTFOUND {
 							t.Fatalf("a refused refund left its key stored (%v)", err)
 						}
 					}

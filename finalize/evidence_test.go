@@ -7,7 +7,8 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // reviewOf returns the review item of a payment, failing if there is none.
@@ -190,7 +191,7 @@ func TestQueueReview(t *testing.T) {
 	queue := func(item pay.ReviewItem) bool {
 		t.Helper()
 		var added bool
-		if err := db.Update(ctx, func(tx pay.Tx) (err error) {
+		if err := db.Update(ctx, func(tx store.Tx) (err error) {
 			added, err = finalize.QueueReview(tx, item, pay.SourceWebhook)
 			return err
 		}); err != nil {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // maxRetries bounds the re-reads after a lost compare-and-set. With bbolt the
@@ -18,39 +19,48 @@ import (
 // with concurrent writers (PostgreSQL) may lose it and re-read.
 const maxRetries = 8
 
-// Tx is what Apply, Record and QueueReview use of a storage transaction:
-// the payment and its timeline, processed event ids, the lease (fencing),
-// the outbox and the ledger, the review queue, and the payment's refunds
-// and disputes. A pay.Tx is one; a backend is written and tested against
-// these methods first.
+// Tx is what finalize uses of a storage transaction, and all that its
+// functions receive: the payment and its timeline, the inbox and the
+// processed event ids, the lease (fencing), the outbox and the ledger,
+// the review queue, idempotency keys, the PSP's answers, refunds,
+// disputes and settlements. Deliveries, the effects' state and the mock
+// PSP's charges are ripple's and psp/mock's, not finalize's: the compiler
+// keeps finalize out of them.
 type Tx interface {
-	// Now is the time read when the transaction began, in UTC.
-	Now() time.Time
-	Payment(id string) (pay.Payment, error)
-	PaymentByRef(provider, ref string) (pay.Payment, error)
-	UpdatePayment(p pay.Payment, prev uint64) error
-	AppendStep(s pay.Step) error
-	IsProcessed(provider, eventID string) (bool, error)
-	MarkProcessed(provider, eventID string) error
-	Lease(paymentID string) (pay.Lease, error)
-	AppendOutbox(r pay.OutboxRecord) error
-	AppendLedger(entries []pay.LedgerEntry) error
-	PutReview(item pay.ReviewItem) error
-	Review(id string) (pay.ReviewItem, error)
-	InsertRefund(r pay.Refund) error
-	UpdateRefund(r pay.Refund) error
-	Refund(id string) (pay.Refund, error)
-	RefundByRef(provider, ref string) (pay.Refund, error)
-	RefundsForPayment(paymentID string) ([]pay.Refund, error)
-	PutDispute(d pay.Dispute) error
-	Dispute(provider, id string) (pay.Dispute, error)
-	DisputesForPayment(paymentID string) ([]pay.Dispute, error)
+	store.Core
+	store.Payments
+	store.Timeline
+	store.Inbox
+	store.Leases
+	store.Outbox
+	store.Ledger
+	store.Review
+	store.Idempotency
+	store.PSPAnswers
+	store.Refunds
+	store.Disputes
+	store.Settlements
 }
+
+// ReadTx runs fn in a read transaction of s, handing it the transaction as
+// finalize's Tx.
+func ReadTx(ctx context.Context, s store.Store, fn func(tx Tx) error) error {
+	return store.View(ctx, s, asTx, fn)
+}
+
+// WriteTx runs fn in a write transaction of s (store.Store.Update),
+// handing it the transaction as finalize's Tx.
+func WriteTx(ctx context.Context, s store.Store, fn func(tx Tx) error) error {
+	return store.Update(ctx, s, asTx, fn)
+}
+
+// asTx is where the compiler checks that a store.Tx is a finalize.Tx.
+func asTx(tx store.Tx) Tx { return tx }
 
 // Finalizer applies observations to payments. It is the only code in
 // paystate that changes a payment's status.
 type Finalizer struct {
-	Store pay.Store
+	Store store.Store
 
 	// Notify, if set, is called after every commit that appended outbox
 	// records (the ripple workers' wake-up). It must not block.
@@ -60,7 +70,7 @@ type Finalizer struct {
 }
 
 // New returns a Finalizer over store.
-func New(store pay.Store) *Finalizer {
+func New(store store.Store) *Finalizer {
 	return &Finalizer{Store: store, Logger: zerolog.Nop()}
 }
 
@@ -76,7 +86,7 @@ func (f *Finalizer) Finalize(ctx context.Context, obs pay.Observation) (pay.Resu
 // transaction: if check returns an error, nothing is written and the error
 // is returned. The webhook inbox uses it to apply an event only while no
 // one holds the payment's lease (LeaseFree), in one transaction.
-func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error) (pay.Result, error) {
+func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check func(tx Tx) error) (pay.Result, error) {
 	return f.finalize(ctx, obs, check, nil)
 }
 
@@ -84,14 +94,14 @@ func (f *Finalizer) FinalizeIf(ctx context.Context, obs pay.Observation, check f
 // same transaction, for writes that belong with the observation (the
 // sweeper stores the PSP answer it finalizes there); its error rolls
 // everything back and is returned.
-func (f *Finalizer) FinalizeThen(ctx context.Context, obs pay.Observation, then func(tx pay.Tx, res pay.Result) error) (pay.Result, error) {
+func (f *Finalizer) FinalizeThen(ctx context.Context, obs pay.Observation, then func(tx Tx, res pay.Result) error) (pay.Result, error) {
 	return f.finalize(ctx, obs, nil, then)
 }
 
 // finalize is FinalizeIf with then, if not nil, run after Apply in the same
 // transaction (a review resolution removes its item there, a create stores
 // its idempotency answer); its error rolls everything back.
-func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check func(tx pay.Tx) error, then func(tx pay.Tx, res pay.Result) error) (pay.Result, error) {
+func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check func(tx Tx) error, then func(tx Tx, res pay.Result) error) (pay.Result, error) {
 	if err := checkObservation(obs); err != nil {
 		return pay.Result{}, err
 	}
@@ -99,7 +109,7 @@ func (f *Finalizer) finalize(ctx context.Context, obs pay.Observation, check fun
 	var err error
 	for range maxRetries {
 		refused := false // check or then said no: a conflict of theirs is the answer
-		err = f.Store.Update(ctx, func(tx pay.Tx) error {
+		err = WriteTx(ctx, f.Store, func(tx Tx) error {
 			refused = false
 			if check != nil {
 				if err := check(tx); err != nil {

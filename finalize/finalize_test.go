@@ -9,13 +9,14 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 var t0 = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // seed stores a payment in status st at version 1.
-func seed(t *testing.T, db pay.Store, id string, st pay.Status) pay.Payment {
+func seed(t *testing.T, db store.Store, id string, st pay.Status) pay.Payment {
 	t.Helper()
 	p := pay.Payment{
 		ID: id, OrderID: "order-" + id, Amount: 1250, Currency: "EUR",
@@ -23,7 +24,7 @@ func seed(t *testing.T, db pay.Store, id string, st pay.Status) pay.Payment {
 		Provider: "mock", Status: st, Version: 1, ClientSecret: "cs_secret", RedirectURL: "https://psp.invalid/3ds",
 		CreatedAt: t0, UpdatedAt: t0,
 	}
-	if err := db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+	if err := db.Update(context.Background(), func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -38,10 +39,10 @@ type snapshot struct {
 	handled bool
 }
 
-func snap(t *testing.T, db pay.Store, id, provider, eventID string) snapshot {
+func snap(t *testing.T, db store.Store, id, provider, eventID string) snapshot {
 	t.Helper()
 	var s snapshot
-	err := db.View(context.Background(), func(tx pay.Tx) error {
+	err := db.View(context.Background(), func(tx store.Tx) error {
 		var err error
 		if s.p, err = tx.Payment(id); err != nil {
 			return err
@@ -74,7 +75,7 @@ func snap(t *testing.T, db pay.Store, id, provider, eventID string) snapshot {
 // through Finalize on a real database and checks what was written.
 func TestFinalize_EveryPair(t *testing.T) {
 	t.Parallel()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0.Add(time.Minute) }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0.Add(time.Minute) }})
 	f := finalize.New(db)
 	ctx := context.Background()
 	for i, cur := range pay.Statuses {
@@ -222,19 +223,19 @@ func TestFinalize_VersionConflict(t *testing.T) {
 func TestFinalize_LeaseFencing(t *testing.T) {
 	t.Parallel()
 	now := t0
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return now }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return now }})
 	f := finalize.New(db)
 	ctx := context.Background()
 	seed(t, db, "pay_l", pay.Processing)
 
 	var old pay.Lease
-	if err := db.Update(ctx, func(tx pay.Tx) (err error) { old, err = tx.AcquireLease("pay_l", "a", 30*time.Second); return err }); err != nil {
+	if err := db.Update(ctx, func(tx store.Tx) (err error) { old, err = tx.AcquireLease("pay_l", "a", 30*time.Second); return err }); err != nil {
 		t.Fatal(err)
 	}
 	// The lease runs out while its holder is slow; another worker takes it.
 	now = now.Add(time.Minute)
 	var cur pay.Lease
-	if err := db.Update(ctx, func(tx pay.Tx) (err error) { cur, err = tx.AcquireLease("pay_l", "b", 30*time.Second); return err }); err != nil {
+	if err := db.Update(ctx, func(tx store.Tx) (err error) { cur, err = tx.AcquireLease("pay_l", "b", 30*time.Second); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if cur.Token <= old.Token {

@@ -8,6 +8,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Defaults of Idempotency.
@@ -44,7 +45,7 @@ const (
 // in flight past its Lock belongs to a request that died: the next request
 // takes it over and resumes it (the payment it stored is on the record).
 type Idempotency struct {
-	Store pay.Store
+	Store store.Store
 	// TTL is how long keys are kept; default DefaultIdemTTL.
 	TTL time.Duration
 	// Lock bounds how long a key stays in flight without an answer;
@@ -84,17 +85,17 @@ type Op struct {
 	// free (resumed: "") or held by a request that died (resumed: the
 	// payment on the key). Its error is the answer, and nothing is
 	// written: a request that cannot run consumes no key.
-	Check func(tx pay.Tx, resumed string) error
+	Check func(tx Tx, resumed string) error
 	// Start stores the operation's first step in the transaction that
 	// claims the key and returns the payment it is about, which the key's
 	// record names; stored is the name the key is stored under. For a
 	// request that died midway, resumed is the payment on the key and
 	// Start finds what the first try stored.
-	Start func(tx pay.Tx, stored, resumed string) (paymentID string, err error)
+	Start func(tx Tx, stored, resumed string) (paymentID string, err error)
 	// Run takes the stored step to its outcome, outside any transaction
 	// (the PSP call). It runs finish in the transaction that records the
 	// outcome, when there is one: that commit stores the key's answer.
-	Run func(ctx context.Context, paymentID string, finish func(pay.Tx) error) error
+	Run func(ctx context.Context, paymentID string, finish func(Tx) error) error
 }
 
 // Done is what Do did under a key: the claim and the key's record (for a
@@ -115,7 +116,7 @@ type Done struct {
 func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) {
 	// What a read transaction can answer, it answers.
 	var done Done
-	err := k.Store.View(ctx, func(tx pay.Tx) (err error) {
+	err := ReadTx(ctx, k.Store, func(tx Tx) (err error) {
 		if done.Record, done.Claim, err = k.claim(tx, key); err != nil || done.Claim == ClaimReplay || op.Check == nil {
 			return err
 		}
@@ -130,7 +131,7 @@ func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) 
 	// leaves the process (again after a compare-and-set lost, as Finalize).
 	var paymentID string
 	var claimed pay.IdemRecord
-	claim := func(tx pay.Tx) (err error) {
+	claim := func(tx Tx) (err error) {
 		if paymentID, err = op.Start(tx, key.Key, done.resumed()); err != nil {
 			return err
 		}
@@ -138,7 +139,7 @@ func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) 
 		return err
 	}
 	for range maxRetries {
-		if err = k.Store.Update(ctx, claim); pay.ErrorCode(err) != pay.ECONFLICT {
+		if err = WriteTx(ctx, k.Store, claim); pay.ErrorCode(err) != pay.ECONFLICT {
 			break
 		}
 	}
@@ -150,7 +151,7 @@ func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) 
 	// Take the operation to its outcome; the key's answer goes into the
 	// transaction that records it.
 	finished := false
-	finish := func(tx pay.Tx) error {
+	finish := func(tx Tx) error {
 		tx.OnCommit(func() { finished = true })
 		err := finishIdemKey(tx, key.Key, paymentID, key.Status, nil)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
@@ -162,7 +163,7 @@ func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) 
 		return done, k.refuse(ctx, key, true, err)
 	}
 	if !finished {
-		err = k.Store.Update(ctx, finish)
+		err = WriteTx(ctx, k.Store, finish)
 	}
 	return done, err
 }
@@ -181,7 +182,7 @@ func (d Done) resumed() string {
 // take-over needs the record d found, still left by the request that
 // died. Anything else is a request that claimed the key meanwhile:
 // EKEYINUSE.
-func (k *Idempotency) take(tx pay.Tx, key IdemKey, d Done, paymentID string) (pay.IdemRecord, error) {
+func (k *Idempotency) take(tx Tx, key IdemKey, d Done, paymentID string) (pay.IdemRecord, error) {
 	now, rec := tx.Now(), k.record(tx, key, paymentID)
 	stored, claimed, err := tx.ClaimIdemKey(rec)
 	switch {
@@ -215,7 +216,7 @@ func (k *Idempotency) refuse(ctx context.Context, key IdemKey, held bool, err er
 	if transient && !held {
 		return err
 	}
-	serr := k.Store.Update(ctx, func(tx pay.Tx) error {
+	serr := WriteTx(ctx, k.Store, func(tx Tx) error {
 		if transient {
 			// Nothing final was said: let a retry run or resume.
 			r, err := tx.IdemKey(key.Key)
@@ -240,7 +241,7 @@ func (k *Idempotency) refuse(ctx context.Context, key IdemKey, held bool, err er
 
 // record is a new claim of key, in flight for this process, naming
 // paymentID.
-func (k *Idempotency) record(tx pay.Tx, key IdemKey, paymentID string) pay.IdemRecord {
+func (k *Idempotency) record(tx Tx, key IdemKey, paymentID string) pay.IdemRecord {
 	now := tx.Now()
 	return pay.IdemRecord{Key: key.Key, Fingerprint: key.Fingerprint, State: pay.IdemInFlight, Owner: k.Owner,
 		LockedUntil: now.Add(or(k.Lock, DefaultIdemLock)), PaymentID: paymentID, CreatedAt: now,
@@ -253,7 +254,7 @@ func (k *Idempotency) record(tx pay.Tx, key IdemKey, paymentID string) pay.IdemR
 // EKEYREUSED for another fingerprint, EKEYINUSE for a key in flight. It
 // writes nothing. rec.Key is the name the key is stored under: key.Key,
 // or key.Legacy when a live record is stored under that name only.
-func (k *Idempotency) claim(tx pay.Tx, key IdemKey) (rec pay.IdemRecord, _ Claim, _ error) {
+func (k *Idempotency) claim(tx Tx, key IdemKey) (rec pay.IdemRecord, _ Claim, _ error) {
 	now := tx.Now()
 	r, err := tx.IdemKey(key.Key)
 	if pay.ErrorCode(err) == pay.ENOTFOUND && key.Legacy != "" {
@@ -295,7 +296,7 @@ func (key IdemKey) resolved(rec pay.IdemRecord) IdemKey {
 // status code, the body and, if not empty, the payment it is about. An
 // answer about a payment needs no body: its replay is the payment's
 // current view.
-func finishIdemKey(tx pay.Tx, key, paymentID string, status int, body []byte) error {
+func finishIdemKey(tx Tx, key, paymentID string, status int, body []byte) error {
 	r, err := tx.IdemKey(key)
 	if err != nil {
 		return err

@@ -18,6 +18,7 @@ import (
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/internal/metriccache"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Defaults of the Inbox.
@@ -80,7 +81,7 @@ var inboxDeferrals = metrics.NewCounter(`paystate_inbox_deferrals_total`)
 // Metric labels never carry a provider name from the request: names that
 // are not configured count as "unknown" (pay.ProviderLabel).
 type Inbox struct {
-	Store     pay.Store
+	Store     store.Store
 	Finalizer *Finalizer
 	Providers map[string]pay.Provider
 	// Pull fetches and finalizes what the PSP answers for a trigger
@@ -188,7 +189,7 @@ func (in *Inbox) acceptTrigger(ctx context.Context, provider string, ev pay.Webh
 	}
 	var paymentID string
 	var pending bool
-	err := in.Store.View(ctx, func(tx pay.Tx) error {
+	err := ReadTx(ctx, in.Store, func(tx Tx) error {
 		var err error
 		if paymentID = resolve(tx, provider, ev.PaymentID, ev.ProviderRef); paymentID != "" {
 			pending, err = triggerPending(tx, paymentID)
@@ -206,7 +207,7 @@ func (in *Inbox) acceptTrigger(ctx context.Context, provider string, ev pay.Webh
 	stored := false
 	if !pending {
 		archived := append([]byte(nil), Redact(body)...)
-		err = in.Store.Update(ctx, func(tx pay.Tx) error {
+		err = WriteTx(ctx, in.Store, func(tx Tx) error {
 			var err error
 			stored, err = putTrigger(tx, provider, paymentID, ev.ProviderRef, archived)
 			if err == nil && stored {
@@ -268,7 +269,7 @@ func (in *Inbox) seen(ctx context.Context, provider string, ev pay.WebhookEvent)
 	if in.WriteFirst {
 		return eventNew, nil
 	}
-	err = in.Store.View(ctx, func(tx pay.Tx) (err error) {
+	err = ReadTx(ctx, in.Store, func(tx Tx) (err error) {
 		v, err = known(tx, provider, ev, resolve(tx, provider, ev.PaymentID, ev.ProviderRef))
 		return err
 	})
@@ -277,7 +278,7 @@ func (in *Inbox) seen(ctx context.Context, provider string, ev pay.WebhookEvent)
 
 // known is the verdict on ev inside tx, its payment resolved: not ours,
 // a duplicate, or new.
-func known(tx pay.Tx, provider string, ev pay.WebhookEvent, paymentID string) (verdict, error) {
+func known(tx Tx, provider string, ev pay.WebhookEvent, paymentID string) (verdict, error) {
 	if paymentID == "" && ev.Untagged {
 		return eventNotOurs, nil
 	}
@@ -314,7 +315,7 @@ func (in *Inbox) keep(ctx context.Context, provider string, ev pay.WebhookEvent,
 // new (a payment a provider's event adopts is created there) and, if
 // apply and its payment is known, applies it in that transaction.
 func (in *Inbox) put(ctx context.Context, provider string, ev pay.WebhookEvent, archived []byte, apply bool) (v verdict, err error) {
-	err = in.Store.Update(ctx, func(tx pay.Tx) (err error) {
+	err = WriteTx(ctx, in.Store, func(tx Tx) (err error) {
 		paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
 		if paymentID == "" && ev.Adopt != nil {
 			if paymentID, err = adopt(tx, provider, ev); err != nil {
@@ -358,7 +359,7 @@ func (in *Inbox) put(ctx context.Context, provider string, ev pay.WebhookEvent, 
 // transaction: the payment's lease must be free; the observation is
 // finalized (or, for an event with no status, recorded on the timeline)
 // and the event id marked processed.
-func (in *Inbox) applyIn(tx pay.Tx, ev pay.InboxEvent) error {
+func (in *Inbox) applyIn(tx Tx, ev pay.InboxEvent) error {
 	if err := LeaseFree(tx, ev.PaymentID); err != nil {
 		return err
 	}
@@ -395,7 +396,7 @@ func (in *Inbox) ignored(provider, reason string) {
 
 // resolve finds the payment an event is about: by paystate's id (echoed by
 // the PSP as metadata), else by the PSP's reference; "" if unknown.
-func resolve(tx pay.Tx, provider, paymentID, ref string) string {
+func resolve(tx Tx, provider, paymentID, ref string) string {
 	if paymentID != "" {
 		if p, err := tx.Payment(paymentID); err == nil && p.Provider == provider {
 			return p.ID
@@ -436,7 +437,7 @@ func (in *Inbox) Run(ctx context.Context) error {
 // (deferrals do not count).
 func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
 	var due []pay.InboxEvent
-	err := in.Store.View(ctx, func(tx pay.Tx) error {
+	err := ReadTx(ctx, in.Store, func(tx Tx) error {
 		var err error
 		due, err = tx.PendingInbox(tx.Now(), or(in.Batch, DefaultInboxBatch))
 		return err
@@ -495,7 +496,7 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 	// An event found by the PSP's reference may have arrived before that
 	// reference was recorded: resolve it again.
 	if ev.PaymentID == "" {
-		err := in.Store.Update(ctx, func(tx pay.Tx) error {
+		err := WriteTx(ctx, in.Store, func(tx Tx) error {
 			ev.PaymentID = resolve(tx, ev.Provider, "", ev.ProviderRef)
 			if ev.PaymentID != "" || !last {
 				return nil
@@ -559,10 +560,10 @@ func (in *Inbox) applyStored(ctx context.Context, ev pay.InboxEvent) error {
 	// and a human's resolution exactly as taking and releasing the lease
 	// around it would, with one commit instead of three. If the lease is
 	// held, come back later.
-	free := func(tx pay.Tx) error { return LeaseFree(tx, ev.PaymentID) }
+	free := func(tx Tx) error { return LeaseFree(tx, ev.PaymentID) }
 	var err error
 	if recordOnly(ev) {
-		err = in.Store.Update(ctx, func(tx pay.Tx) error {
+		err = WriteTx(ctx, in.Store, func(tx Tx) error {
 			if err := free(tx); err != nil {
 				return err
 			}
@@ -579,7 +580,7 @@ func (in *Inbox) applyStored(ctx context.Context, ev pay.InboxEvent) error {
 // transaction. It reports whether that committed.
 func (in *Inbox) exhausted(ctx context.Context, ev pay.InboxEvent, lastErr string) (bool, error) {
 	note := fmt.Sprintf("webhook %s (%s) not applied after %d tries; last error: %s", ev.EventID, ev.Type, ev.Attempts+1, lastErr)
-	err := in.Store.Update(ctx, func(tx pay.Tx) error {
+	err := WriteTx(ctx, in.Store, func(tx Tx) error {
 		if _, err := QueueReview(tx, pay.ReviewItem{
 			PaymentID: ev.PaymentID, Reason: pay.ReasonInboxExhausted, Provider: ev.Provider,
 			ProviderRef: ev.ProviderRef, EventID: ev.EventID, Observed: ev.Status, Note: note,
@@ -620,7 +621,7 @@ func observationOf(ev pay.InboxEvent) pay.Observation {
 // Evidence that does not make a valid payment (an order id paystate would
 // refuse, no amount) makes none: "" is returned and the event stays an
 // orphan.
-func adopt(tx pay.Tx, provider string, ev pay.WebhookEvent) (string, error) {
+func adopt(tx Tx, provider string, ev pay.WebhookEvent) (string, error) {
 	a := ev.Adopt
 	now := tx.Now()
 	p := pay.Payment{
@@ -656,7 +657,7 @@ var adoptedTotal = metrics.NewCounter(`paystate_payments_adopted_total`)
 // completed with no payment required, neither captured nor failed), the
 // review queue (unresolved) with the event as evidence. Either way the
 // event is processed in the same transaction.
-func recordEvent(tx pay.Tx, ev pay.InboxEvent) error {
+func recordEvent(tx Tx, ev pay.InboxEvent) error {
 	if ev.StepKind != pay.StepReview {
 		return Record(tx, ev.PaymentID, pay.SourceWebhook, stepKind(ev), ev.Provider, ev.EventID, ev.Type)
 	}
@@ -683,7 +684,7 @@ func stepKind(ev pay.InboxEvent) string {
 // deferEvent schedules ev again with exponential backoff and jitter.
 func (in *Inbox) deferEvent(ctx context.Context, ev pay.InboxEvent, reason string) error {
 	delay := backoff.Delay(or(in.BackoffBase, DefaultInboxBackoffBase), or(in.BackoffCap, DefaultInboxBackoffCap), ev.Attempts+1)
-	return in.Store.Update(ctx, func(tx pay.Tx) error {
+	return WriteTx(ctx, in.Store, func(tx Tx) error {
 		return tx.DeferInbox(ev.Provider, ev.EventID, tx.Now().Add(delay), reason)
 	})
 }

@@ -20,14 +20,15 @@ import (
 	"github.com/paystate/paystate/psp/stripe/stripefake"
 	"github.com/paystate/paystate/psp/stripe/stripetest"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 type fixture struct {
-	db    *store.DB
+	db    *bolt.DB
 	clock *storetest.Clock
 	in    *finalize.Inbox
 }
@@ -35,7 +36,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC())
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	sp, err := standard.New(standard.Config{WebhookSecret: secret, Tolerance: 5 * time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +54,7 @@ func (f *fixture) payment(t *testing.T, id string) {
 	t.Helper()
 	now := f.clock.Now()
 	p := pay.Payment{ID: id, OrderID: "o", Amount: 100, Currency: "EUR", Provider: "standard", Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now}
-	if err := f.db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+	if err := f.db.Update(context.Background(), func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -75,7 +76,7 @@ func (f *fixture) accept(t *testing.T, evID, typ, paymentID, ref string) bool {
 func (f *fixture) get(t *testing.T, id string) pay.Payment {
 	t.Helper()
 	var p pay.Payment
-	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
+	if err := f.db.View(context.Background(), func(tx store.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -88,7 +89,7 @@ func TestInbox_DeferWhileLeaseHeld(t *testing.T) {
 	f.payment(t, "pay_a")
 
 	// Another worker holds the payment's lease.
-	if err := f.db.Update(ctx, func(tx pay.Tx) error {
+	if err := f.db.Update(ctx, func(tx store.Tx) error {
 		_, err := tx.AcquireLease("pay_a", "sweeper", 30*time.Second)
 		return err
 	}); err != nil {
@@ -113,7 +114,7 @@ func TestInbox_DeferWhileLeaseHeld(t *testing.T) {
 	}
 	// Deferred, not dropped: the event is still pending, later.
 	var pending []pay.InboxEvent
-	if err := f.db.View(ctx, func(tx pay.Tx) (err error) {
+	if err := f.db.View(ctx, func(tx store.Tx) (err error) {
 		pending, err = tx.PendingInbox(f.clock.Now().Add(time.Hour), 10)
 		return err
 	}); err != nil {
@@ -174,7 +175,7 @@ func TestInbox_Orphan(t *testing.T) {
 		}
 		f.clock.Add(time.Hour) // past any backoff
 		var items []pay.ReviewItem
-		if err := f.db.View(ctx, func(tx pay.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
+		if err := f.db.View(ctx, func(tx store.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
 			t.Fatal(err)
 		}
 		last := i == finalize.DefaultInboxMaxAttempts-1
@@ -188,7 +189,7 @@ func TestInbox_Orphan(t *testing.T) {
 		}
 	}
 	var done bool
-	if err := f.db.View(ctx, func(tx pay.Tx) (err error) { done, err = tx.IsProcessed("standard", "evt_o"); return err }); err != nil {
+	if err := f.db.View(ctx, func(tx store.Tx) (err error) { done, err = tx.IsProcessed("standard", "evt_o"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if !done {
@@ -252,7 +253,7 @@ func (f *fixture) acceptBody(t *testing.T, evID string, body []byte) {
 func (f *fixture) reviews(t *testing.T) []pay.ReviewItem {
 	t.Helper()
 	var items []pay.ReviewItem
-	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
+	if err := f.db.View(context.Background(), func(tx store.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return items
@@ -261,7 +262,7 @@ func (f *fixture) reviews(t *testing.T) []pay.ReviewItem {
 func (f *fixture) pending(t *testing.T) []pay.InboxEvent {
 	t.Helper()
 	var evs []pay.InboxEvent
-	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) {
+	if err := f.db.View(context.Background(), func(tx store.Tx) (err error) {
 		evs, err = tx.PendingInbox(f.clock.Now().Add(24*time.Hour), 100)
 		return err
 	}); err != nil {
@@ -346,7 +347,7 @@ func TestInbox_MaxAttempts(t *testing.T) {
 			}
 			ctx := context.Background()
 			f.payment(t, "pay_x")
-			if err := f.db.Update(ctx, func(tx pay.Tx) error {
+			if err := f.db.Update(ctx, func(tx store.Tx) error {
 				_, err := tx.AcquireLease("pay_x", "stuck", 1000*time.Hour)
 				return err
 			}); err != nil {
@@ -383,7 +384,7 @@ func TestInbox_MaxAttempts(t *testing.T) {
 			}
 			// verify's rule: a processed webhook has its timeline step.
 			var steps []pay.Step
-			f.db.View(ctx, func(tx pay.Tx) (err error) { steps, err = tx.Steps("pay_x"); return err })
+			f.db.View(ctx, func(tx store.Tx) (err error) { steps, err = tx.Steps("pay_x"); return err })
 			if len(steps) != 1 || steps[0].Kind != pay.StepReview || steps[0].EventID != "evt_x" {
 				t.Fatalf("timeline=%+v, want the review step of evt_x", steps)
 			}
@@ -427,7 +428,7 @@ func TestInbox_LateReferenceWithinWindow(t *testing.T) {
 func stripeFixture(t *testing.T) (*fixture, *stripe.Provider) {
 	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC())
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	sp, err := stripe.New(stripe.Config{SecretKey: "sk_test_inbox", WebhookSecret: stripeSecret, APIBase: "http://127.0.0.1:1"})
 	if err != nil {
 		t.Fatal(err)
@@ -458,7 +459,7 @@ func TestInbox_StripeNotOurs(t *testing.T) {
 	if got := ignored.Get(); got != before+1 {
 		t.Fatalf("paystate_webhooks_ignored_total{reason=not_ours}=%d, want %d", got, before+1)
 	}
-	if err := f.db.View(ctx, func(tx pay.Tx) error { _, err := tx.InboxEvent("stripe", "evt_foreign"); return err }); pay.ErrorCode(err) != pay.ENOTFOUND {
+	if err := f.db.View(ctx, func(tx store.Tx) error { _, err := tx.InboxEvent("stripe", "evt_foreign"); return err }); pay.ErrorCode(err) != pay.ENOTFOUND {
 		t.Fatalf("InboxEvent: err=%v, want not stored", err)
 	}
 	for range 4 {
@@ -473,7 +474,7 @@ func TestInbox_StripeNotOurs(t *testing.T) {
 	// is found by the reference and applied.
 	now := f.clock.Now()
 	p := pay.Payment{ID: "pay_ours", OrderID: "o", Amount: 2500, Currency: "EUR", Provider: "stripe", ProviderRef: "pi_ours", Status: pay.Captured, Version: 1, CreatedAt: now, UpdatedAt: now}
-	if err := f.db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+	if err := f.db.Update(ctx, func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 		t.Fatal(err)
 	}
 	body = stripetest.Event(t, stripetest.EventSpec{Type: stripe.TypeChargeRefunded, ID: "evt_ours", Created: time.Now(), PaymentIntent: "pi_ours", NoPaymentID: true})
@@ -548,7 +549,7 @@ func TestInbox_AppliedOnAccept(t *testing.T) {
 
 	f.payment(t, "pay_held")
 	var lease pay.Lease
-	if err := f.db.Update(ctx, func(tx pay.Tx) (err error) {
+	if err := f.db.Update(ctx, func(tx store.Tx) (err error) {
 		lease, err = tx.AcquireLease("pay_held", "sweeper", time.Minute)
 		return err
 	}); err != nil {
@@ -561,14 +562,14 @@ func TestInbox_AppliedOnAccept(t *testing.T) {
 	}
 	for _, ev := range []string{"evt_held", "evt_unknown"} {
 		var e pay.InboxEvent
-		if err := f.db.View(ctx, func(tx pay.Tx) (err error) { e, err = tx.InboxEvent("standard", ev); return err }); err != nil {
+		if err := f.db.View(ctx, func(tx store.Tx) (err error) { e, err = tx.InboxEvent("standard", ev); return err }); err != nil {
 			t.Fatalf("%s not stored: %v", ev, err)
 		}
 		if e.Processed {
 			t.Fatalf("%s is processed, want pending for the worker", ev)
 		}
 	}
-	if err := f.db.Update(ctx, func(tx pay.Tx) error { return tx.ReleaseLease("pay_held", lease.Token) }); err != nil {
+	if err := f.db.Update(ctx, func(tx store.Tx) error { return tx.ReleaseLease("pay_held", lease.Token) }); err != nil {
 		t.Fatal(err)
 	}
 	if n, err := f.in.RunOnce(ctx); err != nil || n != 1 {

@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // leaseWindow is how many recent durations the p99 is computed over.
@@ -38,7 +39,7 @@ var (
 // take no lease: the inbox applies an event in one transaction that checks
 // the lease is free (LeaseFree) and finalizes.
 type Leases struct {
-	Store  pay.Store
+	Store  store.Store
 	Holder string        // who holds the lease: "sweeper", "review", plus a process id
 	TTL    time.Duration // lease.ttl
 	// Now measures how long work under a lease takes; default time.Now.
@@ -54,7 +55,7 @@ type Leases struct {
 // LeaseFree returns ELEASEHELD if someone holds the payment's lease at
 // tx.Now(). It is the one check that excludes a holder's work, for code
 // that writes in one transaction without taking the lease (the inbox).
-func LeaseFree(tx pay.Tx, paymentID string) error {
+func LeaseFree(tx Tx, paymentID string) error {
 	l, err := tx.Lease(paymentID)
 	if err != nil {
 		return err
@@ -70,7 +71,7 @@ func LeaseFree(tx pay.Tx, paymentID string) error {
 // without running fn; the caller defers the work.
 func (r *Leases) Do(ctx context.Context, paymentID string, fn func(ctx context.Context, token uint64) error) error {
 	var l pay.Lease
-	err := r.Store.Update(ctx, func(tx pay.Tx) error {
+	err := WriteTx(ctx, r.Store, func(tx Tx) error {
 		var err error
 		l, err = tx.AcquireLease(paymentID, r.Holder, r.TTL)
 		return err
@@ -96,7 +97,7 @@ func (r *Leases) Do(ctx context.Context, paymentID string, fn func(ctx context.C
 	// Release with a context of its own: the work's may be cancelled.
 	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer rcancel()
-	if rerr := r.Store.Update(rctx, func(tx pay.Tx) error { return tx.ReleaseLease(paymentID, l.Token) }); rerr != nil && err == nil {
+	if rerr := WriteTx(rctx, r.Store, func(tx Tx) error { return tx.ReleaseLease(paymentID, l.Token) }); rerr != nil && err == nil {
 		// The lease runs out by itself; a failed release only delays the next holder.
 		r.Logger.Warn().Err(rerr).Str("payment_id", paymentID).Msg("release lease")
 	}

@@ -9,14 +9,14 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
 func TestLeases_Do(t *testing.T) {
 	clock := storetest.NewClock(time.Now().UTC())
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	ctx := context.Background()
 	r := &finalize.Leases{Store: db, Holder: "test", TTL: 30 * time.Second, Now: clock.Now}
 	headroom := metrics.GetOrCreateGauge(`paystate_lease_ttl_headroom_low`, nil)

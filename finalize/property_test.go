@@ -13,7 +13,8 @@ import (
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // propState is what the properties look at after each observation.
@@ -23,9 +24,9 @@ type propState struct {
 	outbox []pay.OutboxRecord
 }
 
-func readProp(t *rapid.T, db pay.Store, id string) propState {
+func readProp(t *rapid.T, db store.Store, id string) propState {
 	var s propState
-	err := db.View(context.Background(), func(tx pay.Tx) error {
+	err := db.View(context.Background(), func(tx store.Tx) error {
 		var err error
 		if s.p, err = tx.Payment(id); err != nil {
 			return err
@@ -74,7 +75,7 @@ func TestFinalize_Properties(t *testing.T) {
 	var clock atomic.Int64
 	clock.Store(t0.UnixNano())
 	now := func() time.Time { return time.Unix(0, clock.Add(int64(time.Second))).UTC() }
-	db := bolttest.MustOpen(t, &store.Options{Now: now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: now})
 	f := finalize.New(db)
 	ctx := context.Background()
 
@@ -93,7 +94,7 @@ func TestFinalize_Properties(t *testing.T) {
 			Status: start, Version: 1, ClientSecret: "cs_seed", RedirectURL: "https://psp.invalid/seed",
 			CreatedAt: now(), UpdatedAt: now(),
 		}
-		if err := db.Update(ctx, func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+		if err := db.Update(ctx, func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 			rt.Fatal(err)
 		}
 		var events []string // webhook events processed so far
@@ -131,7 +132,7 @@ func TestFinalize_Properties(t *testing.T) {
 			var leased pay.Lease
 			stale := false
 			if obs.Source != pay.SourceReport && rapid.IntRange(0, 3).Draw(rt, "leased") == 0 {
-				err := db.Update(ctx, func(tx pay.Tx) error {
+				err := db.Update(ctx, func(tx store.Tx) error {
 					var err error
 					leased, err = tx.AcquireLease(p.ID, "prop", 30*time.Second)
 					return err
@@ -148,7 +149,7 @@ func TestFinalize_Properties(t *testing.T) {
 			observations.Add(1)
 			res, err := f.Finalize(ctx, obs)
 			if leased.Token != 0 {
-				if err := db.Update(ctx, func(tx pay.Tx) error { return tx.ReleaseLease(p.ID, leased.Token) }); err != nil {
+				if err := db.Update(ctx, func(tx store.Tx) error { return tx.ReleaseLease(p.ID, leased.Token) }); err != nil {
 					rt.Fatal(err)
 				}
 			}
@@ -256,7 +257,7 @@ func TestFinalize_Properties(t *testing.T) {
 
 		// The ledger balances per currency.
 		var bal []pay.Balance
-		if err := db.View(ctx, func(tx pay.Tx) error {
+		if err := db.View(ctx, func(tx store.Tx) error {
 			var err error
 			bal, err = tx.LedgerBalances()
 			return err

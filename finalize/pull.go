@@ -14,6 +14,7 @@ import (
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/internal/metriccache"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // PullType is the inbox type of a stored trigger (pay.WebhookEvent.Pull):
@@ -67,7 +68,7 @@ type PullLimits struct {
 // paystate_pull_unknown_total and forgotten when its backoff ends. A flood
 // of forged ids therefore costs one fetch each per backoff, and no write.
 type Pull struct {
-	Store     pay.Store
+	Store     store.Store
 	Finalizer *Finalizer
 	// Leases takes the payment's lease around the fetch (holder
 	// "pull/<process>").
@@ -249,7 +250,7 @@ func (pl *Pull) fetchUnknown(ctx context.Context, k unknownKey) error {
 		return nil
 	}
 	stored := false
-	err = pl.Store.Update(ctx, func(tx pay.Tx) error {
+	err = WriteTx(ctx, pl.Store, func(tx Tx) error {
 		stored = false
 		p, err := tx.Payment(res.PaymentID)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
@@ -285,7 +286,7 @@ func (pl *Pull) fetchUnknown(ctx context.Context, k unknownKey) error {
 // pending and no fetch runs (the lease is free): that one's fetch will
 // begin after now and see what this trigger announces. It reports
 // whether it stored one.
-func putTrigger(tx pay.Tx, provider, paymentID, ref string, body []byte) (bool, error) {
+func putTrigger(tx Tx, provider, paymentID, ref string, body []byte) (bool, error) {
 	if pending, err := triggerPending(tx, paymentID); err != nil || pending {
 		return false, err
 	}
@@ -299,7 +300,7 @@ func putTrigger(tx pay.Tx, provider, paymentID, ref string, body []byte) (bool, 
 
 // triggerPending reports whether a trigger of the payment is pending
 // while its lease is free (no fetch runs).
-func triggerPending(tx pay.Tx, paymentID string) (bool, error) {
+func triggerPending(tx Tx, paymentID string) (bool, error) {
 	l, err := tx.Lease(paymentID)
 	if err != nil || l.Held(tx.Now()) {
 		return false, err
@@ -309,7 +310,7 @@ func triggerPending(tx pay.Tx, paymentID string) (bool, error) {
 }
 
 // pendingTriggers returns the event ids of a payment's pending triggers.
-func pendingTriggers(tx pay.Tx, paymentID string) ([]string, error) {
+func pendingTriggers(tx Tx, paymentID string) ([]string, error) {
 	evs, err := tx.InboxForPayment(paymentID)
 	if err != nil {
 		return nil, err
@@ -341,7 +342,7 @@ func (pl *Pull) Apply(ctx context.Context, ev pay.InboxEvent) error {
 			refunds  []pay.Refund
 			disputes []pay.Dispute
 		)
-		err := pl.Store.View(ctx, func(tx pay.Tx) error {
+		err := ReadTx(ctx, pl.Store, func(tx Tx) error {
 			var err error
 			if done, err = tx.IsProcessed(ev.Provider, ev.EventID); err != nil || done {
 				return err // processed by an earlier fetch: coalesced
@@ -383,7 +384,7 @@ func (pl *Pull) Apply(ctx context.Context, ev pay.InboxEvent) error {
 		pl.fetched(ev.Provider, "ok")
 
 		// The others pending when the fetch began are answered by it.
-		others := func(tx pay.Tx, _ pay.Result) error {
+		others := func(tx Tx, _ pay.Result) error {
 			for _, id := range triggers {
 				if id == ev.EventID {
 					continue
@@ -404,7 +405,7 @@ func (pl *Pull) Apply(ctx context.Context, ev pay.InboxEvent) error {
 			if !res.Found {
 				note = fmt.Sprintf("fetched from %s after a webhook: not this payment's: %s", ev.Provider, res.Raw)
 			}
-			err = pl.Store.Update(ctx, func(tx pay.Tx) error {
+			err = WriteTx(ctx, pl.Store, func(tx Tx) error {
 				if err := Record(tx, cur.ID, pay.SourceWebhook, pay.StepIgnoredEvent, ev.Provider, ev.EventID, note); err != nil {
 					return err
 				}

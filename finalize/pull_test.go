@@ -16,14 +16,15 @@ import (
 	"github.com/paystate/paystate/psp/mollie"
 	"github.com/paystate/paystate/psp/mollie/mollietest"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
 // pullFixture is a store, the Mollie provider pointed at a fake Mollie
 // API, and the inbox with its pull worker, in the inbox worker's path.
 type pullFixture struct {
-	db    pay.Store
+	db    store.Store
 	clock *storetest.Clock
 	fake  *mollietest.Fake
 	prov  *mollie.Provider
@@ -31,13 +32,13 @@ type pullFixture struct {
 	pull  *finalize.Pull
 }
 
-func newPullFixture(t *testing.T, db pay.Store, clock *storetest.Clock, fake *mollietest.Fake) *pullFixture {
+func newPullFixture(t *testing.T, db store.Store, clock *storetest.Clock, fake *mollietest.Fake) *pullFixture {
 	t.Helper()
 	if clock == nil {
 		clock = storetest.NewClock(time.Now().UTC())
 	}
 	if db == nil {
-		db = bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+		db = bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	}
 	if fake == nil {
 		fake = mollietest.New(t)
@@ -64,7 +65,7 @@ func (f *pullFixture) create(t *testing.T, id string, amount int64) pay.Payment 
 	t.Helper()
 	now := f.clock.Now()
 	p := pay.Payment{ID: id, OrderID: "o-" + id, Amount: amount, Currency: "EUR", Provider: mollie.Name, Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now}
-	if err := f.db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+	if err := f.db.Update(context.Background(), func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 		t.Fatal(err)
 	}
 	res, err := f.prov.Create(context.Background(), p, finalize.ChargeKey(id))
@@ -96,7 +97,7 @@ func (f *pullFixture) trigger(t *testing.T, ref string) bool {
 func (f *pullFixture) get(t *testing.T, id string) pay.Payment {
 	t.Helper()
 	var p pay.Payment
-	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
+	if err := f.db.View(context.Background(), func(tx store.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return p
@@ -129,7 +130,7 @@ func (f *pullFixture) triggered(t *testing.T, n int, ref, id string, want pay.St
 func (f *pullFixture) pending(t *testing.T) []pay.InboxEvent {
 	t.Helper()
 	var out []pay.InboxEvent
-	if err := f.db.View(context.Background(), func(tx pay.Tx) (err error) {
+	if err := f.db.View(context.Background(), func(tx store.Tx) (err error) {
 		out, err = tx.PendingInbox(f.clock.Now().Add(time.Hour), 10)
 		return err
 	}); err != nil {
@@ -149,7 +150,7 @@ func (f *pullFixture) runInbox(t *testing.T) {
 func (f *pullFixture) outbox(t *testing.T, id string) map[string]int {
 	t.Helper()
 	out := map[string]int{}
-	if err := f.db.View(context.Background(), func(tx pay.Tx) error {
+	if err := f.db.View(context.Background(), func(tx store.Tx) error {
 		recs, err := tx.OutboxForPayment(id)
 		for _, r := range recs {
 			out[r.Type]++
@@ -236,7 +237,7 @@ func TestPull_TriggerDuringFetchNotLost(t *testing.T) {
 	f.trigger(t, p.ProviderRef)
 	// A fetch is running: the payment's lease is held.
 	var lease pay.Lease
-	if err := f.db.Update(context.Background(), func(tx pay.Tx) (err error) {
+	if err := f.db.Update(context.Background(), func(tx store.Tx) (err error) {
 		lease, err = tx.AcquireLease(p.ID, "pull/other", 30*time.Second)
 		return err
 	}); err != nil {
@@ -245,7 +246,7 @@ func TestPull_TriggerDuringFetchNotLost(t *testing.T) {
 	if f.trigger(t, p.ProviderRef) {
 		t.Fatal("a trigger during a fetch was coalesced into the trigger being fetched")
 	}
-	if err := f.db.Update(context.Background(), func(tx pay.Tx) error { return tx.ReleaseLease(p.ID, lease.Token) }); err != nil {
+	if err := f.db.Update(context.Background(), func(tx store.Tx) error { return tx.ReleaseLease(p.ID, lease.Token) }); err != nil {
 		t.Fatal(err)
 	}
 	f.fake.SetStatus(p.ProviderRef, "paid")
@@ -328,7 +329,7 @@ func TestPull_UnknownRefOurs(t *testing.T) {
 	f := newPullFixture(t, nil, nil, nil)
 	now := f.clock.Now()
 	p := pay.Payment{ID: "pay_lost", OrderID: "o", Amount: 2500, Currency: "EUR", Provider: mollie.Name, Status: pay.FinalizePending, Version: 1, CreatedAt: now, UpdatedAt: now}
-	if err := f.db.Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+	if err := f.db.Update(context.Background(), func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 		t.Fatal(err)
 	}
 	f.fake.Put(mollietest.Payment{ID: "tr_lost1", Status: "paid", Value: "25.00", Currency: "EUR", Description: "x", Metadata: map[string]any{mollie.MetadataPaymentID: p.ID}})
@@ -349,7 +350,7 @@ func TestPull_TriggerSurvivesRestart(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock(time.Now().UTC())
 	path := filepath.Join(t.TempDir(), "paystate.db")
-	db, err := store.Open(path, &store.Options{Now: clock.Now})
+	db, err := bolt.Open(path, &bolt.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,8 +371,8 @@ func TestPull_TriggerSurvivesRestart(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = db.Close() })
 
-	db2 := func() *store.DB {
-		db, err := store.Open(crashed, &store.Options{Now: clock.Now})
+	db2 := func() *bolt.DB {
+		db, err := bolt.Open(crashed, &bolt.Options{Now: clock.Now})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -443,7 +444,7 @@ func testRefundsAndChargebacks(t *testing.T, f *pullFixture) {
 		f.runInbox(t)
 	}
 	var ds []pay.Dispute
-	if err := f.db.View(ctx, func(tx pay.Tx) (err error) { ds, err = tx.DisputesForPayment(q.ID); return err }); err != nil {
+	if err := f.db.View(ctx, func(tx store.Tx) (err error) { ds, err = tx.DisputesForPayment(q.ID); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if len(ds) != 1 || ds[0].ID != cb || ds[0].Status != pay.DisputeLost || ds[0].Amount != 1500 {

@@ -431,7 +431,7 @@ func (s *Payments) RefundOnce(ctx context.Context, paymentID string, req RefundR
 	}
 	var err error
 	out.Done, err = s.keys().Do(ctx, key, Op{
-		Check: func(tx pay.Tx, resumed string) error {
+		Check: func(tx Tx, resumed string) error {
 			p, err := tx.Payment(paymentID)
 			switch {
 			case pay.ErrorCode(err) == pay.ENOTFOUND:
@@ -446,7 +446,7 @@ func (s *Payments) RefundOnce(ctx context.Context, paymentID string, req RefundR
 			_, err = s.provider(p.Provider)
 			return err
 		},
-		Start: func(tx pay.Tx, stored, resumed string) (_ string, err error) {
+		Start: func(tx Tx, stored, resumed string) (_ string, err error) {
 			// The refund of a request that died is resumed; else the
 			// refund is created, naming its key.
 			if out.Refund, out.Payment, err = refundOfKey(tx, resumed, stored); err != nil || out.Refund.ID != "" {
@@ -462,15 +462,15 @@ func (s *Payments) RefundOnce(ctx context.Context, paymentID string, req RefundR
 			out.Refund = res.Refund
 			return paymentID, nil
 		},
-		Run: func(ctx context.Context, _ string, finish func(pay.Tx) error) (err error) {
-			out.Refund, out.Payment, err = s.refundAtPSP(ctx, out.Refund, func(tx pay.Tx, _ pay.Result) error { return finish(tx) })
+		Run: func(ctx context.Context, _ string, finish func(Tx) error) (err error) {
+			out.Refund, out.Payment, err = s.refundAtPSP(ctx, out.Refund, func(tx Tx, _ pay.Result) error { return finish(tx) })
 			return err
 		},
 	})
 	if err != nil || out.Claim != ClaimReplay {
 		return out, err
 	}
-	err = s.Store.View(ctx, func(tx pay.Tx) (err error) {
+	err = ReadTx(ctx, s.Store, func(tx Tx) (err error) {
 		out.Refund, out.Payment, err = refundOfKey(tx, out.Record.PaymentID, out.Record.Key)
 		return err
 	})
@@ -488,7 +488,7 @@ func refundable(p pay.Payment, amount int64) error {
 // refundOfKey returns the refund of payment paymentID that the request
 // with the scoped idempotency key created, and the payment; a zero refund
 // if there is none.
-func refundOfKey(tx pay.Tx, paymentID, key string) (pay.Refund, pay.Payment, error) {
+func refundOfKey(tx Tx, paymentID, key string) (pay.Refund, pay.Payment, error) {
 	if paymentID == "" {
 		return pay.Refund{}, pay.Payment{}, nil
 	}
@@ -512,13 +512,13 @@ func refundOfKey(tx pay.Tx, paymentID, key string) (pay.Refund, pay.Payment, err
 // its key and finalizes the answer; then runs in that transaction. A
 // refund that is final already (a resumed request) is only answered:
 // then runs in a transaction of its own.
-func (s *Payments) refundAtPSP(ctx context.Context, r pay.Refund, then func(pay.Tx, pay.Result) error) (pay.Refund, pay.Payment, error) {
+func (s *Payments) refundAtPSP(ctx context.Context, r pay.Refund, then func(Tx, pay.Result) error) (pay.Refund, pay.Payment, error) {
 	p, err := s.Get(ctx, r.PaymentID)
 	if err != nil {
 		return pay.Refund{}, pay.Payment{}, err
 	}
 	if r.Status.Terminal() {
-		err := s.Store.Update(ctx, func(tx pay.Tx) error { return then(tx, pay.Result{Payment: p, Refund: r}) })
+		err := WriteTx(ctx, s.Store, func(tx Tx) error { return then(tx, pay.Result{Payment: p, Refund: r}) })
 		return r, p, err
 	}
 	prov, err := s.provider(p.Provider)
@@ -539,7 +539,7 @@ func (s *Payments) refundAtPSP(ctx context.Context, r pay.Refund, then func(pay.
 			// Nothing new (report mode: no PSP was called): the answer
 			// is stored on its own.
 			var out pay.Refund
-			err := s.Store.Update(ctx, func(tx pay.Tx) error {
+			err := WriteTx(ctx, s.Store, func(tx Tx) error {
 				cur, err := tx.Refund(r.ID)
 				if err != nil {
 					return err
@@ -559,7 +559,7 @@ func (s *Payments) refundAtPSP(ctx context.Context, r pay.Refund, then func(pay.
 		// The refund may have happened: it stays pending, for the
 		// PSP's webhook, a retry with the same key or the sweeper.
 		log.Warn().Str("error", pay.ErrorMessage(err)).Msg("refund answer lost")
-		if rerr := s.Store.Update(ctx, func(tx pay.Tx) error {
+		if rerr := WriteTx(ctx, s.Store, func(tx Tx) error {
 			return Record(tx, p.ID, pay.SourceSync, pay.StepPSPError, "", "", "refund "+r.ID+" answer lost: "+pay.ErrorMessage(err))
 		}); rerr != nil {
 			log.Warn().Err(rerr).Msg("record refund error")
@@ -583,7 +583,7 @@ func (s *Payments) refundAtPSP(ctx context.Context, r pay.Refund, then func(pay.
 // Refunds returns a payment's refunds, oldest first; ENOTFOUND for an
 // unknown payment.
 func (s *Payments) Refunds(ctx context.Context, paymentID string) (refunds []pay.Refund, err error) {
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
+	err = ReadTx(ctx, s.Store, func(tx Tx) error {
 		if _, err := tx.Payment(paymentID); err != nil {
 			return err
 		}
@@ -599,7 +599,7 @@ func (s *Payments) Disputes(ctx context.Context, status pay.DisputeStatus, limit
 	if limit == 0 {
 		limit = pay.DefaultListLimit
 	}
-	err = s.Store.View(ctx, func(tx pay.Tx) error {
+	err = ReadTx(ctx, s.Store, func(tx Tx) error {
 		ds, err = tx.ListDisputes(pay.DisputeFilter{Status: status, Limit: limit})
 		return err
 	})

@@ -8,7 +8,8 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // commitCounter is a real store that counts the write transactions that
@@ -16,9 +17,9 @@ import (
 type commitCounter = testkit.CommitCounter
 
 // idemRecord reads a key's record; ENOTFOUND if there is none.
-func idemRecord(t *testing.T, db pay.Store, key string) (rec pay.IdemRecord, err error) {
+func idemRecord(t *testing.T, db store.Store, key string) (rec pay.IdemRecord, err error) {
 	t.Helper()
-	err = db.View(context.Background(), func(tx pay.Tx) (err error) {
+	err = db.View(context.Background(), func(tx store.Tx) (err error) {
 		rec, err = tx.IdemKey(key)
 		return err
 	})

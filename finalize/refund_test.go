@@ -10,6 +10,7 @@ import (
 	"time"
 
 	testbackends "github.com/paystate/paystate/internal/testkit/backends"
+	"github.com/paystate/paystate/store"
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit"
@@ -26,10 +27,10 @@ import (
 var backends = testbackends.All
 
 // balances returns the ledger's balances as account → amount (EUR).
-func balances(t *testing.T, db pay.Store) map[string]int64 {
+func balances(t *testing.T, db store.Store) map[string]int64 {
 	t.Helper()
 	var bs []pay.Balance
-	if err := db.View(context.Background(), func(tx pay.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
+	if err := db.View(context.Background(), func(tx store.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
 		t.Fatal(err)
 	}
 	out := map[string]int64{}
@@ -45,7 +46,7 @@ func balances(t *testing.T, db pay.Store) map[string]int64 {
 }
 
 // verified fails the test unless paystate verify finds nothing.
-func verified(t *testing.T, db pay.Store) verify.Report {
+func verified(t *testing.T, db store.Store) verify.Report {
 	t.Helper()
 	rep, err := verify.Run(context.Background(), db)
 	if err != nil {
@@ -197,7 +198,7 @@ func TestRefunds_Concurrent(t *testing.T) {
 // mode: its refunds wait for their webhooks), fed signed webhooks.
 type moneyEnv struct {
 	t     *testing.T
-	db    pay.Store
+	db    store.Store
 	clock *storetest.Clock
 	svc   *finalize.Payments
 	inbox *finalize.Inbox
@@ -206,7 +207,7 @@ type moneyEnv struct {
 
 const moneySecret = "whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA="
 
-func newMoneyEnv(t *testing.T, open func(*testing.T, func() time.Time) pay.Store) *moneyEnv {
+func newMoneyEnv(t *testing.T, open func(*testing.T, func() time.Time) store.Store) *moneyEnv {
 	ctx := context.Background()
 	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	db := open(t, clock.Now)
@@ -278,7 +279,7 @@ func (e *moneyEnv) payment() pay.Payment {
 func (e *moneyEnv) refundOf(id string) pay.Refund {
 	e.t.Helper()
 	var r pay.Refund
-	if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { r, err = tx.Refund(id); return err }); err != nil {
+	if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { r, err = tx.Refund(id); return err }); err != nil {
 		e.t.Fatal(err)
 	}
 	return r
@@ -287,7 +288,7 @@ func (e *moneyEnv) refundOf(id string) pay.Refund {
 func (e *moneyEnv) dispute(id string) pay.Dispute {
 	e.t.Helper()
 	var d pay.Dispute
-	if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { d, err = tx.Dispute("standard", id); return err }); err != nil {
+	if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { d, err = tx.Dispute("standard", id); return err }); err != nil {
 		e.t.Fatal(err)
 	}
 	return d
@@ -297,7 +298,7 @@ func (e *moneyEnv) dispute(id string) pay.Dispute {
 func (e *moneyEnv) ledgerLines() int {
 	e.t.Helper()
 	n := 0
-	err := e.db.View(context.Background(), func(tx pay.Tx) error {
+	err := e.db.View(context.Background(), func(tx store.Tx) error {
 		ls, err := tx.LedgerEntries(0, 1000)
 		for _, l := range ls {
 			if l.PaymentID == e.p.ID {
@@ -316,7 +317,7 @@ func (e *moneyEnv) ledgerLines() int {
 func (e *moneyEnv) outboxTypes() map[string]int {
 	e.t.Helper()
 	out := map[string]int{}
-	err := e.db.View(context.Background(), func(tx pay.Tx) error {
+	err := e.db.View(context.Background(), func(tx store.Tx) error {
 		rs, err := tx.OutboxForPayment(e.p.ID)
 		for _, r := range rs {
 			out[r.Type]++
@@ -457,7 +458,7 @@ func TestRefunds_EventsLateTwiceOutOfOrder(t *testing.T) {
 				}
 				// The contradictions are on the review queue.
 				var items []pay.ReviewItem
-				if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
+				if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
 					t.Fatal(err)
 				}
 				if len(items) != 1 || items[0].Reason != pay.ReasonConflictingTerminal {

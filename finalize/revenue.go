@@ -20,7 +20,7 @@ func (s *Payments) Revenue(ctx context.Context, from, before time.Time) ([]pay.D
 	book := pay.RevenueBook{From: from, Before: before}
 	for after := uint64(0); ; {
 		var page []pay.LedgerEntry
-		err := s.Store.View(ctx, func(tx pay.Tx) (err error) {
+		err := ReadTx(ctx, s.Store, func(tx Tx) (err error) {
 			page, err = tx.LedgerEntries(after, journalPage)
 			return err
 		})

@@ -90,7 +90,7 @@ func AnswerText(a pay.PSPAnswer) string {
 // later sweeper pass), and returns the payment's status. It reports false,
 // and changes nothing, for an item that is gone, queued for another reason
 // meanwhile, or whose payment is still open.
-func DropSettled(tx pay.Tx, itemID string) (pay.Status, bool, error) {
+func DropSettled(tx Tx, itemID string) (pay.Status, bool, error) {
 	it, err := tx.Review(itemID)
 	if pay.ErrorCode(err) == pay.ENOTFOUND || (err == nil && (it.Reason != pay.ReasonUnresolved || it.PaymentID == "")) {
 		return "", false, nil // resolved or replaced meanwhile
@@ -134,7 +134,7 @@ type ReviewCase struct {
 // human works through), so it is not paged.
 func (r *Review) Queue(ctx context.Context) ([]ReviewCase, error) {
 	var out []ReviewCase
-	err := r.Finalizer.Store.View(ctx, func(tx pay.Tx) error {
+	err := ReadTx(ctx, r.Finalizer.Store, func(tx Tx) error {
 		out = nil
 		items, err := tx.ListReview()
 		if err != nil {
@@ -153,7 +153,7 @@ func (r *Review) Queue(ctx context.Context) ([]ReviewCase, error) {
 }
 
 // reviewCase reads one item's evidence inside tx.
-func reviewCase(tx pay.Tx, it pay.ReviewItem) (ReviewCase, error) {
+func reviewCase(tx Tx, it pay.ReviewItem) (ReviewCase, error) {
 	c := ReviewCase{Item: it}
 	found := func(err error) (bool, error) {
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
@@ -226,7 +226,7 @@ func (r *Review) Resolve(ctx context.Context, id, status, note string) (Resoluti
 		return Resolution{}, err
 	}
 	var it pay.ReviewItem
-	if err := r.Finalizer.Store.View(ctx, func(tx pay.Tx) (err error) { it, err = tx.Review(id); return err }); err != nil {
+	if err := ReadTx(ctx, r.Finalizer.Store, func(tx Tx) (err error) { it, err = tx.Review(id); return err }); err != nil {
 		return Resolution{}, err
 	}
 
@@ -234,7 +234,7 @@ func (r *Review) Resolve(ctx context.Context, id, status, note string) (Resoluti
 		if status != StatusDismissed {
 			return Resolution{}, pay.Invalidf("status", "field status: review item %s is an orphan (no payment here): it can only be %q", it.ID, StatusDismissed)
 		}
-		if err := r.Finalizer.Store.Update(ctx, func(tx pay.Tx) error { return tx.DeleteReview(it.ID) }); err != nil {
+		if err := WriteTx(ctx, r.Finalizer.Store, func(tx Tx) error { return tx.DeleteReview(it.ID) }); err != nil {
 			return Resolution{}, err
 		}
 		r.Logger.Info().Str("review_id", it.ID).Str("provider", it.Provider).Str("event_id", it.EventID).
@@ -251,7 +251,7 @@ func (r *Review) Resolve(ctx context.Context, id, status, note string) (Resoluti
 	}
 	// The state machine still holds, checked on the record the same
 	// transaction finalizes.
-	decide := func(tx pay.Tx) error {
+	decide := func(tx Tx) error {
 		cur, err := tx.Payment(it.PaymentID)
 		if err != nil {
 			return err
@@ -265,7 +265,7 @@ func (r *Review) Resolve(ctx context.Context, id, status, note string) (Resoluti
 		return nil
 	}
 	// The item goes in the transaction that writes the decision.
-	remove := func(tx pay.Tx, _ pay.Result) error {
+	remove := func(tx Tx, _ pay.Result) error {
 		if err := tx.DeleteReview(it.ID); pay.ErrorCode(err) != pay.ENOTFOUND {
 			return err
 		}

@@ -7,7 +7,8 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // TestQueueReview_Precedence: the sweeper's unresolved item adds nothing
@@ -22,7 +23,7 @@ func TestQueueReview_Precedence(t *testing.T) {
 	queue := func(item pay.ReviewItem) bool {
 		t.Helper()
 		var added bool
-		if err := db.Update(ctx, func(tx pay.Tx) (err error) {
+		if err := db.Update(ctx, func(tx store.Tx) (err error) {
 			added, err = finalize.QueueReview(tx, item, pay.SourceSweeper)
 			return err
 		}); err != nil {
@@ -65,7 +66,7 @@ func TestQueueReview_Precedence(t *testing.T) {
 			t.Fatalf("steps=%+v, want the review step and the anomaly step only", s.steps)
 		}
 		var dropped bool
-		if err := db.Update(ctx, func(tx pay.Tx) (err error) { _, dropped, err = finalize.DropSettled(tx, "pay_c"); return err }); err != nil {
+		if err := db.Update(ctx, func(tx store.Tx) (err error) { _, dropped, err = finalize.DropSettled(tx, "pay_c"); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if dropped {
@@ -84,7 +85,7 @@ func TestReview_Resolve(t *testing.T) {
 	r := &finalize.Review{Finalizer: finalize.New(db), Leases: &finalize.Leases{Store: db, Holder: "review", TTL: 30 * time.Second}}
 	seed(t, db, "pay_f", pay.Failed)
 	seed(t, db, "pay_p", pay.FinalizePending)
-	if err := db.Update(ctx, func(tx pay.Tx) error {
+	if err := db.Update(ctx, func(tx store.Tx) error {
 		for _, it := range []pay.ReviewItem{
 			{PaymentID: "pay_f", Reason: pay.ReasonConflictingTerminal},
 			{PaymentID: "pay_p", Reason: pay.ReasonUnresolved},
@@ -127,7 +128,7 @@ func TestReview_Resolve(t *testing.T) {
 	}
 
 	// Another holder has the lease: come back later.
-	if err := db.Update(ctx, func(tx pay.Tx) error { _, err := tx.AcquireLease("pay_p", "sweeper", 30*time.Second); return err }); err != nil {
+	if err := db.Update(ctx, func(tx store.Tx) error { _, err := tx.AcquireLease("pay_p", "sweeper", 30*time.Second); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := r.Resolve(ctx, "pay_p", "captured", "seen at the PSP"); pay.ErrorCode(err) != pay.ELEASEHELD {

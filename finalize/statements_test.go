@@ -11,6 +11,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stdwebhook"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/store/storetest"
 )
@@ -70,7 +71,7 @@ func TestWebhookStatements(t *testing.T) {
 		t.Fatalf("Accept: duplicate %t, %v", dup, err)
 	}
 	var got pay.Payment
-	if err := db.View(ctx, func(tx pay.Tx) (err error) { got, err = tx.Payment(p.ID); return err }); err != nil {
+	if err := db.View(ctx, func(tx store.Tx) (err error) { got, err = tx.Payment(p.ID); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if got.Status != pay.Captured {

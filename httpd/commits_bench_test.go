@@ -16,7 +16,8 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // BenchmarkLone measures one client, one request at a time, over real HTTP
@@ -70,7 +71,7 @@ func BenchmarkLone(b *testing.B) {
 	b.Run("RawUpdate", func(b *testing.B) {
 		before := cs.N.Load()
 		for i := 0; b.Loop(); i++ {
-			err := cs.Update(context.Background(), func(tx pay.Tx) error {
+			err := cs.Update(context.Background(), func(tx store.Tx) error {
 				now := tx.Now()
 				return tx.InsertPayment(pay.Payment{ID: ids.Payment(now), OrderID: fmt.Sprint("raw-", i), Amount: 1000, Currency: "EUR",
 					Provider: "mock", Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now})
@@ -91,7 +92,7 @@ func BenchmarkLone(b *testing.B) {
 	})
 	b.Run("DuplicateWebhook", func(b *testing.B) {
 		var id string
-		if err := db.View(context.Background(), func(tx pay.Tx) error {
+		if err := db.View(context.Background(), func(tx store.Tx) error {
 			list, _, err := tx.ListPayments(pay.PaymentFilter{Limit: 1})
 			if len(list) > 0 {
 				id = list[0].ID

@@ -12,6 +12,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
+	"github.com/paystate/paystate/store"
 )
 
 // commitCounter is a real store that counts the write transactions that
@@ -67,7 +68,7 @@ func TestServer_CreateCommits(t *testing.T) {
 	}
 
 	var rec pay.IdemRecord
-	if err := cs.View(context.Background(), func(tx pay.Tx) (err error) {
+	if err := cs.View(context.Background(), func(tx store.Tx) (err error) {
 		rec, err = tx.IdemKey(httpd.ScopedKey("create", "commits-1"))
 		return err
 	}); err != nil {
@@ -117,7 +118,7 @@ func TestServer_DuplicateWebhookCommits(t *testing.T) {
 			t.Fatalf("webhook %d (duplicate=%v): write transactions=%d, want %d", i, want.dup, got, want.commits)
 		}
 		var p pay.Payment
-		if err := cs.View(context.Background(), func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
+		if err := cs.View(context.Background(), func(tx store.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if p.Status != pay.Processing {

@@ -19,6 +19,7 @@ import (
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // csvColumns is the header row the export promises.
@@ -321,7 +322,7 @@ func payID(i int) string { return fmt.Sprintf("pay_%026d", i) }
 func insertPayments(t testing.TB, d *dashServer, n, pad int) {
 	t.Helper()
 	base := d.clock.Now().Add(-time.Duration(n) * time.Second)
-	err := d.db.Update(context.Background(), func(tx pay.Tx) error {
+	err := d.db.Update(context.Background(), func(tx store.Tx) error {
 		for i := range n {
 			at := base.Add(time.Duration(i) * time.Second)
 			order := fmt.Sprintf("order-%d-", i) + strings.Repeat("x", pad)

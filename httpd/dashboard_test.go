@@ -20,8 +20,8 @@ import (
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/standard"
-	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -37,7 +37,7 @@ const chartJSSHA256 = "fbc45926e6b46845a0f905552a0e0b1331049bff1115ecf94dbe0904d
 type dashServer struct {
 	t     testing.TB
 	srv   *httpd.Server
-	db    *store.DB
+	db    *bolt.DB
 	base  string
 	clock *storetest.Clock
 	hc    *http.Client
@@ -56,7 +56,7 @@ func newDashServer(t testing.TB, keys ...string) *dashServer {
 func newDashServerWith(t testing.TB, setup func(*httpd.Server), keys ...string) *dashServer {
 	t.Helper()
 	clock := storetest.NewClock(time.Now().UTC())
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	sp, err := standard.New(standard.Config{WebhookSecret: standardSecret})
 	if err != nil {
 		t.Fatal(err)

@@ -18,18 +18,19 @@ import (
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // failingUpdates is a store whose Updates from number failOn (from 1) on
 // fail without running: a process that died before that commit.
 type failingUpdates struct {
-	pay.Store
+	store.Store
 	n      atomic.Int32
 	failOn int32
 }
 
-func (f *failingUpdates) Update(ctx context.Context, fn func(pay.Tx) error) error {
+func (f *failingUpdates) Update(ctx context.Context, fn func(store.Tx) error) error {
 	if f.n.Add(1) >= f.failOn {
 		return errors.New("the process died")
 	}
@@ -114,7 +115,7 @@ func TestServer_RefundCommits(t *testing.T) {
 			t.Fatalf("PSP refunds of the charge=%d, want 1", c.Refunds)
 		}
 		var rec pay.IdemRecord
-		if err := cs.View(context.Background(), func(tx pay.Tx) (err error) {
+		if err := cs.View(context.Background(), func(tx store.Tx) (err error) {
 			rec, err = tx.IdemKey(httpd.ScopedKey("refund", "refund-commits-1"))
 			return err
 		}); err != nil {
@@ -272,7 +273,7 @@ func BenchmarkRefund(b *testing.B) {
 	b.Run("RawUpdate", func(b *testing.B) {
 		before := cs.N.Load()
 		for i := 0; b.Loop(); i++ {
-			err := cs.Update(ctx, func(tx pay.Tx) error {
+			err := cs.Update(ctx, func(tx store.Tx) error {
 				now := tx.Now()
 				return tx.InsertPayment(pay.Payment{ID: ids.Payment(now), OrderID: fmt.Sprint("raw-", i), Amount: 1000, Currency: "EUR",
 					Provider: "mock", Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now})

@@ -12,6 +12,7 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // revenueDay is one row of GET /v1/ledger/revenue.
@@ -90,7 +91,7 @@ func TestLedger_Revenue(t *testing.T) {
 	// Day 1: the dispute is lost, and settlement reconciliation posts the
 	// PSP's fees of b (with its payout, which is not revenue) and of c.
 	d.dispute(b, "evt_dp_lost", "payment.dispute.closed", "lost", 800)
-	err := d.db.Update(context.Background(), func(tx pay.Tx) error {
+	err := d.db.Update(context.Background(), func(tx store.Tx) error {
 		for pid, l := range map[string]pay.SettlementLine{
 			b: {Line: 1, ID: "txn_b", Kind: pay.SettleCharge, ProviderRef: "psp_" + b, Amount: 2500, Fee: 75, Currency: "EUR", PayoutID: "po_1"},
 			c: {Line: 2, ID: "txn_c", Kind: pay.SettleCharge, ProviderRef: "psp_" + c, Amount: 700, Fee: 21, Currency: "USD"},
@@ -156,7 +157,7 @@ func TestLedger_RevenuePages(t *testing.T) {
 	d := newDashServer(t, dashKey)
 	at := d.clock.Now()
 	const n = 2500
-	err := d.db.Update(t.Context(), func(tx pay.Tx) error {
+	err := d.db.Update(t.Context(), func(tx store.Tx) error {
 		// Three lines first, so that later postings straddle the pages.
 		odd := []pay.LedgerEntry{
 			{EventID: "evt_odd", Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: 2, At: at},
@@ -198,7 +199,7 @@ func BenchmarkLedger_Revenue(b *testing.B) {
 	d := newDashServer(b, dashKey)
 	const postings = 100000
 	at := d.clock.Now()
-	err := d.db.Update(context.Background(), func(tx pay.Tx) error {
+	err := d.db.Update(context.Background(), func(tx store.Tx) error {
 		for i := range postings {
 			evt := fmt.Sprintf("evt_%d", i)
 			if err := tx.AppendLedger([]pay.LedgerEntry{

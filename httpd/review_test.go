@@ -12,7 +12,8 @@ import (
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -20,17 +21,17 @@ import (
 // review item while failDelete is set: the storage error (or the crash)
 // that strikes between a resolution and the removal of its item.
 type faultStore struct {
-	pay.Store
+	store.Store
 	failDelete atomic.Bool
 }
 
-func (s *faultStore) Update(ctx context.Context, fn func(tx pay.Tx) error) error {
-	return s.Store.Update(ctx, func(tx pay.Tx) error { return fn(faultTx{Tx: tx, s: s}) })
+func (s *faultStore) Update(ctx context.Context, fn func(tx store.Tx) error) error {
+	return s.Store.Update(ctx, func(tx store.Tx) error { return fn(faultTx{Tx: tx, s: s}) })
 }
 
 // faultTx is a transaction of faultStore.
 type faultTx struct {
-	pay.Tx
+	store.Tx
 	s *faultStore
 }
 
@@ -52,7 +53,7 @@ func TestServer_ResolveReviewAtomic(t *testing.T) {
 	// The review routes of this server run on their own database, behind
 	// faultStore.
 	clock := storetest.NewClock(time.Now().UTC())
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	fs := &faultStore{Store: db}
 	fin := finalize.New(fs)
 	d := newDashServerWith(t, func(s *httpd.Server) {
@@ -64,7 +65,7 @@ func TestServer_ResolveReviewAtomic(t *testing.T) {
 	now := clock.Now()
 	p := pay.Payment{ID: "pay_rev", OrderID: "o-rev", Amount: 1000, Currency: "EUR", Provider: "standard",
 		Status: pay.FinalizePending, Version: 1, CreatedAt: now, UpdatedAt: now}
-	if err := db.Update(ctx, func(tx pay.Tx) error {
+	if err := db.Update(ctx, func(tx store.Tx) error {
 		if err := tx.InsertPayment(p); err != nil {
 			return err
 		}
@@ -75,7 +76,7 @@ func TestServer_ResolveReviewAtomic(t *testing.T) {
 	}
 	state := func() (open bool, cur pay.Payment) {
 		t.Helper()
-		if err := db.View(ctx, func(tx pay.Tx) error {
+		if err := db.View(ctx, func(tx store.Tx) error {
 			_, err := tx.Review(p.ID)
 			if open = err == nil; !open && pay.ErrorCode(err) != pay.ENOTFOUND {
 				return err

@@ -7,6 +7,7 @@ import (
 	"github.com/valyala/fasthttp"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Deliveries is what the delivery routes need from the ripple workers
@@ -26,7 +27,7 @@ type Deliveries interface {
 // (ripple.Service), which keep the loyalty and retention accounts.
 type Customers interface {
 	// Customer returns a customer's account, or ENOTFOUND.
-	Customer(ctx context.Context, id string) (pay.CustomerAccount, error)
+	Customer(ctx context.Context, id string) (store.CustomerAccount, error)
 }
 
 // Limits of GET /v1/deliveries.

@@ -19,7 +19,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	svix "github.com/svix/svix-webhooks/go"
 	"github.com/valyala/fasthttp"
-	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
@@ -28,7 +28,8 @@ import (
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // The benchmarks of this file put the daemon's request paths next to raw
@@ -48,7 +49,7 @@ const clients = 256
 // and the inbox worker once startInbox is called. It drops the daemon's
 // logs (zero loggers) and runs no sweeper or ripple.
 type benchDaemon struct {
-	db    *store.DB
+	db    *bolt.DB
 	cs    *commitCounter
 	srv   *httpd.Server
 	inbox *finalize.Inbox
@@ -155,7 +156,7 @@ func (d *benchDaemon) createPayments(b *testing.B, n int) []string {
 	out := make([]string, 0, n)
 	for len(out) < n {
 		var batch []string
-		err := d.db.Update(context.Background(), func(tx pay.Tx) error {
+		err := d.db.Update(context.Background(), func(tx store.Tx) error {
 			batch = batch[:0] // the function may run more than once
 			now := tx.Now()
 			for i := len(out); i < min(n, len(out)+1000); i++ {
@@ -373,19 +374,19 @@ var (
 // (MaxBatchDelay 10 ms, the freelist synced on every commit), written
 // with bbolt's own Update or Batch and nothing of paystate.
 type rawDB struct {
-	db  *bolt.DB
+	db  *bbolt.DB
 	ids [][]byte // payment keys, one per transaction
 }
 
 // newRawDB opens a fresh raw file with the buckets of the transaction.
 func newRawDB(b *testing.B) *rawDB {
 	b.Helper()
-	db, err := bolt.Open(filepath.Join(b.TempDir(), "raw.db"), 0o600, nil)
+	db, err := bbolt.Open(filepath.Join(b.TempDir(), "raw.db"), 0o600, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { _ = db.Close() })
-	err = db.Update(func(tx *bolt.Tx) error {
+	err = db.Update(func(tx *bbolt.Tx) error {
 		for _, name := range rawBuckets {
 			if _, err := tx.CreateBucket(name); err != nil {
 				return err
@@ -406,7 +407,7 @@ func (r *rawDB) addPayments(b *testing.B, n int) int {
 	first := len(r.ids)
 	for lo := first; lo < first+n; lo += 10_000 {
 		hi := min(first+n, lo+10_000)
-		err := r.db.Update(func(tx *bolt.Tx) error {
+		err := r.db.Update(func(tx *bbolt.Tx) error {
 			bk := tx.Bucket([]byte("payments"))
 			for i := lo; i < hi; i++ {
 				if err := bk.Put(fmt.Appendf(nil, "pay_%026d", i), rawFill[:rawPaymentSize]); err != nil {
@@ -429,7 +430,7 @@ func (r *rawDB) addPayments(b *testing.B, n int) int {
 // record, a processed key, the payment read and rewritten, a timeline
 // step, an outbox record and two ledger entries. It has no effect outside
 // tx (Batch may run it twice).
-func (r *rawDB) apply(tx *bolt.Tx, i int) error {
+func (r *rawDB) apply(tx *bbolt.Tx, i int) error {
 	id := r.ids[i]
 	event := append([]byte("\x00\x08standardevt_"), id...)
 	if err := tx.Bucket(rawBuckets[0]).Put(event, rawFill[:rawInboxSize]); err != nil {
@@ -452,7 +453,7 @@ func (r *rawDB) apply(tx *bolt.Tx, i int) error {
 	if err := tx.Bucket(rawBuckets[3]).Put(step, rawFill[:rawStepSize]); err != nil {
 		return err
 	}
-	for _, bk := range []*bolt.Bucket{tx.Bucket(rawBuckets[4]), tx.Bucket(rawBuckets[5]), tx.Bucket(rawBuckets[5])} {
+	for _, bk := range []*bbolt.Bucket{tx.Bucket(rawBuckets[4]), tx.Bucket(rawBuckets[5]), tx.Bucket(rawBuckets[5])} {
 		seq, err := bk.NextSequence()
 		if err != nil {
 			return err
@@ -474,7 +475,7 @@ func (r *rawDB) batch(b *testing.B, first, n int) time.Duration {
 	start := time.Now()
 	err := fanOut(n, clients, func() func(int) error {
 		return func(i int) error {
-			return r.db.Batch(func(tx *bolt.Tx) error { return r.apply(tx, first+i) })
+			return r.db.Batch(func(tx *bbolt.Tx) error { return r.apply(tx, first+i) })
 		}
 	})
 	if err != nil {
@@ -486,7 +487,7 @@ func (r *rawDB) batch(b *testing.B, first, n int) time.Duration {
 // update runs transaction i with db.Update and returns how long it took.
 func (r *rawDB) update(b *testing.B, i int) time.Duration {
 	start := time.Now()
-	if err := r.db.Update(func(tx *bolt.Tx) error { return r.apply(tx, i) }); err != nil {
+	if err := r.db.Update(func(tx *bbolt.Tx) error { return r.apply(tx, i) }); err != nil {
 		b.Fatal(err)
 	}
 	return time.Since(start)
@@ -897,10 +898,10 @@ func benchCreateUnderLoad(b *testing.B, writers int) {
 				defer wg.Done()
 				customer := fmt.Sprintf("cus_bg_%d", w)
 				for n := 0; ctx.Err() == nil; n++ {
-					err := d.db.Update(context.Background(), func(tx pay.Tx) error {
+					err := d.db.Update(context.Background(), func(tx store.Tx) error {
 						acct, err := tx.CustomerAccount(customer)
 						if pay.ErrorCode(err) == pay.ENOTFOUND {
-							acct, err = pay.CustomerAccount{ID: customer}, nil
+							acct, err = store.CustomerAccount{ID: customer}, nil
 						}
 						if err != nil {
 							return err
@@ -910,7 +911,7 @@ func benchCreateUnderLoad(b *testing.B, writers int) {
 						if err := tx.PutCustomerAccount(acct); err != nil {
 							return err
 						}
-						return tx.PutEffect(pay.EffectRecord{Key: fmt.Sprintf("loyalty:bg_%d_%d_%d", done, w, n), DeliveryID: "dlv_bg", Points: 10, At: tx.Now()})
+						return tx.PutEffect(store.EffectRecord{Key: fmt.Sprintf("loyalty:bg_%d_%d_%d", done, w, n), DeliveryID: "dlv_bg", Points: 10, At: tx.Now()})
 					})
 					if err != nil {
 						errs <- err

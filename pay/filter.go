@@ -1,6 +1,9 @@
 package pay
 
-import "strings"
+import (
+	"strings"
+	"time"
+)
 
 // ListOrder is the index a backend walks for a payment list, newest first.
 type ListOrder int
@@ -61,4 +64,33 @@ func FoldEmail(s string) string {
 		}
 		return r
 	}, s)
+}
+
+// Page sizes of the lists every backend serves.
+const (
+	DefaultListLimit = 50   // ListPayments with Limit 0
+	MaxListLimit     = 500  // ListPayments clamps above this
+	MaxDeliveryPage  = 1000 // ListDeliveries refuses above this
+)
+
+// MaxStoredPart is the longest string a backend accepts as an id, provider
+// name, reference, event id, order id, idempotency key or other part of a
+// key.
+const MaxStoredPart = 1024
+
+// PaymentFilter selects payments for a list, newest first. Every field is
+// optional; a payment is listed when it matches all that are set (Match).
+type PaymentFilter struct {
+	Status  Status
+	OrderID string
+	// CustomerID is matched exactly; CustomerEmail with ASCII letters
+	// compared case-insensitively (FoldEmail).
+	CustomerID    string
+	CustomerEmail string
+	// CreatedFrom (inclusive) and CreatedBefore (exclusive) bound
+	// CreatedAt; a zero time is no bound.
+	CreatedFrom   time.Time
+	CreatedBefore time.Time
+	Limit         int    // 1..500
+	Cursor        string // opaque, from the previous page
 }

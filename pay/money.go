@@ -107,3 +107,11 @@ func digits(s string) bool {
 	}
 	return true
 }
+
+// AddInt64 returns a+b and whether it did not overflow.
+func AddInt64(a, b int64) (int64, bool) {
+	if (b > 0 && a > math.MaxInt64-b) || (b < 0 && a < math.MinInt64-b) {
+		return 0, false
+	}
+	return a + b, true
+}

@@ -163,28 +163,6 @@ type PSPAnswer struct {
 	At time.Time
 }
 
-// PSPCharge is a charge as the simulated PSP (psp/mock) made it, kept in
-// the store so that every instance on one database answers the same about
-// it and a restart forgets nothing. Key is the charge's idempotency key.
-type PSPCharge struct {
-	Key          string
-	PaymentID    string
-	ProviderRef  string
-	Amount       int64
-	Currency     string
-	Status       Status
-	ClientSecret string // sensitive: only ever returned as the PSP's answer
-	RedirectURL  string
-	RefundKey    string // the key of the refund made, if any
-	// AmountRefunded is what the PSP refunded of the charge so far. The
-	// mock keeps each refund as a record of its own too, under the
-	// refund's key, with Amount its amount and Status refunded or failed.
-	AmountRefunded int64
-	Calls          int // Create calls with the key, replays included
-	Refunds        int
-	CreatedAt      time.Time // a zero CreatedAt becomes Tx.Now
-}
-
 // Same reports whether a and b say the same thing (At aside).
 func (a PSPAnswer) Same(b PSPAnswer) bool {
 	a.At, b.At = time.Time{}, time.Time{}

@@ -259,3 +259,43 @@ type RefundFilter struct {
 	AfterID       string
 	Limit         int
 }
+
+// RefundHolds reports whether a refund in status s holds part of its
+// payment's amount: a pending or succeeded one.
+func RefundHolds(s RefundStatus) bool { return s == RefundPending || s == RefundSucceeded }
+
+// CheckRefundRequest is the check a store makes when it inserts refund r
+// of p, given p's stored disputes: a refund the merchant requested
+// (r.IdemKey set) of a payment with a dispute open or lost is
+// EChargeDisputed. The disputes decide, not p.Dispute, so a payment
+// written by a binary that did not keep that field is refused too. A
+// refund learnt from the PSP happened already and is not refused here.
+func CheckRefundRequest(r Refund, p Payment, disputes []Dispute) error {
+	if r.IdemKey == "" {
+		return nil
+	}
+	statuses := make([]DisputeStatus, 0, len(disputes))
+	for _, d := range disputes {
+		statuses = append(statuses, d.Status)
+	}
+	if p.Dispute = DisputeOfPayment(statuses...); p.RefundBlocked() {
+		return disputedError(p)
+	}
+	return nil
+}
+
+// CheckRefundFits is the last: if r holds part of p's amount
+// (RefundHolds), othersHeld — what p's other refunds hold — plus r's
+// amount must not exceed it, else ERefundExceeds. A store checks it inside
+// the transaction that holds p, so the sum cannot change before the
+// commit.
+func CheckRefundFits(r Refund, p Payment, othersHeld int64) error {
+	if !RefundHolds(r.Status) {
+		return nil
+	}
+	if held := othersHeld + r.Amount; othersHeld > p.Amount || held > p.Amount {
+		return Errorf(ERefundExceeds, "refund of %s would take the refunded and pending refunds of payment %s to %s, more than its amount %s",
+			FormatAmount(r.Amount, p.Currency), p.ID, FormatAmount(held, p.Currency), FormatAmount(p.Amount, p.Currency))
+	}
+	return nil
+}

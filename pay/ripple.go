@@ -72,36 +72,3 @@ type DeliveryFilter struct {
 	Limit  int       // 1..1000
 	Cursor string    // opaque, from the previous page
 }
-
-// CustomerAccount is what the loyalty and retention effects keep about a
-// customer, by the merchant's customer id.
-type CustomerAccount struct {
-	ID          string
-	Points      int64     // may go below zero after a clawback
-	LastVisitAt time.Time // the latest captured payment's time; zero if none
-	UpdatedAt   time.Time
-}
-
-// EffectRecord marks an effect as applied, under its dedupe key
-// ("loyalty:<event id>", "payment_receipt:<payment id>", ...). It is
-// written in the same transaction as the effect's own write, or for an
-// external effect right after the send succeeded.
-type EffectRecord struct {
-	Key        string
-	DeliveryID string
-	Points     int64 // loyalty: the points credited (negative: clawed back)
-	At         time.Time
-}
-
-// WebhookEndpoint is the stored state of one merchant endpoint; the URL,
-// secrets and event types come from the configuration.
-type WebhookEndpoint struct {
-	ID             string // derived from the URL
-	URL            string
-	Disabled       bool
-	DisabledAt     time.Time
-	DisabledReason string
-	FailingSince   time.Time // the first failure since the last success; zero when healthy
-	LastSuccessAt  time.Time
-	UpdatedAt      time.Time
-}

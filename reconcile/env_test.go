@@ -9,6 +9,7 @@ import (
 	"time"
 
 	testbackends "github.com/paystate/paystate/internal/testkit/backends"
+	"github.com/paystate/paystate/store"
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/leakcheck"
@@ -41,14 +42,14 @@ const secret = "whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA="
 // and the clock 8 days after the first four were captured.
 type env struct {
 	t     *testing.T
-	db    pay.Store
+	db    store.Store
 	clock *storetest.Clock
 	svc   *finalize.Payments
 	inbox *finalize.Inbox
 	pays  map[string]pay.Payment
 }
 
-func newEnv(t *testing.T, open func(*testing.T, func() time.Time) pay.Store) *env {
+func newEnv(t *testing.T, open func(*testing.T, func() time.Time) store.Store) *env {
 	t.Helper()
 	ctx := context.Background()
 	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
@@ -119,7 +120,7 @@ func (e *env) send(ev stdwebhook.Event) {
 func (e *env) balances() map[string]int64 {
 	e.t.Helper()
 	var bs []pay.Balance
-	if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
+	if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
 		e.t.Fatal(err)
 	}
 	m := map[string]int64{}
@@ -135,7 +136,7 @@ func (e *env) balances() map[string]int64 {
 func (e *env) ledgerLines() int {
 	e.t.Helper()
 	n := 0
-	err := e.db.View(context.Background(), func(tx pay.Tx) error {
+	err := e.db.View(context.Background(), func(tx store.Tx) error {
 		n = 0
 		var after uint64
 		for {
@@ -160,7 +161,7 @@ func (e *env) ledgerLines() int {
 func (e *env) review() []pay.ReviewItem {
 	e.t.Helper()
 	var items []pay.ReviewItem
-	if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
+	if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { items, err = tx.ListReview(); return err }); err != nil {
 		e.t.Fatal(err)
 	}
 	return items

@@ -15,6 +15,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/reconcile"
+	"github.com/paystate/paystate/store"
 )
 
 // year is a settle_within that lists no payment missing_at_psp.
@@ -31,7 +32,7 @@ func generic(t *testing.T, rows ...string) []pay.SettlementLine {
 }
 
 // verifyClean fails the test if paystate verify finds a problem.
-func verifyClean(t *testing.T, db pay.Store) {
+func verifyClean(t *testing.T, db store.Store) {
 	t.Helper()
 	rep, err := verify.Run(context.Background(), db)
 	if err != nil {
@@ -245,7 +246,7 @@ func TestEngine_RefundByOwnID(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			e := newEnv(t, b.Open)
 			var rs []pay.Refund
-			if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { rs, err = tx.RefundsForPayment(e.pays["one"].ID); return err }); err != nil {
+			if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { rs, err = tx.RefundsForPayment(e.pays["one"].ID); return err }); err != nil {
 				t.Fatal(err)
 			}
 			if len(rs) != 1 || !strings.HasPrefix(rs[0].ID, "re_") {
@@ -302,7 +303,7 @@ func TestEngine_Interrupted(t *testing.T) {
 				t.Errorf("journal lines +%d after the interruption, want +14 (fees and payouts of four lines, the refund without a fee)", got)
 			}
 			var runs []pay.ReconRun
-			if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { runs, err = tx.ListReconRuns("", 10); return err }); err != nil {
+			if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { runs, err = tx.ListReconRuns("", 10); return err }); err != nil {
 				t.Fatal(err)
 			}
 			if len(runs) != 0 {
@@ -335,7 +336,7 @@ func TestEngine_MissingAtPSPRefunded(t *testing.T) {
 	e.send(stdwebhook.Event{ID: "evt_re_three", Type: stdwebhook.TypeRefundSucceeded, PaymentID: three.ID,
 		Refund: &stdwebhook.Refund{ID: r.Refund.ID, ProviderRef: "re_three", Amount: three.Amount}})
 	var p pay.Payment
-	if err := e.db.View(ctx, func(tx pay.Tx) (err error) { p, err = tx.Payment(three.ID); return err }); err != nil || p.Status != pay.Refunded {
+	if err := e.db.View(ctx, func(tx store.Tx) (err error) { p, err = tx.Payment(three.ID); return err }); err != nil || p.Status != pay.Refunded {
 		t.Fatalf("payment three: %v, %v; want refunded", p.Status, err)
 	}
 	run, err := (&reconcile.Engine{Store: e.db, Now: e.clock.Now, SettleWithin: 7 * 24 * time.Hour}).Run(ctx, "standard", "test",

@@ -35,6 +35,7 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // RunPrefix is the prefix of a reconciliation run's id.
@@ -50,7 +51,7 @@ const DefaultBatch = 500
 
 // Engine matches settlement reports against a store.
 type Engine struct {
-	Store pay.Store
+	Store store.Store
 	// SettleWithin is how long a captured payment may wait for its
 	// settlement; 0 means DefaultSettleWithin.
 	SettleWithin time.Duration
@@ -150,7 +151,7 @@ func (e *Engine) Import(ctx context.Context, provider, source string, lines Line
 				ErrInterrupted, run.Lines, total, context.Cause(ctx))
 		}
 		var res batchResult
-		err := e.Store.Update(bg, func(tx pay.Tx) error {
+		err := finalize.WriteTx(bg, e.Store, func(tx finalize.Tx) error {
 			res = batchResult{}
 			return m.batch(tx, batch, &res)
 		})
@@ -184,7 +185,7 @@ func (e *Engine) Import(ctx context.Context, provider, source string, lines Line
 		missing  []pay.ReconItem
 		nMissing int
 	)
-	err = e.Store.View(bg, func(tx pay.Tx) (err error) {
+	err = finalize.ReadTx(bg, e.Store, func(tx finalize.Tx) (err error) {
 		missing, nMissing, err = m.missingAtPSP(tx, tx.Now().Add(-within), pay.MaxReconItems-len(run.Items))
 		return err
 	})
@@ -193,7 +194,7 @@ func (e *Engine) Import(ctx context.Context, provider, source string, lines Line
 	}
 	run.MissingAtPSP += nMissing
 	run.Items = append(run.Items, missing...)
-	err = e.Store.Update(bg, func(tx pay.Tx) error {
+	err = finalize.WriteTx(bg, e.Store, func(tx finalize.Tx) error {
 		run.CreatedAt = tx.Now()
 		return tx.PutReconRun(run)
 	})
@@ -252,7 +253,7 @@ func (m *matcher) merge(res batchResult) {
 
 // batch matches lines inside tx: it may run more than once (group
 // commit, a retried transaction) and has no effect outside tx and res.
-func (m *matcher) batch(tx pay.Tx, lines []pay.SettlementLine, res *batchResult) error {
+func (m *matcher) batch(tx finalize.Tx, lines []pay.SettlementLine, res *batchResult) error {
 	for _, l := range lines {
 		if err := m.line(tx, l, res); err != nil {
 			return fmt.Errorf("line %d (balance transaction %q): %w", l.Line, l.ID, err)
@@ -262,7 +263,7 @@ func (m *matcher) batch(tx pay.Tx, lines []pay.SettlementLine, res *batchResult)
 }
 
 // line matches and posts one line.
-func (m *matcher) line(tx pay.Tx, l pay.SettlementLine, res *batchResult) error {
+func (m *matcher) line(tx finalize.Tx, l pay.SettlementLine, res *batchResult) error {
 	item := pay.ReconItem{Line: l.Line, LineID: l.ID, ProviderRef: l.ProviderRef, Amount: l.Amount, Currency: l.Currency}
 	// Posted before with other figures: whatever it is about now.
 	if prev, err := tx.Settlement(m.provider, l.ID); err == nil && prev.Differs(l) {
@@ -300,7 +301,7 @@ func (m *matcher) line(tx pay.Tx, l pay.SettlementLine, res *batchResult) error 
 
 // changed lists line l, whose id was posted as prev with other figures,
 // and puts it on the review queue with both versions.
-func (m *matcher) changed(tx pay.Tx, prev pay.Settlement, l pay.SettlementLine, item pay.ReconItem, res *batchResult) error {
+func (m *matcher) changed(tx finalize.Tx, prev pay.Settlement, l pay.SettlementLine, item pay.ReconItem, res *batchResult) error {
 	item.Kind, item.PaymentID, item.Expected = pay.ReconChangedSincePosted, prev.PaymentID, prev.Amount
 	item.Note = fmt.Sprintf("posted by run %s as %s; this report says %s", prev.RunID,
 		figures(prev.Kind, prev.ProviderRef, prev.Amount, prev.Fee, prev.Currency, prev.PayoutID),
@@ -327,7 +328,7 @@ func figures(kind pay.SettlementKind, ref string, amount, fee int64, currency, p
 // missingAtPSP lists the provider's payments captured before cutoff
 // that no report settled and no line of this run named: their count, and
 // the first keep of them.
-func (m *matcher) missingAtPSP(tx pay.Tx, cutoff time.Time, keep int) ([]pay.ReconItem, int, error) {
+func (m *matcher) missingAtPSP(tx finalize.Tx, cutoff time.Time, keep int) ([]pay.ReconItem, int, error) {
 	var (
 		out []pay.ReconItem
 		n   int
@@ -370,7 +371,7 @@ func (m *matcher) missingAtPSP(tx pay.Tx, cutoff time.Time, keep int) ([]pay.Rec
 // chargePayment finds the payment a charge line settles: by its
 // PaymentID when the report names it (a payment of provider), else by its
 // ProviderRef.
-func chargePayment(tx pay.Tx, provider string, l pay.SettlementLine) (pay.Payment, error) {
+func chargePayment(tx finalize.Tx, provider string, l pay.SettlementLine) (pay.Payment, error) {
 	if l.PaymentID == "" {
 		return tx.PaymentByRef(provider, l.ProviderRef)
 	}
@@ -384,7 +385,7 @@ func chargePayment(tx pay.Tx, provider string, l pay.SettlementLine) (pay.Paymen
 // lookup finds what line l is about. found is false for a line about
 // nothing paystate knows (note says what); a note with found true is an
 // amount mismatch, expected the amount paystate holds.
-func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string, expected int64, note string, found bool, err error) {
+func lookup(tx finalize.Tx, provider string, l pay.SettlementLine) (paymentID string, expected int64, note string, found bool, err error) {
 	notFound := func(e error) bool { return pay.ErrorCode(e) == pay.ENOTFOUND }
 	switch l.Kind {
 	case pay.SettleCharge:
@@ -475,7 +476,7 @@ func lookup(tx pay.Tx, provider string, l pay.SettlementLine) (paymentID string,
 // queueReview puts a line on the review queue with reason and note:
 // one item per balance transaction (id prefix + provider + line id),
 // which a second import of the line replaces.
-func queueReview(tx pay.Tx, reason, prefix, provider string, l pay.SettlementLine, note string) error {
+func queueReview(tx finalize.Tx, reason, prefix, provider string, l pay.SettlementLine, note string) error {
 	_, err := finalize.QueueReview(tx, pay.ReviewItem{
 		ID: prefix + provider + "_" + l.ID, Reason: reason, Provider: provider, ProviderRef: l.ProviderRef, EventID: l.ID,
 		Note: fmt.Sprintf("settlement line %s (%s %s): %s", l.ID, l.Category, pay.FormatAmount(l.Amount, l.Currency), note),

@@ -10,6 +10,7 @@ import (
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/reconcile"
+	"github.com/paystate/paystate/store"
 )
 
 // The hand-computed table of testdata/reconcile/{generic,stripe}.csv
@@ -122,7 +123,7 @@ func TestEngine_Run(t *testing.T) {
 
 				// Both runs are stored, newest first.
 				var runs []pay.ReconRun
-				if err := e.db.View(ctx, func(tx pay.Tx) (err error) { runs, err = tx.ListReconRuns("", 10); return err }); err != nil {
+				if err := e.db.View(ctx, func(tx store.Tx) (err error) { runs, err = tx.ListReconRuns("", 10); return err }); err != nil {
 					t.Fatal(err)
 				}
 				if len(runs) != 2 || runs[0].ID != second.ID || runs[1].ID != first.ID || runs[1].Matched != want.matched || len(runs[1].Items) != 3 {

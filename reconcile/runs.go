@@ -8,14 +8,16 @@ import (
 	"os"
 	"time"
 
+	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Runs reads the stored reconciliation runs (GET
 // /v1/reconciliation/runs) and imports a report sent to the server (POST
 // /v1/reconciliation/runs).
 type Runs struct {
-	Store pay.Store
+	Store store.Store
 	// SettleWithin is reconcile.settle_within (Engine.SettleWithin).
 	SettleWithin time.Duration
 	// TempDir holds an uploaded report while it is imported; "" is the
@@ -72,13 +74,13 @@ func (r Runs) Import(ctx context.Context, format, provider, source string, body 
 // the newest), newest first.
 func (r Runs) List(ctx context.Context, beforeID string, limit int) ([]pay.ReconRun, error) {
 	var out []pay.ReconRun
-	err := r.Store.View(ctx, func(tx pay.Tx) (err error) { out, err = tx.ListReconRuns(beforeID, limit); return err })
+	err := finalize.ReadTx(ctx, r.Store, func(tx finalize.Tx) (err error) { out, err = tx.ListReconRuns(beforeID, limit); return err })
 	return out, err
 }
 
 // Get returns one run with its unmatched items, or ENOTFOUND.
 func (r Runs) Get(ctx context.Context, id string) (pay.ReconRun, error) {
 	var out pay.ReconRun
-	err := r.Store.View(ctx, func(tx pay.Tx) (err error) { out, err = tx.ReconRun(id); return err })
+	err := finalize.ReadTx(ctx, r.Store, func(tx finalize.Tx) (err error) { out, err = tx.ReconRun(id); return err })
 	return out, err
 }

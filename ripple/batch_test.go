@@ -8,27 +8,28 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
+	"github.com/paystate/paystate/store"
 )
 
 // countingStore counts the write transactions made through it and the
 // endpoint-health writes in them.
 type countingStore struct {
-	pay.Store
+	store.Store
 	updates   atomic.Int64
 	endpoints atomic.Int64
 }
 
-func (c *countingStore) Update(ctx context.Context, fn func(pay.Tx) error) error {
+func (c *countingStore) Update(ctx context.Context, fn func(store.Tx) error) error {
 	c.updates.Add(1)
-	return c.Store.Update(ctx, func(tx pay.Tx) error { return fn(countingTx{tx, c}) })
+	return c.Store.Update(ctx, func(tx store.Tx) error { return fn(countingTx{tx, c}) })
 }
 
 type countingTx struct {
-	pay.Tx
+	store.Tx
 	c *countingStore
 }
 
-func (t countingTx) PutWebhookEndpoint(e pay.WebhookEndpoint) error {
+func (t countingTx) PutWebhookEndpoint(e store.WebhookEndpoint) error {
 	t.c.endpoints.Add(1)
 	return t.Tx.PutWebhookEndpoint(e)
 }
@@ -130,10 +131,10 @@ func TestFanOut_NoWriteWithoutDeliveries(t *testing.T) {
 	}
 }
 
-func cursor(t *testing.T, db pay.Store) uint64 {
+func cursor(t *testing.T, db store.Store) uint64 {
 	t.Helper()
 	var cur uint64
-	if err := db.View(context.Background(), func(tx pay.Tx) (err error) { cur, err = tx.RippleCursor(); return err }); err != nil {
+	if err := db.View(context.Background(), func(tx store.Tx) (err error) { cur, err = tx.RippleCursor(); return err }); err != nil {
 		t.Fatal(err)
 	}
 	return cur

@@ -6,6 +6,7 @@ import (
 	"math/big"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // loyalty credits points to the customer on a capture and claws them back
@@ -111,7 +112,7 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 			credit = 0
 			out.note = fmt.Sprintf("clawed back %d points from %s", credited.Points, rec.Customer.ID)
 		}
-		if claimed, err := tx.ClaimEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: points}); err != nil {
+		if claimed, err := tx.ClaimEffect(store.EffectRecord{Key: key, DeliveryID: d.ID, Points: points}); err != nil {
 			return err
 		} else if !claimed {
 			out = outcome{note: "applied before", skipped: true}
@@ -119,7 +120,7 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 		}
 		c, err := tx.CustomerAccount(rec.Customer.ID)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			c, err = pay.CustomerAccount{ID: rec.Customer.ID}, nil
+			c, err = store.CustomerAccount{ID: rec.Customer.ID}, nil
 		}
 		if err != nil {
 			return err
@@ -131,7 +132,7 @@ func (l *loyalty) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (ou
 		if rec.Type == pay.EventRefundSucceeded { // a refund's share leaves the capture's record as it is
 			return nil
 		}
-		return tx.PutEffect(pay.EffectRecord{Key: loyaltyPaymentKey(rec.PaymentID), DeliveryID: d.ID, Points: credit})
+		return tx.PutEffect(store.EffectRecord{Key: loyaltyPaymentKey(rec.PaymentID), DeliveryID: d.ID, Points: credit})
 	}()
 	if err != nil {
 		return outcome{}, fmt.Errorf("loyalty: %w", err)
@@ -163,7 +164,7 @@ func (r *retention) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (
 	}
 	var out outcome
 	err := func() error {
-		if claimed, err := tx.ClaimEffect(pay.EffectRecord{Key: pay.EffectRetention + ":" + rec.ID, DeliveryID: d.ID}); err != nil {
+		if claimed, err := tx.ClaimEffect(store.EffectRecord{Key: pay.EffectRetention + ":" + rec.ID, DeliveryID: d.ID}); err != nil {
 			return err
 		} else if !claimed {
 			out = outcome{note: "applied before", skipped: true}
@@ -171,7 +172,7 @@ func (r *retention) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (
 		}
 		c, err := tx.CustomerAccount(rec.Customer.ID)
 		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			c, err = pay.CustomerAccount{ID: rec.Customer.ID}, nil
+			c, err = store.CustomerAccount{ID: rec.Customer.ID}, nil
 		}
 		if err != nil {
 			return err
@@ -200,12 +201,12 @@ type storeEffect interface {
 }
 
 // deliverInTx applies rec with e in a transaction of its own.
-func deliverInTx(ctx context.Context, st pay.Store, e storeEffect, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
+func deliverInTx(ctx context.Context, st store.Store, e storeEffect, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
 	var (
 		out  outcome
 		ferr error
 	)
-	err := st.Update(ctx, func(tx pay.Tx) error {
+	err := store.Update(ctx, st, asRippleTx, func(tx rippleTx) error {
 		out, ferr = e.applyTx(tx, d, rec) // the function may run more than once (group commit)
 		if ferr != nil {
 			return ferr // roll back whatever was written before it

@@ -15,15 +15,18 @@
 // reaches the store with ripple's next write transaction, whatever it is
 // (a restart before it reads them again, and they still want nothing).
 //
-// On a store that can write a record's deliveries itself (PostgreSQL's
-// SetFanOut, which New calls with the service's targets), there is no
+// On a store that can write a record's deliveries itself (the backend's
+// declared store.Backend.FanOut, PostgreSQL's, which daemon passes as
+// Config.FanOut and New calls with the service's targets), there is no
 // cursor: the transaction of the transition writes the deliveries of its
 // record, and the records appended without them (before the service
 // existed, or by another process) are claimed by the passes of any
-// instance in batches, FOR UPDATE SKIP LOCKED, at most once per Interval
-// in Run. A pass of several instances claims its batch of loyalty and
-// retention deliveries in one statement that skips the ones another
-// instance holds.
+// instance in batches (Tx.ClaimUnfanned, FOR UPDATE SKIP LOCKED), at most
+// once per Interval in Run. A pass of several instances claims its batch
+// of loyalty and retention deliveries in one statement that skips the
+// ones another instance holds (Tx.ClaimDeliveries). The workers receive
+// ripple's own transaction type, rippleTx (store.go): the outbox,
+// deliveries and effect families, nothing of finalize's.
 //
 // The targets are the effects
 // that want the record's type, read from the configuration at fan-out
@@ -61,39 +64,41 @@
 //
 // # One slow target delays nothing else
 //
-// Loyalty and retention are applied inside the store: a pass applies all
-// their due deliveries it claims (up to ripple's Batch, one batch per
-// target at a time) and records them in one transaction, effects and
-// delivery updates together, so N deliveries cost one commit; if that
-// transaction fails, each is attempted on its own and fails alone.
-// Attempts of the other targets that end while a record is being written
-// are recorded together in the next transaction, with what they say
-// about their endpoint's health; a healthy endpoint's state is written
-// when it changes (and its last success at most once a minute), not on
-// every success.
+// Each target has its own lane (lane.go): at most ripple.workers attempts
+// at once for the receipt, webhooks[].max_in_flight (default 32) for each
+// merchant endpoint, which also gets its own HTTP transport capped at that
+// many connections. A pass (fan-out, then dispatch) starts an attempt of
+// every due delivery whose lane has room and that is not running already,
+// queues up to Batch more per lane (an attempt that ends takes the next
+// from its lane's queue), and leaves the others due; a pass of Run does
+// not wait for what it started, and a recorded attempt wakes Run once its
+// lane's queue is short. So a merchant endpoint that takes connections and
+// never answers holds its own max_in_flight goroutines and connections
+// until its timeout (webhooks[].timeout, default 10 s), and nothing that
+// the other targets need. The deliveries waiting for a busy lane stay at
+// the head of the due index, so a pass reads past them until it has seen
+// every due delivery or passed over none. RunOnce, for tests and tools, is
+// the same pass but waits for the attempts it started and for those
+// running before it. A delivery is attempted by one goroutine at a time
+// (the running ones are kept by delivery id), and an attempt first checks
+// that the delivery is still as the pass read it.
 //
-// Each target has its own lane: at most ripple.workers attempts at once
-// for the receipt, at most webhooks[].max_in_flight
-// (default 32) for each merchant endpoint, which also gets its own HTTP
-// transport capped at that many connections. A pass (fan-out and
-// dispatch) starts an attempt of every due delivery whose lane has room
-// and that is not running already, queues up to Batch more per lane (an
-// attempt that ends takes the next from its lane's queue), and leaves the
-// others due; a pass of Run does not wait for what it started, and a
-// recorded attempt wakes Run for the next pass once its lane's queue is
-// short. So a merchant endpoint that takes
-// connections and never answers holds its own max_in_flight goroutines
-// and connections until its timeout (webhooks[].timeout, default 10 s),
-// and nothing that the other targets need. The deliveries waiting for a
-// busy lane stay at the head of the due index, so a pass reads past them
-// until it has seen every due delivery or passed over none. RunOnce, for
-// tests and tools, is the same pass but waits for the attempts it
-// started and for those running before it.
+// Loyalty and retention are applied inside the store: a pass hands all
+// their due deliveries it claims (up to Batch, one batch at a time) to one
+// transaction that applies the effects and records the deliveries, so N
+// deliveries cost one commit; if it fails, each is attempted on its own
+// and fails alone. The outcomes of the other targets' attempts that end
+// while one is being written wait and are written together in the next
+// transaction (record.go), with what they say about their endpoint's
+// health (written when it changes, its last success at most once a
+// minute). The bbolt backend groups concurrent writes itself, so there
+// this saves only calls; on PostgreSQL, where each write transaction is a
+// commit, it saves about one commit per webhook delivery (BENCHMARKS.md,
+// "Ripple keeps pace").
 //
-// A delivery is attempted by one goroutine at a time (the running ones
-// are kept by delivery id), and an attempt first checks that the
-// delivery is still as the pass read it, so an attempt that ended in
-// between is not repeated.
+// The service and its lifecycle are in ripple.go, the fan-out in
+// fanout.go, the operators' retries and reads in admin.go, and each effect
+// in its own file.
 //
 // # At most once per effect
 //

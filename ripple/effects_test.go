@@ -14,7 +14,7 @@ import (
 	"github.com/paystate/paystate/receipt"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
-	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -29,7 +29,7 @@ func TestLoyalty_CrashAfterEffect(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "paystate.db")
 	clock := storetest.NewClock(t0)
-	db, err := store.Open(path, &store.Options{Now: clock.Now})
+	db, err := bolt.Open(path, &bolt.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestLoyalty_CrashAfterEffect(t *testing.T) {
 		t.Fatalf("RunOnce=%v (crashed=%v), want the crash", err, crashed)
 	}
 
-	db, err = store.Open(path, &store.Options{Now: clock.Now})
+	db, err = bolt.Open(path, &bolt.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

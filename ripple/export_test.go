@@ -9,7 +9,12 @@ import "github.com/paystate/paystate/pay"
 // do, and as a batch falls back to when its transaction fails), since a
 // batch applies and records in one transaction where no crash can fall
 // between the two.
-func SetAfterEffect(s *Service, fn func(pay.Delivery) error) { s.afterEffect = fn }
+func SetAfterEffect(s *Service, fn func(pay.Delivery) error) {
+	s.afterEffect = fn
+	for _, l := range s.lanes {
+		l.inStore = false
+	}
+}
 
 // InFlight returns how many deliveries to target are being attempted.
 func InFlight(s *Service, target string) int {

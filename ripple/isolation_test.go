@@ -13,6 +13,7 @@ import (
 	"github.com/paystate/paystate/receipt"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
+	"github.com/paystate/paystate/store"
 )
 
 // runInBackground starts e.svc.Run, woken by finalize, and returns the
@@ -93,8 +94,8 @@ func TestRun_SilentEndpointDelaysNothingElse(t *testing.T) {
 			return fmt.Errorf("receipts=%d, want %d", got, want)
 		}
 		for i, p := range ps {
-			var c pay.CustomerAccount
-			if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { c, err = tx.CustomerAccount(p.Customer.ID); return err }); err != nil {
+			var c store.CustomerAccount
+			if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { c, err = tx.CustomerAccount(p.Customer.ID); return err }); err != nil {
 				return fmt.Errorf("customer %s: %w", p.Customer.ID, err)
 			}
 			want := int64(10)

@@ -18,6 +18,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
+	"github.com/paystate/paystate/store"
 )
 
 // natsWait bounds the waits for the NATS client to notice that its server
@@ -47,7 +48,7 @@ func (e *env) addNATS(srv *rippletest.NATSServer, cfg ripple.NATSConfig) *ripple
 func (e *env) outbox(paymentID string) []pay.OutboxRecord {
 	e.t.Helper()
 	var recs []pay.OutboxRecord
-	if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { recs, err = tx.OutboxForPayment(paymentID); return err }); err != nil {
+	if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { recs, err = tx.OutboxForPayment(paymentID); return err }); err != nil {
 		e.t.Fatal(err)
 	}
 	return recs

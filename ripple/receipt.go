@@ -14,6 +14,7 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/receipt"
+	"github.com/paystate/paystate/store"
 )
 
 // SMTPTimeout bounds one receipt's SMTP conversation: the connection,
@@ -96,7 +97,7 @@ func (r *emailReceipt) deliver(ctx context.Context, d pay.Delivery, rec pay.Outb
 	}
 	key := receiptKey(rec.PaymentID)
 	var sent bool
-	err := r.s.Store.View(ctx, func(tx pay.Tx) error {
+	err := store.View(ctx, r.s.Store, asRippleTx, func(tx rippleTx) error {
 		var err error
 		_, sent, err = tx.Effect(key)
 		return err
@@ -114,8 +115,8 @@ func (r *emailReceipt) deliver(ctx context.Context, d pay.Delivery, rec pay.Outb
 	if err := r.send(ctx, msg); err != nil {
 		return outcome{permanent: permanentSMTP(err)}, fmt.Errorf("receipt: %w", err)
 	}
-	err = r.s.Store.Update(ctx, func(tx pay.Tx) error {
-		return tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID})
+	err = store.Update(ctx, r.s.Store, asRippleTx, func(tx rippleTx) error {
+		return tx.PutEffect(store.EffectRecord{Key: key, DeliveryID: d.ID})
 	})
 	if err != nil {
 		// Sent, but not marked: the next attempt sends it again.

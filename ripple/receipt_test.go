@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/internal/testkit"
+	"github.com/paystate/paystate/store"
 
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
@@ -521,7 +522,7 @@ func insertPaymentOrder(t *testing.T, e *env, orderID string, amount int64, curr
 		ID: "pay_00000000000000000000000042", OrderID: orderID, Amount: amount, Currency: currency,
 		Customer: pay.Customer{ID: "cus_ada", Email: "ada@example.com"}, Provider: "mock", Status: pay.Processing, Version: 1,
 	}
-	err := e.db.Update(context.Background(), func(tx pay.Tx) error {
+	err := e.db.Update(context.Background(), func(tx store.Tx) error {
 		p.CreatedAt, p.UpdatedAt = tx.Now(), tx.Now()
 		return tx.InsertPayment(p)
 	})
@@ -642,7 +643,7 @@ func TestReceipt_OncePerPayment(t *testing.T) {
 
 	// A second capture record of the same payment (a redelivery) sends
 	// nothing: the receipt is per payment.
-	err = e.db.Update(context.Background(), func(tx pay.Tx) error {
+	err = e.db.Update(context.Background(), func(tx store.Tx) error {
 		return tx.AppendOutbox(pay.OutboxRecord{
 			ID: "evt_again", Type: "payment.captured", PaymentID: p.ID, Status: pay.Captured, Version: 9,
 			OrderID: p.OrderID, Amount: p.Amount, Currency: p.Currency, Customer: p.Customer,

@@ -14,7 +14,8 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -37,7 +38,7 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 // env is one test's store, clock, finalizer and ripple service.
 type env struct {
 	t     *testing.T
-	db    *store.DB
+	db    *bolt.DB
 	clock *storetest.Clock
 	f     *finalize.Finalizer
 	svc   *ripple.Service
@@ -48,12 +49,12 @@ type env struct {
 func newEnv(t *testing.T, start time.Time, cfg ripple.Config) *env {
 	t.Helper()
 	clock := storetest.NewClock(start)
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	return &env{t: t, db: db, clock: clock, f: finalize.New(db), svc: newService(t, db, clock, cfg)}
 }
 
 // newService returns a ripple service over db on clock.
-func newService(t *testing.T, db pay.Store, clock *storetest.Clock, cfg ripple.Config) *ripple.Service {
+func newService(t *testing.T, db store.Store, clock *storetest.Clock, cfg ripple.Config) *ripple.Service {
 	t.Helper()
 	svc, err := ripple.New(db, cfg)
 	if err != nil {
@@ -70,13 +71,13 @@ func (e *env) payment(i int, amount int64, currency string, c pay.Customer) pay.
 	return insertPayment(e.t, e.db, i, amount, currency, c)
 }
 
-func insertPayment(t *testing.T, db pay.Store, i int, amount int64, currency string, c pay.Customer) pay.Payment {
+func insertPayment(t *testing.T, db store.Store, i int, amount int64, currency string, c pay.Customer) pay.Payment {
 	t.Helper()
 	p := pay.Payment{
 		ID: fmt.Sprintf("pay_%026d", i), OrderID: fmt.Sprintf("order-%d", i), Amount: amount, Currency: currency,
 		Customer: c, Provider: "mock", Status: pay.Processing, Version: 1,
 	}
-	err := db.Update(context.Background(), func(tx pay.Tx) error {
+	err := db.Update(context.Background(), func(tx store.Tx) error {
 		p.CreatedAt, p.UpdatedAt = tx.Now(), tx.Now()
 		return tx.InsertPayment(p)
 	})
@@ -127,10 +128,10 @@ func settle(t *testing.T, svc *ripple.Service) {
 
 // deliveries returns the deliveries of a payment, in every state, keyed by
 // target; it fails the test if a target has two.
-func deliveries(t *testing.T, db pay.Store, paymentID string) map[string]pay.Delivery {
+func deliveries(t *testing.T, db store.Store, paymentID string) map[string]pay.Delivery {
 	t.Helper()
 	out := map[string]pay.Delivery{}
-	err := db.View(context.Background(), func(tx pay.Tx) error {
+	err := db.View(context.Background(), func(tx store.Tx) error {
 		for _, st := range []string{pay.DeliveryPending, pay.DeliveryDone, pay.DeliveryDead} {
 			ds, _, err := tx.ListDeliveries(pay.DeliveryFilter{State: st, Limit: 1000})
 			if err != nil {
@@ -172,10 +173,10 @@ func (e *env) deliveryOf(paymentID, target, typ string) pay.Delivery {
 }
 
 // customer reads a customer account.
-func customer(t *testing.T, db pay.Store, id string) pay.CustomerAccount {
+func customer(t *testing.T, db store.Store, id string) store.CustomerAccount {
 	t.Helper()
-	var c pay.CustomerAccount
-	if err := db.View(context.Background(), func(tx pay.Tx) (err error) { c, err = tx.CustomerAccount(id); return err }); err != nil {
+	var c store.CustomerAccount
+	if err := db.View(context.Background(), func(tx store.Tx) (err error) { c, err = tx.CustomerAccount(id); return err }); err != nil {
 		t.Fatalf("customer %s: %v", id, err)
 	}
 	return c
@@ -271,8 +272,8 @@ func TestRun_Notify(t *testing.T) {
 	p := e.payment(1, 4200, "EUR", pay.Customer{ID: "cus_1"})
 	e.finalize(p.ID, pay.Captured)
 	testkit.WaitFor(t, 10*time.Second, func() error {
-		var c pay.CustomerAccount
-		err := e.db.View(ctx, func(tx pay.Tx) (err error) { c, err = tx.CustomerAccount("cus_1"); return err })
+		var c store.CustomerAccount
+		err := e.db.View(ctx, func(tx store.Tx) (err error) { c, err = tx.CustomerAccount("cus_1"); return err })
 		if err != nil {
 			return err
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/ripple"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/store/storetest"
 )
@@ -48,7 +49,7 @@ func TestShared_OneAttemptAcrossInstances(t *testing.T) {
 	var releaseOnce sync.Once
 	free := func() { releaseOnce.Do(func() { close(release) }) }
 	t.Cleanup(free) // before srv.Close, should the test fail while the first request is held
-	cfg := ripple.Config{Shared: true, Webhooks: []ripple.EndpointConfig{{
+	cfg := ripple.Config{Shared: true, FanOut: db.SetFanOut, Webhooks: []ripple.EndpointConfig{{
 		URL: srv.URL, Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, Events: []string{"payment.captured"},
 	}}}
 	a, b := newService(t, db, clock, cfg), newService(t, db, clock, cfg)
@@ -75,7 +76,7 @@ func TestShared_OneAttemptAcrossInstances(t *testing.T) {
 		t.Fatal(err)
 	}
 	var done int
-	if err := db.View(ctx, func(tx pay.Tx) (err error) { done, err = tx.CountDeliveries(pay.DeliveryDone); return err }); err != nil {
+	if err := db.View(ctx, func(tx store.Tx) (err error) { done, err = tx.CountDeliveries(pay.DeliveryDone); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if done != 1 || requests.Load() != 1 {
@@ -137,7 +138,8 @@ func TestShared_FanOutInTransition(t *testing.T) {
 		}
 		early = append(early, p)
 	}
-	a, b := newService(t, dbA, clock, ripple.Config{Shared: true, PointsPerUnit: 1}), newService(t, dbB, clock, ripple.Config{Shared: true, PointsPerUnit: 1})
+	a := newService(t, dbA, clock, ripple.Config{Shared: true, FanOut: dbA.SetFanOut, PointsPerUnit: 1})
+	b := newService(t, dbB, clock, ripple.Config{Shared: true, FanOut: dbB.SetFanOut, PointsPerUnit: 1})
 
 	p := insertPayment(t, dbB, 7, 1000, "EUR", customer)
 	if _, err := finalize.New(dbB).Finalize(ctx, pay.Observation{PaymentID: p.ID, Source: pay.SourceSweeper, Status: pay.Captured}); err != nil {
@@ -181,7 +183,7 @@ func TestShared_FanOutInTransition(t *testing.T) {
 }
 
 // customerPoints returns a customer's loyalty points.
-func customerPoints(t *testing.T, db pay.Store, id string) int64 {
+func customerPoints(t *testing.T, db store.Store, id string) int64 {
 	t.Helper()
 	return customer(t, db, id).Points
 }

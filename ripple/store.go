@@ -1,48 +1,22 @@
 package ripple
 
 import (
-	"time"
-
-	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
-// rippleTx is what the ripple workers use of a storage transaction: the
-// outbox after the fan-out cursor, deliveries and their indexes, and the
+// rippleTx is what the ripple workers use of a storage transaction, and
+// all that their functions receive: the outbox and its fan-out (a cursor
+// on bbolt, claims on PostgreSQL), deliveries and their indexes, and the
 // effect state (customer accounts, effect dedupe records, merchant
-// endpoints). The store hands every function a pay.Tx, which has all of
-// these; a backend that is to run ripple implements them first
-// (store/storetest: RippleCursor, Delivery, DueDeliveries (and Skipping),
-// DeliveriesInOrder, ListDeliveries, CustomerAccount, Effect,
-// WebhookEndpoint).
+// endpoints). Payments, the ledger and the inbox are finalize's: the
+// compiler keeps ripple out of them.
 type rippleTx interface {
-	Now() time.Time
-	OnCommit(fn func())
-
-	// The outbox and its fan-out cursor.
-	OutboxAfter(seq uint64, limit int) ([]pay.OutboxRecord, error)
-	OutboxRecord(seq uint64) (pay.OutboxRecord, error)
-	RippleCursor() (uint64, error)
-	SetRippleCursor(seq uint64) error
-
-	// Deliveries.
-	InsertDelivery(d pay.Delivery) error
-	Delivery(id string) (pay.Delivery, error)
-	UpdateDelivery(d pay.Delivery) error
-	DueDeliveries(due time.Time, limit int) ([]pay.Delivery, error)
-	DueDeliveriesSkipping(due time.Time, limit int, skip func(id string) bool) ([]pay.Delivery, error)
-	ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error)
-	OldestPendingDelivery() (pay.Delivery, bool, error)
-	CountDeliveries(state string) (int, error)
-
-	// Effect state.
-	CustomerAccount(id string) (pay.CustomerAccount, error)
-	PutCustomerAccount(c pay.CustomerAccount) error
-	Effect(key string) (pay.EffectRecord, bool, error)
-	PutEffect(r pay.EffectRecord) error
-	ClaimEffect(r pay.EffectRecord) (bool, error)
-	WebhookEndpoint(id string) (pay.WebhookEndpoint, error)
-	PutWebhookEndpoint(e pay.WebhookEndpoint) error
+	store.Core
+	store.Outbox
+	store.Deliveries
+	store.Effects
 }
 
-// A pay.Tx is a rippleTx.
-var _ rippleTx = pay.Tx(nil)
+// asRippleTx is where the compiler checks that a store.Tx is a rippleTx;
+// the workers' transactions are store.View and store.Update with it.
+func asRippleTx(tx store.Tx) rippleTx { return tx }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
+	"github.com/paystate/paystate/store"
 )
 
 // maxResponseBody is how much of an endpoint's answer is read (and
@@ -165,8 +166,8 @@ func NewEvent(rec pay.OutboxRecord) Event {
 
 func (w *webhook) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
 	// A disabled endpoint gets nothing; the delivery waits as a dead letter.
-	var ep pay.WebhookEndpoint
-	err := w.s.Store.View(ctx, func(tx pay.Tx) error {
+	var ep store.WebhookEndpoint
+	err := store.View(ctx, w.s.Store, asRippleTx, func(tx rippleTx) error {
 		var err error
 		ep, err = tx.WebhookEndpoint(w.id)
 		return err

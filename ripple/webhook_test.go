@@ -15,6 +15,7 @@ import (
 	"github.com/paystate/paystate/receipt"
 	"github.com/paystate/paystate/ripple"
 	"github.com/paystate/paystate/ripple/rippletest"
+	"github.com/paystate/paystate/store"
 )
 
 // merchantEvent is what a merchant decodes from a webhook.
@@ -106,7 +107,7 @@ func TestWebhook_EverySecretSigns(t *testing.T) {
 				t.Fatalf("data=%+v, want payment 1 as captured", d)
 			}
 			var recs []pay.OutboxRecord
-			if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) { recs, err = tx.OutboxForPayment(p1.ID); return err }); err != nil {
+			if err := e.db.View(context.Background(), func(tx store.Tx) (err error) { recs, err = tx.OutboxForPayment(p1.ID); return err }); err != nil {
 				t.Fatal(err)
 			}
 			if ev.ID != recs[0].ID || ev.Created != recs[0].CreatedAt.Unix() {
@@ -144,10 +145,10 @@ func TestWebhook_GoneDisablesEndpoint(t *testing.T) {
 	if d1.State != pay.DeliveryDead || d1.Attempts != 1 || !strings.Contains(d1.LastError, "410") {
 		t.Fatalf("delivery after 410=%+v, want dead after one attempt, naming 410", d1)
 	}
-	var endpoint pay.WebhookEndpoint
+	var endpoint store.WebhookEndpoint
 	readEndpoint := func() {
 		t.Helper()
-		if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) {
+		if err := e.db.View(context.Background(), func(tx store.Tx) (err error) {
 			endpoint, err = tx.WebhookEndpoint(ripple.EndpointID(ep.URL))
 			return err
 		}); err != nil {
@@ -283,8 +284,8 @@ func TestWebhook_DisabledAfterFiveDays(t *testing.T) {
 	if got, want := len(ep.Requests()), d.Attempts; got != want {
 		t.Fatalf("requests=%d, want one per attempt (%d)", got, want)
 	}
-	var endpoint pay.WebhookEndpoint
-	if err := e.db.View(context.Background(), func(tx pay.Tx) (err error) {
+	var endpoint store.WebhookEndpoint
+	if err := e.db.View(context.Background(), func(tx store.Tx) (err error) {
 		endpoint, err = tx.WebhookEndpoint(ripple.EndpointID(ep.URL))
 		return err
 	}); err != nil {

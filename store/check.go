@@ -1,113 +1,168 @@
 package store
 
 import (
-	"errors"
-	"fmt"
+	"time"
 
-	bolt "go.etcd.io/bbolt"
-	berrors "go.etcd.io/bbolt/errors"
+	"github.com/paystate/paystate/pay"
 )
 
-// maxCheckErrors caps the problems Check reports.
-const maxCheckErrors = 100
+// What every backend refuses, the same way (store/bolt/doc.go, "Decisions
+// callers rely on"): the checks live here so that the backends share them.
 
-// errRollback ends Check's transaction without a commit.
-var errRollback = errors.New("rollback")
-
-// Check verifies the whole database and returns every problem found
-// (joined with errors.Join: its Unwrap() []error lists them), or nil:
-// bbolt's page-level check (Tx.Check), then the check of each record
-// family, next to its records (familyChecks): every index agrees with its
-// records (each payment has exactly its status, created, order and
-// reference entries; each inbox event its pending and by-payment entries;
-// each processed id, outbox record, delivery, review item and idempotency
-// key its index entries), timelines number their steps 1, 2, 3..., the
-// running balances equal the sum of the ledger, and records without an
-// index decode. It reads every record, so it costs O(database). On a
-// writable database it runs in a write transaction that it rolls back
-// (bbolt cannot check a read transaction while writers commit), so writers
-// wait until it is done. An error that is not such a list means the check
-// could not run; on a closed database it is EUNAVAILABLE.
-func (db *DB) Check() error {
-	c := &checker{}
-	run := func(btx *bolt.Tx) error {
-		for err := range btx.Check() {
-			c.report(err)
-		}
-		c.tx = db.begin(btx)
-		for _, check := range familyChecks {
-			check(c)
-		}
-		return errRollback
+// CheckStoredPart checks a string that a backend keys records by.
+func CheckStoredPart(field, s string, required bool) error {
+	switch {
+	case required && s == "":
+		return pay.Errorf(pay.EINVALID, "%s is required", field)
+	case len(s) > pay.MaxStoredPart:
+		return pay.Errorf(pay.EINVALID, "%s is longer than %d bytes", field, pay.MaxStoredPart)
 	}
-	var err error
-	if db.bolt.IsReadOnly() {
-		err = db.bolt.View(run)
-	} else {
-		err = db.bolt.Update(run)
+	return nil
+}
+
+// CheckStoredLimit checks the limit of a scan.
+func CheckStoredLimit(limit int) error {
+	if limit <= 0 {
+		return pay.Errorf(pay.EINVALID, "limit must be positive, got %d", limit)
+	}
+	return nil
+}
+
+// CheckStoredPayment checks what a backend relies on in a payment it
+// writes: the parts of its keys, a known status and set times (they drive
+// the time indexes).
+func CheckStoredPayment(p pay.Payment) error {
+	for _, f := range []struct {
+		name, v  string
+		required bool
+	}{{"payment id", p.ID, true}, {"order_id", p.OrderID, false}, {"provider", p.Provider, false}, {"provider_ref", p.ProviderRef, false}, {"flow", p.Flow, false}, {"second_ref", p.SecondRef, false}} {
+		if err := CheckStoredPart(f.name, f.v, f.required); err != nil {
+			return err
+		}
+	}
+	if !p.Status.Valid() {
+		return pay.Errorf(pay.EINVALID, "payment %s: status %q is not a known status", p.ID, p.Status)
+	}
+	if p.CreatedAt.IsZero() || p.UpdatedAt.IsZero() {
+		return pay.Errorf(pay.EINVALID, "payment %s: created_at and updated_at are required", p.ID)
+	}
+	return nil
+}
+
+// CheckPosting checks one ledger posting before a backend writes it: every
+// line names its account and currency, and the lines sum to zero per
+// currency without overflowing.
+func CheckPosting(entries []pay.LedgerEntry) error {
+	sums := map[string]int64{}
+	for _, e := range entries {
+		if err := CheckStoredPart("ledger account", e.Account, true); err != nil {
+			return err
+		}
+		if err := CheckStoredPart("ledger currency", e.Currency, true); err != nil {
+			return err
+		}
+		s, ok := pay.AddInt64(sums[e.Currency], e.Amount)
+		if !ok {
+			return pay.Errorf(pay.EINVALID, "ledger posting overflows in %s", e.Currency)
+		}
+		sums[e.Currency] = s
+	}
+	for cur, s := range sums {
+		if s != 0 {
+			return pay.Errorf(pay.EINVALID, "ledger posting does not balance in %s: off by %d", cur, s)
+		}
+	}
+	return nil
+}
+
+// PaymentListLimit checks f's status and creation range and returns its limit as
+// ListPayments uses it: 0 means pay.DefaultListLimit, other values are clamped
+// to 1..MaxListLimit.
+func PaymentListLimit(f pay.PaymentFilter) (int, error) {
+	if f.Status != "" && !f.Status.Valid() {
+		return 0, pay.Invalidf("status", "status %q is not a known status", f.Status)
+	}
+	if !f.CreatedFrom.IsZero() && !f.CreatedBefore.IsZero() && !f.CreatedFrom.Before(f.CreatedBefore) {
+		return 0, pay.Invalidf("created_before", "created_before (%s) must be after created_from (%s)",
+			f.CreatedBefore.UTC().Format(time.RFC3339), f.CreatedFrom.UTC().Format(time.RFC3339))
 	}
 	switch {
-	case errors.Is(err, berrors.ErrDatabaseNotOpen):
-		return unavailable("check", err)
-	case err != nil && !errors.Is(err, errRollback):
-		return fmt.Errorf("check: %w", err)
+	case f.Limit == 0:
+		return pay.DefaultListLimit, nil
+	case f.Limit < 1:
+		return 1, nil
+	case f.Limit > pay.MaxListLimit:
+		return pay.MaxListLimit, nil
 	}
-	return errors.Join(c.errs...)
+	return f.Limit, nil
 }
 
-// familyChecks are the checks of the record families, in the order of the
-// table in doc.go; each lives in its family's file.
-var familyChecks = []func(*checker){
-	(*checker).checkPayments,
-	(*checker).checkTimeline,
-	(*checker).checkInbox,
-	(*checker).checkLeases,
-	(*checker).checkOutbox,
-	(*checker).checkLedger,
-	(*checker).checkReview,
-	(*checker).checkIdempotency,
-	(*checker).checkEffects,
-	(*checker).checkPSPAnswers,
-	(*checker).checkRefunds,
-	(*checker).checkDisputes,
-	(*checker).checkSettlements, // reconcile.go
-}
-
-// checker is one run of Check: the transaction it reads and the problems
-// found so far.
-type checker struct {
-	*tx
-	errs []error
-}
-
-// report records a problem; past maxCheckErrors it is dropped.
-func (c *checker) report(err error) {
-	if len(c.errs) < maxCheckErrors {
-		c.errs = append(c.errs, err)
+// CheckDeliveryFilter checks the state and limit of a ListDeliveries call.
+func CheckDeliveryFilter(f pay.DeliveryFilter) error {
+	if !pay.ValidDeliveryState(f.State) {
+		return pay.Invalidf("state", "state %q is not one of pending, done, dead", f.State)
 	}
-}
-
-// want reports what (a record) if key is not in bucket (its index).
-func (c *checker) want(bucket, key []byte, what string) {
-	if !c.has(bucket, key) {
-		c.report(fmt.Errorf("%s: no %s entry %x", what, bucket, key))
+	if f.Limit < 1 || f.Limit > pay.MaxDeliveryPage {
+		return pay.Invalidf("limit", "limit must be from 1 to %d, got %d", pay.MaxDeliveryPage, f.Limit)
 	}
+	return nil
 }
 
-// wantCount reports an index whose number of entries is not n, the number
-// of records (described by what) that have an entry in it.
-func (c *checker) wantCount(bucket []byte, n int, what string) {
-	if got := c.bucket(bucket).Stats().KeyN; got != n {
-		c.report(fmt.Errorf("%s has %d entries for %d %s", bucket, got, n, what))
-	}
-}
-
-// decodeEach reports every value of bucket that does not decode into v.
-func (c *checker) decodeEach(bucket []byte, v any) {
-	_ = c.bucket(bucket).ForEach(func(k, data []byte) error {
-		if err := decode(string(bucket), data, v); err != nil {
-			c.report(fmt.Errorf("%s %x: %w", bucket, k, err))
+// CheckStoredDelivery checks what a backend needs of a delivery it writes.
+func CheckStoredDelivery(d pay.Delivery) error {
+	for _, p := range []struct{ field, v string }{
+		{"delivery id", d.ID}, {"delivery effect", d.Effect}, {"delivery event id", d.EventID},
+		{"delivery payment id", d.PaymentID}, {"delivery target", d.Target()},
+	} {
+		if err := CheckStoredPart(p.field, p.v, true); err != nil {
+			return err
 		}
+	}
+	if !pay.ValidDeliveryState(d.State) {
+		return pay.Errorf(pay.EINVALID, "delivery state %q is not one of pending, done, dead", d.State)
+	}
+	return nil
+}
+
+// RefundOfPayment is the first check every store makes when it writes
+// refund r of payment p: an empty Currency or Provider of r is p's, a
+// different one is pay.EINVALID. It returns r with them filled in.
+func RefundOfPayment(r pay.Refund, p pay.Payment) (pay.Refund, error) {
+	if r.Currency == "" {
+		r.Currency = p.Currency
+	}
+	if r.Provider == "" {
+		r.Provider = p.Provider
+	}
+	switch {
+	case r.Currency != p.Currency:
+		return r, pay.Invalidf("currency", "refund %s is in %s, payment %s in %s", r.ID, r.Currency, p.ID, p.Currency)
+	case r.Provider != p.Provider:
+		return r, pay.Invalidf("provider", "refund %s is of provider %s, payment %s of %s", r.ID, r.Provider, p.ID, p.Provider)
+	}
+	return r, nil
+}
+
+// CheckSettlement checks settlement s before a backend stores it: its
+// key, its figures (pay.ValidateSettlement) and, if it names a payment,
+// that the payment is stored (paymentStored reports it), else ENOTFOUND.
+func CheckSettlement(s pay.Settlement, paymentStored func(id string) (bool, error)) error {
+	if err := CheckStoredPart("provider", s.Provider, true); err != nil {
+		return err
+	}
+	if err := CheckStoredPart("settlement id", s.ID, true); err != nil {
+		return err
+	}
+	if err := pay.ValidateSettlement(s); err != nil {
+		return err
+	}
+	if s.PaymentID == "" {
 		return nil
-	})
+	}
+	if ok, err := paymentStored(s.PaymentID); err != nil {
+		return err
+	} else if !ok {
+		return pay.Errorf(pay.ENOTFOUND, "settlement %s: payment %s not found", s.ID, s.PaymentID)
+	}
+	return nil
 }

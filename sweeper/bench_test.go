@@ -13,6 +13,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 	"github.com/paystate/paystate/store/storetest"
 	"github.com/paystate/paystate/sweeper"
 )
@@ -30,7 +31,7 @@ const benchInsertBatch = 50_000
 // runs the cleanups of b in between), and removed by TestMain.
 type benchEnv struct {
 	dir        string
-	db         *store.DB
+	db         *bolt.DB
 	clock      *storetest.Clock
 	mock       *mock.Provider
 	sw         *sweeper.Sweeper
@@ -71,7 +72,7 @@ func loadBenchEnv(b *testing.B, n int) *benchEnv {
 		b.Fatal(err)
 	}
 	clock := storetest.NewClock(t0)
-	db, err := store.Open(filepath.Join(dir, "paystate.db"), &store.Options{Now: clock.Now})
+	db, err := bolt.Open(filepath.Join(dir, "paystate.db"), &bolt.Options{Now: clock.Now})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func loadBenchEnv(b *testing.B, n int) *benchEnv {
 	others := n - benchCandidates
 	for lo := 0; lo < others; lo += benchInsertBatch {
 		hi := min(lo+benchInsertBatch, others)
-		err := db.Update(ctx, func(tx pay.Tx) error {
+		err := db.Update(ctx, func(tx store.Tx) error {
 			for i := lo; i < hi; i++ {
 				at := t0.Add(time.Duration(int64(span) / int64(others) * int64(i)))
 				young := i >= others*95/100
@@ -121,7 +122,7 @@ func loadBenchEnv(b *testing.B, n int) *benchEnv {
 	}
 
 	// The candidates: charged at the PSP, answer lost.
-	err = db.Update(ctx, func(tx pay.Tx) error {
+	err = db.Update(ctx, func(tx store.Tx) error {
 		for i := range benchCandidates {
 			p := benchPayment(n+i, t0.Add(time.Duration(i)*time.Minute))
 			p.Amount = 1004
@@ -138,7 +139,7 @@ func loadBenchEnv(b *testing.B, n int) *benchEnv {
 	}
 	for _, id := range e.candidates {
 		var p pay.Payment
-		if err := db.View(ctx, func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
+		if err := db.View(ctx, func(tx store.Tx) (err error) { p, err = tx.Payment(id); return err }); err != nil {
 			b.Fatal(err)
 		}
 		if _, err := mk.Create(ctx, p, finalize.ChargeKey(p.ID)); pay.ErrorCode(err) != pay.EPSP {
@@ -168,7 +169,7 @@ func benchPayment(i int, at time.Time) pay.Payment {
 // reset puts the candidates back in finalize_pending, older than min_age,
 // as if their answers had been lost again.
 func (e *benchEnv) reset(b *testing.B) {
-	err := e.db.Update(context.Background(), func(tx pay.Tx) error {
+	err := e.db.Update(context.Background(), func(tx store.Tx) error {
 		old := tx.Now().Add(-2 * minAge)
 		for _, id := range e.candidates {
 			p, err := tx.Payment(id)

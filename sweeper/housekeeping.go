@@ -7,6 +7,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // housekeeping removes what is past its retention, one bounded batch per
@@ -16,25 +17,25 @@ func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) 
 	retention := or(s.ProcessedRetention, DefaultProcessedRetention)
 	outboxRetention := or(s.OutboxRetention, DefaultOutboxRetention)
 	var err error
-	rep.PurgedIdemKeys, err = s.purge(ctx, "idempotency_keys", func(tx pay.Tx, limit int) (int, error) {
+	rep.PurgedIdemKeys, err = s.purge(ctx, "idempotency_keys", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeIdemKeys(now, limit)
 	})
 	if err != nil {
 		return err
 	}
-	rep.PurgedProcessed, err = s.purge(ctx, "processed_events", func(tx pay.Tx, limit int) (int, error) {
+	rep.PurgedProcessed, err = s.purge(ctx, "processed_events", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeProcessed(now.Add(-retention), limit)
 	})
 	if err != nil {
 		return err
 	}
-	rep.PurgedDeliveries, err = s.purge(ctx, "deliveries", func(tx pay.Tx, limit int) (int, error) {
+	rep.PurgedDeliveries, err = s.purge(ctx, "deliveries", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeDoneDeliveries(now.Add(-outboxRetention), limit)
 	})
 	if err != nil {
 		return err
 	}
-	rep.PurgedOutbox, err = s.purge(ctx, "outbox", func(tx pay.Tx, limit int) (int, error) {
+	rep.PurgedOutbox, err = s.purge(ctx, "outbox", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeOutbox(now.Add(-outboxRetention), limit)
 	})
 	return err
@@ -42,7 +43,7 @@ func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) 
 
 // purge runs fn in write transactions of one batch each until a batch
 // removes less than a full batch, and returns the total.
-func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx pay.Tx, limit int) (int, error)) (int, error) {
+func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx Tx, limit int) (int, error)) (int, error) {
 	batch := or(s.Batch, DefaultBatch)
 	total := 0
 	for {
@@ -50,7 +51,7 @@ func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx pay.Tx, lim
 			return total, err
 		}
 		var n int
-		err := s.Store.Update(ctx, func(tx pay.Tx) error {
+		err := store.Update(ctx, s.Store, asTx, func(tx Tx) error {
 			var err error
 			n, err = fn(tx, batch)
 			return err
@@ -77,7 +78,7 @@ func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx pay.Tx, lim
 func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 	var settled []pay.ReviewItem
 	var items []pay.ReviewItem
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
+	err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 		var err error
 		if items, err = tx.ListReview(); err != nil {
 			return err
@@ -106,7 +107,7 @@ func (s *Sweeper) tidyQueue(ctx context.Context, rep *Report) error {
 			status  pay.Status
 			dropped bool
 		)
-		err := s.Store.Update(ctx, func(tx pay.Tx) (err error) {
+		err := store.Update(ctx, s.Store, asTx, func(tx Tx) (err error) {
 			status, dropped, err = finalize.DropSettled(tx, it.ID)
 			return err
 		})

@@ -7,6 +7,7 @@ import (
 
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // TestSweeper_OutboxRetention: past ripple.retention the sweeper purges
@@ -28,7 +29,7 @@ func TestSweeper_OutboxRetention(t *testing.T) {
 		t.Fatalf("statuses %s and %s, want captured", a.Status, b.Status)
 	}
 	var recs []pay.OutboxRecord
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		var err error
 		if recs, err = tx.OutboxAfter(0, 100); err != nil {
 			return err
@@ -44,7 +45,7 @@ func TestSweeper_OutboxRetention(t *testing.T) {
 			if err := tx.InsertDelivery(d); err != nil {
 				return err
 			}
-			if err := tx.PutEffect(pay.EffectRecord{Key: pay.EffectLoyalty + ":" + r.ID, DeliveryID: d.ID, Points: 10}); err != nil {
+			if err := tx.PutEffect(store.EffectRecord{Key: pay.EffectLoyalty + ":" + r.ID, DeliveryID: d.ID, Points: 10}); err != nil {
 				return err
 			}
 		}
@@ -56,7 +57,7 @@ func TestSweeper_OutboxRetention(t *testing.T) {
 	outbox := func(id string) int {
 		t.Helper()
 		var n int
-		e.view(func(tx pay.Tx) error { rs, err := tx.OutboxForPayment(id); n = len(rs); return err })
+		e.view(func(tx store.Tx) error { rs, err := tx.OutboxForPayment(id); n = len(rs); return err })
 		return n
 	}
 	clean := func(when string) {
@@ -87,7 +88,7 @@ func TestSweeper_OutboxRetention(t *testing.T) {
 	if got, want := outbox(b.ID), 1; got != want {
 		t.Fatalf("b has %d outbox records with its delivery pending, want %d", got, want)
 	}
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		if _, ok, err := tx.Effect(pay.EffectLoyalty + ":" + recs[0].ID); err != nil || ok {
 			t.Fatalf("a's dedupe key: kept=%v, %v; want it gone with the record", ok, err)
 		}
@@ -99,7 +100,7 @@ func TestSweeper_OutboxRetention(t *testing.T) {
 	clean("after the first purge")
 
 	// b's delivery is done: its record goes at the next pass.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		d, err := tx.Delivery("dlv_1")
 		if err != nil {
 			return err

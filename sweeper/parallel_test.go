@@ -9,6 +9,7 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/sweeper"
 )
 
@@ -135,7 +136,7 @@ wait:
 			l pay.Lease
 			a pay.PSPAnswer
 		)
-		e.view(func(tx pay.Tx) (err error) {
+		e.view(func(tx store.Tx) (err error) {
 			if a, err = tx.PSPAnswer(p.ID); err != nil {
 				return err
 			}
@@ -158,15 +159,15 @@ wait:
 	e.verify()
 }
 
-// countingStore is a pay.Store that counts the write transactions that
+// countingStore is a store.Store that counts the write transactions that
 // committed.
 type countingStore struct {
-	pay.Store
+	store.Store
 	mu      sync.Mutex
 	updates int
 }
 
-func (c *countingStore) Update(ctx context.Context, fn func(tx pay.Tx) error) error {
+func (c *countingStore) Update(ctx context.Context, fn func(tx store.Tx) error) error {
 	err := c.Store.Update(ctx, fn)
 	if err == nil {
 		c.mu.Lock()
@@ -208,7 +209,7 @@ func TestSweeper_CorrectionWrites(t *testing.T) {
 	}
 	for _, p := range lost {
 		var a pay.PSPAnswer
-		e.view(func(tx pay.Tx) (err error) { a, err = tx.PSPAnswer(p.ID); return err })
+		e.view(func(tx store.Tx) (err error) { a, err = tx.PSPAnswer(p.ID); return err })
 		if !a.Found || a.Status != pay.Captured {
 			t.Fatalf("last PSP answer of %s=%+v, want found and captured", p.ID, a)
 		}

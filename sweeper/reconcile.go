@@ -9,6 +9,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // expire handles one payment found by the expiry scan: under its lease it
@@ -32,7 +33,7 @@ func (s *Sweeper) expire(ctx context.Context, p pay.Payment, now time.Time, rep 
 			expiredOnce  bool
 			stillExpires bool
 		)
-		err := s.Store.View(ctx, func(tx pay.Tx) error {
+		err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 			var err error
 			if cur, err = tx.Payment(p.ID); err != nil {
 				return err
@@ -126,7 +127,7 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 	return s.Leases.Do(ctx, p.ID, func(ctx context.Context, token uint64) error {
 		// Re-read: the payment may have moved since the scan.
 		var cur pay.Payment
-		if err := s.Store.View(ctx, func(tx pay.Tx) (err error) { cur, err = tx.Payment(p.ID); return err }); err != nil {
+		if err := store.View(ctx, s.Store, asTx, func(tx Tx) (err error) { cur, err = tx.Payment(p.ID); return err }); err != nil {
 			return err
 		}
 		if !slices.Contains(reconciling, cur.Status) || !cur.UpdatedAt.Before(bound) {
@@ -207,7 +208,7 @@ func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, r
 // with none, the payment goes on the review queue past give_up_after.
 func (s *Sweeper) fromHistory(ctx context.Context, cur pay.Payment, token uint64, pastGiveUp bool, rep *Report) error {
 	var evs []pay.InboxEvent
-	if err := s.Store.View(ctx, func(tx pay.Tx) (err error) { evs, err = tx.InboxForPayment(cur.ID); return err }); err != nil {
+	if err := store.View(ctx, s.Store, asTx, func(tx Tx) (err error) { evs, err = tx.InboxForPayment(cur.ID); return err }); err != nil {
 		return err
 	}
 	var latest *pay.InboxEvent
@@ -263,7 +264,7 @@ func (s *Sweeper) fromHistory(ctx context.Context, cur pay.Payment, token uint64
 func (s *Sweeper) correct(ctx context.Context, cur pay.Payment, token uint64, res pay.PSPResult, rep *Report) (pay.Result, error) {
 	a := answer(cur, res, nil)
 	r, err := s.finalizeThen(ctx, cur, token, res.Status, res, "reconciled with the PSP: "+res.Raw,
-		func(tx pay.Tx, _ pay.Result) error { return putAnswer(tx, a) })
+		func(tx finalize.Tx, _ pay.Result) error { return putAnswer(tx, a) })
 	if err != nil {
 		if rerr := s.recordAnswer(ctx, cur, res, nil); rerr != nil {
 			s.Logger.Warn().Err(rerr).Str("payment_id", cur.ID).Msg("sweeper: store the PSP answer")
@@ -293,7 +294,7 @@ func (s *Sweeper) finalize(ctx context.Context, cur pay.Payment, token uint64, s
 // finalizeThen is finalize with then, if not nil, run after Apply in the
 // finalize transaction (finalize.Finalizer.FinalizeThen); its error rolls
 // the transaction back and is returned.
-func (s *Sweeper) finalizeThen(ctx context.Context, cur pay.Payment, token uint64, st pay.Status, res pay.PSPResult, note string, then func(pay.Tx, pay.Result) error) (pay.Result, error) {
+func (s *Sweeper) finalizeThen(ctx context.Context, cur pay.Payment, token uint64, st pay.Status, res pay.PSPResult, note string, then func(finalize.Tx, pay.Result) error) (pay.Result, error) {
 	r, err := s.Finalizer.FinalizeThen(ctx, pay.Observation{
 		PaymentID: cur.ID, Source: pay.SourceSweeper, Status: st,
 		ProviderRef: res.ProviderRef, SecondRef: res.SecondRef, ClientSecret: res.ClientSecret, RedirectURL: res.RedirectURL,
@@ -338,7 +339,7 @@ func (s *Sweeper) recordAnswer(ctx context.Context, cur pay.Payment, res pay.PSP
 	a := answer(cur, res, callErr)
 	// Read first: an unchanged answer costs no write transaction.
 	same := false
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
+	err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 		old, err := tx.PSPAnswer(cur.ID)
 		if err != nil && pay.ErrorCode(err) != pay.ENOTFOUND {
 			return err
@@ -349,7 +350,7 @@ func (s *Sweeper) recordAnswer(ctx context.Context, cur pay.Payment, res pay.PSP
 	if err != nil || same {
 		return err
 	}
-	return s.Store.Update(ctx, func(tx pay.Tx) error { return tx.PutPSPAnswer(a) })
+	return store.Update(ctx, s.Store, asTx, func(tx Tx) error { return tx.PutPSPAnswer(a) })
 }
 
 // answer is the PSP answer stored for a PSP call's result or failure.
@@ -362,7 +363,7 @@ func answer(cur pay.Payment, res pay.PSPResult, callErr error) pay.PSPAnswer {
 
 // putAnswer stores a as the payment's last PSP answer in tx, unless it
 // says the same as the stored one.
-func putAnswer(tx pay.Tx, a pay.PSPAnswer) error {
+func putAnswer(tx store.PSPAnswers, a pay.PSPAnswer) error {
 	old, err := tx.PSPAnswer(a.PaymentID)
 	switch {
 	case err == nil && old.Same(a):
@@ -385,7 +386,7 @@ func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Sta
 	if queued, err := s.queued(ctx, paymentID); err != nil || queued {
 		return err
 	}
-	err := s.Store.Update(ctx, func(tx pay.Tx) error {
+	err := store.Update(ctx, s.Store, asTx, func(tx Tx) error {
 		var err error
 		if p, err = tx.Payment(paymentID); err != nil {
 			return err
@@ -416,7 +417,7 @@ func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Sta
 // transaction.
 func (s *Sweeper) queued(ctx context.Context, id string) (bool, error) {
 	queued := false
-	err := s.Store.View(ctx, func(tx pay.Tx) error {
+	err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 		_, err := tx.Review(id)
 		queued = err == nil
 		if pay.ErrorCode(err) == pay.ENOTFOUND {

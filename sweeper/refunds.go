@@ -7,11 +7,12 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // sweepRefunds reconciles the refunds left pending longer than MinAge,
 // as payments are: a refund is a candidate through the store's index of
-// pending refunds (pay.Tx.PendingRefunds, O(candidates)); under its
+// pending refunds (Tx.PendingRefunds, O(candidates)); under its
 // payment's lease the provider is asked about it (RefundStatus) and a
 // final answer is finalized as any observation is. A refund still pending,
 // unknown to the PSP or whose provider cannot say (standard: its webhook
@@ -26,7 +27,7 @@ func (s *Sweeper) sweepRefunds(ctx context.Context, now time.Time, rep *Report) 
 			return err
 		}
 		var page []pay.Refund
-		if err := s.Store.View(ctx, func(tx pay.Tx) (err error) { page, err = tx.PendingRefunds(f); return err }); err != nil {
+		if err := store.View(ctx, s.Store, asTx, func(tx Tx) (err error) { page, err = tx.PendingRefunds(f); return err }); err != nil {
 			return fmt.Errorf("refund candidates: %w", err)
 		}
 		for _, r := range page {
@@ -73,7 +74,7 @@ func (s *Sweeper) sweepRefund(ctx context.Context, r pay.Refund, now time.Time, 
 			cur pay.Refund
 			p   pay.Payment
 		)
-		err := s.Store.View(ctx, func(tx pay.Tx) (err error) {
+		err := store.View(ctx, s.Store, asTx, func(tx Tx) (err error) {
 			if cur, err = tx.Refund(r.ID); err != nil {
 				return err
 			}
@@ -131,7 +132,7 @@ func (s *Sweeper) refundReview(ctx context.Context, r pay.Refund, note string, r
 		return err
 	}
 	var added bool
-	err := s.Store.Update(ctx, func(tx pay.Tx) (err error) {
+	err := store.Update(ctx, s.Store, asTx, func(tx Tx) (err error) {
 		added, err = finalize.QueueReview(tx, pay.ReviewItem{
 			ID: id, PaymentID: r.PaymentID, Reason: pay.ReasonRefundUnresolved, Provider: r.Provider,
 			ProviderRef: r.ProviderRef, Note: note,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // TestSweeper_PendingRefunds: a refund left pending is a candidate like a
@@ -74,7 +75,7 @@ func TestSweeper_PendingRefunds(t *testing.T) {
 		t.Fatalf("Reviewed=%d on the next pass, want 0 (queued once)", rep.Reviewed)
 	}
 	var item pay.ReviewItem
-	e.view(func(tx pay.Tx) (err error) { item, err = tx.Review("refund_" + sr.Refund.ID); return err })
+	e.view(func(tx store.Tx) (err error) { item, err = tx.Review("refund_" + sr.Refund.ID); return err })
 	if item.Reason != pay.ReasonRefundUnresolved || item.PaymentID != s.ID {
 		t.Fatalf("review item %+v, want refund_unresolved of %s", item, s.ID)
 	}
@@ -86,6 +87,6 @@ func TestSweeper_PendingRefunds(t *testing.T) {
 func (e *env) refund(id string) pay.Refund {
 	e.t.Helper()
 	var r pay.Refund
-	e.view(func(tx pay.Tx) (err error) { r, err = tx.Refund(id); return err })
+	e.view(func(tx store.Tx) (err error) { r, err = tx.Refund(id); return err })
 	return r
 }

@@ -46,7 +46,7 @@
 //     to 1; a normal pass lowers it to 0.
 //
 // Candidates are found through the status+time index and paged with
-// pay.Tx.CandidatesAfter, so a pass costs O(candidates), not
+// Tx.CandidatesAfter, so a pass costs O(candidates), not
 // O(payments). Up to Parallel candidates are handled at once, each under
 // its own lease: their PSP calls overlap (still within the provider's
 // rate_per_second) and their writes share the store's group commits. A
@@ -72,6 +72,7 @@ import (
 
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Defaults of the Sweeper's fields; the durations are the configuration's
@@ -127,7 +128,7 @@ func purgedTotal(what string) *metrics.Counter {
 // Sweeper reconciles payments with their PSPs and does the housekeeping.
 // Store, Finalizer and Leases are required; the rest have defaults.
 type Sweeper struct {
-	Store     pay.Store
+	Store     store.Store
 	Finalizer *finalize.Finalizer
 	Providers map[string]pay.Provider
 	// Leases takes each payment's lease before a PSP call (holder
@@ -375,7 +376,7 @@ func (s *Sweeper) eachCandidate(ctx context.Context, statuses []pay.Status, boun
 				return err
 			}
 			var page []pay.Payment
-			err := s.Store.View(ctx, func(tx pay.Tx) error {
+			err := store.View(ctx, s.Store, asTx, func(tx Tx) error {
 				var err error
 				page, err = tx.CandidatesAfter(statuses, bound, afterT, afterID, batch)
 				return err
@@ -483,3 +484,15 @@ func or[T int | time.Duration](v, def T) T {
 	}
 	return v
 }
+
+// Tx is what the sweeper uses of a storage transaction, and all that its
+// functions receive: finalize's families (it queues reviews and finalizes
+// through finalize) and the deliveries it purges.
+type Tx interface {
+	finalize.Tx
+	store.Deliveries
+}
+
+// asTx is where the compiler checks that a store.Tx is the sweeper's Tx;
+// its transactions are store.View and store.Update with it.
+func asTx(tx store.Tx) Tx { return tx }

@@ -19,7 +19,8 @@ import (
 	"github.com/paystate/paystate/psp/standard"
 	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/storetest"
 	"github.com/paystate/paystate/sweeper"
 )
@@ -56,7 +57,7 @@ type env struct {
 	t        *testing.T
 	ctx      context.Context
 	clock    *storetest.Clock
-	db       *store.DB
+	db       *bolt.DB
 	fin      *finalize.Finalizer
 	mock     *mock.Provider
 	payments *finalize.Payments
@@ -81,7 +82,7 @@ func newMock(t *testing.T, clock *storetest.Clock, delay time.Duration) *mock.Pr
 func newEnv(t *testing.T, delay time.Duration) *env {
 	t.Helper()
 	clock := storetest.NewClock(t0)
-	db := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	fin := finalize.New(db)
 	mk := newMock(t, clock, delay)
 	std, err := standard.New(standard.Config{WebhookSecret: stdSecret})
@@ -128,18 +129,18 @@ func (e *env) pass() sweeper.Report {
 func (e *env) payment(id string) pay.Payment {
 	e.t.Helper()
 	var p pay.Payment
-	e.view(func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err })
+	e.view(func(tx store.Tx) (err error) { p, err = tx.Payment(id); return err })
 	return p
 }
 
-func (e *env) view(fn func(tx pay.Tx) error) {
+func (e *env) view(fn func(tx store.Tx) error) {
 	e.t.Helper()
 	if err := e.db.View(e.ctx, fn); err != nil {
 		e.t.Fatal(err)
 	}
 }
 
-func (e *env) update(fn func(tx pay.Tx) error) {
+func (e *env) update(fn func(tx store.Tx) error) {
 	e.t.Helper()
 	if err := e.db.Update(e.ctx, fn); err != nil {
 		e.t.Fatal(err)
@@ -157,7 +158,7 @@ type snapshot struct {
 func (e *env) snapshot(id string) snapshot {
 	e.t.Helper()
 	var s snapshot
-	e.view(func(tx pay.Tx) (err error) {
+	e.view(func(tx store.Tx) (err error) {
 		if s.payment, err = tx.Payment(id); err != nil {
 			return err
 		}
@@ -216,7 +217,7 @@ func (e *env) reviewItem(id string) (pay.ReviewItem, bool) {
 		it    pay.ReviewItem
 		found bool
 	)
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		var err error
 		it, err = tx.Review(id)
 		switch pay.ErrorCode(err) {
@@ -295,7 +296,7 @@ func TestSweeper_LostAnswer(t *testing.T) {
 		e.sameSnapshot(p.ID, before[i])
 	}
 	var balances []pay.Balance
-	e.view(func(tx pay.Tx) (err error) { balances, err = tx.LedgerBalances(); return err })
+	e.view(func(tx store.Tx) (err error) { balances, err = tx.LedgerBalances(); return err })
 	for _, b := range balances {
 		if b.Account == pay.AccountPSPReceivable {
 			if got, want := b.Amount, int64(1004+2004+3004); got != want {
@@ -326,7 +327,7 @@ func TestSweeper_UnknownToPSP(t *testing.T) {
 		t.Fatalf("review item=%+v, want unresolved with the PSP's answer", it)
 	}
 	var ans pay.PSPAnswer
-	e.view(func(tx pay.Tx) (err error) { ans, err = tx.PSPAnswer(p.ID); return err })
+	e.view(func(tx store.Tx) (err error) { ans, err = tx.PSPAnswer(p.ID); return err })
 	if ans.Found || ans.Raw != "mock status=not_found" || ans.Provider != "mock" {
 		t.Fatalf("PSPAnswer=%+v, want not found", ans)
 	}
@@ -408,7 +409,7 @@ func TestSweeper_StandardFromHistory(t *testing.T) {
 	// The event was applied by the sweeper, in the same transaction: the
 	// inbox worker finds it processed and writes nothing.
 	var processed bool
-	e.view(func(tx pay.Tx) (err error) { processed, err = tx.IsProcessed("standard", "evt_a2"); return err })
+	e.view(func(tx store.Tx) (err error) { processed, err = tx.IsProcessed("standard", "evt_a2"); return err })
 	if !processed {
 		t.Fatal("evt_a2 is not processed")
 	}
@@ -446,7 +447,7 @@ func TestSweeper_ExpiryThenPSP(t *testing.T) {
 		ID: ids.Payment(now), OrderID: "order-crash", Amount: 1000, Currency: "EUR", Provider: "mock",
 		Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now,
 	}
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		if err := tx.InsertPayment(p); err != nil {
 			return err
 		}
@@ -604,7 +605,7 @@ func TestSweeper_ExpiryNoCancelAPI(t *testing.T) {
 		if got, want := e.payment(id).Status, pay.Expired; got != want {
 			t.Fatalf("%s: Status=%s, want %s", id, got, want)
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			if a, err := tx.PSPAnswer(id); pay.ErrorCode(err) != pay.ENOTFOUND {
 				t.Fatalf("%s: PSP answer %+v, %v; want none (no cancel API is no answer)", id, a, err)
 			}
@@ -619,7 +620,7 @@ func TestSweeper_LeaseHeld(t *testing.T) {
 	e := newEnv(t, 0)
 	p := e.create("mock", 1004)
 	var l pay.Lease
-	e.update(func(tx pay.Tx) (err error) { l, err = tx.AcquireLease(p.ID, "inbox", time.Hour); return err })
+	e.update(func(tx store.Tx) (err error) { l, err = tx.AcquireLease(p.ID, "inbox", time.Hour); return err })
 
 	e.clock.Add(minAge + time.Second)
 	rep := e.pass()
@@ -629,7 +630,7 @@ func TestSweeper_LeaseHeld(t *testing.T) {
 	if got, want := e.payment(p.ID).Status, pay.FinalizePending; got != want {
 		t.Fatalf("Status=%s, want %s", got, want)
 	}
-	e.update(func(tx pay.Tx) error { return tx.ReleaseLease(p.ID, l.Token) })
+	e.update(func(tx store.Tx) error { return tx.ReleaseLease(p.ID, l.Token) })
 	if rep := e.pass(); rep.Corrected != 1 {
 		t.Fatalf("report=%+v, want the payment corrected once the lease is free", rep)
 	}
@@ -641,7 +642,7 @@ func TestSweeper_Housekeeping(t *testing.T) {
 	e.sw.Batch = 2 // several transactions per purge
 
 	// Idempotency keys: five expire within a day, one after the test.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i := range 5 {
 			if err := tx.PutIdemKey(pay.IdemRecord{Key: fmt.Sprintf("old-%d", i), State: pay.IdemDone, ExpiresAt: t0.Add(24 * time.Hour)}); err != nil {
 				return err
@@ -657,7 +658,7 @@ func TestSweeper_Housekeeping(t *testing.T) {
 		// Events for no payment are deferred, not applied.
 		t.Fatalf("inbox RunOnce=%d, %v", n, err)
 	}
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i := range 3 {
 			if err := tx.MarkProcessed("standard", fmt.Sprintf("evt_old_%d", i)); err != nil {
 				return err
@@ -666,11 +667,11 @@ func TestSweeper_Housekeeping(t *testing.T) {
 		return nil
 	})
 	e.clock.Add(retention - time.Hour)
-	e.update(func(tx pay.Tx) error { return tx.MarkProcessed("standard", "evt_fresh") })
+	e.update(func(tx store.Tx) error { return tx.MarkProcessed("standard", "evt_fresh") })
 
 	// Deliveries: three done at t0+retention-1h (so far), one dead, one
 	// pending; only done ones past the retention go.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i, st := range []string{pay.DeliveryDone, pay.DeliveryDone, pay.DeliveryDone, pay.DeliveryDead, pay.DeliveryPending} {
 			if err := tx.InsertDelivery(pay.Delivery{
 				ID: fmt.Sprintf("dlv_%d", i), Effect: pay.EffectRetention, EventID: fmt.Sprintf("evt_o_%d", i),
@@ -689,7 +690,7 @@ func TestSweeper_Housekeeping(t *testing.T) {
 		t.Fatalf("report=%+v, want 5 keys and 3 processed events purged, no delivery yet", rep)
 	}
 
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		for i := range 5 {
 			if _, err := tx.IdemKey(fmt.Sprintf("old-%d", i)); pay.ErrorCode(err) != pay.ENOTFOUND {
 				t.Fatalf("old key %d: err=%v, want not found", i, err)
@@ -716,7 +717,7 @@ func TestSweeper_Housekeeping(t *testing.T) {
 	if rep := e.pass(); rep.PurgedDeliveries != 3 {
 		t.Fatalf("report=%+v, want the 3 done deliveries purged", rep)
 	}
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		for i := range 5 {
 			_, err := tx.Delivery(fmt.Sprintf("dlv_%d", i))
 			if got, want := pay.ErrorCode(err) == pay.ENOTFOUND, i < 3; got != want {

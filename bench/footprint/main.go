@@ -54,7 +54,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 func main() {
@@ -174,15 +174,15 @@ events = ["payment.captured"]
 	if err != nil {
 		return err
 	}
-	buckets, inUse, err := bucketSizes(dbPath)
+	buckets, inUse, err := bolt.BucketSizes(dbPath)
 	if err != nil {
 		return err
 	}
 	per := float64(*n)
 	var keys, data int
 	for _, b := range buckets {
-		keys += b.keys
-		data += b.keyBytes + b.valueBytes
+		keys += b.Keys
+		data += b.KeyBytes + b.ValueBytes
 	}
 	fmt.Printf("payments %d (counted: the last %d)\n", *n, *n-1)
 	if w, ok := m1[writesMetric]; ok {
@@ -200,14 +200,14 @@ events = ["payment.captured"]
 	w := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(w, "bucket\tkeys/payment\tkey B/payment\tvalue B/payment\tpages B/payment\tfill\t")
 	sort.Slice(buckets, func(i, j int) bool {
-		return buckets[i].keyBytes+buckets[i].valueBytes > buckets[j].keyBytes+buckets[j].valueBytes
+		return buckets[i].KeyBytes+buckets[i].ValueBytes > buckets[j].KeyBytes+buckets[j].ValueBytes
 	})
 	for _, b := range buckets {
-		if b.keys == 0 {
+		if b.Keys == 0 {
 			continue
 		}
-		fmt.Fprintf(w, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f %%\t\n", b.name, float64(b.keys)/per, float64(b.keyBytes)/per, float64(b.valueBytes)/per,
-			float64(b.alloc)/per, 100*float64(b.inuse)/float64(max(b.alloc, 1)))
+		fmt.Fprintf(w, "%s\t%.2f\t%.0f\t%.0f\t%.0f\t%.0f %%\t\n", b.Name, float64(b.Keys)/per, float64(b.KeyBytes)/per, float64(b.ValueBytes)/per,
+			float64(b.Alloc)/per, 100*float64(b.Inuse)/float64(max(b.Alloc, 1)))
 	}
 	return w.Flush()
 }
@@ -418,36 +418,4 @@ func procIO(pid int) (ioCounts, error) {
 		}
 	}
 	return c, sc.Err()
-}
-
-type bucketSize struct {
-	name                       string
-	keys, keyBytes, valueBytes int
-	alloc, inuse               int // bytes of the bucket's pages, and of them in use (bbolt's BucketStats)
-}
-
-// bucketSizes walks every top-level bucket of the file, read-only, and
-// counts the pages in use: below the high-water mark and not free.
-func bucketSizes(path string) (out []bucketSize, inUse int, err error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{ReadOnly: true, Timeout: 5 * time.Second})
-	if err != nil {
-		return nil, 0, err
-	}
-	defer db.Close()
-	err = db.View(func(tx *bolt.Tx) error {
-		inUse = int(tx.Size()/int64(db.Info().PageSize)) - db.Stats().FreePageN
-		return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
-			st := b.Stats()
-			s := bucketSize{name: string(name), alloc: st.BranchAlloc + st.LeafAlloc, inuse: st.BranchInuse + st.LeafInuse}
-			err := b.ForEach(func(k, v []byte) error {
-				s.keys++
-				s.keyBytes += len(k)
-				s.valueBytes += len(v)
-				return nil
-			})
-			out = append(out, s)
-			return err
-		})
-	})
-	return out, inUse, err
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stripe"
 	"github.com/paystate/paystate/psp/stripe/stripefake"
+	"github.com/paystate/paystate/store"
 )
 
 // Modes of a simulation (Options.Mode).
@@ -239,7 +240,7 @@ func (s *sim) stripeWebhook(ctx context.Context, id string, body []byte) {
 // checkCheckout compares a checkout payment with Stripe's truth: its
 // status is the one its outcome says, and its capture, announced by the
 // session and by its PaymentIntent, counted once.
-func (s *sim) checkCheckout(tx pay.Tx, p pay.Payment, steps []pay.Step, postings map[string]map[string]int) error {
+func (s *sim) checkCheckout(tx store.Tx, p pay.Payment, steps []pay.Step, postings map[string]map[string]int) error {
 	r := &s.report
 	s.co.mu.Lock()
 	want := s.co.want[p.ID]
@@ -256,7 +257,7 @@ func (s *sim) checkCheckout(tx pay.Tx, p pay.Payment, steps []pay.Step, postings
 // transition to captured, one payment.captured outbox record and one
 // ledger posting of its capture (postings: payment id → outbox event →
 // its lines on merchant_revenue), and one that never was captured none.
-func (s *sim) countCaptures(tx pay.Tx, p pay.Payment, steps []pay.Step, postings map[string]map[string]int) error {
+func (s *sim) countCaptures(tx store.Tx, p pay.Payment, steps []pay.Step, postings map[string]map[string]int) error {
 	want := 0
 	if p.Status == pay.Captured || p.Status == pay.Refunded {
 		want = 1
@@ -295,7 +296,7 @@ func (s *sim) countCaptures(tx pay.Tx, p pay.Payment, steps []pay.Step, postings
 
 // capturePostings reads the ledger: payment id → outbox event → its
 // lines on merchant_revenue.
-func capturePostings(tx pay.Tx) (map[string]map[string]int, error) {
+func capturePostings(tx store.Tx) (map[string]map[string]int, error) {
 	out := map[string]map[string]int{}
 	var after uint64
 	for {
@@ -342,7 +343,7 @@ func (r *Report) outcomeCount(o outcome) *int {
 // go to the session's PaymentIntent at the Fake.
 func (s *sim) refundCaptured(ctx context.Context, ids []string) error {
 	var captured []pay.Payment
-	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+	err := s.m.Store.View(ctx, func(tx store.Tx) error {
 		for _, id := range ids {
 			p, err := tx.Payment(id)
 			if err != nil {

@@ -41,6 +41,7 @@ import (
 	"github.com/paystate/paystate/daemon"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Options of a simulation.
@@ -705,7 +706,7 @@ func (s *sim) askRefund(ctx context.Context, id string, body []byte, key string,
 // against its disputes): each must be 409 charge_disputed.
 func (s *sim) refundDisputed(ctx context.Context, ids []string) error {
 	var disputed []string
-	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+	err := s.m.Store.View(ctx, func(tx store.Tx) error {
 		for _, id := range ids {
 			p, err := tx.Payment(id)
 			if err != nil {
@@ -773,7 +774,7 @@ func (s *sim) settle(ctx context.Context, ids []string) error {
 func (s *sim) openPayments(ctx context.Context, ids []string) ([]string, error) {
 	var open []string
 	review := map[string]bool{}
-	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+	err := s.m.Store.View(ctx, func(tx store.Tx) error {
 		items, err := tx.ListReview()
 		if err != nil {
 			return err
@@ -814,7 +815,7 @@ func (s *sim) openPayments(ctx context.Context, ids []string) ([]string, error) 
 // fanned out and deliveries not yet done.
 func (s *sim) pendingWork(ctx context.Context) (int, error) {
 	n := 0
-	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+	err := s.m.Store.View(ctx, func(tx store.Tx) error {
 		in, err := tx.PendingInbox(time.Now().Add(24*time.Hour), 1000)
 		if err != nil {
 			return err
@@ -843,7 +844,7 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 	r := &s.report
 	points := map[string]int64{}
 	var revenue, lost int64 // what merchant_revenue and dispute_losses must hold (EUR)
-	err := s.m.DB.View(ctx, func(tx pay.Tx) error {
+	err := s.m.Store.View(ctx, func(tx store.Tx) error {
 		items, err := tx.ListReview()
 		if err != nil {
 			return err
@@ -934,7 +935,7 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 
 	// The ledger: every currency sums to zero; revenue is what was
 	// captured less what was refunded, losses the lost disputes.
-	err = s.m.DB.View(ctx, func(tx pay.Tx) error {
+	err = s.m.Store.View(ctx, func(tx store.Tx) error {
 		bs, err := tx.LedgerBalances()
 		if err != nil {
 			return err
@@ -973,7 +974,7 @@ func (s *sim) check(ctx context.Context, ids []string) error {
 	r.DuplicatesAbsorbed += int(s.duplicates().Get() - s.dupBase)
 
 	// The database agrees with its own history.
-	rep, err := verify.Run(ctx, s.m.DB)
+	rep, err := verify.Run(ctx, s.m.Store)
 	if err != nil {
 		return err
 	}
@@ -1048,7 +1049,7 @@ func (s *sim) pspRefunded(p pay.Payment, psp string, amount, refunded int64) {
 // checkMoney counts a payment's refunds and disputes and checks that its
 // refunds fit in its amount, here and at the PSP; it adds its lost
 // disputes to lost.
-func (s *sim) checkMoney(tx pay.Tx, p pay.Payment, lost *int64) error {
+func (s *sim) checkMoney(tx store.Tx, p pay.Payment, lost *int64) error {
 	r := &s.report
 	refunds, err := tx.RefundsForPayment(p.ID)
 	if err != nil {

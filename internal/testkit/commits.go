@@ -4,20 +4,20 @@ import (
 	"context"
 	"sync/atomic"
 
-	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // CommitCounter is a real store that counts the write transactions
 // (Update calls) that committed, for tests that assert commits per
 // operation.
 type CommitCounter struct {
-	pay.Store
+	store.Store
 	N atomic.Int64
 }
 
 // Update runs fn in the store's Update and counts the commit.
-func (c *CommitCounter) Update(ctx context.Context, fn func(pay.Tx) error) error {
-	return c.Store.Update(ctx, func(tx pay.Tx) error {
+func (c *CommitCounter) Update(ctx context.Context, fn func(store.Tx) error) error {
+	return c.Store.Update(ctx, func(tx store.Tx) error {
 		if err := fn(tx); err != nil {
 			return err
 		}

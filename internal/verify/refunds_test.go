@@ -12,7 +12,8 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // TestRun_Refunds: a history of partial refunds made through finalize
@@ -23,7 +24,7 @@ import (
 func TestRun_Refunds(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0 }})
 	psp, err := mock.New(mock.Config{}, mock.WithRetry(1, 0))
 	if err != nil {
 		t.Fatal(err)
@@ -46,7 +47,7 @@ func TestRun_Refunds(t *testing.T) {
 		t.Fatalf("verify of a good history: %+v (%v), want clean with 2 refunds", rep, err)
 	}
 
-	damage := func(name, want string, fn func(tx pay.Tx) error) {
+	damage := func(name, want string, fn func(tx store.Tx) error) {
 		t.Helper()
 		if err := db.Update(ctx, fn); err != nil {
 			t.Fatalf("%s: %v", name, err)
@@ -63,7 +64,7 @@ func TestRun_Refunds(t *testing.T) {
 		t.Fatalf("%s: mismatches %v, want one saying %q", name, rep.Mismatches, want)
 	}
 	// The payment says more was refunded than its refunds did.
-	damage("amount_refunded", "amount_refunded 6.00 EUR", func(tx pay.Tx) error {
+	damage("amount_refunded", "amount_refunded 6.00 EUR", func(tx store.Tx) error {
 		cur, err := tx.Payment(p.ID)
 		if err != nil {
 			return err
@@ -76,7 +77,7 @@ func TestRun_Refunds(t *testing.T) {
 		return tx.AppendStep(pay.Step{PaymentID: p.ID, Source: pay.SourceAPI, Kind: pay.StepUpdate, From: cur.Status, To: cur.Status, Version: next.Version})
 	})
 	// The payment says it was charged back; it has no dispute.
-	damage("dispute status", `the payment says its dispute is "lost", its disputes say ""`, func(tx pay.Tx) error {
+	damage("dispute status", `the payment says its dispute is "lost", its disputes say ""`, func(tx store.Tx) error {
 		cur, err := tx.Payment(p.ID)
 		if err != nil {
 			return err
@@ -89,7 +90,7 @@ func TestRun_Refunds(t *testing.T) {
 		return tx.AppendStep(pay.Step{PaymentID: p.ID, Source: pay.SourceAPI, Kind: pay.StepUpdate, From: cur.Status, To: cur.Status, Version: next.Version})
 	})
 	// A refund marked failed whose success was posted.
-	damage("posting of a failed refund", "did not succeed but the ledger has", func(tx pay.Tx) error {
+	damage("posting of a failed refund", "did not succeed but the ledger has", func(tx store.Tx) error {
 		r, err := tx.Refund(refunds[0].ID)
 		if err != nil {
 			return err
@@ -98,7 +99,7 @@ func TestRun_Refunds(t *testing.T) {
 		return tx.UpdateRefund(r)
 	})
 	// A succeeded refund without a posting under its event.
-	damage("refund without posting", "want one posting of its amount", func(tx pay.Tx) error {
+	damage("refund without posting", "want one posting of its amount", func(tx store.Tx) error {
 		r, err := tx.Refund(refunds[1].ID)
 		if err != nil {
 			return err

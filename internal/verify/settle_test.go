@@ -10,7 +10,8 @@ import (
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // TestRun_Settlements checks settlement postings against their
@@ -20,12 +21,12 @@ import (
 // under no settlement are each reported.
 func TestRun_Settlements(t *testing.T) {
 	t.Parallel()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0 }})
 	ctx := context.Background()
 	line := func(id string, payout string) pay.SettlementLine {
 		return pay.SettlementLine{ID: id, Kind: pay.SettleCharge, Category: "charge", ProviderRef: "pi_1", Amount: 1000, Fee: 30, Currency: "EUR", PayoutID: payout}
 	}
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		if err := captured(tx, "pay_1", t0, true); err != nil {
 			return err
 		}
@@ -49,7 +50,7 @@ func TestRun_Settlements(t *testing.T) {
 			{PaymentID: "pay_1", EventID: event, Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: -amt, At: t0},
 		}
 	}
-	err = db.Update(ctx, func(tx pay.Tx) error {
+	err = db.Update(ctx, func(tx store.Tx) error {
 		// txn_twice posted a second time, as two racing imports did.
 		if err := tx.AppendLedger(append(pair("txn_twice", pay.AccountPSPFees, 30), pair("txn_twice", pay.AccountPayouts, 970)...)); err != nil {
 			return err
@@ -90,7 +91,7 @@ func TestRun_Settlements(t *testing.T) {
 }
 
 // mustVerify runs verify on db, failing the test if it cannot.
-func mustVerify(t *testing.T, db pay.Store) verify.Report {
+func mustVerify(t *testing.T, db store.Store) verify.Report {
 	t.Helper()
 	rep, err := verify.Run(context.Background(), db)
 	if err != nil {

@@ -5,7 +5,7 @@
 // no client secret or redirect URL kept by a final payment, and a ledger
 // that balances per currency. Outbox records purged after their retention
 // are not asked for: a transition older than the store's purge horizon
-// (pay.Tx.OutboxHorizon) may have lost its record; a younger one must
+// (store.Tx.OutboxHorizon) may have lost its record; a younger one must
 // have it. It reads one consistent snapshot and changes nothing. It is
 // the engine of `paystate verify` (cli/verify.go, which adds the file and
 // journal checks of the store); the simulation and the tests of other
@@ -31,6 +31,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Mismatch is one problem found.
@@ -120,57 +121,63 @@ type Options struct {
 }
 
 // Run verifies the whole store in one read transaction.
-func Run(ctx context.Context, s pay.Store) (Report, error) {
+func Run(ctx context.Context, s store.Store) (Report, error) {
 	return RunWith(ctx, s, Options{})
 }
 
 // RunWith is Run with options.
-func RunWith(ctx context.Context, s pay.Store, opts Options) (Report, error) {
+func RunWith(ctx context.Context, s store.Store, opts Options) (Report, error) {
 	var r Report
-	err := s.View(ctx, func(tx pay.Tx) error {
+	// The store hands a store.Tx; verify receives only its verifyTx.
+	err := s.View(ctx, func(tx store.Tx) error {
 		r = Report{}
-		horizon, err := tx.OutboxHorizon()
-		if err != nil {
-			return fmt.Errorf("outbox horizon: %w", err)
-		}
-		total := 0
-		if opts.Progress != nil {
-			// Only for the progress: a count that fails leaves it
-			// unknown, and the checks below find what is wrong.
-			if counts, err := tx.PaymentCounts(); err == nil {
-				for _, n := range counts {
-					total += n
-				}
-			}
-		}
-		cursor := ""
-		for {
-			page, next, err := tx.ListPayments(pay.PaymentFilter{Limit: 500, Cursor: cursor})
-			if err != nil {
-				return fmt.Errorf("list payments: %w", err)
-			}
-			for _, p := range page {
-				if err := checkPayment(tx, p, horizon, &r); err != nil {
-					return fmt.Errorf("payment %s: %w", p.ID, err)
-				}
-				if opts.Progress != nil {
-					opts.Progress(r.Payments, total)
-				}
-			}
-			if next == "" {
-				break
-			}
-			cursor = next
-		}
-		if err := checkLedger(tx, &r); err != nil {
-			return err
-		}
-		if err := loadSettlements(tx, &r); err != nil {
-			return err
-		}
-		return checkMoney(tx, &r)
+		return verifyAll(tx, opts, &r)
 	})
 	return r, err
+}
+
+// verifyAll is RunWith in its read transaction.
+func verifyAll(tx verifyTx, opts Options, r *Report) error {
+	horizon, err := tx.OutboxHorizon()
+	if err != nil {
+		return fmt.Errorf("outbox horizon: %w", err)
+	}
+	total := 0
+	if opts.Progress != nil {
+		// Only for the progress: a count that fails leaves it
+		// unknown, and the checks below find what is wrong.
+		if counts, err := tx.PaymentCounts(); err == nil {
+			for _, n := range counts {
+				total += n
+			}
+		}
+	}
+	cursor := ""
+	for {
+		page, next, err := tx.ListPayments(pay.PaymentFilter{Limit: 500, Cursor: cursor})
+		if err != nil {
+			return fmt.Errorf("list payments: %w", err)
+		}
+		for _, p := range page {
+			if err := checkPayment(tx, p, horizon, r); err != nil {
+				return fmt.Errorf("payment %s: %w", p.ID, err)
+			}
+			if opts.Progress != nil {
+				opts.Progress(r.Payments, total)
+			}
+		}
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if err := checkLedger(tx, r); err != nil {
+		return err
+	}
+	if err := loadSettlements(tx, r); err != nil {
+		return err
+	}
+	return checkMoney(tx, r)
 }
 
 func (r *Report) add(id, format string, args ...any) {

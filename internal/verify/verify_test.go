@@ -10,14 +10,15 @@ import (
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 var t0 = time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // captured stores payment id, created and captured at at, with its
 // timeline and, if withRecord, the capture's outbox record.
-func captured(tx pay.Tx, id string, at time.Time, withRecord bool) error {
+func captured(tx store.Tx, id string, at time.Time, withRecord bool) error {
 	p := pay.Payment{
 		ID: id, OrderID: "order-" + id, Amount: 1000, Currency: "EUR", Provider: "mock",
 		Status: pay.Created, Version: 1, CreatedAt: at, UpdatedAt: at,
@@ -49,12 +50,12 @@ func captured(tx pay.Tx, id string, at time.Time, withRecord bool) error {
 // transition after it.
 func TestRun_OutboxHorizon(t *testing.T) {
 	t.Parallel()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0 }})
 	ctx := context.Background()
 	const (
 		old, young, broken = "pay_old", "pay_young", "pay_broken"
 	)
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		if err := captured(tx, old, t0, true); err != nil {
 			return err
 		}
@@ -87,12 +88,12 @@ func TestRun_OutboxHorizon(t *testing.T) {
 	check("before the purge")
 
 	var n int
-	err = db.Update(ctx, func(tx pay.Tx) (err error) { n, err = tx.PurgeOutbox(t0.Add(24*time.Hour), 10); return err })
+	err = db.Update(ctx, func(tx store.Tx) (err error) { n, err = tx.PurgeOutbox(t0.Add(24*time.Hour), 10); return err })
 	if err != nil || n != 1 {
 		t.Fatalf("PurgeOutbox=%d, %v; want the old record purged", n, err)
 	}
 	check("after the purge")
-	if err := db.View(ctx, func(tx pay.Tx) error {
+	if err := db.View(ctx, func(tx store.Tx) error {
 		if rs, err := tx.OutboxForPayment(old); err != nil || len(rs) != 0 {
 			return fmt.Errorf("old payment's records: %v, %v; want purged", rs, err)
 		}
@@ -109,7 +110,7 @@ func TestRun_OutboxHorizon(t *testing.T) {
 // is fine.
 func TestRun_Secrets(t *testing.T) {
 	t.Parallel()
-	db := bolttest.MustOpen(t, &store.Options{Now: func() time.Time { return t0 }})
+	db := bolttest.MustOpen(t, &bolt.Options{Now: func() time.Time { return t0 }})
 	ctx := context.Background()
 	const (
 		secret = "pi_final_secret_b5f0"
@@ -117,7 +118,7 @@ func TestRun_Secrets(t *testing.T) {
 	)
 	// set stores payment id's new client secret and redirect URL with
 	// its timeline step, as an update that did not clear them would.
-	set := func(tx pay.Tx, id, secret, url string) error {
+	set := func(tx store.Tx, id, secret, url string) error {
 		p, err := tx.Payment(id)
 		if err != nil {
 			return err
@@ -129,7 +130,7 @@ func TestRun_Secrets(t *testing.T) {
 		}
 		return tx.AppendStep(pay.Step{PaymentID: id, At: t0, Source: pay.SourceAPI, Kind: pay.StepUpdate, To: p.Status, Version: p.Version})
 	}
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		for _, id := range []string{"pay_ok", "pay_final_secret", "pay_final_url"} {
 			if err := captured(tx, id, t0, true); err != nil {
 				return err

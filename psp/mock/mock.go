@@ -80,6 +80,7 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
+	"github.com/paystate/paystate/store"
 )
 
 // Name is the provider's name, in configuration and in /webhooks/mock.
@@ -159,12 +160,12 @@ func WithLogger(l zerolog.Logger) Option { return func(p *Provider) { p.Logger =
 // WithHTTPClient sets the client that posts the webhooks.
 func WithHTTPClient(c *http.Client) Option { return func(p *Provider) { p.Client = c } }
 
-// WithStore keeps the PSP's charges in s (pay.Tx.PutPSPCharge) as well as
+// WithStore keeps the PSP's charges in s (store.Tx.PutPSPCharge) as well as
 // in memory: a restart, or another paystate instance on the same
 // database, answers Status, Refund and a replayed Create from what was
 // charged, and a charge forgotten from memory (MaxCharges) is read back
 // from s.
-func WithStore(s pay.Store) Option { return func(p *Provider) { p.store = s } }
+func WithStore(s store.Store) Option { return func(p *Provider) { p.store = s } }
 
 // WithRand sets the random source behind duplicates and client secrets, so
 // a test or a simulation can be seeded.
@@ -224,7 +225,7 @@ type Provider struct {
 	order      []*charge
 	oldest     int
 	maxCharges int
-	store      pay.Store // WithStore: the charges are kept there too
+	store      store.Store // WithStore: the charges are kept there too
 	stats      Stats
 }
 
@@ -548,7 +549,7 @@ func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key
 	p.refunds[key] = rf
 	p.stats.Refunds++
 	res := rf.result()
-	recs := []pay.PSPCharge{c.record(), rf.record()}
+	recs := []store.PSPCharge{c.record(), rf.record()}
 	p.mu.Unlock()
 	for _, rec := range recs {
 		if err := p.save(ctx, rec); err != nil {
@@ -708,8 +709,8 @@ func (p *Provider) lookup(ctx context.Context, pm pay.Payment) (*charge, error) 
 
 // stored reads the record of key (a charge or a refund, what) from the
 // store; ok is false if the store has none.
-func (p *Provider) stored(ctx context.Context, key, what string) (rec pay.PSPCharge, ok bool, err error) {
-	err = p.store.View(ctx, func(tx pay.Tx) (err error) { rec, err = tx.PSPCharge(key); return err })
+func (p *Provider) stored(ctx context.Context, key, what string) (rec store.PSPCharge, ok bool, err error) {
+	err = p.store.View(ctx, func(tx store.Tx) (err error) { rec, err = tx.PSPCharge(key); return err })
 	switch {
 	case pay.ErrorCode(err) == pay.ENOTFOUND:
 		return rec, false, nil
@@ -745,19 +746,19 @@ func (p *Provider) load(ctx context.Context, key string) error {
 // did not take is an error of the PSP's: the caller does not know whether
 // it was made, as with a real PSP that timed out, and a retry with the
 // same key answers it from memory.
-func (p *Provider) save(ctx context.Context, rec pay.PSPCharge) error {
+func (p *Provider) save(ctx context.Context, rec store.PSPCharge) error {
 	if p.store == nil {
 		return nil
 	}
-	if err := p.store.Update(context.WithoutCancel(ctx), func(tx pay.Tx) error { return tx.PutPSPCharge(rec) }); err != nil {
+	if err := p.store.Update(context.WithoutCancel(ctx), func(tx store.Tx) error { return tx.PutPSPCharge(rec) }); err != nil {
 		return pay.Errorf(pay.EPSP, "mock: record charge %s: %s", rec.Key, pay.ErrorMessage(err))
 	}
 	return nil
 }
 
 // record is c as the store keeps it. p.mu must be held.
-func (c *charge) record() pay.PSPCharge {
-	return pay.PSPCharge{
+func (c *charge) record() store.PSPCharge {
+	return store.PSPCharge{
 		Key: c.Key, PaymentID: c.PaymentID, ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: c.Currency,
 		Status: c.Status, ClientSecret: c.clientSecret, RedirectURL: c.redirectURL, RefundKey: c.refundKey,
 		Calls: c.Calls, Refunds: c.Refunds, AmountRefunded: c.AmountRefunded,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/stdwebhook"
+	"github.com/paystate/paystate/store"
 )
 
 // refund is the PSP's record of one refund, by its key, guarded by
@@ -38,15 +39,15 @@ var refundAsCharge = map[pay.RefundStatus]pay.Status{
 }
 
 // record is rf as the store keeps it.
-func (rf *refund) record() pay.PSPCharge {
-	return pay.PSPCharge{
+func (rf *refund) record() store.PSPCharge {
+	return store.PSPCharge{
 		Key: rf.key, PaymentID: rf.paymentID, ProviderRef: rf.ref, Amount: rf.amount, Currency: rf.currency,
 		Status: refundAsCharge[rf.status],
 	}
 }
 
 // refundOf is the refund a stored record of the mock holds.
-func refundOf(rec pay.PSPCharge) *refund {
+func refundOf(rec store.PSPCharge) *refund {
 	rf := &refund{
 		key: rec.Key, id: strings.TrimPrefix(rec.Key, "refund-"), paymentID: rec.PaymentID, ref: rec.ProviderRef,
 		amount: rec.Amount, currency: rec.Currency, status: pay.RefundPending,
@@ -105,7 +106,7 @@ func (p *Provider) scheduleRefund(c *charge, rf *refund) {
 	p.later(func() {
 		p.mu.Lock()
 		typ := stdwebhook.TypeRefundSucceeded
-		var recs []pay.PSPCharge
+		var recs []store.PSPCharge
 		if rf.status == pay.RefundPending {
 			rf.status = pay.RefundFailed
 			c.AmountRefunded -= rf.amount

@@ -10,7 +10,8 @@ import (
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 )
 
 // paystate is the part of paystate the Apply tests run the provider in:
@@ -18,7 +19,7 @@ import (
 // webhook inbox, with the provider under test as the only one.
 type paystate struct {
 	s     *suite
-	db    *store.DB
+	db    *bolt.DB
 	pays  *finalize.Payments
 	inbox *finalize.Inbox
 }
@@ -74,7 +75,7 @@ type record struct {
 func (ps *paystate) record(t *testing.T, id string) record {
 	t.Helper()
 	var r record
-	err := ps.db.View(context.Background(), func(tx pay.Tx) (err error) {
+	err := ps.db.View(context.Background(), func(tx store.Tx) (err error) {
 		if r.p, err = tx.Payment(id); err != nil {
 			return err
 		}
@@ -265,7 +266,7 @@ func testApplyRefused(t *testing.T, s *suite) {
 				len(after.steps) != len(before.steps) || len(after.outbox) != len(before.outbox) || after.reviewed {
 				t.Fatalf("a refused webhook changed payment %s: %+v → %+v", p.ID, before, after)
 			}
-			err := ps.db.View(context.Background(), func(tx pay.Tx) error {
+			err := ps.db.View(context.Background(), func(tx store.Tx) error {
 				_, err := tx.InboxEvent(s.Provider.Name(), e.ID)
 				return err
 			})

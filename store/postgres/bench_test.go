@@ -10,7 +10,8 @@ import (
 
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/postgres"
 )
 
@@ -28,12 +29,12 @@ import (
 func BenchmarkTransition(b *testing.B) {
 	backends := []struct {
 		name string
-		open func(b *testing.B) (pay.Store, func() postgres.Stats)
+		open func(b *testing.B) (store.Store, func() postgres.Stats)
 	}{
-		{"bolt", func(b *testing.B) (pay.Store, func() postgres.Stats) {
-			return bolttest.MustOpen(b, &store.Options{}), nil
+		{"bolt", func(b *testing.B) (store.Store, func() postgres.Stats) {
+			return bolttest.MustOpen(b, &bolt.Options{}), nil
 		}},
-		{"postgres", func(b *testing.B) (pay.Store, func() postgres.Stats) {
+		{"postgres", func(b *testing.B) (store.Store, func() postgres.Stats) {
 			db := mustOpen(b, newSchema(b), &postgres.Options{MaxConns: 16})
 			return db, db.Stats
 		}},
@@ -43,7 +44,7 @@ func BenchmarkTransition(b *testing.B) {
 			b.Run(fmt.Sprintf("%s/clients=%d", be.name, clients), func(b *testing.B) {
 				s, stats := be.open(b)
 				at := time.Now().UTC()
-				err := s.Update(context.Background(), func(tx pay.Tx) error {
+				err := s.Update(context.Background(), func(tx store.Tx) error {
 					for i := range b.N {
 						p := pay.Payment{ID: fmt.Sprintf("pay_%08d", i), OrderID: "order", Amount: 1000, Currency: "EUR",
 							Provider: "mock", Status: pay.Processing, Version: 1, CreatedAt: at, UpdatedAt: at}
@@ -94,8 +95,8 @@ func BenchmarkTransition(b *testing.B) {
 }
 
 // capture is the webhook's transaction on payment id.
-func capture(s pay.Store, id string) error {
-	return s.Update(context.Background(), func(tx pay.Tx) error {
+func capture(s store.Store, id string) error {
+	return s.Update(context.Background(), func(tx store.Tx) error {
 		p, err := tx.Payment(id)
 		if err != nil {
 			return err

@@ -17,6 +17,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // DefaultMaxConns is the default size of the connection pool.
@@ -49,7 +50,7 @@ type Options struct {
 
 // DB is the PostgreSQL store: a pool of connections to one database (the
 // first schema of the DSN's search_path), safe for concurrent use and for
-// several processes on the same database. It implements pay.Store.
+// several processes on the same database. It implements store.Store.
 type DB struct {
 	pool     *pgxpool.Pool
 	now      func() time.Time
@@ -81,7 +82,7 @@ var (
 	commitsTotal  = metrics.NewCounter(`paystate_store_pg_commits_total`)
 )
 
-var _ pay.Store = (*DB)(nil)
+var _ store.Store = (*DB)(nil)
 
 // Open connects to the database at dsn (a PostgreSQL URL or key=value
 // string that pgx reads; a search_path parameter picks the schema), applies
@@ -139,7 +140,7 @@ func (db *DB) Close() error {
 // for all its reads. Callbacks fn registers with Tx.OnCommit run after it
 // returns nil, so code that registers them works the same in View and
 // Update. fn's error is returned as it is.
-func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
+func (db *DB) View(ctx context.Context, fn func(store.Tx) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -187,7 +188,7 @@ func (db *DB) View(ctx context.Context, fn func(pay.Tx) error) error {
 // commit are EUNAVAILABLE (EDISKFULL for a full disk); a commit whose
 // outcome is unknown (the connection broke during it) is EUNAVAILABLE and
 // is not retried.
-func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
+func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 	db.updates.Add(1)
 	for attempt := 1; ; attempt++ {
 		if err := ctx.Err(); err != nil {
@@ -220,7 +221,7 @@ func (db *DB) Update(ctx context.Context, fn func(pay.Tx) error) error {
 
 // try runs fn once in a new transaction and reports whether it failed in a
 // way that another attempt may not (retry).
-func (db *DB) try(ctx context.Context, fn func(pay.Tx) error) (retry bool, err error) {
+func (db *DB) try(ctx context.Context, fn func(store.Tx) error) (retry bool, err error) {
 	conn, err := db.pool.Acquire(ctx)
 	if err != nil {
 		err = classify("begin", err, true)

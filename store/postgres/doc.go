@@ -1,9 +1,11 @@
 // Package postgres is paystate's storage on PostgreSQL (15 or later),
-// through pgx and its pool: it implements pay.Store and pay.Tx and passes
+// through pgx and its pool: it implements store.Store and store.Tx and passes
 // the conformance suite of package store/storetest, so that several
-// paystate instances can share one database (SPEC §5). The bbolt store of
-// package store is the embedded default; this package behaves the same
-// wherever store/doc.go's "Decisions callers rely on" say how (codes,
+// paystate instances can share one database (SPEC §5). It registers
+// itself with package store as backend "postgres" (driver.go: shared by
+// instances, a target of `paystate copy`). The bbolt store of package
+// store/bolt is the embedded default; this package behaves the same
+// wherever store/bolt/doc.go's "Decisions callers rely on" say how (codes,
 // orders, limits, defaults), and its differences are listed below.
 //
 //	db, err := postgres.Open(ctx, "postgres://paystate@db.internal/paystate?search_path=paystate", &postgres.Options{MaxConns: 16})
@@ -15,8 +17,8 @@
 // lacks, under a transaction-level advisory lock on the schema's name, so
 // that instances that start at once take turns; Migrate does the same for
 // `paystate migrate`. The tables live in the first schema of the DSN's
-// search_path. One table per record family of pay.Tx, in the order of the
-// table of store/doc.go; the indexes stand for the bbolt store's index
+// search_path. One table per record family of store.Tx, in the order of the
+// table of store/bolt/doc.go; the indexes stand for the bbolt store's index
 // buckets and carry their names:
 //
 //	table              key                               indexes
@@ -64,7 +66,7 @@
 //
 // # Transactions
 //
-// Every caller of pay.Store was written against bbolt's one writer at a
+// Every caller of store.Store was written against bbolt's one writer at a
 // time: it reads a record, decides and writes (finalize's compare-and-set,
 // taking a lease, a loyalty credit). Update keeps that true across instances with
 // READ COMMITTED and record locks that are the records' own rows and
@@ -124,7 +126,7 @@
 // every payment (SPEC §5; the tests TestScale_*): transitions of
 // different payments take no common lock.
 // Deadlocks (40P01) and serialization failures (40001) are rolled back and
-// the function runs again (pay.Store allows it; Stats counts the retries).
+// the function runs again (store.Store allows it; Stats counts the retries).
 //
 // SERIALIZABLE with retries, tried first, gives the same guarantee without
 // any lock, but every transition then conflicted with every concurrent one

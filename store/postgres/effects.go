@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // The columns of the rows of customers and effects that PutCustomerAccount
@@ -25,20 +26,20 @@ var (
 // account is created by PutCustomerAccount only if still missing. The
 // transaction keeps what it read and wrote: the account read again costs
 // no statement (no other transaction changes a row this one holds).
-func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
+func (t *tx) CustomerAccount(id string) (store.CustomerAccount, error) {
 	if err := checkPart("customer id", id, true); err != nil {
-		return pay.CustomerAccount{}, err
+		return store.CustomerAccount{}, err
 	}
 	if c, ok := t.customers[id]; ok {
 		if c == nil {
-			return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
+			return store.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
 		}
 		return *c, nil
 	}
 	c, found, err := lockedRow(t, "customer", id, "read customer", `SELECT points, last_visit_at, updated_at FROM customers WHERE id = $1`,
-		func(r pgx.Row) (pay.CustomerAccount, error) {
+		func(r pgx.Row) (store.CustomerAccount, error) {
 			var (
-				c              pay.CustomerAccount
+				c              store.CustomerAccount
 				visit, updated int64
 			)
 			err := r.Scan(&c.Points, &visit, &updated)
@@ -46,22 +47,22 @@ func (t *tx) CustomerAccount(id string) (pay.CustomerAccount, error) {
 			return c, err
 		}, id)
 	if err != nil {
-		return pay.CustomerAccount{}, err
+		return store.CustomerAccount{}, err
 	}
 	c.ID = id
 	if t.writable {
 		t.keepCustomer(id, found, c)
 	}
 	if !found {
-		return pay.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
+		return store.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
 	}
 	return c, nil
 }
 
 // keepCustomer records a customer account as the transaction holds it.
-func (t *tx) keepCustomer(id string, found bool, c pay.CustomerAccount) {
+func (t *tx) keepCustomer(id string, found bool, c store.CustomerAccount) {
 	if t.customers == nil {
-		t.customers = map[string]*pay.CustomerAccount{}
+		t.customers = map[string]*store.CustomerAccount{}
 	}
 	if !found {
 		t.customers[id] = nil
@@ -72,7 +73,7 @@ func (t *tx) keepCustomer(id string, found bool, c pay.CustomerAccount) {
 
 // PutCustomerAccount stores c under c.ID; UpdatedAt becomes Tx.Now. The
 // write is queued with the transaction's other writes (put).
-func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
+func (t *tx) PutCustomerAccount(c store.CustomerAccount) error {
 	if err := checkPart("customer id", c.ID, true); err != nil {
 		return err
 	}
@@ -94,14 +95,14 @@ func (t *tx) PutCustomerAccount(c pay.CustomerAccount) error {
 // read-modify-write of it (loyalty's record of a payment) sees no
 // concurrent change; a missing record is created by PutEffect only if
 // still missing.
-func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
+func (t *tx) Effect(key string) (store.EffectRecord, bool, error) {
 	if err := checkPart("effect key", key, true); err != nil {
-		return pay.EffectRecord{}, false, err
+		return store.EffectRecord{}, false, err
 	}
 	r, found, err := lockedRow(t, "effect", key, "read effect", `SELECT delivery_id, points, at FROM effects WHERE key = $1`,
-		func(row pgx.Row) (pay.EffectRecord, error) {
+		func(row pgx.Row) (store.EffectRecord, error) {
 			var (
-				r  pay.EffectRecord
+				r  store.EffectRecord
 				at int64
 			)
 			err := row.Scan(&r.DeliveryID, &r.Points, &at)
@@ -109,7 +110,7 @@ func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
 			return r, err
 		}, key)
 	if err != nil || !found {
-		return pay.EffectRecord{}, false, err
+		return store.EffectRecord{}, false, err
 	}
 	r.Key = key
 	return r, true, nil
@@ -118,7 +119,7 @@ func (t *tx) Effect(key string) (pay.EffectRecord, bool, error) {
 // PutEffect stores r under r.Key, replacing any record there; a zero At
 // becomes Tx.Now. The write is queued with the transaction's other writes
 // (put).
-func (t *tx) PutEffect(r pay.EffectRecord) error {
+func (t *tx) PutEffect(r store.EffectRecord) error {
 	if err := checkPart("effect key", r.Key, true); err != nil {
 		return err
 	}
@@ -139,7 +140,7 @@ func (t *tx) PutEffect(r pay.EffectRecord) error {
 // and has not ended is waited for: if it commits, its record stays and
 // ClaimEffect reports false; if it rolls back, r is stored. A zero At
 // becomes Tx.Now.
-func (t *tx) ClaimEffect(r pay.EffectRecord) (bool, error) {
+func (t *tx) ClaimEffect(r store.EffectRecord) (bool, error) {
 	if err := checkPart("effect key", r.Key, true); err != nil {
 		return false, err
 	}
@@ -162,14 +163,14 @@ func (t *tx) ClaimEffect(r pay.EffectRecord) (bool, error) {
 // WebhookEndpoint returns an endpoint's stored state; an endpoint never
 // stored is enabled, with only its ID set, and no error. In a write
 // transaction the endpoint is locked by its row (lockedRow).
-func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
+func (t *tx) WebhookEndpoint(id string) (store.WebhookEndpoint, error) {
 	if err := checkPart("endpoint id", id, true); err != nil {
-		return pay.WebhookEndpoint{}, err
+		return store.WebhookEndpoint{}, err
 	}
 	ep, _, err := lockedRow(t, "endpoint", id, "read webhook endpoint", `SELECT url, disabled, disabled_at, disabled_reason, failing_since,
-		last_success_at, updated_at FROM webhook_endpoints WHERE id = $1`, func(r pgx.Row) (pay.WebhookEndpoint, error) {
+		last_success_at, updated_at FROM webhook_endpoints WHERE id = $1`, func(r pgx.Row) (store.WebhookEndpoint, error) {
 		var (
-			ep                                    pay.WebhookEndpoint
+			ep                                    store.WebhookEndpoint
 			disabledAt, failing, success, updated int64
 		)
 		err := r.Scan(&ep.URL, &ep.Disabled, &disabledAt, &ep.DisabledReason, &failing, &success, &updated)
@@ -177,7 +178,7 @@ func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
 		return ep, err
 	}, id)
 	if err != nil {
-		return pay.WebhookEndpoint{}, err
+		return store.WebhookEndpoint{}, err
 	}
 	ep.ID = id
 	return ep, nil
@@ -185,7 +186,7 @@ func (t *tx) WebhookEndpoint(id string) (pay.WebhookEndpoint, error) {
 
 // PutWebhookEndpoint stores e under e.ID; UpdatedAt becomes Tx.Now. The
 // write is queued with the transaction's other writes (put).
-func (t *tx) PutWebhookEndpoint(ep pay.WebhookEndpoint) error {
+func (t *tx) PutWebhookEndpoint(ep store.WebhookEndpoint) error {
 	if err := checkPart("endpoint id", ep.ID, true); err != nil {
 		return err
 	}
@@ -250,7 +251,7 @@ func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
 // PutPSPCharge stores the mock PSP's charge c under its key, replacing the
 // one before. A zero CreatedAt becomes Tx.Now. The write is queued with
 // the transaction's other writes (put).
-func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
+func (t *tx) PutPSPCharge(c store.PSPCharge) error {
 	if err := checkPart("charge key", c.Key, true); err != nil {
 		return err
 	}
@@ -277,12 +278,12 @@ func (t *tx) PutPSPCharge(c pay.PSPCharge) error {
 
 // PSPCharge returns the mock PSP's charge made with key, or ENOTFOUND. In
 // a write transaction the charge is locked by its row (lockedRow).
-func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
+func (t *tx) PSPCharge(key string) (store.PSPCharge, error) {
 	c, found, err := lockedRow(t, "psp charge", key, "read psp charge", `SELECT payment_id, provider_ref, amount, currency, status,
 			client_secret, redirect_url, refund_key, calls, refunds, created_at, amount_refunded FROM psp_charges WHERE key = $1`,
-		func(r pgx.Row) (pay.PSPCharge, error) {
+		func(r pgx.Row) (store.PSPCharge, error) {
 			var (
-				c       pay.PSPCharge
+				c       store.PSPCharge
 				created int64
 			)
 			err := r.Scan(&c.PaymentID, &c.ProviderRef, &c.Amount, &c.Currency, &c.Status,
@@ -291,9 +292,9 @@ func (t *tx) PSPCharge(key string) (pay.PSPCharge, error) {
 			return c, err
 		}, key)
 	if err != nil {
-		return pay.PSPCharge{}, err
+		return store.PSPCharge{}, err
 	} else if !found {
-		return pay.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)
+		return store.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)
 	}
 	c.Key = key
 	return c, nil

@@ -1,7 +1,7 @@
 package postgres
 
 // Import: `paystate copy` writes an export of a bbolt database (the
-// records of package store's DB.Export) into an empty PostgreSQL
+// records of store/bolt's DB.Export) into an empty PostgreSQL
 // database, keeping every id, version, Seq and time as they are.
 
 import (
@@ -16,33 +16,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
-
-// DefaultImportBatch is how many records an Importer writes per
-// transaction by default.
-const DefaultImportBatch = 5000
-
-// ErrTargetNotEmpty is wrapped by the error of Importer.Begin when the
-// database holds records of its own, or part of a copy of another source:
-// a copy goes into an empty database only.
-var ErrTargetNotEmpty = errors.New("the PostgreSQL database is not empty")
-
-// ImportOptions configure an Importer. The zero value is ready to use.
-type ImportOptions struct {
-	// BatchSize is how many records one transaction writes. Default
-	// DefaultImportBatch.
-	BatchSize int
-	// Progress, if set, is called after each transaction with the
-	// records written so far (all families).
-	Progress func(records int)
-}
-
-// ImportCount is what an Importer did with one table's records.
-type ImportCount struct {
-	Table   string
-	Offered int // records received
-	Written int // records inserted; Offered-Written were there already (a resumed copy)
-}
 
 // Importer writes the records of an export into the database: the sink
 // of the bbolt store's DB.Export. Every value is written as the export
@@ -52,7 +27,7 @@ type ImportCount struct {
 // next record a paystate appends gets the next number, and a record fanned
 // out before the copy is not fanned out again.
 //
-// The target must be empty (ErrTargetNotEmpty otherwise). Begin marks it
+// The target must be empty (store.ErrTargetNotEmpty otherwise). Begin marks it
 // with the export's source (meta "copy_source"); records go in with COPY
 // into a temporary table and INSERT ... ON CONFLICT (key) DO NOTHING, one
 // transaction per BatchSize records, so a copy that stopped part-way (a
@@ -91,7 +66,7 @@ type importTable struct {
 }
 
 // importTables are the tables an export fills, in the order of the
-// families of store/doc.go, with their columns (every column but the
+// families of store/bolt/doc.go, with their columns (every column but the
 // generated ones) and primary keys.
 var importTables = []struct{ name, cols, key string }{
 	{"payments", paymentCols, "id"},
@@ -118,9 +93,9 @@ var importTables = []struct{ name, cols, key string }{
 
 // NewImporter returns an Importer on a connection of its own, taken from
 // the pool (Close gives it up). Nothing is written before Begin.
-func (db *DB) NewImporter(ctx context.Context, opts ImportOptions) (*Importer, error) {
+func (db *DB) NewImporter(ctx context.Context, opts store.ImportOptions) (*Importer, error) {
 	if opts.BatchSize <= 0 {
-		opts.BatchSize = DefaultImportBatch
+		opts.BatchSize = store.DefaultImportBatch
 	}
 	pc, err := db.pool.Acquire(ctx)
 	if err != nil {
@@ -215,14 +190,14 @@ func (im *Importer) mark(ctx context.Context, source int64) error {
 	case marked && mark == source:
 		return nil // resume: the batches written before are skipped
 	case marked:
-		return fmt.Errorf("copy: %w: it holds part of a copy of another bbolt database, or of this one before it was written to again; copy into a new schema, or drop this one's tables and copy again", ErrTargetNotEmpty)
+		return fmt.Errorf("copy: %w: it holds part of a copy of another bbolt database, or of this one before it was written to again; copy into a new schema, or drop this one's tables and copy again", store.ErrTargetNotEmpty)
 	}
 	full, err := nonEmpty(ctx, tx)
 	if err != nil {
 		return err
 	}
 	if len(full) > 0 {
-		return fmt.Errorf("copy: %w: %s hold records; copy into a new, empty database or schema (the search_path of storage.dsn)", ErrTargetNotEmpty, strings.Join(full, ", "))
+		return fmt.Errorf("copy: %w: %s hold records; copy into a new, empty database or schema (the search_path of storage.dsn)", store.ErrTargetNotEmpty, strings.Join(full, ", "))
 	}
 	if _, err := tx.Exec(ctx, `INSERT INTO meta (key, value) VALUES ('copy_source', $1)`, source); err != nil {
 		return fmt.Errorf("copy: %w", classify("mark", err, false))
@@ -399,17 +374,17 @@ func (im *Importer) Finish() error {
 // Counts returns, per table in the order of the families, the records
 // received and those written (the rest were there from an earlier run of a
 // resumed copy).
-func (im *Importer) Counts() []ImportCount {
-	out := make([]ImportCount, 0, len(im.order))
+func (im *Importer) Counts() []store.ImportCount {
+	out := make([]store.ImportCount, 0, len(im.order))
 	for _, t := range im.order {
-		out = append(out, ImportCount{Table: t.name, Offered: t.offered, Written: t.written})
+		out = append(out, store.ImportCount{Table: t.name, Offered: t.offered, Written: t.written})
 	}
 	return out
 }
 
 // Payment buffers a payment.
 func (im *Importer) Payment(p pay.Payment) error {
-	if err := pay.CheckStoredPayment(p); err != nil {
+	if err := store.CheckStoredPayment(p); err != nil {
 		return fmt.Errorf("copy payment %s: %w", p.ID, err)
 	}
 	args, err := paymentArgs(p)
@@ -462,7 +437,7 @@ func (im *Importer) Outbox(r pay.OutboxRecord) error {
 
 // Delivery buffers a delivery in its state.
 func (im *Importer) Delivery(d pay.Delivery) error {
-	if err := pay.CheckStoredDelivery(d); err != nil {
+	if err := store.CheckStoredDelivery(d); err != nil {
 		return fmt.Errorf("copy delivery %s: %w", d.ID, err)
 	}
 	e := enc{what: "delivery"}
@@ -502,19 +477,19 @@ func (im *Importer) IdemKey(r pay.IdemRecord) error {
 }
 
 // Customer buffers a customer account.
-func (im *Importer) Customer(c pay.CustomerAccount) error {
+func (im *Importer) Customer(c store.CustomerAccount) error {
 	e := enc{what: "customer"}
 	return im.add("customers", "customer "+c.ID, &e, c.ID, c.Points, e.stamp(c.LastVisitAt), e.stamp(c.UpdatedAt))
 }
 
 // Effect buffers an effect's dedupe record.
-func (im *Importer) Effect(r pay.EffectRecord) error {
+func (im *Importer) Effect(r store.EffectRecord) error {
 	e := enc{what: "effect"}
 	return im.add("effects", "effect "+r.Key, &e, r.Key, r.DeliveryID, r.Points, e.stamp(r.At))
 }
 
 // Endpoint buffers a merchant endpoint's state.
-func (im *Importer) Endpoint(ep pay.WebhookEndpoint) error {
+func (im *Importer) Endpoint(ep store.WebhookEndpoint) error {
 	e := enc{what: "webhook endpoint"}
 	return im.add("webhook_endpoints", "webhook endpoint "+ep.ID, &e,
 		ep.ID, ep.URL, ep.Disabled, e.stamp(ep.DisabledAt), ep.DisabledReason, e.stamp(ep.FailingSince), e.stamp(ep.LastSuccessAt), e.stamp(ep.UpdatedAt))
@@ -528,7 +503,7 @@ func (im *Importer) PSPAnswer(a pay.PSPAnswer) error {
 }
 
 // PSPCharge buffers a charge of the mock PSP.
-func (im *Importer) PSPCharge(c pay.PSPCharge) error {
+func (im *Importer) PSPCharge(c store.PSPCharge) error {
 	e := enc{what: "charge"}
 	for _, n := range []struct {
 		field string

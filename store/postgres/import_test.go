@@ -14,7 +14,8 @@ import (
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/store/storetest"
 )
@@ -26,9 +27,9 @@ var _ store.ExportSink = (*postgres.Importer)(nil)
 var clock = storetest.NewClock(time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC))
 
 // filled returns a bbolt store filled by filltest.Fill and its export.
-func filled(t *testing.T) (*store.DB, *filltest.Records) {
+func filled(t *testing.T) (*bolt.DB, *filltest.Records) {
 	t.Helper()
-	src := bolttest.MustOpen(t, &store.Options{Now: clock.Now})
+	src := bolttest.MustOpen(t, &bolt.Options{Now: clock.Now})
 	ctx := context.Background()
 	if err := filltest.Fill(ctx, src); err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func filled(t *testing.T) (*store.DB, *filltest.Records) {
 }
 
 // importer returns a new Importer of db, closed when the test ends.
-func importer(t *testing.T, db *postgres.DB, opts postgres.ImportOptions) *postgres.Importer {
+func importer(t *testing.T, db *postgres.DB, opts store.ImportOptions) *postgres.Importer {
 	t.Helper()
 	im, err := db.NewImporter(context.Background(), opts)
 	if err != nil {
@@ -52,7 +53,7 @@ func importer(t *testing.T, db *postgres.DB, opts postgres.ImportOptions) *postg
 }
 
 // sameRecords compares the two stores record by record (filltest.Compare).
-func sameRecords(t *testing.T, want, got pay.Store, r *filltest.Records) {
+func sameRecords(t *testing.T, want, got store.Store, r *filltest.Records) {
 	t.Helper()
 	if err := filltest.Compare(context.Background(), want, got, r); err != nil {
 		t.Fatal(err)
@@ -60,7 +61,7 @@ func sameRecords(t *testing.T, want, got pay.Store, r *filltest.Records) {
 }
 
 // TestImporter_Copy: an export of a bbolt store written into an empty
-// schema reads back the same, record by record, through pay.Tx; the copy
+// schema reads back the same, record by record, through store.Tx; the copy
 // then goes on where the file stopped: the next outbox and ledger Seq,
 // the next fencing token, the processed ids and the ripple cursor.
 func TestImporter_Copy(t *testing.T) {
@@ -69,7 +70,7 @@ func TestImporter_Copy(t *testing.T) {
 	db := mustOpen(t, newEmptySchema(t), &postgres.Options{Now: clock.Now})
 	ctx := context.Background()
 	var batches []int
-	im := importer(t, db, postgres.ImportOptions{BatchSize: 7, Progress: func(n int) { batches = append(batches, n) }})
+	im := importer(t, db, store.ImportOptions{BatchSize: 7, Progress: func(n int) { batches = append(batches, n) }})
 	if err := src.Export(ctx, im); err != nil {
 		t.Fatalf("Export: %v", err)
 	}
@@ -91,7 +92,7 @@ func TestImporter_Copy(t *testing.T) {
 	}
 	sameRecords(t, src, db, r)
 
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_new", Type: "payment.captured", PaymentID: filltest.PaymentIDs[1]}); err != nil {
 			return err
 		}
@@ -137,8 +138,8 @@ func TestImporter_Copy(t *testing.T) {
 
 	// Finished: the database is no longer empty, and a second copy is
 	// refused.
-	again := importer(t, db, postgres.ImportOptions{})
-	if err := src.Export(ctx, again); !errors.Is(err, postgres.ErrTargetNotEmpty) || !strings.Contains(err.Error(), "table payments") {
+	again := importer(t, db, store.ImportOptions{})
+	if err := src.Export(ctx, again); !errors.Is(err, store.ErrTargetNotEmpty) || !strings.Contains(err.Error(), "table payments") {
 		t.Fatalf("second copy: %v, want ErrTargetNotEmpty naming the tables", err)
 	}
 }
@@ -152,7 +153,7 @@ func TestImporter_Resume(t *testing.T) {
 	src, r := filled(t)
 	db := mustOpen(t, newEmptySchema(t), nil)
 	ctx, cancel := context.WithCancel(context.Background())
-	im := importer(t, db, postgres.ImportOptions{BatchSize: 5, Progress: func(n int) {
+	im := importer(t, db, store.ImportOptions{BatchSize: 5, Progress: func(n int) {
 		if n >= 15 {
 			cancel()
 		}
@@ -167,13 +168,13 @@ func TestImporter_Resume(t *testing.T) {
 
 	// The half-copied database is neither empty nor finished: a copy of
 	// another source is refused.
-	other := importer(t, db, postgres.ImportOptions{})
-	if err := other.Begin(context.Background(), r.Source+1); !errors.Is(err, postgres.ErrTargetNotEmpty) || !strings.Contains(err.Error(), "another bbolt database") {
+	other := importer(t, db, store.ImportOptions{})
+	if err := other.Begin(context.Background(), r.Source+1); !errors.Is(err, store.ErrTargetNotEmpty) || !strings.Contains(err.Error(), "another bbolt database") {
 		t.Fatalf("copy of another source into a partial copy: %v, want ErrTargetNotEmpty", err)
 	}
 	_ = other.Close()
 
-	im = importer(t, db, postgres.ImportOptions{BatchSize: 5})
+	im = importer(t, db, store.ImportOptions{BatchSize: 5})
 	if err := src.Export(context.Background(), im); err != nil {
 		t.Fatalf("resumed export: %v", err)
 	}
@@ -200,13 +201,13 @@ func TestImporter_Refuses(t *testing.T) {
 	t.Run("NotEmpty", func(t *testing.T) {
 		t.Parallel()
 		db := mustOpen(t, newEmptySchema(t), nil)
-		if err := db.Update(ctx, func(tx pay.Tx) error {
-			return tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_own", Points: 1})
+		if err := db.Update(ctx, func(tx store.Tx) error {
+			return tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_own", Points: 1})
 		}); err != nil {
 			t.Fatal(err)
 		}
-		err := importer(t, db, postgres.ImportOptions{}).Begin(ctx, 1)
-		if !errors.Is(err, postgres.ErrTargetNotEmpty) || !strings.Contains(err.Error(), "table customers") {
+		err := importer(t, db, store.ImportOptions{}).Begin(ctx, 1)
+		if !errors.Is(err, store.ErrTargetNotEmpty) || !strings.Contains(err.Error(), "table customers") {
 			t.Fatalf("Begin=%v, want ErrTargetNotEmpty naming customers", err)
 		}
 	})
@@ -214,10 +215,10 @@ func TestImporter_Refuses(t *testing.T) {
 	t.Run("TwoAtOnce", func(t *testing.T) {
 		t.Parallel()
 		db := mustOpen(t, newEmptySchema(t), nil)
-		if err := importer(t, db, postgres.ImportOptions{}).Begin(ctx, 7); err != nil {
+		if err := importer(t, db, store.ImportOptions{}).Begin(ctx, 7); err != nil {
 			t.Fatal(err)
 		}
-		if err := importer(t, db, postgres.ImportOptions{}).Begin(ctx, 7); err == nil || !strings.Contains(err.Error(), "another paystate copy") {
+		if err := importer(t, db, store.ImportOptions{}).Begin(ctx, 7); err == nil || !strings.Contains(err.Error(), "another paystate copy") {
 			t.Fatalf("second Begin=%v, want refused while the first runs", err)
 		}
 	})
@@ -226,14 +227,14 @@ func TestImporter_Refuses(t *testing.T) {
 		t.Parallel()
 		src := bolttest.MustOpen(t, nil)
 		now := time.Now().UTC()
-		if err := src.Update(ctx, func(tx pay.Tx) error {
+		if err := src.Update(ctx, func(tx store.Tx) error {
 			return tx.InsertPayment(pay.Payment{ID: "pay_bad", OrderID: "order-\x00", Amount: 1, Currency: "EUR", Provider: "mock",
 				Status: pay.Created, Version: 1, CreatedAt: now, UpdatedAt: now})
 		}); err != nil {
 			t.Fatal(err)
 		}
 		db := mustOpen(t, newEmptySchema(t), nil)
-		err := src.Export(ctx, importer(t, db, postgres.ImportOptions{}))
+		err := src.Export(ctx, importer(t, db, store.ImportOptions{}))
 		if pay.ErrorCode(err) != pay.EINVALID || !strings.Contains(err.Error(), "payment pay_bad: order_id") {
 			t.Fatalf("Export=%v, want EINVALID naming the payment and the field", err)
 		}
@@ -249,7 +250,7 @@ func TestImporter_CountersNeverGoBack(t *testing.T) {
 	// A database of its own, so that no other test's open transaction
 	// holds the outbox record back from OutboxAfter.
 	db := mustOpen(t, pgtest.Schema(t), nil)
-	im := importer(t, db, postgres.ImportOptions{})
+	im := importer(t, db, store.ImportOptions{})
 	horizon := time.Date(2026, 1, 2, 3, 4, 5, 6, time.UTC)
 	if err := im.Begin(ctx, 42); err != nil {
 		t.Fatal(err)
@@ -261,7 +262,7 @@ func TestImporter_CountersNeverGoBack(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lines []pay.LedgerEntry
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_a", Type: "payment.captured", PaymentID: "pay_a"}); err != nil {
 			return err
 		}
@@ -277,14 +278,14 @@ func TestImporter_CountersNeverGoBack(t *testing.T) {
 	// of times.
 	var recs []pay.OutboxRecord
 	for range 1000 {
-		if err := db.View(ctx, func(tx pay.Tx) (err error) { recs, err = tx.OutboxAfter(0, 10); return err }); err != nil {
+		if err := db.View(ctx, func(tx store.Tx) (err error) { recs, err = tx.OutboxAfter(0, 10); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if len(recs) > 0 {
 			break
 		}
 	}
-	err = db.View(ctx, func(tx pay.Tx) error {
+	err = db.View(ctx, func(tx store.Tx) error {
 		h, err := tx.OutboxHorizon()
 		if err != nil {
 			return err
@@ -308,7 +309,7 @@ func TestImporter_EveryColumn(t *testing.T) {
 	ctx := context.Background()
 	dsn := newEmptySchema(t)
 	db := mustOpen(t, dsn, nil)
-	im := importer(t, db, postgres.ImportOptions{})
+	im := importer(t, db, store.ImportOptions{})
 	written := map[string]map[string]bool{}
 	for _, table := range postgres.ImportColumns(im) {
 		written[table.Table] = map[string]bool{}
@@ -356,7 +357,7 @@ func BenchmarkImport(b *testing.B) {
 	const payments = 2000
 	src := bolttest.MustOpen(b, nil)
 	ctx := context.Background()
-	err := src.Update(ctx, func(tx pay.Tx) error {
+	err := src.Update(ctx, func(tx store.Tx) error {
 		now := tx.Now()
 		for i := range payments {
 			id := fmt.Sprintf("pay_01KB%022d", i)
@@ -401,7 +402,7 @@ func BenchmarkImport(b *testing.B) {
 			if err := tx.PutIdemKey(pay.IdemRecord{Key: "create:" + id, Fingerprint: "ab", State: pay.IdemDone, PaymentID: id, StatusCode: 201, ExpiresAt: now.Add(time.Hour)}); err != nil {
 				return err
 			}
-			if err := tx.PutPSPCharge(pay.PSPCharge{Key: "charge-" + id, PaymentID: id, ProviderRef: "psp_" + id, Amount: 1000, Currency: "EUR", Status: pay.Captured, Calls: 1}); err != nil {
+			if err := tx.PutPSPCharge(store.PSPCharge{Key: "charge-" + id, PaymentID: id, ProviderRef: "psp_" + id, Amount: 1000, Currency: "EUR", Status: pay.Captured, Calls: 1}); err != nil {
 				return err
 			}
 		}
@@ -418,7 +419,7 @@ func BenchmarkImport(b *testing.B) {
 	for range b.N {
 		b.StopTimer()
 		db := mustOpen(b, newEmptySchema(b), nil)
-		im, err := db.NewImporter(ctx, postgres.ImportOptions{})
+		im, err := db.NewImporter(ctx, store.ImportOptions{})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // balanceShards is how many rows each balance is spread over: a posting
@@ -38,7 +39,7 @@ const balanceShards = 64
 // alone keeps within (a balance of 9.2·10^18 minor units); LedgerBalances
 // would then fail rather than answer a wrong sum.
 func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
-	if err := pay.CheckPosting(entries); err != nil {
+	if err := store.CheckPosting(entries); err != nil {
 		return err
 	}
 	if len(entries) == 0 {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // outboxCols are the columns scanOutbox reads, in its order.
@@ -339,7 +340,7 @@ func scanDelivery(r pgx.Row) (pay.Delivery, error) {
 // NOTHING, so a conflict leaves the transaction usable. EINVALID for a
 // missing id, effect, event id or payment id, or an unknown state.
 func (t *tx) InsertDelivery(d pay.Delivery) error {
-	if err := pay.CheckStoredDelivery(d); err != nil {
+	if err := store.CheckStoredDelivery(d); err != nil {
 		return err
 	}
 	for _, tm := range []*time.Time{&d.EventAt, &d.CreatedAt, &d.UpdatedAt} {
@@ -451,9 +452,9 @@ func (t *tx) prefetch(ds []pay.Delivery) error {
 		keys[i] = "customer:" + id
 	}
 	found, err := queryAll(t.about(keys...), "lock customers", `SELECT id, points, last_visit_at, updated_at FROM customers
-		WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, func(r pgx.Row) (pay.CustomerAccount, error) {
+		WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, func(r pgx.Row) (store.CustomerAccount, error) {
 		var (
-			c              pay.CustomerAccount
+			c              store.CustomerAccount
 			visit, updated int64
 		)
 		err := r.Scan(&c.ID, &c.Points, &visit, &updated)
@@ -464,7 +465,7 @@ func (t *tx) prefetch(ds []pay.Delivery) error {
 		return err
 	}
 	for _, id := range customers {
-		t.keepCustomer(id, false, pay.CustomerAccount{})
+		t.keepCustomer(id, false, store.CustomerAccount{})
 		if t.absent == nil {
 			t.absent = map[string]bool{}
 		}
@@ -615,7 +616,7 @@ func (t *tx) DueDeliveriesSkipping(due time.Time, limit int, skip func(id string
 // f.Cursor, and the cursor of the next page ("" at the end). EINVALID for
 // an unknown state, a limit outside 1..1000 or a cursor of another list.
 func (t *tx) ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error) {
-	if err := pay.CheckDeliveryFilter(f); err != nil {
+	if err := store.CheckDeliveryFilter(f); err != nil {
 		return nil, "", err
 	}
 	prefix := statePrefix(f.State)

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // List limits of ListPayments, those of the bbolt store.
@@ -140,7 +141,7 @@ func paymentArgs(p pay.Payment) ([]any, error) {
 // INSERT ... ON CONFLICT DO NOTHING, so a conflict leaves the transaction
 // usable.
 func (t *tx) InsertPayment(p pay.Payment) error {
-	if err := pay.CheckStoredPayment(p); err != nil {
+	if err := store.CheckStoredPayment(p); err != nil {
 		return err
 	}
 	if p.Version != 1 {
@@ -206,7 +207,7 @@ func (t *tx) refConflict(p pay.Payment) error {
 // payment does not exist), and nothing is written. p.Version must be
 // prev+1 (ECONFLICT otherwise). Every index follows the row.
 func (t *tx) UpdatePayment(p pay.Payment, prev uint64) error {
-	if err := pay.CheckStoredPayment(p); err != nil {
+	if err := store.CheckStoredPayment(p); err != nil {
 		return err
 	}
 	args, err := paymentArgs(p)
@@ -288,7 +289,7 @@ func (t *tx) lockPayment(id string) error {
 // values are clamped to 1..MaxListLimit. A cursor that is not from the
 // same kind of list is EINVALID.
 func (t *tx) ListPayments(f pay.PaymentFilter) ([]pay.Payment, string, error) {
-	limit, err := pay.PaymentListLimit(f)
+	limit, err := store.PaymentListLimit(f)
 	if err != nil {
 		return nil, "", err
 	}

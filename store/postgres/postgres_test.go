@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/store/storetest"
 )
@@ -16,7 +17,7 @@ import (
 // TestDB runs the conformance suite, each test on an empty schema of its
 // own.
 func TestDB(t *testing.T) {
-	storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
+	storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
 		return mustOpen(t, newSchema(t), &postgres.Options{Now: now, MaxConns: 4})
 	})
 }
@@ -117,7 +118,7 @@ func TestMigrate_Concurrent(t *testing.T) {
 		t.Fatalf("migrations applied by the three Opens=%d, want %d (each once)", got, want)
 	}
 	var rows int
-	if err := dbs[0].View(context.Background(), func(pay.Tx) error { return nil }); err != nil {
+	if err := dbs[0].View(context.Background(), func(store.Tx) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	if err := admin.QueryRow(context.Background(), `SELECT count(*) FROM `+schemaOf(t, dsn)+`.schema_version`).Scan(&rows); err != nil {
@@ -186,17 +187,17 @@ func TestDB_CASRace(t *testing.T) {
 	dbs := pools(t, 2, clock.Now)
 	p := pay.Payment{ID: "pay_1", OrderID: "order-1", Amount: 1000, Currency: "EUR", Provider: "mock",
 		Status: pay.Created, Version: 1, CreatedAt: t0, UpdatedAt: t0}
-	if err := dbs[0].Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+	if err := dbs[0].Update(context.Background(), func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 		t.Fatal(err)
 	}
 	meet := rendezvous(2)
 	outcome := []pay.Status{pay.Captured, pay.Failed}
 	errs := race(dbs, func(side int, db *postgres.DB) error {
 		var read pay.Payment
-		if err := db.View(context.Background(), func(tx pay.Tx) (err error) { read, err = tx.Payment(p.ID); return err }); err != nil {
+		if err := db.View(context.Background(), func(tx store.Tx) (err error) { read, err = tx.Payment(p.ID); return err }); err != nil {
 			return err
 		}
-		return db.Update(context.Background(), func(tx pay.Tx) error {
+		return db.Update(context.Background(), func(tx store.Tx) error {
 			meet(side) // both have read version 1, and both transactions run
 			next := read
 			next.Status, next.Version, next.UpdatedAt = outcome[side], 2, tx.Now()
@@ -205,7 +206,7 @@ func TestDB_CASRace(t *testing.T) {
 	})
 	won := winners(t, errs, pay.ECONFLICT)
 	var got pay.Payment
-	if err := dbs[1-won].View(context.Background(), func(tx pay.Tx) (err error) { got, err = tx.Payment(p.ID); return err }); err != nil {
+	if err := dbs[1-won].View(context.Background(), func(tx store.Tx) (err error) { got, err = tx.Payment(p.ID); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if got.Version != 2 || got.Status != outcome[won] {
@@ -222,7 +223,7 @@ func TestDB_LeaseRace(t *testing.T) {
 	meet := rendezvous(2)
 	leases := make([]pay.Lease, 2)
 	errs := race(dbs, func(side int, db *postgres.DB) error {
-		return db.Update(context.Background(), func(tx pay.Tx) error {
+		return db.Update(context.Background(), func(tx store.Tx) error {
 			meet(side) // both transactions run
 			var err error
 			leases[side], err = tx.AcquireLease("pay_1", fmt.Sprintf("instance-%d", side), time.Minute)
@@ -234,7 +235,7 @@ func TestDB_LeaseRace(t *testing.T) {
 		t.Fatalf("Token=%d, want %d", got, want)
 	}
 	var l pay.Lease
-	if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { l, err = tx.Lease("pay_1"); return err }); err != nil {
+	if err := dbs[0].View(context.Background(), func(tx store.Tx) (err error) { l, err = tx.Lease("pay_1"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if l.Holder != fmt.Sprintf("instance-%d", won) || l.Token != 1 {
@@ -253,7 +254,7 @@ func TestDB_IdemKeyRace(t *testing.T) {
 	dbs := pools(t, 2, clock.Now)
 	const key = "create:merchant:order-1"
 	claim := func(side int, db *postgres.DB, meet func(int)) error {
-		return db.Update(context.Background(), func(tx pay.Tx) error {
+		return db.Update(context.Background(), func(tx store.Tx) error {
 			meet(side) // both transactions run
 			r := pay.IdemRecord{
 				Key: key, Fingerprint: "ab12", State: pay.IdemInFlight, Owner: fmt.Sprintf("instance-%d", side),
@@ -271,7 +272,7 @@ func TestDB_IdemKeyRace(t *testing.T) {
 	}
 	owner := func() string {
 		var r pay.IdemRecord
-		if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { r, err = tx.IdemKey(key); return err }); err != nil {
+		if err := dbs[0].View(context.Background(), func(tx store.Tx) (err error) { r, err = tx.IdemKey(key); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return r.Owner
@@ -301,7 +302,7 @@ func TestDB_DueDeliveriesSkipLocked(t *testing.T) {
 			EventSeq: seq, EventAt: t0, PaymentID: payment, State: pay.DeliveryPending, NextAttemptAt: t0.Add(time.Duration(i) * time.Second),
 		}
 	}
-	err := dbs[0].Update(context.Background(), func(tx pay.Tx) error {
+	err := dbs[0].Update(context.Background(), func(tx store.Tx) error {
 		// 1 and 3 are records of payment a (3 waits for 1), 2 of b.
 		for _, d := range []pay.Delivery{dlv(1, "pay_a", 1), dlv(2, "pay_b", 2), dlv(3, "pay_a", 3)} {
 			if err := tx.InsertDelivery(d); err != nil {
@@ -326,7 +327,7 @@ func TestDB_DueDeliveriesSkipLocked(t *testing.T) {
 	var firstErr error
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		firstErr = dbs[0].Update(context.Background(), func(tx pay.Tx) error {
+		firstErr = dbs[0].Update(context.Background(), func(tx store.Tx) error {
 			ds, err := tx.DueDeliveries(tx.Now(), 1)
 			if err != nil {
 				return err
@@ -342,13 +343,13 @@ func TestDB_DueDeliveriesSkipLocked(t *testing.T) {
 		t.Fatalf("first instance took %q, want %q", got, want)
 	}
 	var second, seen string
-	err = dbs[1].Update(context.Background(), func(tx pay.Tx) error {
+	err = dbs[1].Update(context.Background(), func(tx store.Tx) error {
 		ds, err := tx.DueDeliveries(tx.Now(), 10)
 		second = ids(ds)
 		return err
 	})
 	if err == nil {
-		err = dbs[1].View(context.Background(), func(tx pay.Tx) error {
+		err = dbs[1].View(context.Background(), func(tx store.Tx) error {
 			ds, err := tx.DueDeliveries(tx.Now(), 10)
 			seen = ids(ds)
 			return err
@@ -367,7 +368,7 @@ func TestDB_DueDeliveriesSkipLocked(t *testing.T) {
 	}
 
 	// Skipping: the same, in pages.
-	err = dbs[1].Update(context.Background(), func(tx pay.Tx) error {
+	err = dbs[1].Update(context.Background(), func(tx store.Tx) error {
 		ds, err := tx.DueDeliveriesSkipping(tx.Now(), 10, func(id string) bool { return id == "dlv_1" })
 		second = ids(ds)
 		return err
@@ -390,8 +391,8 @@ func TestDB_Unavailable(t *testing.T) {
 	}
 	db.Close()
 	for name, err := range map[string]error{
-		"Update": db.Update(context.Background(), func(tx pay.Tx) error { return nil }),
-		"View":   db.View(context.Background(), func(tx pay.Tx) error { return nil }),
+		"Update": db.Update(context.Background(), func(tx store.Tx) error { return nil }),
+		"View":   db.View(context.Background(), func(tx store.Tx) error { return nil }),
 	} {
 		if got, want := pay.ErrorCode(err), pay.EUNAVAILABLE; got != want {
 			t.Fatalf("%s after Close: error %v: code=%q, want %q", name, err, got, want)
@@ -418,9 +419,9 @@ func TestDB_Retry(t *testing.T) {
 	clock := storetest.NewClock(t0)
 	dbs := pools(t, 2, clock.Now)
 	customers := []string{"cus_1", "cus_2"}
-	if err := dbs[0].Update(context.Background(), func(tx pay.Tx) error {
+	if err := dbs[0].Update(context.Background(), func(tx store.Tx) error {
 		for _, id := range customers {
-			if err := tx.PutCustomerAccount(pay.CustomerAccount{ID: id}); err != nil {
+			if err := tx.PutCustomerAccount(store.CustomerAccount{ID: id}); err != nil {
 				return err
 			}
 		}
@@ -431,7 +432,7 @@ func TestDB_Retry(t *testing.T) {
 	meet := rendezvous(2)
 	var mu sync.Mutex
 	runs, commits := map[int]int{}, map[int]int{}
-	credit := func(tx pay.Tx, id string) error {
+	credit := func(tx store.Tx, id string) error {
 		c, err := tx.CustomerAccount(id)
 		if err != nil {
 			return err
@@ -441,7 +442,7 @@ func TestDB_Retry(t *testing.T) {
 	}
 	errs := race(dbs, func(side int, db *postgres.DB) error {
 		first, second := customers[side], customers[1-side]
-		return db.Update(context.Background(), func(tx pay.Tx) error {
+		return db.Update(context.Background(), func(tx store.Tx) error {
 			mu.Lock()
 			runs[side]++
 			mu.Unlock()
@@ -461,8 +462,8 @@ func TestDB_Retry(t *testing.T) {
 		}
 	}
 	for _, id := range customers {
-		var c pay.CustomerAccount
-		if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { c, err = tx.CustomerAccount(id); return err }); err != nil {
+		var c store.CustomerAccount
+		if err := dbs[0].View(context.Background(), func(tx store.Tx) (err error) { c, err = tx.CustomerAccount(id); return err }); err != nil {
 			t.Fatal(err)
 		}
 		if got, want := c.Points, int64(20); got != want {

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // settlementCols are the columns scanSettlement reads, in its order.
@@ -109,26 +110,15 @@ func (t *tx) ClaimSettlementPayout(provider, id, payoutID string, at time.Time) 
 	return false, nil
 }
 
-// checkSettlement checks s before it is stored: its fields, and its
-// payment stored.
+// checkSettlement checks s before it is stored (store.CheckSettlement).
 func checkSettlement(t *tx, s pay.Settlement) error {
-	if err := checkPart("provider", s.Provider, true); err != nil {
-		return err
-	}
-	if err := checkPart("settlement id", s.ID, true); err != nil {
-		return err
-	}
-	if err := pay.ValidateSettlement(s); err != nil {
-		return err
-	}
-	if s.PaymentID != "" {
-		if _, err := t.Payment(s.PaymentID); pay.ErrorCode(err) == pay.ENOTFOUND {
-			return pay.Errorf(pay.ENOTFOUND, "settlement %s: payment %s not found", s.ID, s.PaymentID)
-		} else if err != nil {
-			return err
+	return store.CheckSettlement(s, func(id string) (bool, error) {
+		_, err := t.Payment(id)
+		if pay.ErrorCode(err) == pay.ENOTFOUND {
+			return false, nil
 		}
-	}
-	return nil
+		return err == nil, err
+	})
 }
 
 // Settlement returns one settlement, or ENOTFOUND.

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // refundCols are the columns scanRefund reads, in its order.
@@ -31,7 +32,7 @@ func scanRefund(r pgx.Row) (pay.Refund, error) {
 // counts reports whether a refund in status s holds part of its
 // payment's amount: pending and succeeded refunds do, failed ones not.
 
-// InsertRefund stores a new refund (see pay.Tx.InsertRefund). It takes
+// InsertRefund stores a new refund (see store.Tx.InsertRefund). It takes
 // the payment's lock first, so the sum of the payment's refunds it checks
 // cannot change before the commit: concurrent refunds of one payment
 // take turns, as under bbolt's single writer.
@@ -121,7 +122,7 @@ func (t *tx) refundOfPayment(r pay.Refund, insert bool) (pay.Refund, error) {
 	} else if err != nil {
 		return r, err
 	}
-	if r, err = pay.RefundOfPayment(r, p); err != nil {
+	if r, err = store.RefundOfPayment(r, p); err != nil {
 		return r, err
 	}
 	if insert && r.IdemKey != "" {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/paystate/paystate/internal/testkit/pgtest"
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/postgres"
 	"github.com/paystate/paystate/store/storetest"
 )
@@ -59,7 +60,7 @@ func twoInstancesOn(t *testing.T, dsn string) [2]instance {
 			q.Set("application_name", app)
 			u.RawQuery = q.Encode()
 			db := mustOpen(t, u.String(), &postgres.Options{Now: storetest.NewClock(t0).Now, MaxConns: 1})
-			if err := db.View(context.Background(), func(pay.Tx) error { return nil }); err != nil {
+			if err := db.View(context.Background(), func(store.Tx) error { return nil }); err != nil {
 				t.Fatal(err)
 			}
 			if err := admin.QueryRow(context.Background(), `SELECT pid FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&out[i].pid); err != nil {
@@ -79,14 +80,14 @@ func twoInstancesOn(t *testing.T, dsn string) [2]instance {
 // open, second in a transaction of ins[1], then (if second committed
 // first) during, and then lets first commit. It reports whether second
 // waited for a lock; both transactions commit either way.
-func waitsBehind(t *testing.T, ins [2]instance, first, second func(pay.Tx) error, during func()) bool {
+func waitsBehind(t *testing.T, ins [2]instance, first, second func(store.Tx) error, during func()) bool {
 	t.Helper()
 	ctx := context.Background()
 	held, release := make(chan struct{}), make(chan struct{})
 	firstDone := make(chan error, 1)
 	go func() {
 		var once bool
-		firstDone <- ins[0].db.Update(ctx, func(tx pay.Tx) error {
+		firstDone <- ins[0].db.Update(ctx, func(tx store.Tx) error {
 			if err := first(tx); err != nil {
 				return err
 			}
@@ -152,12 +153,12 @@ func TestScale_LedgerPostings(t *testing.T) {
 	t.Parallel()
 	ins := twoInstances(t)
 	if waitsBehind(t, ins,
-		func(tx pay.Tx) error { return tx.AppendLedger(posting("pay_1", 1000)) },
-		func(tx pay.Tx) error { return tx.AppendLedger(posting("pay_2", 250)) }, nil) {
+		func(tx store.Tx) error { return tx.AppendLedger(posting("pay_1", 1000)) },
+		func(tx store.Tx) error { return tx.AppendLedger(posting("pay_2", 250)) }, nil) {
 		t.Error("a posting waited for another payment's posting to commit")
 	}
 	var bs []pay.Balance
-	if err := ins[0].db.View(context.Background(), func(tx pay.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
+	if err := ins[0].db.View(context.Background(), func(tx store.Tx) (err error) { bs, err = tx.LedgerBalances(); return err }); err != nil {
 		t.Fatal(err)
 	}
 	want := []pay.Balance{{Account: pay.AccountMerchantRevenue, Currency: "EUR", Amount: -1250}, {Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: 1250}}
@@ -178,8 +179,8 @@ func TestScale_Outbox(t *testing.T) {
 	// would hold the records back for as long as they run.
 	ins := twoInstancesOn(t, pgtest.Schema(t))
 	ctx := context.Background()
-	record := func(id, paymentID string) func(pay.Tx) error {
-		return func(tx pay.Tx) error {
+	record := func(id, paymentID string) func(store.Tx) error {
+		return func(tx store.Tx) error {
 			if err := tx.AppendOutbox(pay.OutboxRecord{ID: id, Type: "payment.captured", PaymentID: paymentID, Status: pay.Captured}); err != nil {
 				return err
 			}
@@ -192,7 +193,7 @@ func TestScale_Outbox(t *testing.T) {
 	}
 	read := func(after uint64) []pay.OutboxRecord {
 		var recs []pay.OutboxRecord
-		if err := ins[1].db.View(ctx, func(tx pay.Tx) (err error) { recs, err = tx.OutboxAfter(after, 100); return err }); err != nil {
+		if err := ins[1].db.View(ctx, func(tx store.Tx) (err error) { recs, err = tx.OutboxAfter(after, 100); return err }); err != nil {
 			t.Fatal(err)
 		}
 		return recs
@@ -234,14 +235,14 @@ func TestScale_OutboxPaymentOrder(t *testing.T) {
 	t.Parallel()
 	ins := twoInstances(t)
 	ctx := context.Background()
-	record := func(tx pay.Tx, id string, version uint64) error {
+	record := func(tx store.Tx, id string, version uint64) error {
 		return tx.AppendOutbox(pay.OutboxRecord{ID: id, Type: "payment.captured", PaymentID: "pay_1", Status: pay.Captured, Version: version})
 	}
 	wrote, appended := make(chan struct{}), make(chan struct{})
 	later := make(chan error, 1)
 	go func() {
 		var once bool
-		later <- ins[0].db.Update(ctx, func(tx pay.Tx) error {
+		later <- ins[0].db.Update(ctx, func(tx store.Tx) error {
 			// A write first: the transaction's id is taken here.
 			if err := tx.PutPSPAnswer(pay.PSPAnswer{PaymentID: "pay_1", Provider: "mock", Status: pay.Captured, Found: true}); err != nil {
 				return err
@@ -255,7 +256,7 @@ func TestScale_OutboxPaymentOrder(t *testing.T) {
 		})
 	}()
 	<-wrote
-	if err := ins[1].db.Update(ctx, func(tx pay.Tx) error { return record(tx, "evt_v2", 2) }); err != nil {
+	if err := ins[1].db.Update(ctx, func(tx store.Tx) error { return record(tx, "evt_v2", 2) }); err != nil {
 		t.Fatal(err)
 	}
 	close(appended)
@@ -263,7 +264,7 @@ func TestScale_OutboxPaymentOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var recs []pay.OutboxRecord
-	if err := ins[0].db.View(ctx, func(tx pay.Tx) (err error) { recs, err = tx.OutboxForPayment("pay_1"); return err }); err != nil {
+	if err := ins[0].db.View(ctx, func(tx store.Tx) (err error) { recs, err = tx.OutboxForPayment("pay_1"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if len(recs) != 2 || recs[0].ID != "evt_v2" || recs[1].ID != "evt_v3" {
@@ -272,7 +273,7 @@ func TestScale_OutboxPaymentOrder(t *testing.T) {
 	if recs[1].Seq > recs[0].Seq {
 		t.Fatalf("Seqs of v2, v3 = %d, %d: want v3's below (its transaction's id is the older)", recs[0].Seq, recs[1].Seq)
 	}
-	err := ins[0].db.Update(ctx, func(tx pay.Tx) error {
+	err := ins[0].db.Update(ctx, func(tx store.Tx) error {
 		for i, r := range recs {
 			if err := tx.InsertDelivery(pay.Delivery{ID: fmt.Sprintf("dlv_%d", i), Effect: pay.EffectLoyalty, EventID: r.ID, EventType: r.Type,
 				EventSeq: r.Seq, PaymentID: r.PaymentID, State: pay.DeliveryPending}); err != nil {
@@ -285,7 +286,7 @@ func TestScale_OutboxPaymentOrder(t *testing.T) {
 		t.Fatal(err)
 	}
 	var due []pay.Delivery
-	if err := ins[0].db.View(ctx, func(tx pay.Tx) (err error) { due, err = tx.DueDeliveries(t0.Add(time.Hour), 10); return err }); err != nil {
+	if err := ins[0].db.View(ctx, func(tx store.Tx) (err error) { due, err = tx.DueDeliveries(t0.Add(time.Hour), 10); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if len(due) != 1 || due[0].EventID != "evt_v2" {
@@ -305,11 +306,11 @@ func TestDB_CustomerRace(t *testing.T) {
 	credit := func(id string) {
 		meet := rendezvous(2)
 		errs := race(dbs, func(side int, db *postgres.DB) error {
-			return db.Update(context.Background(), func(tx pay.Tx) error {
+			return db.Update(context.Background(), func(tx store.Tx) error {
 				meet(side) // both transactions run
 				c, err := tx.CustomerAccount(id)
 				if pay.ErrorCode(err) == pay.ENOTFOUND {
-					c, err = pay.CustomerAccount{ID: id}, nil
+					c, err = store.CustomerAccount{ID: id}, nil
 				}
 				if err != nil {
 					return err
@@ -326,8 +327,8 @@ func TestDB_CustomerRace(t *testing.T) {
 	}
 	credit("cus_1") // created by the race
 	credit("cus_1") // updated by the race
-	var c pay.CustomerAccount
-	if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { c, err = tx.CustomerAccount("cus_1"); return err }); err != nil {
+	var c store.CustomerAccount
+	if err := dbs[0].View(context.Background(), func(tx store.Tx) (err error) { c, err = tx.CustomerAccount("cus_1"); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if c.Points != 4 {
@@ -338,7 +339,7 @@ func TestDB_CustomerRace(t *testing.T) {
 	add := func() {
 		meet := rendezvous(2)
 		errs := race(dbs, func(side int, db *postgres.DB) error {
-			return db.Update(context.Background(), func(tx pay.Tx) error {
+			return db.Update(context.Background(), func(tx store.Tx) error {
 				meet(side)
 				r, _, err := tx.Effect(key)
 				if err != nil {
@@ -356,8 +357,8 @@ func TestDB_CustomerRace(t *testing.T) {
 	}
 	add() // created by the race
 	add() // updated by the race
-	var r pay.EffectRecord
-	if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { r, _, err = tx.Effect(key); return err }); err != nil {
+	var r store.EffectRecord
+	if err := dbs[0].View(context.Background(), func(tx store.Tx) (err error) { r, _, err = tx.Effect(key); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if r.Points != 4 {
@@ -381,7 +382,7 @@ func TestScale_RippleClaims(t *testing.T) {
 	t.Parallel()
 	ins := twoInstances(t)
 	ctx := context.Background()
-	if err := ins[0].db.Update(ctx, func(tx pay.Tx) error {
+	if err := ins[0].db.Update(ctx, func(tx store.Tx) error {
 		for i := 1; i <= 2; i++ {
 			p := fmt.Sprintf("pay_%d", i)
 			if err := tx.AppendOutbox(pay.OutboxRecord{ID: "evt_" + p, Type: "payment.captured", PaymentID: p, Status: pay.Captured, Version: 2}); err != nil {
@@ -398,8 +399,8 @@ func TestScale_RippleClaims(t *testing.T) {
 	}
 	var firstRecs, secondRecs []pay.OutboxRecord
 	if waitsBehind(t, ins,
-		func(tx pay.Tx) (err error) { firstRecs, err = tx.(claimer).ClaimUnfanned(1); return err },
-		func(tx pay.Tx) (err error) {
+		func(tx store.Tx) (err error) { firstRecs, err = tx.(claimer).ClaimUnfanned(1); return err },
+		func(tx store.Tx) (err error) {
 			secondRecs, err = tx.(claimer).ClaimUnfanned(10)
 			if err == nil && len(secondRecs) > 0 {
 				err = tx.(claimer).MarkFanned([]uint64{secondRecs[0].Seq})
@@ -413,11 +414,11 @@ func TestScale_RippleClaims(t *testing.T) {
 	}
 	var firstDs, secondDs []pay.Delivery
 	if waitsBehind(t, ins,
-		func(tx pay.Tx) (err error) {
+		func(tx store.Tx) (err error) {
 			firstDs, err = tx.(claimer).ClaimDeliveries([]string{"dlv_1"})
 			return err
 		},
-		func(tx pay.Tx) (err error) {
+		func(tx store.Tx) (err error) {
 			secondDs, err = tx.(claimer).ClaimDeliveries([]string{"dlv_1", "dlv_2"})
 			return err
 		}, nil) {
@@ -436,10 +437,10 @@ func TestDB_EffectClaimRace(t *testing.T) {
 	t.Parallel()
 	dbs := pools(t, 3, storetest.NewClock(t0).Now)
 	const key = pay.EffectLoyalty + ":evt_1"
-	claim := func(tx pay.Tx, dlv string) (bool, error) {
-		return tx.ClaimEffect(pay.EffectRecord{Key: key, DeliveryID: dlv, Points: 12})
+	claim := func(tx store.Tx, dlv string) (bool, error) {
+		return tx.ClaimEffect(store.EffectRecord{Key: key, DeliveryID: dlv, Points: 12})
 	}
-	err := dbs[0].Update(context.Background(), func(tx pay.Tx) error {
+	err := dbs[0].Update(context.Background(), func(tx store.Tx) error {
 		if ok, err := claim(tx, "dlv_rolled_back"); err != nil || !ok {
 			return fmt.Errorf("claim of a free key: claimed=%v, %v", ok, err)
 		}
@@ -450,7 +451,7 @@ func TestDB_EffectClaimRace(t *testing.T) {
 	}
 	meet := rendezvous(len(dbs))
 	errs := race(dbs, func(side int, db *postgres.DB) error {
-		return db.Update(context.Background(), func(tx pay.Tx) error {
+		return db.Update(context.Background(), func(tx store.Tx) error {
 			meet(side) // every transaction runs
 			ok, err := claim(tx, fmt.Sprintf("dlv_%d", side))
 			if err != nil {
@@ -466,10 +467,10 @@ func TestDB_EffectClaimRace(t *testing.T) {
 	})
 	won := winners(t, errs, pay.ECONFLICT)
 	var (
-		r     pay.EffectRecord
+		r     store.EffectRecord
 		found bool
 	)
-	if err := dbs[0].View(context.Background(), func(tx pay.Tx) (err error) { r, found, err = tx.Effect(key); return err }); err != nil {
+	if err := dbs[0].View(context.Background(), func(tx store.Tx) (err error) { r, found, err = tx.Effect(key); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if want := fmt.Sprintf("dlv_%d", won); !found || r.DeliveryID != want || r.Points != 12 || !r.At.Equal(t0) {
@@ -488,14 +489,14 @@ func TestDB_EventRace(t *testing.T) {
 	dbs := pools(t, 2, storetest.NewClock(t0).Now)
 	p := pay.Payment{ID: "pay_1", OrderID: "order-1", Amount: 1000, Currency: "EUR", Provider: "mock",
 		Status: pay.Created, Version: 1, CreatedAt: t0, UpdatedAt: t0}
-	if err := dbs[0].Update(context.Background(), func(tx pay.Tx) error { return tx.InsertPayment(p) }); err != nil {
+	if err := dbs[0].Update(context.Background(), func(tx store.Tx) error { return tx.InsertPayment(p) }); err != nil {
 		t.Fatal(err)
 	}
 	ev := pay.InboxEvent{Provider: "mock", EventID: "evt_1", Type: "payment.captured", PaymentID: p.ID, Status: pay.Captured}
 	meet := rendezvous(len(dbs))
 	var applied atomic.Int32
 	errs := race(dbs, func(side int, db *postgres.DB) error {
-		return db.Update(context.Background(), func(tx pay.Tx) error {
+		return db.Update(context.Background(), func(tx store.Tx) error {
 			if _, err := tx.InboxEvent(ev.Provider, ev.EventID); pay.ErrorCode(err) != pay.ENOTFOUND {
 				return fmt.Errorf("InboxEvent of a new event: %v, want ENOTFOUND", err)
 			}
@@ -540,7 +541,7 @@ func TestDB_EventRace(t *testing.T) {
 		e    pay.InboxEvent
 		done bool
 	)
-	if err := dbs[1].View(context.Background(), func(tx pay.Tx) (err error) {
+	if err := dbs[1].View(context.Background(), func(tx store.Tx) (err error) {
 		if got, err = tx.Payment(p.ID); err != nil {
 			return err
 		}
@@ -572,7 +573,7 @@ func TestScale_NoAdvisoryLock(t *testing.T) {
 		Customer: pay.Customer{ID: "cus_1"}, Status: pay.Created, Version: 1, CreatedAt: t0, UpdatedAt: t0}
 	d := pay.Delivery{ID: "dlv_1", Effect: pay.EffectLoyalty, EventID: "evt_0", EventType: "payment.captured", PaymentID: p.ID,
 		State: pay.DeliveryPending}
-	if err := ins[0].db.Update(ctx, func(tx pay.Tx) error {
+	if err := ins[0].db.Update(ctx, func(tx store.Tx) error {
 		if err := tx.InsertPayment(p); err != nil {
 			return err
 		}
@@ -581,7 +582,7 @@ func TestScale_NoAdvisoryLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	var advisory []string
-	if err := ins[0].db.Update(ctx, func(tx pay.Tx) error {
+	if err := ins[0].db.Update(ctx, func(tx store.Tx) error {
 		advisory = nil
 		// A webhook's transition.
 		cur, err := tx.Payment(p.ID)
@@ -624,16 +625,16 @@ func TestScale_NoAdvisoryLock(t *testing.T) {
 		if _, _, err := tx.Effect("loyalty_payment:" + p.ID); err != nil {
 			return err
 		}
-		if _, err := tx.ClaimEffect(pay.EffectRecord{Key: "loyalty:evt_1", DeliveryID: d.ID, Points: 10}); err != nil {
+		if _, err := tx.ClaimEffect(store.EffectRecord{Key: "loyalty:evt_1", DeliveryID: d.ID, Points: 10}); err != nil {
 			return err
 		}
 		if _, err := tx.CustomerAccount("cus_1"); pay.ErrorCode(err) != pay.ENOTFOUND {
 			return fmt.Errorf("CustomerAccount: %v, want ENOTFOUND", err)
 		}
-		if err := tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_1", Points: 10}); err != nil {
+		if err := tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_1", Points: 10}); err != nil {
 			return err
 		}
-		if err := tx.PutEffect(pay.EffectRecord{Key: "loyalty_payment:" + p.ID, DeliveryID: d.ID, Points: 10}); err != nil {
+		if err := tx.PutEffect(store.EffectRecord{Key: "loyalty_payment:" + p.ID, DeliveryID: d.ID, Points: 10}); err != nil {
 			return err
 		}
 		d.State = pay.DeliveryDone
@@ -714,9 +715,9 @@ func TestDB_BatchStatements(t *testing.T) {
 	db := mustOpen(t, newSchema(t), &postgres.Options{Now: storetest.NewClock(t0).Now, Tracer: &count})
 	const n = 10
 	var ids []string
-	if err := db.Update(ctx, func(tx pay.Tx) error {
+	if err := db.Update(ctx, func(tx store.Tx) error {
 		ids = nil
-		if err := tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_0", Points: 5}); err != nil {
+		if err := tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_0", Points: 5}); err != nil {
 			return err
 		}
 		for i := range n {
@@ -741,7 +742,7 @@ func TestDB_BatchStatements(t *testing.T) {
 		t.Fatal(err)
 	}
 	count.On.Store(true)
-	err := db.Update(ctx, func(tx pay.Tx) error {
+	err := db.Update(ctx, func(tx store.Tx) error {
 		ds, err := tx.(interface {
 			ClaimDeliveries([]string) ([]pay.Delivery, error)
 		}).ClaimDeliveries(ids)
@@ -753,7 +754,7 @@ func TestDB_BatchStatements(t *testing.T) {
 			if err != nil {
 				return err
 			}
-			if claimed, err := tx.ClaimEffect(pay.EffectRecord{Key: "loyalty:" + rec.ID, DeliveryID: d.ID, Points: 10}); err != nil || !claimed {
+			if claimed, err := tx.ClaimEffect(store.EffectRecord{Key: "loyalty:" + rec.ID, DeliveryID: d.ID, Points: 10}); err != nil || !claimed {
 				return fmt.Errorf("ClaimEffect: %t, %v", claimed, err)
 			}
 			if _, _, err := tx.Effect("loyalty_payment:" + rec.PaymentID); err != nil {
@@ -761,7 +762,7 @@ func TestDB_BatchStatements(t *testing.T) {
 			}
 			c, err := tx.CustomerAccount(rec.Customer.ID)
 			if pay.ErrorCode(err) == pay.ENOTFOUND {
-				c, err = pay.CustomerAccount{ID: rec.Customer.ID}, nil
+				c, err = store.CustomerAccount{ID: rec.Customer.ID}, nil
 			}
 			if err != nil {
 				return err
@@ -770,7 +771,7 @@ func TestDB_BatchStatements(t *testing.T) {
 			if err := tx.PutCustomerAccount(c); err != nil {
 				return err
 			}
-			if err := tx.PutEffect(pay.EffectRecord{Key: "loyalty_payment:" + rec.PaymentID, DeliveryID: d.ID, Points: 10}); err != nil {
+			if err := tx.PutEffect(store.EffectRecord{Key: "loyalty_payment:" + rec.PaymentID, DeliveryID: d.ID, Points: 10}); err != nil {
 				return err
 			}
 			d.State, d.Attempts = pay.DeliveryDone, 1
@@ -793,7 +794,7 @@ func TestDB_BatchStatements(t *testing.T) {
 		t.Logf("a batch of %d deliveries: %d statements, %d round trips", n, got, count.RoundTrips.Load())
 	}
 	// What the batch wrote.
-	if err := db.View(ctx, func(tx pay.Tx) error {
+	if err := db.View(ctx, func(tx store.Tx) error {
 		for i, want := range []int64{5 + 40, 30, 30} {
 			c, err := tx.CustomerAccount(fmt.Sprintf("cus_%d", i))
 			if err != nil {

@@ -18,9 +18,10 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
-// tx is one PostgreSQL transaction seen as a pay.Tx. It is used by one
+// tx is one PostgreSQL transaction seen as a store.Tx. It is used by one
 // goroutine.
 type tx struct {
 	ctx      context.Context
@@ -52,7 +53,7 @@ type tx struct {
 	next []string
 	// customers are the customer accounts the transaction holds, as
 	// stored now (nil: absent), read once (CustomerAccount).
-	customers map[string]*pay.CustomerAccount
+	customers map[string]*store.CustomerAccount
 	// records are the outbox records read for the deliveries claimed
 	// (ClaimDeliveries): a record never changes.
 	records map[uint64]pay.OutboxRecord
@@ -77,7 +78,7 @@ type tx struct {
 	fanOut func(pay.OutboxRecord, time.Time) []pay.Delivery
 }
 
-var _ pay.Tx = (*tx)(nil)
+var _ store.Tx = (*tx)(nil)
 
 // Now returns the time read when the transaction began, in UTC.
 func (t *tx) Now() time.Time { return t.now }
@@ -754,6 +755,6 @@ func decodeCursor(s string, kind byte, prefix []byte) (ns int64, id string, err 
 
 // checkPart and checkLimit are the checks every backend shares.
 var (
-	checkPart  = pay.CheckStoredPart
-	checkLimit = pay.CheckStoredLimit
+	checkPart  = store.CheckStoredPart
+	checkLimit = store.CheckStoredLimit
 )

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Keys names the records a Dump reads that no Tx method lists: they are
@@ -23,36 +24,36 @@ type Keys struct {
 // that holds it: two stores with the same records have equal dumps. Lists
 // are in the order the store returns them.
 type Dump struct {
-	Payments   []pay.Payment                  `json:"payments"`
-	Steps      map[string][]pay.Step          `json:"steps"`
-	Inbox      map[string][]pay.InboxEvent    `json:"inbox"`
-	Outbox     []pay.OutboxRecord             `json:"outbox"`
-	Leases     map[string]pay.Lease           `json:"leases"`
-	PSPAnswers map[string]pay.PSPAnswer       `json:"psp_answers"`
-	Deliveries map[string][]pay.Delivery      `json:"deliveries"`
-	Balances   []pay.Balance                  `json:"balances"`
-	Review     []pay.ReviewItem               `json:"review"`
-	IdemKeys   map[string]pay.IdemRecord      `json:"idem_keys"`
-	Customers  map[string]pay.CustomerAccount `json:"customers"`
-	Effects    map[string]pay.EffectRecord    `json:"effects"`
-	Endpoints  map[string]pay.WebhookEndpoint `json:"endpoints"`
-	Processed  map[string]bool                `json:"processed"`
-	Cursor     uint64                         `json:"ripple_cursor"`
-	Horizon    time.Time                      `json:"outbox_horizon"`
-	Keys       Keys                           `json:"keys"`
-	PendingDue []string                       `json:"pending_inbox"`
+	Payments   []pay.Payment                    `json:"payments"`
+	Steps      map[string][]pay.Step            `json:"steps"`
+	Inbox      map[string][]pay.InboxEvent      `json:"inbox"`
+	Outbox     []pay.OutboxRecord               `json:"outbox"`
+	Leases     map[string]pay.Lease             `json:"leases"`
+	PSPAnswers map[string]pay.PSPAnswer         `json:"psp_answers"`
+	Deliveries map[string][]pay.Delivery        `json:"deliveries"`
+	Balances   []pay.Balance                    `json:"balances"`
+	Review     []pay.ReviewItem                 `json:"review"`
+	IdemKeys   map[string]pay.IdemRecord        `json:"idem_keys"`
+	Customers  map[string]store.CustomerAccount `json:"customers"`
+	Effects    map[string]store.EffectRecord    `json:"effects"`
+	Endpoints  map[string]store.WebhookEndpoint `json:"endpoints"`
+	Processed  map[string]bool                  `json:"processed"`
+	Cursor     uint64                           `json:"ripple_cursor"`
+	Horizon    time.Time                        `json:"outbox_horizon"`
+	Keys       Keys                             `json:"keys"`
+	PendingDue []string                         `json:"pending_inbox"`
 }
 
 // ReadDump reads every record of s in one read transaction.
-func ReadDump(ctx context.Context, s pay.Store, keys Keys) (Dump, error) {
+func ReadDump(ctx context.Context, s store.Store, keys Keys) (Dump, error) {
 	d := Dump{
 		Steps: map[string][]pay.Step{}, Inbox: map[string][]pay.InboxEvent{}, Leases: map[string]pay.Lease{},
 		PSPAnswers: map[string]pay.PSPAnswer{}, Deliveries: map[string][]pay.Delivery{},
-		IdemKeys: map[string]pay.IdemRecord{}, Customers: map[string]pay.CustomerAccount{},
-		Effects: map[string]pay.EffectRecord{}, Endpoints: map[string]pay.WebhookEndpoint{},
+		IdemKeys: map[string]pay.IdemRecord{}, Customers: map[string]store.CustomerAccount{},
+		Effects: map[string]store.EffectRecord{}, Endpoints: map[string]store.WebhookEndpoint{},
 		Processed: map[string]bool{}, Keys: keys,
 	}
-	err := s.View(ctx, func(tx pay.Tx) error {
+	err := s.View(ctx, func(tx store.Tx) error {
 		for cursor := ""; ; {
 			ps, next, err := tx.ListPayments(pay.PaymentFilter{Limit: 500, Cursor: cursor})
 			if err != nil {
@@ -111,7 +112,7 @@ func ReadDump(ctx context.Context, s pay.Store, keys Keys) (Dump, error) {
 }
 
 // readPayment reads the records kept per payment.
-func (d *Dump) readPayment(tx pay.Tx, id string) error {
+func (d *Dump) readPayment(tx store.Tx, id string) error {
 	steps, err := tx.Steps(id)
 	if err != nil {
 		return fmt.Errorf("steps of %s: %w", id, err)
@@ -143,7 +144,7 @@ func (d *Dump) readPayment(tx pay.Tx, id string) error {
 }
 
 // readKeys reads the records named by keys.
-func (d *Dump) readKeys(tx pay.Tx, keys Keys) error {
+func (d *Dump) readKeys(tx store.Tx, keys Keys) error {
 	var errs []error
 	for _, k := range keys.IdemKeys {
 		r, err := tx.IdemKey(k)

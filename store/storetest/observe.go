@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // testPaymentCounts: the counts follow inserts and every status change,
@@ -17,7 +18,7 @@ func testPaymentCounts(t *testing.T, open Opener) {
 	counts := func() map[pay.Status]int {
 		t.Helper()
 		var c map[pay.Status]int
-		e.view(func(tx pay.Tx) (err error) { c, err = tx.PaymentCounts(); return err })
+		e.view(func(tx store.Tx) (err error) { c, err = tx.PaymentCounts(); return err })
 		return c
 	}
 	want := func(what string, w map[pay.Status]int) {
@@ -44,7 +45,7 @@ func testPaymentCounts(t *testing.T, open Opener) {
 	want("moved again", map[pay.Status]int{pay.Created: 1, pay.Captured: 2, pay.Failed: 1, pay.Refunded: 1})
 
 	// A write that rolls back leaves the counts as they were.
-	err := e.tryUpdate(func(tx pay.Tx) error {
+	err := e.tryUpdate(func(tx store.Tx) error {
 		if err := tx.InsertPayment(newPayment(9, t0)); err != nil {
 			return err
 		}
@@ -60,16 +61,16 @@ func testPaymentCounts(t *testing.T, open Opener) {
 func testWriteProbe(t *testing.T, open Opener) {
 	t.Parallel()
 	e := newEnv(t, open)
-	if err := e.s.View(context.Background(), pay.Tx.WriteProbe); err == nil {
+	if err := e.s.View(context.Background(), store.Tx.WriteProbe); err == nil {
 		t.Fatal("WriteProbe in a read-only transaction: no error, want the write refused")
 	}
 	e.insert(newPayment(1, t0))
 	for range 3 {
-		e.update(pay.Tx.WriteProbe)
+		e.update(store.Tx.WriteProbe)
 		e.clock.Add(1)
 	}
 	var c map[pay.Status]int
-	e.view(func(tx pay.Tx) (err error) { c, err = tx.PaymentCounts(); return err })
+	e.view(func(tx store.Tx) (err error) { c, err = tx.PaymentCounts(); return err })
 	if got, want := c[pay.Created], 1; got != want || len(c) != 1 {
 		t.Fatalf("after probes: PaymentCounts=%v, want only %d created", c, want)
 	}

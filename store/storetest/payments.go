@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 func testInsertPayment(t *testing.T, open Opener) {
@@ -39,7 +40,7 @@ func testInsertPayment(t *testing.T, open Opener) {
 		samePayment(t, e.payment(p.ID), p)
 		next := p
 		next.Version, next.Status, next.ProviderRef = 2, pay.RequiresAction, "cs_test_1"
-		e.update(func(tx pay.Tx) error { return tx.UpdatePayment(next, 1) })
+		e.update(func(tx store.Tx) error { return tx.UpdatePayment(next, 1) })
 		samePayment(t, e.payment(p.ID), next)
 	})
 
@@ -49,7 +50,7 @@ func testInsertPayment(t *testing.T, open Opener) {
 		e.insert(newPayment(1, t0))
 		dup := newPayment(1, t0.Add(time.Minute))
 		dup.Amount = 5
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertPayment(dup) }), pay.ECONFLICT)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertPayment(dup) }), pay.ECONFLICT)
 		if got, want := e.payment(dup.ID).Amount, newPayment(1, t0).Amount; got != want {
 			t.Fatalf("Amount=%d, want %d (the first payment)", got, want)
 		}
@@ -73,12 +74,12 @@ func testInsertPayment(t *testing.T, open Opener) {
 		} {
 			p := newPayment(1, t0)
 			change(&p)
-			err := e.tryUpdate(func(tx pay.Tx) error { return tx.InsertPayment(p) })
+			err := e.tryUpdate(func(tx store.Tx) error { return tx.InsertPayment(p) })
 			if got, want := pay.ErrorCode(err), pay.EINVALID; got != want {
 				t.Fatalf("%s: error %v: code=%q, want %q", name, err, got, want)
 			}
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			ps, _, err := tx.ListPayments(pay.PaymentFilter{})
 			if err != nil {
 				return err
@@ -94,7 +95,7 @@ func testInsertPayment(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		e.insert(newPayment(1, t0))
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.Payment(paymentID(2))
 			wantCode(t, err, pay.ENOTFOUND)
 			_, err = tx.Payment("")
@@ -112,11 +113,11 @@ func testUpdatePayment(t *testing.T, open Opener) {
 		want := newPayment(1, t0)
 		want.Status, want.Version, want.UpdatedAt = pay.RequiresAction, 2, t0.Add(time.Minute)
 		want.ProviderRef, want.RedirectURL = "pi_1", "https://psp.example/3ds/other"
-		e.update(func(tx pay.Tx) error { return tx.UpdatePayment(want, 1) })
+		e.update(func(tx store.Tx) error { return tx.UpdatePayment(want, 1) })
 		samePayment(t, e.payment(want.ID), want)
 
 		want.Status, want.Version, want.UpdatedAt = pay.Captured, 3, t0.Add(2*time.Minute)
-		e.update(func(tx pay.Tx) error { return tx.UpdatePayment(want, 2) })
+		e.update(func(tx store.Tx) error { return tx.UpdatePayment(want, 2) })
 		samePayment(t, e.payment(want.ID), want)
 	})
 
@@ -137,7 +138,7 @@ func testUpdatePayment(t *testing.T, open Opener) {
 		} {
 			p := newPayment(1, t0)
 			p.Status, p.Version, p.UpdatedAt = pay.Captured, tt.version, t0.Add(time.Hour)
-			err := e.tryUpdate(func(tx pay.Tx) error { return tx.UpdatePayment(p, tt.prev) })
+			err := e.tryUpdate(func(tx store.Tx) error { return tx.UpdatePayment(p, tt.prev) })
 			if got, want := pay.ErrorCode(err), pay.ECONFLICT; got != want {
 				t.Fatalf("%s: error %v: code=%q, want %q", tt.name, err, got, want)
 			}
@@ -159,12 +160,12 @@ func testUpdatePayment(t *testing.T, open Opener) {
 		p := newPayment(1, t0)
 		p.Status, p.Version, p.UpdatedAt = pay.Captured, 3, t0.Add(time.Hour)
 		var err error
-		e.update(func(tx pay.Tx) error { err = tx.UpdatePayment(p, 2); return nil })
+		e.update(func(tx store.Tx) error { err = tx.UpdatePayment(p, 2); return nil })
 		wantCode(t, err, pay.ECONFLICT)
 		if got, want := e.payment(p.ID).Status, pay.Created; got != want {
 			t.Fatalf("Status=%s, want %s", got, want)
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			ps, err := tx.Candidates([]pay.Status{pay.Captured}, t0.Add(2*time.Hour), 10)
 			if err != nil {
 				return err
@@ -179,7 +180,7 @@ func testUpdatePayment(t *testing.T, open Opener) {
 		e := newEnv(t, open)
 		p := newPayment(1, t0)
 		p.Version = 2
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdatePayment(p, 1) }), pay.ENOTFOUND)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.UpdatePayment(p, 1) }), pay.ENOTFOUND)
 	})
 
 	t.Run("ErrInvalid", func(t *testing.T) {
@@ -188,7 +189,7 @@ func testUpdatePayment(t *testing.T, open Opener) {
 		e.insert(newPayment(1, t0))
 		p := newPayment(1, t0)
 		p.Status, p.Version = "done", 2
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdatePayment(p, 1) }), pay.EINVALID)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.UpdatePayment(p, 1) }), pay.EINVALID)
 	})
 
 	t.Run("Indexes", func(t *testing.T) {
@@ -196,7 +197,7 @@ func testUpdatePayment(t *testing.T, open Opener) {
 		e := newEnv(t, open)
 		e.insert(newPayment(1, t0), newPayment(2, t0.Add(time.Second)))
 		e.move(paymentID(1), pay.Processing, t0.Add(time.Minute))
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			before := t0.Add(time.Hour)
 			created, err := tx.Candidates([]pay.Status{pay.Created}, before, 10)
 			if err != nil {
@@ -248,7 +249,7 @@ func testPaymentByRef(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		e.insert(newPayment(1, t0))
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.PaymentByRef("mock", "")
 			wantCode(t, err, pay.ENOTFOUND)
 			return nil
@@ -257,8 +258,8 @@ func testPaymentByRef(t *testing.T, open Opener) {
 		// The reference becomes known.
 		p := e.payment(paymentID(1))
 		p.ProviderRef, p.Version, p.UpdatedAt = "pi_1", 2, t0.Add(time.Second)
-		e.update(func(tx pay.Tx) error { return tx.UpdatePayment(p, 1) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.UpdatePayment(p, 1) })
+		e.view(func(tx store.Tx) error {
 			got, err := tx.PaymentByRef("mock", "pi_1")
 			if err != nil {
 				return err
@@ -271,8 +272,8 @@ func testPaymentByRef(t *testing.T, open Opener) {
 
 		// It changes: the old one no longer finds the payment.
 		p.ProviderRef, p.Version = "pi_2", 3
-		e.update(func(tx pay.Tx) error { return tx.UpdatePayment(p, 2) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.UpdatePayment(p, 2) })
+		e.view(func(tx store.Tx) error {
 			_, err := tx.PaymentByRef("mock", "pi_1")
 			wantCode(t, err, pay.ENOTFOUND)
 			got, err := tx.PaymentByRef("mock", "pi_2")
@@ -292,7 +293,7 @@ func testPaymentByRef(t *testing.T, open Opener) {
 		p := newPayment(1, t0)
 		p.ProviderRef = "pi_1"
 		e.insert(p)
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			got, err := tx.PaymentByRef("mock", "pi_1")
 			if err != nil {
 				return err
@@ -311,12 +312,12 @@ func testPaymentByRef(t *testing.T, open Opener) {
 		e.insert(p1, p2, p3)
 
 		p2.ProviderRef, p2.Version = "pi_1", 2
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdatePayment(p2, 1) }), pay.ECONFLICT)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.UpdatePayment(p2, 1) }), pay.ECONFLICT)
 		p4 := newPayment(4, t0)
 		p4.ProviderRef = "pi_1"
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertPayment(p4) }), pay.ECONFLICT)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertPayment(p4) }), pay.ECONFLICT)
 
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			for provider, want := range map[string]string{"mock": p1.ID, "stripe": p3.ID} {
 				got, err := tx.PaymentByRef(provider, "pi_1")
 				if err != nil {
@@ -343,8 +344,8 @@ func testPaymentByRef(t *testing.T, open Opener) {
 
 		next := p1
 		next.SecondRef, next.Version, next.UpdatedAt = "pi_1", 2, t0.Add(time.Second)
-		e.update(func(tx pay.Tx) error { return tx.UpdatePayment(next, 1) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.UpdatePayment(next, 1) })
+		e.view(func(tx store.Tx) error {
 			for _, ref := range []string{"cs_1", "pi_1"} {
 				got, err := tx.PaymentByRef("stripe", ref)
 				if err != nil {
@@ -361,20 +362,20 @@ func testPaymentByRef(t *testing.T, open Opener) {
 		// written.
 		taken := next
 		taken.SecondRef, taken.Version = "pi_other", 3
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdatePayment(taken, 2) }), pay.ECONFLICT)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.UpdatePayment(taken, 2) }), pay.ECONFLICT)
 		p3 := newPayment(3, t0)
 		p3.Provider, p3.ProviderRef = "stripe", "pi_1"
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertPayment(p3) }), pay.ECONFLICT)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertPayment(p3) }), pay.ECONFLICT)
 		p4 := newPayment(4, t0)
 		p4.Provider, p4.ProviderRef, p4.SecondRef = "stripe", "cs_4", "cs_1"
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertPayment(p4) }), pay.ECONFLICT)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertPayment(p4) }), pay.ECONFLICT)
 		p2b := p2
 		p2b.ProviderRef, p2b.Version = "pi_1", 2
 		p2b.UpdatedAt = t0.Add(time.Second)
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdatePayment(p2b, 1) }), pay.ECONFLICT)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.UpdatePayment(p2b, 1) }), pay.ECONFLICT)
 		samePayment(t, e.payment(p1.ID), next)
 		samePayment(t, e.payment(p2.ID), p2)
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			got, err := tx.PaymentByRef("stripe", "pi_other")
 			if err != nil {
 				return err
@@ -400,7 +401,7 @@ func testListPayments(t *testing.T, open Opener) {
 				ps   []pay.Payment
 				next string
 			)
-			e.view(func(tx pay.Tx) (err error) { ps, next, err = tx.ListPayments(f); return err })
+			e.view(func(tx store.Tx) (err error) { ps, next, err = tx.ListPayments(f); return err })
 			out = append(out, ps)
 			if next == "" {
 				return out
@@ -447,7 +448,7 @@ func testListPayments(t *testing.T, open Opener) {
 	t.Run("Empty", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			for _, f := range []pay.PaymentFilter{{}, {Status: pay.Created}, {OrderID: "order-1"}} {
 				ps, next, err := tx.ListPayments(f)
 				if err != nil {
@@ -569,14 +570,14 @@ func testListPayments(t *testing.T, open Opener) {
 
 		// A cursor of one range continues it, not the whole list.
 		var next string
-		e.view(func(tx pay.Tx) (err error) {
+		e.view(func(tx store.Tx) (err error) {
 			_, next, err = tx.ListPayments(pay.PaymentFilter{CreatedBefore: at(5), Limit: 2})
 			return err
 		})
 		wantIDs(t, all(t, pay.PaymentFilter{CreatedBefore: at(5), CreatedFrom: at(1), Cursor: next}), 2, 1)
 
 		// An empty or backwards range is refused, naming the field.
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			for _, f := range []pay.PaymentFilter{{CreatedFrom: at(3), CreatedBefore: at(3)}, {CreatedFrom: at(4), CreatedBefore: at(3)}} {
 				_, _, err := tx.ListPayments(f)
 				wantCode(t, err, pay.EINVALID)
@@ -591,13 +592,13 @@ func testListPayments(t *testing.T, open Opener) {
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.updateN(501, func(tx pay.Tx, i int) error {
+		e.updateN(501, func(tx store.Tx, i int) error {
 			return tx.InsertPayment(newPayment(i, t0.Add(time.Duration(i)*time.Second)))
 		})
 		for _, tt := range []struct {
 			limit, want int
 		}{{0, 50}, {-1, 1}, {1, 1}, {500, 500}, {501, 500}, {100000, 500}} {
-			e.view(func(tx pay.Tx) error {
+			e.view(func(tx store.Tx) error {
 				ps, next, err := tx.ListPayments(pay.PaymentFilter{Limit: tt.limit})
 				if err != nil {
 					return err
@@ -620,7 +621,7 @@ func testListPayments(t *testing.T, open Opener) {
 			e.insert(newPayment(i, t0.Add(time.Duration(i)*time.Minute)))
 		}
 		var byCreated, byStatus string
-		e.view(func(tx pay.Tx) (err error) {
+		e.view(func(tx store.Tx) (err error) {
 			if _, byCreated, err = tx.ListPayments(pay.PaymentFilter{Limit: 1}); err != nil {
 				return err
 			}
@@ -640,7 +641,7 @@ func testListPayments(t *testing.T, open Opener) {
 			"PlainOnOrderID": {Cursor: byCreated, OrderID: "order-1"},
 			"BadStatus":      {Status: "paid"},
 		} {
-			e.view(func(tx pay.Tx) error {
+			e.view(func(tx store.Tx) error {
 				_, _, err := tx.ListPayments(f)
 				if got, want := pay.ErrorCode(err), pay.EINVALID; got != want {
 					t.Fatalf("%s: error %v: code=%q, want %q", name, err, got, want)
@@ -662,7 +663,7 @@ func testCandidates(t *testing.T, open Opener) {
 			pay.Processing, pay.Captured, pay.FinalizePending, pay.Created,
 			pay.Expired, pay.RequiresAction, pay.Failed, pay.Processing,
 		}
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			for i, s := range statuses {
 				p := newPayment(i, t0)
 				p.Status, p.UpdatedAt = s, t0.Add(time.Duration(i)*time.Minute)
@@ -677,7 +678,7 @@ func testCandidates(t *testing.T, open Opener) {
 	candidates := func(t *testing.T, e *env, statuses []pay.Status, before time.Time, limit int) []pay.Payment {
 		t.Helper()
 		var ps []pay.Payment
-		e.view(func(tx pay.Tx) (err error) { ps, err = tx.Candidates(statuses, before, limit); return err })
+		e.view(func(tx store.Tx) (err error) { ps, err = tx.Candidates(statuses, before, limit); return err })
 		return ps
 	}
 
@@ -714,7 +715,7 @@ func testCandidates(t *testing.T, open Opener) {
 	t.Run("ErrInvalid", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.Candidates(sweep, t0.Add(time.Hour), 0)
 			wantCode(t, err, pay.EINVALID)
 			_, err = tx.Candidates([]pay.Status{"paid"}, t0.Add(time.Hour), 10)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // testSettlements covers the settlement family: PutSettlement (insert,
@@ -29,17 +30,17 @@ func testSettlements(t *testing.T, open Opener) {
 	for i := range ss {
 		ss[i].CreatedAt, ss[i].UpdatedAt = t0, t0
 	}
-	updateEach(e, ss, pay.Tx.PutSettlement)
+	updateEach(e, ss, store.Tx.PutSettlement)
 
 	var got pay.Settlement
-	e.view(func(tx pay.Tx) (err error) { got, err = tx.Settlement("stripe", "txn_a"); return err })
+	e.view(func(tx store.Tx) (err error) { got, err = tx.Settlement("stripe", "txn_a"); return err })
 	if got != ss[1] {
 		t.Fatalf("Settlement=%+v, want %+v", got, ss[1])
 	}
 	forPayment := func(id string) []string {
 		t.Helper()
 		var got []pay.Settlement
-		e.view(func(tx pay.Tx) (err error) { got, err = tx.SettlementsForPayment(id); return err })
+		e.view(func(tx store.Tx) (err error) { got, err = tx.SettlementsForPayment(id); return err })
 		var out []string
 		for _, s := range got {
 			out = append(out, s.Provider+"/"+s.ID)
@@ -53,7 +54,7 @@ func testSettlements(t *testing.T, open Opener) {
 	// A replacement moves the index entry to its new payment.
 	moved := ss[3]
 	moved.PaymentID, moved.PayoutID, moved.UpdatedAt = p.ID, "po_2", t0.Add(1)
-	e.update(func(tx pay.Tx) error { return tx.PutSettlement(moved) })
+	e.update(func(tx store.Tx) error { return tx.PutSettlement(moved) })
 	if got, want := forPayment(p.ID), []string{"mock/txn_c", "stripe/txn_a", "stripe/txn_b"}; !slices.Equal(got, want) {
 		t.Fatalf("after the move SettlementsForPayment=%v, want %v", got, want)
 	}
@@ -65,7 +66,7 @@ func testSettlements(t *testing.T, open Opener) {
 	list := func(ap, aid string, limit int) []string {
 		t.Helper()
 		var got []pay.Settlement
-		e.view(func(tx pay.Tx) (err error) { got, err = tx.ListSettlements(ap, aid, limit); return err })
+		e.view(func(tx store.Tx) (err error) { got, err = tx.ListSettlements(ap, aid, limit); return err })
 		var out []string
 		for _, s := range got {
 			out = append(out, s.Provider+"/"+s.ID)
@@ -89,11 +90,11 @@ func testSettlements(t *testing.T, open Opener) {
 		"NoID":      {pay.Settlement{Provider: "mock", Kind: pay.SettleFee, Currency: "EUR", CreatedAt: t0, UpdatedAt: t0}, pay.EINVALID},
 		"Currency":  {pay.Settlement{Provider: "mock", ID: "txn_x", Kind: pay.SettleFee, Currency: "EURO", CreatedAt: t0, UpdatedAt: t0}, pay.EINVALID},
 	} {
-		if err := e.tryUpdate(func(tx pay.Tx) error { return tx.PutSettlement(c.s) }); pay.ErrorCode(err) != c.code {
+		if err := e.tryUpdate(func(tx store.Tx) error { return tx.PutSettlement(c.s) }); pay.ErrorCode(err) != c.code {
 			t.Errorf("%s: PutSettlement=%v, want %s", name, err, c.code)
 		}
 	}
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		if _, err := tx.Settlement("mock", "txn_x"); pay.ErrorCode(err) != pay.ENOTFOUND {
 			t.Errorf("Settlement of a refused one=%v, want %s", err, pay.ENOTFOUND)
 		}
@@ -120,19 +121,19 @@ func testReconRuns(t *testing.T, open Opener) {
 		{Kind: pay.ReconAmountMismatch, Line: 4, LineID: "txn_4", ProviderRef: "pi_4", PaymentID: paymentID(4), Amount: 900, Expected: 1000, Currency: "EUR", Note: "settled 900"},
 		{Kind: pay.ReconMissingAtPSP, PaymentID: paymentID(5), Amount: 500, Currency: "EUR"},
 	}
-	updateEach(e, runs, pay.Tx.PutReconRun)
+	updateEach(e, runs, store.Tx.PutReconRun)
 	var got pay.ReconRun
-	e.view(func(tx pay.Tx) (err error) { got, err = tx.ReconRun("rr_01"); return err })
+	e.view(func(tx store.Tx) (err error) { got, err = tx.ReconRun("rr_01"); return err })
 	if !slices.Equal(got.Items, runs[1].Items) || got.Lines != 11 || got.Posted != 6 || !got.CreatedAt.Equal(runs[1].CreatedAt) || got.Source != runs[1].Source {
 		t.Fatalf("ReconRun=%+v, want %+v", got, runs[1])
 	}
 	replaced := runs[2]
 	replaced.Matched = 9
-	e.update(func(tx pay.Tx) error { return tx.PutReconRun(replaced) })
+	e.update(func(tx store.Tx) error { return tx.PutReconRun(replaced) })
 	list := func(before string, limit int) []string {
 		t.Helper()
 		var got []pay.ReconRun
-		e.view(func(tx pay.Tx) (err error) { got, err = tx.ListReconRuns(before, limit); return err })
+		e.view(func(tx store.Tx) (err error) { got, err = tx.ListReconRuns(before, limit); return err })
 		var out []string
 		for _, r := range got {
 			out = append(out, fmt.Sprintf("%s:%d", r.ID, r.Matched))
@@ -148,13 +149,13 @@ func testReconRuns(t *testing.T, open Opener) {
 	if got, want := list("rr_99", 10), []string{"rr_02:9", "rr_01:7", "rr_00:7"}; !slices.Equal(got, want) {
 		t.Fatalf("ListReconRuns before rr_99=%v, want %v", got, want)
 	}
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		if _, err := tx.ReconRun("rr_nope"); pay.ErrorCode(err) != pay.ENOTFOUND {
 			t.Errorf("ReconRun of none=%v, want %s", err, pay.ENOTFOUND)
 		}
 		return nil
 	})
-	if err := e.tryUpdate(func(tx pay.Tx) error { return tx.PutReconRun(pay.ReconRun{ID: "rr_x", CreatedAt: t0}) }); pay.ErrorCode(err) != pay.EINVALID {
+	if err := e.tryUpdate(func(tx store.Tx) error { return tx.PutReconRun(pay.ReconRun{ID: "rr_x", CreatedAt: t0}) }); pay.ErrorCode(err) != pay.EINVALID {
 		t.Errorf("PutReconRun without provider=%v, want %s", err, pay.EINVALID)
 	}
 }
@@ -172,7 +173,7 @@ func testClaimSettlement(t *testing.T, open Opener) {
 		Currency: "EUR", RunID: "rr_1", CreatedAt: t0, UpdatedAt: t0}
 	claim := func(s pay.Settlement) (got pay.Settlement, ok bool) {
 		t.Helper()
-		e.update(func(tx pay.Tx) (err error) { got, ok, err = tx.ClaimSettlement(s); return err })
+		e.update(func(tx store.Tx) (err error) { got, ok, err = tx.ClaimSettlement(s); return err })
 		return got, ok
 	}
 	if got, ok := claim(s); !ok || got != s {
@@ -184,14 +185,14 @@ func testClaimSettlement(t *testing.T, open Opener) {
 		t.Fatalf("second ClaimSettlement=%+v, %v; want the first, not claimed", got, ok)
 	}
 	var set bool
-	e.update(func(tx pay.Tx) (err error) {
+	e.update(func(tx store.Tx) (err error) {
 		set, err = tx.ClaimSettlementPayout("stripe", "txn_1", "po_1", t0.Add(time.Second))
 		return err
 	})
 	if !set {
 		t.Fatal("ClaimSettlementPayout of a settlement without payout: not set")
 	}
-	e.update(func(tx pay.Tx) (err error) {
+	e.update(func(tx store.Tx) (err error) {
 		set, err = tx.ClaimSettlementPayout("stripe", "txn_1", "po_2", t0.Add(time.Second))
 		return err
 	})
@@ -199,11 +200,11 @@ func testClaimSettlement(t *testing.T, open Opener) {
 		t.Fatal("ClaimSettlementPayout of a settlement with a payout: set again")
 	}
 	var got pay.Settlement
-	e.view(func(tx pay.Tx) (err error) { got, err = tx.Settlement("stripe", "txn_1"); return err })
+	e.view(func(tx store.Tx) (err error) { got, err = tx.Settlement("stripe", "txn_1"); return err })
 	if got.PayoutID != "po_1" || got.Fee != 30 || !got.UpdatedAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("Settlement=%+v, want payout po_1, fee 30", got)
 	}
-	if err := e.tryUpdate(func(tx pay.Tx) error {
+	if err := e.tryUpdate(func(tx store.Tx) error {
 		_, err := tx.ClaimSettlementPayout("stripe", "txn_none", "po_1", t0)
 		return err
 	}); pay.ErrorCode(err) != pay.ENOTFOUND {
@@ -227,7 +228,7 @@ func testClaimSettlement(t *testing.T, open Opener) {
 				c.ID, c.Fee = id, int64(i)
 				<-start
 				var won, paid bool
-				err := e.s.Update(context.Background(), func(tx pay.Tx) (err error) {
+				err := e.s.Update(context.Background(), func(tx store.Tx) (err error) {
 					if _, won, err = tx.ClaimSettlement(c); err != nil {
 						return err
 					}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 func testTimeline(t *testing.T, open Opener) {
@@ -22,13 +23,13 @@ func testTimeline(t *testing.T, open Opener) {
 			{PaymentID: a, Seq: 99, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1},
 			{PaymentID: b, Source: pay.SourceAPI, Kind: pay.StepCreated, To: pay.Created, Version: 1},
 			{PaymentID: a, Source: pay.SourceWebhook, Kind: pay.StepTransition, From: pay.Created, To: pay.Captured, Version: 2, EventID: "evt_1", At: t0.Add(time.Second)},
-		}, pay.Tx.AppendStep)
+		}, store.Tx.AppendStep)
 		e.clock.Add(time.Minute)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			return tx.AppendStep(pay.Step{PaymentID: a, Source: pay.SourceWebhook, Kind: pay.StepDuplicate, Version: 2, EventID: "evt_2", Note: "again"})
 		})
 
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			steps, err := tx.Steps(a)
 			if err != nil {
 				return err
@@ -87,10 +88,10 @@ func testTimeline(t *testing.T, open Opener) {
 		// One id that is a prefix of another keeps its own timeline.
 		t.Parallel()
 		e := newEnv(t, open)
-		updateEach(e, []string{"pay_a", "pay_ab", "pay_a", "pay_abc"}, func(tx pay.Tx, id string) error {
+		updateEach(e, []string{"pay_a", "pay_ab", "pay_a", "pay_abc"}, func(tx store.Tx, id string) error {
 			return tx.AppendStep(pay.Step{PaymentID: id, Kind: pay.StepUpdate})
 		})
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			for id, want := range map[string]int{"pay_a": 2, "pay_ab": 1, "pay_abc": 1} {
 				steps, err := tx.Steps(id)
 				if err != nil {
@@ -117,7 +118,7 @@ func testInbox(t *testing.T, open Opener) {
 	pending := func(t *testing.T, e *env, due time.Time, limit int) []string {
 		t.Helper()
 		var out []string
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			evs, err := tx.PendingInbox(due, limit)
 			for _, ev := range evs {
 				out = append(out, ev.EventID)
@@ -139,7 +140,7 @@ func testInbox(t *testing.T, open Opener) {
 		want := ev("evt_1", paymentID(1), t0)
 		want.SecondRef = "pi_second" // a Checkout Session's PaymentIntent
 		var first, second, other bool
-		e.update(func(tx pay.Tx) (err error) {
+		e.update(func(tx store.Tx) (err error) {
 			if first, err = tx.PutInbox(want); err != nil {
 				return err
 			}
@@ -155,7 +156,7 @@ func testInbox(t *testing.T, open Opener) {
 		if !first || second || !other {
 			t.Fatalf("PutInbox=%t, then %t, other provider %t; want true, false, true", first, second, other)
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			got, err := tx.InboxEvent("mock", "evt_1")
 			if err != nil {
 				return err
@@ -182,8 +183,8 @@ func testInbox(t *testing.T, open Opener) {
 	t.Run("ReceivedAtDefault", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error { return putInbox(tx, pay.InboxEvent{Provider: "mock", EventID: "evt_1"}) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return putInbox(tx, pay.InboxEvent{Provider: "mock", EventID: "evt_1"}) })
+		e.view(func(tx store.Tx) error {
 			got, err := tx.InboxEvent("mock", "evt_1")
 			if err != nil {
 				return err
@@ -199,7 +200,7 @@ func testInbox(t *testing.T, open Opener) {
 	t.Run("ErrInvalid", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			_, err := tx.PutInbox(pay.InboxEvent{Provider: "mock"})
 			wantCode(t, err, pay.EINVALID)
 			_, err = tx.PutInbox(pay.InboxEvent{EventID: "evt_1"})
@@ -217,10 +218,10 @@ func testInbox(t *testing.T, open Opener) {
 			ev("evt_2", paymentID(2), t0.Add(2*time.Second)),
 			ev("evt_4", "", t0), // orphan: no payment yet
 			ev("evt_0", paymentID(1), t0.Add(2*time.Second)),
-		}, func(tx pay.Tx, x pay.InboxEvent) error {
+		}, func(tx store.Tx, x pay.InboxEvent) error {
 			return putInbox(tx, x)
 		})
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			for id, want := range map[string][]string{
 				paymentID(1): {"evt_1", "evt_0", "evt_3"},
 				paymentID(2): {"evt_2"},
@@ -245,7 +246,7 @@ func testInbox(t *testing.T, open Opener) {
 	t.Run("PendingInbox", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			for i, at := range []time.Duration{3, 1, 2, 5} {
 				x := ev(fmt.Sprintf("evt_%d", i), paymentID(1), t0.Add(at*time.Second))
 				if err := putInbox(tx, x); err != nil {
@@ -258,7 +259,7 @@ func testInbox(t *testing.T, open Opener) {
 		wantEvents(t, pending(t, e, t0.Add(2*time.Second), 10), "evt_1", "evt_2") // due at or before
 		wantEvents(t, pending(t, e, t0.Add(10*time.Second), 2), "evt_1", "evt_2")
 		wantEvents(t, pending(t, e, t0, 10))
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.PendingInbox(t0, 0)
 			wantCode(t, err, pay.EINVALID)
 			return nil
@@ -268,17 +269,17 @@ func testInbox(t *testing.T, open Opener) {
 	t.Run("DeferInbox", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			if err := putInbox(tx, ev("evt_1", paymentID(1), t0)); err != nil {
 				return err
 			}
 			return putInbox(tx, ev("evt_2", paymentID(1), t0.Add(time.Second)))
 		})
-		e.update(func(tx pay.Tx) error { return tx.DeferInbox("mock", "evt_1", t0.Add(time.Minute), "lease held") })
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.DeferInbox("mock", "evt_1", t0.Add(time.Minute), "lease held") })
+		e.update(func(tx store.Tx) error {
 			return tx.DeferInbox("mock", "evt_1", t0.Add(2*time.Minute), "lease held again")
 		})
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			got, err := tx.InboxEvent("mock", "evt_1")
 			if err != nil {
 				return err
@@ -300,7 +301,7 @@ func testInbox(t *testing.T, open Opener) {
 		wantEvents(t, pending(t, e, t0.Add(time.Minute), 10), "evt_2")
 		wantEvents(t, pending(t, e, t0.Add(2*time.Minute), 10), "evt_2", "evt_1")
 
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error {
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error {
 			return tx.DeferInbox("mock", "evt_9", t0.Add(time.Minute), "x")
 		}), pay.ENOTFOUND)
 	})
@@ -308,16 +309,16 @@ func testInbox(t *testing.T, open Opener) {
 	t.Run("MarkProcessed", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			if err := putInbox(tx, ev("evt_1", paymentID(1), t0)); err != nil {
 				return err
 			}
 			return putInbox(tx, ev("evt_2", paymentID(1), t0))
 		})
 		e.clock.Add(time.Minute)
-		e.update(func(tx pay.Tx) error { return tx.MarkProcessed("mock", "evt_1") })
-		e.update(func(tx pay.Tx) error { return tx.MarkProcessed("mock", "evt_1") }) // again: no harm
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.MarkProcessed("mock", "evt_1") })
+		e.update(func(tx store.Tx) error { return tx.MarkProcessed("mock", "evt_1") }) // again: no harm
+		e.view(func(tx store.Tx) error {
 			if ok, err := tx.IsProcessed("mock", "evt_1"); err != nil || !ok {
 				t.Fatalf("IsProcessed(evt_1)=%t, %v; want true", ok, err)
 			}
@@ -347,15 +348,15 @@ func testInbox(t *testing.T, open Opener) {
 		wantEvents(t, pending(t, e, t0.Add(time.Hour), 10), "evt_2")
 
 		// Deferring a processed event leaves it processed.
-		e.update(func(tx pay.Tx) error { return tx.DeferInbox("mock", "evt_1", t0.Add(time.Hour), "late") })
+		e.update(func(tx store.Tx) error { return tx.DeferInbox("mock", "evt_1", t0.Add(time.Hour), "late") })
 		wantEvents(t, pending(t, e, t0.Add(2*time.Hour), 10), "evt_2")
 	})
 
 	t.Run("MarkProcessedNotInInbox", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error { return tx.MarkProcessed("mock", "evt_1") })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.MarkProcessed("mock", "evt_1") })
+		e.view(func(tx store.Tx) error {
 			if ok, err := tx.IsProcessed("mock", "evt_1"); err != nil || !ok {
 				t.Fatalf("IsProcessed=%t, %v; want true", ok, err)
 			}
@@ -366,11 +367,11 @@ func testInbox(t *testing.T, open Opener) {
 
 		// The event arrives later: archived as processed, not pending.
 		var stored bool
-		e.update(func(tx pay.Tx) (err error) { stored, err = tx.PutInbox(ev("evt_1", paymentID(1), t0)); return err })
+		e.update(func(tx store.Tx) (err error) { stored, err = tx.PutInbox(ev("evt_1", paymentID(1), t0)); return err })
 		if !stored {
 			t.Fatal("PutInbox=false, want true")
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			got, err := tx.InboxEvent("mock", "evt_1")
 			if err != nil {
 				return err
@@ -388,13 +389,13 @@ func testLease(t *testing.T, open Opener) {
 	const ttl = 30 * time.Second
 	acquire := func(e *env, id, holder string) (pay.Lease, error) {
 		var l pay.Lease
-		err := e.tryUpdate(func(tx pay.Tx) (err error) { l, err = tx.AcquireLease(id, holder, ttl); return err })
+		err := e.tryUpdate(func(tx store.Tx) (err error) { l, err = tx.AcquireLease(id, holder, ttl); return err })
 		return l, err
 	}
 	lease := func(t *testing.T, e *env, id string) pay.Lease {
 		t.Helper()
 		var l pay.Lease
-		e.view(func(tx pay.Tx) (err error) { l, err = tx.Lease(id); return err })
+		e.view(func(tx store.Tx) (err error) { l, err = tx.Lease(id); return err })
 		return l
 	}
 	id := paymentID(1)
@@ -475,7 +476,7 @@ func testLease(t *testing.T, open Opener) {
 		}
 
 		// The old holder's release is stale and changes nothing.
-		e.update(func(tx pay.Tx) error { return tx.ReleaseLease(id, first.Token) })
+		e.update(func(tx store.Tx) error { return tx.ReleaseLease(id, first.Token) })
 		_, err = acquire(e, id, "sweeper")
 		wantCode(t, err, pay.ELEASEHELD)
 		if got := lease(t, e, id); got.Token != second.Token || got.Holder != "webhook" || !got.Held(e.clock.Now()) {
@@ -490,11 +491,11 @@ func testLease(t *testing.T, open Opener) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		e.update(func(tx pay.Tx) error { return tx.ReleaseLease(id, l.Token+1) }) // not a token given out
+		e.update(func(tx store.Tx) error { return tx.ReleaseLease(id, l.Token+1) }) // not a token given out
 		if got := lease(t, e, id); !got.Held(t0) {
 			t.Fatal("a wrong token released the lease")
 		}
-		e.update(func(tx pay.Tx) error { return tx.ReleaseLease(id, l.Token) })
+		e.update(func(tx store.Tx) error { return tx.ReleaseLease(id, l.Token) })
 		got := lease(t, e, id)
 		if got.Held(t0) {
 			t.Fatalf("Lease=%+v still held after release", got)
@@ -510,13 +511,13 @@ func testLease(t *testing.T, open Opener) {
 			t.Fatalf("Token=%d, want %d", got, want)
 		}
 		// Releasing a payment never leased is no error.
-		e.update(func(tx pay.Tx) error { return tx.ReleaseLease(paymentID(9), 1) })
+		e.update(func(tx store.Tx) error { return tx.ReleaseLease(paymentID(9), 1) })
 	})
 
 	t.Run("ErrInvalid", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			_, err := tx.AcquireLease(id, "sweeper", 0)
 			wantCode(t, err, pay.EINVALID)
 			_, err = tx.AcquireLease(id, "", ttl)
@@ -543,12 +544,12 @@ func testOutbox(t *testing.T, open Opener) {
 		updateEach(e, []pay.OutboxRecord{
 			rec(a, "evt_a1", pay.RequiresAction, 2),
 			rec(b, "evt_b1", pay.Failed, 2),
-		}, pay.Tx.AppendOutbox)
+		}, store.Tx.AppendOutbox)
 		e.clock.Add(time.Minute)
-		e.update(func(tx pay.Tx) error { return tx.AppendOutbox(rec(a, "evt_a2", pay.Captured, 3)) })
+		e.update(func(tx store.Tx) error { return tx.AppendOutbox(rec(a, "evt_a2", pay.Captured, 3)) })
 
 		var ra, rb []pay.OutboxRecord
-		e.view(func(tx pay.Tx) (err error) {
+		e.view(func(tx store.Tx) (err error) {
 			if ra, err = tx.OutboxForPayment(a); err != nil {
 				return err
 			}
@@ -578,7 +579,7 @@ func testOutbox(t *testing.T, open Opener) {
 			t.Fatalf("OutboxRecord=%+v, want %+v", got, want)
 		}
 
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			rs, err := tx.OutboxForPayment(paymentID(3))
 			if err != nil {
 				return err
@@ -595,7 +596,7 @@ func testLedger(t *testing.T, open Opener) {
 	balances := func(t *testing.T, e *env) []pay.Balance {
 		t.Helper()
 		var bs []pay.Balance
-		e.view(func(tx pay.Tx) (err error) { bs, err = tx.LedgerBalances(); return err })
+		e.view(func(tx store.Tx) (err error) { bs, err = tx.LedgerBalances(); return err })
 		return bs
 	}
 
@@ -606,11 +607,11 @@ func testLedger(t *testing.T, open Opener) {
 			t.Fatalf("LedgerBalances=%v, want none", got)
 		}
 		first := posting(paymentID(1), "EUR", 1000)
-		e.update(func(tx pay.Tx) error { return tx.AppendLedger(first) })
+		e.update(func(tx store.Tx) error { return tx.AppendLedger(first) })
 		if first[0].Seq == 0 || first[1].Seq <= first[0].Seq {
 			t.Fatalf("Seq=%d,%d, want assigned and increasing", first[0].Seq, first[1].Seq)
 		}
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			if err := tx.AppendLedger(posting(paymentID(2), "EUR", 250)); err != nil {
 				return err
 			}
@@ -647,13 +648,13 @@ func testLedger(t *testing.T, open Opener) {
 				{Account: pay.AccountMerchantRevenue, Currency: "EUR", Amount: -1000},
 			},
 		} {
-			err := e.tryUpdate(func(tx pay.Tx) error { return tx.AppendLedger(entries) })
+			err := e.tryUpdate(func(tx store.Tx) error { return tx.AppendLedger(entries) })
 			if got, want := pay.ErrorCode(err), pay.EINVALID; got != want {
 				t.Fatalf("%s: error %v: code=%q, want %q", name, err, got, want)
 			}
 		}
 		// A failed posting inside a transaction that commits leaves nothing.
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			err := tx.AppendLedger([]pay.LedgerEntry{{Account: pay.AccountPSPReceivable, Currency: "EUR", Amount: 1}})
 			wantCode(t, err, pay.EINVALID)
 			return nil
@@ -674,13 +675,13 @@ func testLedger(t *testing.T, open Opener) {
 			for j := range lines {
 				lines[j].At = t0.Add(time.Duration(i) * time.Hour)
 			}
-			e.update(func(tx pay.Tx) error { return tx.AppendLedger(lines) })
+			e.update(func(tx store.Tx) error { return tx.AppendLedger(lines) })
 			want = append(want, lines...)
 		}
 		var got []pay.LedgerEntry
 		for after := uint64(0); ; {
 			var page []pay.LedgerEntry
-			e.view(func(tx pay.Tx) (err error) { page, err = tx.LedgerEntries(after, 3); return err })
+			e.view(func(tx store.Tx) (err error) { page, err = tx.LedgerEntries(after, 3); return err })
 			if len(page) > 3 {
 				t.Fatalf("LedgerEntries(%d, 3) returned %d lines", after, len(page))
 			}
@@ -700,7 +701,7 @@ func testLedger(t *testing.T, open Opener) {
 				t.Fatalf("line %d: %+v, want %+v", i, g, w)
 			}
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			if rest, err := tx.LedgerEntries(want[len(want)-1].Seq, 10); err != nil || len(rest) != 0 {
 				t.Fatalf("LedgerEntries after the last line: %v, %v; want none", rest, err)
 			}
@@ -719,10 +720,10 @@ func testLedger(t *testing.T, open Opener) {
 		// its lines (the revenue line alone would still fit).
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error { return tx.AppendLedger(posting(paymentID(1), "EUR", math.MaxInt64)) })
+		e.update(func(tx store.Tx) error { return tx.AppendLedger(posting(paymentID(1), "EUR", math.MaxInt64)) })
 		want := balances(t, e)
 		for _, amount := range []int64{1, math.MaxInt64} {
-			err := e.tryUpdate(func(tx pay.Tx) error { return tx.AppendLedger(posting(paymentID(2), "EUR", amount)) })
+			err := e.tryUpdate(func(tx store.Tx) error { return tx.AppendLedger(posting(paymentID(2), "EUR", amount)) })
 			wantCode(t, err, pay.EINVALID)
 			for _, part := range []string{pay.AccountPSPReceivable, "EUR"} {
 				if !strings.Contains(pay.ErrorMessage(err), part) {
@@ -732,7 +733,7 @@ func testLedger(t *testing.T, open Opener) {
 		}
 		// Inside a transaction that commits: nothing of it either.
 		lines := posting(paymentID(3), "EUR", 1)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			wantCode(t, tx.AppendLedger(lines), pay.EINVALID)
 			return tx.AppendLedger(posting(paymentID(4), "USD", 5))
 		})
@@ -751,7 +752,7 @@ func testReview(t *testing.T, open Opener) {
 	list := func(t *testing.T, e *env) []string {
 		t.Helper()
 		var out []string
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			items, err := tx.ListReview()
 			for _, it := range items {
 				out = append(out, it.ID)
@@ -770,7 +771,7 @@ func testReview(t *testing.T, open Opener) {
 			CreatedAt: t0.Add(time.Minute),
 		}
 		orphan := pay.ReviewItem{ID: "orphan_mock_evt_2", Reason: pay.ReasonOrphan, Provider: "mock", EventID: "evt_2", CreatedAt: t0}
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			if err := tx.PutReview(a); err != nil {
 				return err
 			}
@@ -779,7 +780,7 @@ func testReview(t *testing.T, open Opener) {
 		if got, want := list(t, e), []string{orphan.ID, a.ID}; !slices.Equal(got, want) {
 			t.Fatalf("ListReview=%v, want %v (oldest first)", got, want)
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			got, err := tx.Review(a.ID)
 			if err != nil {
 				return err
@@ -798,11 +799,11 @@ func testReview(t *testing.T, open Opener) {
 		e.clock.Add(time.Hour)
 		b := a
 		b.Note, b.LastPSP, b.CreatedAt = "asked again", "canceled", time.Time{}
-		e.update(func(tx pay.Tx) error { return tx.PutReview(b) })
+		e.update(func(tx store.Tx) error { return tx.PutReview(b) })
 		if got, want := list(t, e), []string{orphan.ID, a.ID}; !slices.Equal(got, want) {
 			t.Fatalf("ListReview=%v, want %v", got, want)
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			got, err := tx.Review(a.ID)
 			if err != nil {
 				return err
@@ -816,28 +817,28 @@ func testReview(t *testing.T, open Opener) {
 		// Replace with a new time: the order follows.
 		c := orphan
 		c.CreatedAt = t0.Add(2 * time.Minute)
-		e.update(func(tx pay.Tx) error { return tx.PutReview(c) })
+		e.update(func(tx store.Tx) error { return tx.PutReview(c) })
 		if got, want := list(t, e), []string{a.ID, orphan.ID}; !slices.Equal(got, want) {
 			t.Fatalf("ListReview=%v, want %v", got, want)
 		}
 
-		e.update(func(tx pay.Tx) error { return tx.DeleteReview(a.ID) })
+		e.update(func(tx store.Tx) error { return tx.DeleteReview(a.ID) })
 		if got, want := list(t, e), []string{orphan.ID}; !slices.Equal(got, want) {
 			t.Fatalf("ListReview=%v, want %v", got, want)
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.Review(a.ID)
 			wantCode(t, err, pay.ENOTFOUND)
 			return nil
 		})
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.DeleteReview(a.ID) }), pay.ENOTFOUND)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.DeleteReview(a.ID) }), pay.ENOTFOUND)
 	})
 
 	t.Run("CreatedAtDefault", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error { return tx.PutReview(pay.ReviewItem{ID: "r1", Reason: pay.ReasonUnresolved}) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.PutReview(pay.ReviewItem{ID: "r1", Reason: pay.ReasonUnresolved}) })
+		e.view(func(tx store.Tx) error {
 			got, err := tx.Review("r1")
 			if err != nil {
 				return err
@@ -855,7 +856,7 @@ func testIdemKey(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		const key = "create_payment:3f2a:order-1-try"
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.IdemKey(key)
 			wantCode(t, err, pay.ENOTFOUND)
 			return nil
@@ -865,8 +866,8 @@ func testIdemKey(t *testing.T, open Opener) {
 			Key: key, Fingerprint: "ab12", State: pay.IdemInFlight, Owner: "host-1",
 			LockedUntil: t0.Add(time.Minute), ExpiresAt: t0.Add(24 * time.Hour),
 		}
-		e.update(func(tx pay.Tx) error { return tx.PutIdemKey(inFlight) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.PutIdemKey(inFlight) })
+		e.view(func(tx store.Tx) error {
 			got, err := tx.IdemKey(key)
 			if err != nil {
 				return err
@@ -880,8 +881,8 @@ func testIdemKey(t *testing.T, open Opener) {
 
 		done := inFlight
 		done.State, done.PaymentID, done.StatusCode, done.Body, done.CreatedAt = pay.IdemDone, paymentID(1), 201, []byte(`{"id":"pay_1"}`), t0
-		e.update(func(tx pay.Tx) error { return tx.PutIdemKey(done) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.PutIdemKey(done) })
+		e.view(func(tx store.Tx) error {
 			got, err := tx.IdemKey(key)
 			if err != nil {
 				return err
@@ -893,7 +894,7 @@ func testIdemKey(t *testing.T, open Opener) {
 			wantCode(t, err, pay.ENOTFOUND)
 			return nil
 		})
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutIdemKey(pay.IdemRecord{}) }), pay.EINVALID)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.PutIdemKey(pay.IdemRecord{}) }), pay.EINVALID)
 	})
 }
 
@@ -909,13 +910,13 @@ func testClaimIdemKey(t *testing.T, open Opener) {
 			LockedUntil: t0.Add(time.Minute), PaymentID: paymentID(1), ExpiresAt: t0.Add(24 * time.Hour)}
 	}
 	claim := func(r pay.IdemRecord) (stored pay.IdemRecord, claimed bool, err error) {
-		err = e.tryUpdate(func(tx pay.Tx) (err error) {
+		err = e.tryUpdate(func(tx store.Tx) (err error) {
 			stored, claimed, err = tx.ClaimIdemKey(r)
 			return err
 		})
 		return stored, claimed, err
 	}
-	rolledBack := e.tryUpdate(func(tx pay.Tx) error {
+	rolledBack := e.tryUpdate(func(tx store.Tx) error {
 		if _, ok, err := tx.ClaimIdemKey(rec("create:merchant:k0", "rolled-back")); err != nil || !ok {
 			return fmt.Errorf("claim of a free key: claimed=%v, %v", ok, err)
 		}
@@ -963,7 +964,7 @@ func testClaimIdemKey(t *testing.T, open Opener) {
 	if len(owners) != 1 {
 		t.Fatalf("%d concurrent claims of one key: %v stored it, want one", n, owners)
 	}
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		r, err := tx.IdemKey("create:merchant:k1")
 		if err == nil && r.Owner != owners[0] {
 			t.Fatalf("record after the claims: owner %q, want the winner %q", r.Owner, owners[0])

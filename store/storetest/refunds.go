@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // refundID returns the i-th test refund id.
@@ -44,9 +45,9 @@ func testRefunds(t *testing.T, open Opener) {
 		p.Status = pay.Captured
 		e.insert(p)
 		r := newRefund(1, p, 300, t0)
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(r) })
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(r) })
 		var got pay.Refund
-		e.view(func(tx pay.Tx) (err error) { got, err = tx.Refund(r.ID); return err })
+		e.view(func(tx store.Tx) (err error) { got, err = tx.Refund(r.ID); return err })
 		if got.Currency != p.Currency || got.Provider != p.Provider || got.Amount != 300 || got.Reason != r.Reason ||
 			got.IdemKey != r.IdemKey || got.Status != pay.RefundPending || !got.CreatedAt.Equal(t0) {
 			t.Fatalf("Refund=%+v, want %+v with the payment's currency and provider", got, r)
@@ -54,11 +55,11 @@ func testRefunds(t *testing.T, open Opener) {
 
 		// The PSP's reference and the outcome.
 		at := e.clock.Add(time.Second)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			got.Status, got.ProviderRef, got.EventID, got.Amount = pay.RefundSucceeded, "psp_re_1", "evt_1", 999
 			return tx.UpdateRefund(got)
 		})
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			r, err := tx.RefundByRef(p.Provider, "psp_re_1")
 			if err != nil {
 				return err
@@ -74,7 +75,7 @@ func testRefunds(t *testing.T, open Opener) {
 		})
 
 		// The payment's amounts round-trip.
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			cur, err := tx.Payment(p.ID)
 			if err != nil {
 				return err
@@ -94,29 +95,29 @@ func testRefunds(t *testing.T, open Opener) {
 		p := newPayment(1, t0)
 		e.insert(p)
 		r := newRefund(1, p, 300, t0)
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(r) })
-		err := e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(r) })
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(r) })
+		err := e.tryUpdate(func(tx store.Tx) error { return tx.InsertRefund(r) })
 		wantCode(t, err, pay.ECONFLICT)
 
 		other := newRefund(2, p, 100, t0)
 		other.PaymentID = paymentID(9)
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(other) }), pay.ENOTFOUND)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertRefund(other) }), pay.ENOTFOUND)
 		other = newRefund(2, p, 100, t0)
 		other.Currency = "USD"
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(other) }), pay.EINVALID)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertRefund(other) }), pay.EINVALID)
 		other = newRefund(2, p, 0, t0)
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(other) }), pay.EINVALID)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertRefund(other) }), pay.EINVALID)
 
 		// A second reference of the provider is refused.
 		a, b := newRefund(3, p, 100, t0), newRefund(4, p, 100, t0)
 		a.ProviderRef, b.ProviderRef = "psp_re_x", "psp_re_x"
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(a) })
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(b) }), pay.ECONFLICT)
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(a) })
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertRefund(b) }), pay.ECONFLICT)
 		b.ProviderRef = ""
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(b) })
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(b) })
 		b.ProviderRef = "psp_re_x"
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdateRefund(b) }), pay.ECONFLICT)
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.UpdateRefund(newRefund(98, p, 1, t0)) }), pay.ENOTFOUND)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.UpdateRefund(b) }), pay.ECONFLICT)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.UpdateRefund(newRefund(98, p, 1, t0)) }), pay.ENOTFOUND)
 	})
 
 	t.Run("ErrExceeds", func(t *testing.T) {
@@ -124,13 +125,13 @@ func testRefunds(t *testing.T, open Opener) {
 		e := newEnv(t, open)
 		p := newPayment(1, t0) // amount 1001
 		e.insert(p)
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(1, p, 600, t0)) })
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(newRefund(1, p, 600, t0)) })
 		// Pending counts: 600 + 402 > 1001.
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(2, p, 402, t0)) }), pay.ERefundExceeds)
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(2, p, 401, t0)) })
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertRefund(newRefund(2, p, 402, t0)) }), pay.ERefundExceeds)
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(newRefund(2, p, 401, t0)) })
 
 		// A failed refund frees its amount; it cannot take it back.
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			r, err := tx.Refund(refundID(1))
 			if err != nil {
 				return err
@@ -138,8 +139,8 @@ func testRefunds(t *testing.T, open Opener) {
 			r.Status = pay.RefundFailed
 			return tx.UpdateRefund(r)
 		})
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(3, p, 600, t0)) })
-		err := e.tryUpdate(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(newRefund(3, p, 600, t0)) })
+		err := e.tryUpdate(func(tx store.Tx) error {
 			r, err := tx.Refund(refundID(1))
 			if err != nil {
 				return err
@@ -150,7 +151,7 @@ func testRefunds(t *testing.T, open Opener) {
 		wantCode(t, err, pay.ERefundExceeds)
 
 		var rs []pay.Refund
-		e.view(func(tx pay.Tx) (err error) { rs, err = tx.RefundsForPayment(p.ID); return err })
+		e.view(func(tx store.Tx) (err error) { rs, err = tx.RefundsForPayment(p.ID); return err })
 		if got, want := refundIDs(rs), []string{refundID(1), refundID(2), refundID(3)}; !slices.Equal(got, want) {
 			t.Fatalf("RefundsForPayment=%v, want %v (oldest first)", got, want)
 		}
@@ -165,18 +166,18 @@ func testRefunds(t *testing.T, open Opener) {
 		p := newPayment(1, t0)
 		p.Status = pay.Captured
 		e.insert(p)
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(1, p, 100, t0)) })
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(newRefund(1, p, 100, t0)) })
 		// The disputes decide, whatever the payment's field says (a
 		// payment written by an older binary lacks it).
 		setDispute := func(st pay.DisputeStatus) {
 			t.Helper()
-			e.update(func(tx pay.Tx) error {
+			e.update(func(tx store.Tx) error {
 				return tx.PutDispute(pay.Dispute{Provider: p.Provider, ID: "dp_1", PaymentID: p.ID, Amount: 500, Currency: p.Currency,
 					Status: st, CreatedAt: t0, UpdatedAt: t0})
 			})
 		}
 		// The payment's own field round-trips.
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			cur, err := tx.Payment(p.ID)
 			if err != nil {
 				return err
@@ -193,12 +194,12 @@ func testRefunds(t *testing.T, open Opener) {
 			// A refund the merchant requests (it has a key) is refused
 			// in the transaction; one learnt from the PSP is not, and a
 			// pending refund from before the dispute may still settle.
-			wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(10+i, p, 100, t0)) }), pay.EChargeDisputed)
+			wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.InsertRefund(newRefund(10+i, p, 100, t0)) }), pay.EChargeDisputed)
 			learnt := newRefund(20+i, p, 10, t0)
 			learnt.IdemKey = ""
-			e.update(func(tx pay.Tx) error { return tx.InsertRefund(learnt) })
+			e.update(func(tx store.Tx) error { return tx.InsertRefund(learnt) })
 		}
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			r, err := tx.Refund(refundID(1))
 			if err != nil {
 				return err
@@ -207,7 +208,7 @@ func testRefunds(t *testing.T, open Opener) {
 			return tx.UpdateRefund(r)
 		})
 		setDispute(pay.DisputeWon)
-		e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(30, p, 100, t0)) })
+		e.update(func(tx store.Tx) error { return tx.InsertRefund(newRefund(30, p, 100, t0)) })
 	})
 
 	t.Run("PendingRefunds", func(t *testing.T) {
@@ -217,11 +218,11 @@ func testRefunds(t *testing.T, open Opener) {
 		e.insert(p)
 		for i := range 5 {
 			at := t0.Add(time.Duration(i) * time.Minute)
-			e.update(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(i, p, 100, at)) })
+			e.update(func(tx store.Tx) error { return tx.InsertRefund(newRefund(i, p, 100, at)) })
 		}
 		// Refund 2 succeeds at t0+10m: no longer pending.
 		e.clock.Add(10 * time.Minute)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			r, err := tx.Refund(refundID(2))
 			if err != nil {
 				return err
@@ -232,7 +233,7 @@ func testRefunds(t *testing.T, open Opener) {
 		pending := func(f pay.RefundFilter) []string {
 			t.Helper()
 			var rs []pay.Refund
-			e.view(func(tx pay.Tx) (err error) { rs, err = tx.PendingRefunds(f); return err })
+			e.view(func(tx store.Tx) (err error) { rs, err = tx.PendingRefunds(f); return err })
 			return refundIDs(rs)
 		}
 		bound := t0.Add(4 * time.Minute) // refund 4 was updated at the bound: not before it
@@ -246,7 +247,7 @@ func testRefunds(t *testing.T, open Opener) {
 		if got, want := pending(next), []string{refundID(3)}; !slices.Equal(got, want) {
 			t.Fatalf("PendingRefunds after refund 1=%v, want %v", got, want)
 		}
-		err := e.s.View(context.Background(), func(tx pay.Tx) error {
+		err := e.s.View(context.Background(), func(tx store.Tx) error {
 			_, err := tx.PendingRefunds(pay.RefundFilter{UpdatedBefore: bound})
 			return err
 		})
@@ -267,8 +268,8 @@ func testRefunds(t *testing.T, open Opener) {
 				Dispute: &pay.DisputeChange{ID: "dp_1", Amount: 1001, Currency: "EUR", Reason: "fraudulent", Status: pay.DisputeNeedsResponse, EvidenceDueBy: due}},
 			{Provider: "mock", EventID: "evt_p", Type: "payment.captured", PaymentID: p.ID, Status: pay.Captured, ReceivedAt: t0},
 		}
-		updateEach(e, evs, func(tx pay.Tx, ev pay.InboxEvent) error { return putInbox(tx, ev) })
-		e.view(func(tx pay.Tx) error {
+		updateEach(e, evs, func(tx store.Tx, ev pay.InboxEvent) error { return putInbox(tx, ev) })
+		e.view(func(tx store.Tx) error {
 			r, err := tx.InboxEvent("mock", "evt_r")
 			if err != nil {
 				return err
@@ -296,8 +297,8 @@ func testRefunds(t *testing.T, open Opener) {
 		// An outbox record names its refund or dispute.
 		rec := pay.OutboxRecord{ID: "evt_o", Type: pay.EventRefundSucceeded, PaymentID: p.ID, Status: pay.Captured, Version: 2,
 			Amount: p.Amount, Currency: "EUR", RefundID: refundID(1), ObjectAmount: 250, ObjectStatus: "succeeded", AmountRefunded: 250}
-		e.update(func(tx pay.Tx) error { return tx.AppendOutbox(rec) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.AppendOutbox(rec) })
+		e.view(func(tx store.Tx) error {
 			rs, err := tx.OutboxForPayment(p.ID)
 			if err != nil {
 				return err
@@ -332,7 +333,7 @@ func testRefundsConcurrent(t *testing.T, open Opener) {
 			defer wg.Done()
 			// InsertRefund alone: the store's own check in the
 			// transaction is what keeps the sum within the amount.
-			err := e.tryUpdate(func(tx pay.Tx) error { return tx.InsertRefund(newRefund(i, p, 150, t0)) })
+			err := e.tryUpdate(func(tx store.Tx) error { return tx.InsertRefund(newRefund(i, p, 150, t0)) })
 			mu.Lock()
 			defer mu.Unlock()
 			switch pay.ErrorCode(err) {
@@ -350,7 +351,7 @@ func testRefundsConcurrent(t *testing.T, open Opener) {
 		t.Fatalf("accepted %d, refused %d; want %d and %d (150 each of %d)", accepted, refused, want, n-want, p.Amount)
 	}
 	var rs []pay.Refund
-	e.view(func(tx pay.Tx) (err error) { rs, err = tx.RefundsForPayment(p.ID); return err })
+	e.view(func(tx store.Tx) (err error) { rs, err = tx.RefundsForPayment(p.ID); return err })
 	var sum int64
 	for _, r := range rs {
 		sum += r.Amount
@@ -378,12 +379,12 @@ func testDisputes(t *testing.T, open Opener) {
 	for i := range ds {
 		ds[i].CreatedAt, ds[i].UpdatedAt = t0, t0
 	}
-	updateEach(e, ds, pay.Tx.PutDispute)
+	updateEach(e, ds, store.Tx.PutDispute)
 
 	list := func(f pay.DisputeFilter) []string {
 		t.Helper()
 		var got []pay.Dispute
-		e.view(func(tx pay.Tx) (err error) { got, err = tx.ListDisputes(f); return err })
+		e.view(func(tx store.Tx) (err error) { got, err = tx.ListDisputes(f); return err })
 		var out []string
 		for _, d := range got {
 			out = append(out, d.Provider+"/"+d.ID)
@@ -401,7 +402,7 @@ func testDisputes(t *testing.T, open Opener) {
 	}
 	count := func() int {
 		var n int
-		e.view(func(tx pay.Tx) (err error) { n, err = tx.CountOpenDisputes(); return err })
+		e.view(func(tx store.Tx) (err error) { n, err = tx.CountOpenDisputes(); return err })
 		return n
 	}
 	if got, want := count(), 3; got != want {
@@ -411,11 +412,11 @@ func testDisputes(t *testing.T, open Opener) {
 	// Closed: replaced in place, the list and the count follow.
 	won := ds[0]
 	won.Status, won.UpdatedAt = pay.DisputeWon, t0.Add(time.Hour)
-	e.update(func(tx pay.Tx) error { return tx.PutDispute(won) })
+	e.update(func(tx store.Tx) error { return tx.PutDispute(won) })
 	if got, want := count(), 2; got != want {
 		t.Fatalf("CountOpenDisputes after a win=%d, want %d", got, want)
 	}
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		d, err := tx.Dispute("mock", "dp_a")
 		if err != nil {
 			return err
@@ -443,7 +444,7 @@ func testDisputes(t *testing.T, open Opener) {
 	// Another payment's dispute, or an unknown payment, is refused.
 	moved := won
 	moved.PaymentID = q.ID
-	wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutDispute(moved) }), pay.ECONFLICT)
+	wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.PutDispute(moved) }), pay.ECONFLICT)
 	moved.PaymentID, moved.ID = paymentID(9), "dp_new"
-	wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutDispute(moved) }), pay.ENOTFOUND)
+	wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.PutDispute(moved) }), pay.ENOTFOUND)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // delivery returns pending delivery i of outbox record seq of payment p to
@@ -46,7 +47,7 @@ func wantDeliveries(t *testing.T, what string, ds []pay.Delivery, want ...int) {
 
 func testRippleCursor(t *testing.T, open Opener) {
 	e := newEnv(t, open)
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		cur, err := tx.RippleCursor()
 		if err != nil {
 			return err
@@ -65,7 +66,7 @@ func testRippleCursor(t *testing.T, open Opener) {
 		wantCode(t, err, pay.ENOTFOUND)
 		return nil
 	})
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i := 1; i <= 5; i++ {
 			if err := tx.AppendOutbox(pay.OutboxRecord{ID: fmt.Sprintf("evt_%d", i), Type: "payment.captured", PaymentID: paymentID(i % 2), Status: pay.Captured}); err != nil {
 				return err
@@ -80,7 +81,7 @@ func testRippleCursor(t *testing.T, open Opener) {
 	// until they show, a bounded number of times.
 	var all []pay.OutboxRecord
 	for range 1000 {
-		e.view(func(tx pay.Tx) (err error) { all, err = tx.OutboxAfter(0, 10); return err })
+		e.view(func(tx store.Tx) (err error) { all, err = tx.OutboxAfter(0, 10); return err })
 		if len(all) >= 5 {
 			break
 		}
@@ -93,7 +94,7 @@ func testRippleCursor(t *testing.T, open Opener) {
 			t.Fatalf("OutboxAfter(0, 10)[%d]=%s with Seq %d, want evt_%d with a Seq above the one before", i, r.ID, r.Seq, i+1)
 		}
 	}
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		recs, err := tx.OutboxAfter(all[1].Seq, 2)
 		if err != nil {
 			return err
@@ -115,8 +116,8 @@ func testRippleCursor(t *testing.T, open Opener) {
 		wantCode(t, err, pay.EINVALID)
 		return nil
 	})
-	e.update(func(tx pay.Tx) error { return tx.SetRippleCursor(all[3].Seq) })
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error { return tx.SetRippleCursor(all[3].Seq) })
+	e.update(func(tx store.Tx) error {
 		cur, err := tx.RippleCursor()
 		if err != nil {
 			return err
@@ -136,16 +137,72 @@ func testRippleCursor(t *testing.T, open Opener) {
 	})
 }
 
+// testClaims: the outbox records not fanned out are claimed in Seq order
+// and, once marked, not again; the deliveries claimed are the stored ones
+// among those asked for, by id.
+func testClaims(t *testing.T, open Opener) {
+	e := newEnv(t, open)
+	e.update(func(tx store.Tx) error {
+		for i := 1; i <= 3; i++ {
+			if err := tx.AppendOutbox(pay.OutboxRecord{ID: fmt.Sprintf("evt_%d", i), Type: "payment.captured", PaymentID: paymentID(i), Status: pay.Captured}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	// Each claim is checked after its transaction, so that a failure
+	// stops no writer.
+	claim := func(limit int, want ...string) {
+		t.Helper()
+		var got, seqs []string
+		e.update(func(tx store.Tx) error {
+			got, seqs = nil, nil
+			recs, err := tx.ClaimUnfanned(limit)
+			if err != nil {
+				return err
+			}
+			var marks []uint64
+			for _, r := range recs {
+				got, seqs, marks = append(got, r.ID), append(seqs, fmt.Sprint(r.Seq)), append(marks, r.Seq)
+			}
+			return tx.MarkFanned(marks)
+		})
+		if !slices.Equal(got, want) {
+			t.Fatalf("ClaimUnfanned(%d)=%q (Seqs %s), want %q", limit, got, seqs, want)
+		}
+	}
+	claim(2, "evt_1", "evt_2")
+	claim(10, "evt_3")
+	claim(10)
+
+	p := paymentID(1)
+	a, b := delivery(1, p, 1, pay.EffectLoyalty, ""), delivery(2, p, 2, pay.EffectLoyalty, "")
+	e.update(func(tx store.Tx) error {
+		if err := tx.InsertDelivery(a); err != nil {
+			return err
+		}
+		return tx.InsertDelivery(b)
+	})
+	var claimed []pay.Delivery
+	e.update(func(tx store.Tx) (err error) {
+		claimed, err = tx.ClaimDeliveries([]string{b.ID, "dlv_missing", a.ID})
+		return err
+	})
+	if got, want := deliveryIDs(claimed), []string{a.ID, b.ID}; !slices.Equal(got, want) {
+		t.Fatalf("ClaimDeliveries=%q, want %q", got, want)
+	}
+}
+
 func testDelivery(t *testing.T, open Opener) {
 	e := newEnv(t, open)
 	p := paymentID(1)
 	d := delivery(1, p, 7, pay.EffectWebhook, "we_1")
 	d.NextAttemptAt, d.EventAt = time.Time{}, time.Time{}
 	e.clock.Add(time.Minute)
-	e.update(func(tx pay.Tx) error { return tx.InsertDelivery(d) })
+	e.update(func(tx store.Tx) error { return tx.InsertDelivery(d) })
 
 	var got pay.Delivery
-	e.view(func(tx pay.Tx) (err error) { got, err = tx.Delivery(d.ID); return err })
+	e.view(func(tx store.Tx) (err error) { got, err = tx.Delivery(d.ID); return err })
 	now := t0.Add(time.Minute)
 	for name, tm := range map[string]time.Time{"CreatedAt": got.CreatedAt, "UpdatedAt": got.UpdatedAt, "NextAttemptAt": got.NextAttemptAt, "EventAt": got.EventAt} {
 		if !tm.Equal(now) {
@@ -157,10 +214,10 @@ func testDelivery(t *testing.T, open Opener) {
 	}
 
 	// Conflicts and bad input write nothing.
-	err := e.tryUpdate(func(tx pay.Tx) error { return tx.InsertDelivery(d) })
+	err := e.tryUpdate(func(tx store.Tx) error { return tx.InsertDelivery(d) })
 	wantCode(t, err, pay.ECONFLICT)
 	twin := delivery(2, p, 7, pay.EffectWebhook, "we_1")
-	err = e.tryUpdate(func(tx pay.Tx) error { return tx.InsertDelivery(twin) })
+	err = e.tryUpdate(func(tx store.Tx) error { return tx.InsertDelivery(twin) })
 	wantCode(t, err, pay.ECONFLICT)
 	for name, mutate := range map[string]func(*pay.Delivery){
 		"NoID":      func(d *pay.Delivery) { d.ID = "" },
@@ -171,12 +228,12 @@ func testDelivery(t *testing.T, open Opener) {
 	} {
 		bad := delivery(3, p, 8, pay.EffectLoyalty, "")
 		mutate(&bad)
-		err := e.tryUpdate(func(tx pay.Tx) error { return tx.InsertDelivery(bad) })
+		err := e.tryUpdate(func(tx store.Tx) error { return tx.InsertDelivery(bad) })
 		if got, want := pay.ErrorCode(err), pay.EINVALID; got != want {
 			t.Fatalf("%s: InsertDelivery error %v: code=%q, want %q", name, err, got, want)
 		}
 	}
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		_, err := tx.Delivery("dlv_unknown")
 		wantCode(t, err, pay.ENOTFOUND)
 		return nil
@@ -188,8 +245,8 @@ func testDelivery(t *testing.T, open Opener) {
 	upd := got
 	upd.State, upd.Attempts, upd.LastError, upd.Note = pay.DeliveryDead, 3, "answered 500", ""
 	upd.PaymentID, upd.EventSeq, upd.Effect = paymentID(9), 99, pay.EffectReceipt // ignored
-	e.update(func(tx pay.Tx) error { return tx.UpdateDelivery(upd) })
-	e.view(func(tx pay.Tx) (err error) { got, err = tx.Delivery(d.ID); return err })
+	e.update(func(tx store.Tx) error { return tx.UpdateDelivery(upd) })
+	e.view(func(tx store.Tx) (err error) { got, err = tx.Delivery(d.ID); return err })
 	if got.State != pay.DeliveryDead || got.Attempts != 3 || got.LastError != "answered 500" {
 		t.Fatalf("Delivery after update=%+v, want dead after 3 attempts", got)
 	}
@@ -203,13 +260,13 @@ func testDelivery(t *testing.T, open Opener) {
 		t.Fatalf("CreatedAt=%s, want %s (kept)", got.CreatedAt, want)
 	}
 	// Out of line, the same record may be pending again for the target.
-	e.update(func(tx pay.Tx) error { return tx.InsertDelivery(twin) })
+	e.update(func(tx store.Tx) error { return tx.InsertDelivery(twin) })
 
 	missing := delivery(4, p, 9, pay.EffectLoyalty, "")
-	err = e.tryUpdate(func(tx pay.Tx) error { return tx.UpdateDelivery(missing) })
+	err = e.tryUpdate(func(tx store.Tx) error { return tx.UpdateDelivery(missing) })
 	wantCode(t, err, pay.ENOTFOUND)
 	upd.State = "sent"
-	err = e.tryUpdate(func(tx pay.Tx) error { return tx.UpdateDelivery(upd) })
+	err = e.tryUpdate(func(tx store.Tx) error { return tx.UpdateDelivery(upd) })
 	wantCode(t, err, pay.EINVALID)
 }
 
@@ -217,7 +274,7 @@ func testDueDeliveries(t *testing.T, open Opener) {
 	e := newEnv(t, open)
 	// Five payments, one delivery each, due at t0+i minutes (reversed
 	// insertion order).
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i := 5; i >= 1; i-- {
 			d := delivery(i, paymentID(i), uint64(i), pay.EffectLoyalty, "")
 			d.NextAttemptAt = t0.Add(time.Duration(i) * time.Minute)
@@ -230,7 +287,7 @@ func testDueDeliveries(t *testing.T, open Opener) {
 	due := func(at time.Time, limit int) []pay.Delivery {
 		t.Helper()
 		var ds []pay.Delivery
-		e.view(func(tx pay.Tx) (err error) { ds, err = tx.DueDeliveries(at, limit); return err })
+		e.view(func(tx store.Tx) (err error) { ds, err = tx.DueDeliveries(at, limit); return err })
 		return ds
 	}
 	wantDeliveries(t, "DueDeliveries(t0)", due(t0, 10))
@@ -243,7 +300,7 @@ func testDueDeliveries(t *testing.T, open Opener) {
 			ids[delivery(i, "", 0, "", "").ID] = true
 		}
 		var ds []pay.Delivery
-		e.view(func(tx pay.Tx) (err error) {
+		e.view(func(tx store.Tx) (err error) {
 			ds, err = tx.DueDeliveriesSkipping(t0.Add(time.Hour), limit, func(id string) bool { return ids[id] })
 			return err
 		})
@@ -253,7 +310,7 @@ func testDueDeliveries(t *testing.T, open Opener) {
 	wantDeliveries(t, "DueDeliveriesSkipping(t0+1h, 10, skip none)", skipping(10), 1, 2, 3, 4, 5)
 
 	// Done and dead deliveries are never due; a reschedule moves one.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		d1, err := tx.Delivery(delivery(1, "", 0, "", "").ID)
 		if err != nil {
 			return err
@@ -270,7 +327,7 @@ func testDueDeliveries(t *testing.T, open Opener) {
 		return tx.UpdateDelivery(d2)
 	})
 	wantDeliveries(t, "DueDeliveries(t0+1h) after updates", due(t0.Add(time.Hour), 10), 3, 4, 5, 2)
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		_, err := tx.DueDeliveries(t0, 0)
 		wantCode(t, err, pay.EINVALID)
 		n, err := tx.CountDeliveries(pay.DeliveryPending)
@@ -303,11 +360,11 @@ func testDeliveriesInOrder(t *testing.T, open Opener) {
 		delivery(1, a, 1, pay.EffectLoyalty, ""),
 		delivery(2, b, 2, pay.EffectLoyalty, ""),
 		delivery(4, a, 3, pay.EffectWebhook, "we_1"),
-	}, pay.Tx.InsertDelivery)
+	}, store.Tx.InsertDelivery)
 	due := func() []pay.Delivery {
 		t.Helper()
 		var ds []pay.Delivery
-		e.view(func(tx pay.Tx) (err error) { ds, err = tx.DueDeliveries(t0, 10); return err })
+		e.view(func(tx store.Tx) (err error) { ds, err = tx.DueDeliveries(t0, 10); return err })
 		return ds
 	}
 	// Record 3 of a waits for record 1 for loyalty, not for the webhook.
@@ -315,7 +372,7 @@ func testDeliveriesInOrder(t *testing.T, open Opener) {
 
 	finish := func(i int, state string) {
 		t.Helper()
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			d, err := tx.Delivery(delivery(i, "", 0, "", "").ID)
 			if err != nil {
 				return err
@@ -328,7 +385,7 @@ func testDeliveriesInOrder(t *testing.T, open Opener) {
 	wantDeliveries(t, "DueDeliveries after record 1 died", due(), 2, 3, 4)
 
 	// A dead letter put back goes first again.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		d, err := tx.Delivery(delivery(1, "", 0, "", "").ID)
 		if err != nil {
 			return err
@@ -344,7 +401,7 @@ func testDeliveriesInOrder(t *testing.T, open Opener) {
 func testListDeliveries(t *testing.T, open Opener) {
 	e := newEnv(t, open)
 	// Deliveries 1..5 die at t0+i minutes; 6 stays pending.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i := 1; i <= 6; i++ {
 			if err := tx.InsertDelivery(delivery(i, paymentID(i), uint64(i), pay.EffectRetention, "")); err != nil {
 				return err
@@ -354,7 +411,7 @@ func testListDeliveries(t *testing.T, open Opener) {
 	})
 	for i := 1; i <= 5; i++ {
 		e.clock.Add(time.Minute)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			d, err := tx.Delivery(delivery(i, "", 0, "", "").ID)
 			if err != nil {
 				return err
@@ -369,7 +426,7 @@ func testListDeliveries(t *testing.T, open Opener) {
 			ds   []pay.Delivery
 			next string
 		)
-		e.view(func(tx pay.Tx) (err error) { ds, next, err = tx.ListDeliveries(f); return err })
+		e.view(func(tx store.Tx) (err error) { ds, next, err = tx.ListDeliveries(f); return err })
 		return ds, next
 	}
 	ds, next := list(pay.DeliveryFilter{State: pay.DeliveryDead, Limit: 10})
@@ -397,7 +454,7 @@ func testListDeliveries(t *testing.T, open Opener) {
 	}
 	wantDeliveries(t, "dead since t0+2m, by pages", all, 2, 3, 4, 5)
 
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		for name, f := range map[string]pay.DeliveryFilter{
 			"NoState":    {Limit: 10},
 			"BadState":   {State: "failed", Limit: 10},
@@ -423,7 +480,7 @@ func testListDeliveries(t *testing.T, open Opener) {
 
 func testCustomerAccount(t *testing.T, open Opener) {
 	e := newEnv(t, open)
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		_, err := tx.CustomerAccount("cus_1")
 		wantCode(t, err, pay.ENOTFOUND)
 		_, err = tx.CustomerAccount("")
@@ -431,13 +488,13 @@ func testCustomerAccount(t *testing.T, open Opener) {
 		return nil
 	})
 	e.clock.Add(time.Minute)
-	e.update(func(tx pay.Tx) error {
-		if err := tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_1", Points: -3}); err != nil {
+	e.update(func(tx store.Tx) error {
+		if err := tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_1", Points: -3}); err != nil {
 			return err
 		}
-		return tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_2", Points: 12, LastVisitAt: t0.Add(-time.Hour)})
+		return tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_2", Points: 12, LastVisitAt: t0.Add(-time.Hour)})
 	})
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		c1, err := tx.CustomerAccount("cus_1")
 		if err != nil {
 			return err
@@ -458,13 +515,13 @@ func testCustomerAccount(t *testing.T, open Opener) {
 
 func testEffect(t *testing.T, open Opener) {
 	e := newEnv(t, open)
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		if _, ok, err := tx.Effect("loyalty:evt_1"); err != nil || ok {
 			t.Fatalf("Effect of a new key: ok=%v err=%v, want none", ok, err)
 		}
-		return tx.PutEffect(pay.EffectRecord{Key: "loyalty:evt_1", DeliveryID: "dlv_1", Points: -12})
+		return tx.PutEffect(store.EffectRecord{Key: "loyalty:evt_1", DeliveryID: "dlv_1", Points: -12})
 	})
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		r, ok, err := tx.Effect("loyalty:evt_1")
 		if err != nil {
 			return err
@@ -478,17 +535,17 @@ func testEffect(t *testing.T, open Opener) {
 	})
 	// ClaimEffect stores a record for a free key only, in its own
 	// transaction and in a later one; the first record stays.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i, want := range []bool{true, false} {
-			ok, err := tx.ClaimEffect(pay.EffectRecord{Key: "retention:evt_1", DeliveryID: fmt.Sprintf("dlv_%d", i)})
+			ok, err := tx.ClaimEffect(store.EffectRecord{Key: "retention:evt_1", DeliveryID: fmt.Sprintf("dlv_%d", i)})
 			if err != nil || ok != want {
 				return fmt.Errorf("ClaimEffect #%d in one transaction: claimed=%v err=%v, want %v", i+1, ok, err, want)
 			}
 		}
 		return nil
 	})
-	e.update(func(tx pay.Tx) error {
-		if ok, err := tx.ClaimEffect(pay.EffectRecord{Key: "loyalty:evt_1", DeliveryID: "dlv_9"}); err != nil || ok {
+	e.update(func(tx store.Tx) error {
+		if ok, err := tx.ClaimEffect(store.EffectRecord{Key: "loyalty:evt_1", DeliveryID: "dlv_9"}); err != nil || ok {
 			return fmt.Errorf("ClaimEffect of a key with a record: claimed=%v err=%v, want false", ok, err)
 		}
 		r, _, err := tx.Effect("retention:evt_1")
@@ -501,22 +558,22 @@ func testEffect(t *testing.T, open Opener) {
 
 func testWebhookEndpoint(t *testing.T, open Opener) {
 	e := newEnv(t, open)
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		ep, err := tx.WebhookEndpoint("we_1")
 		if err != nil {
 			return err
 		}
-		if ep != (pay.WebhookEndpoint{ID: "we_1"}) {
+		if ep != (store.WebhookEndpoint{ID: "we_1"}) {
 			t.Fatalf("WebhookEndpoint never stored=%+v, want only its id, enabled", ep)
 		}
 		return nil
 	})
-	want := pay.WebhookEndpoint{
+	want := store.WebhookEndpoint{
 		ID: "we_1", URL: "https://shop.example/hooks", Disabled: true, DisabledAt: t0,
 		DisabledReason: "answered 410 Gone", FailingSince: t0.Add(-time.Hour), LastSuccessAt: t0.Add(-2 * time.Hour),
 	}
-	e.update(func(tx pay.Tx) error { return tx.PutWebhookEndpoint(want) })
-	e.view(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error { return tx.PutWebhookEndpoint(want) })
+	e.view(func(tx store.Tx) error {
 		got, err := tx.WebhookEndpoint("we_1")
 		if err != nil {
 			return err
@@ -540,7 +597,7 @@ func testPurgeDoneDeliveries(t *testing.T, open Opener) {
 	e := newEnv(t, open)
 	// Deliveries 1..3 are done at t0+1m, +2m and +3m, 4 dies at t0+4m and
 	// 5 stays pending.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i := 1; i <= 5; i++ {
 			if err := tx.InsertDelivery(delivery(i, paymentID(i), uint64(i), pay.EffectRetention, "")); err != nil {
 				return err
@@ -550,7 +607,7 @@ func testPurgeDoneDeliveries(t *testing.T, open Opener) {
 	})
 	for i, state := range []string{pay.DeliveryDone, pay.DeliveryDone, pay.DeliveryDone, pay.DeliveryDead} {
 		e.clock.Add(time.Minute)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			d, err := tx.Delivery(delivery(i+1, "", 0, "", "").ID)
 			if err != nil {
 				return err
@@ -562,13 +619,13 @@ func testPurgeDoneDeliveries(t *testing.T, open Opener) {
 	purge := func(before time.Time, limit int) int {
 		t.Helper()
 		var n int
-		e.update(func(tx pay.Tx) (err error) { n, err = tx.PurgeDoneDeliveries(before, limit); return err })
+		e.update(func(tx store.Tx) (err error) { n, err = tx.PurgeDoneDeliveries(before, limit); return err })
 		return n
 	}
 	list := func(state string) []pay.Delivery {
 		t.Helper()
 		var ds []pay.Delivery
-		e.view(func(tx pay.Tx) (err error) {
+		e.view(func(tx store.Tx) (err error) {
 			ds, _, err = tx.ListDeliveries(pay.DeliveryFilter{State: state, Limit: 10})
 			return err
 		})
@@ -591,7 +648,7 @@ func testPurgeDoneDeliveries(t *testing.T, open Opener) {
 	wantDeliveries(t, "done after every purge", list(pay.DeliveryDone))
 	wantDeliveries(t, "dead", list(pay.DeliveryDead), 4)
 	wantDeliveries(t, "pending", list(pay.DeliveryPending), 5)
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		_, err := tx.Delivery(delivery(1, "", 0, "", "").ID)
 		wantCode(t, err, pay.ENOTFOUND)
 		n, err := tx.CountDeliveries(pay.DeliveryDone)
@@ -603,7 +660,7 @@ func testPurgeDoneDeliveries(t *testing.T, open Opener) {
 		}
 		return nil
 	})
-	if err := e.tryUpdate(func(tx pay.Tx) error { _, err := tx.PurgeDoneDeliveries(t0.Add(time.Hour), 0); return err }); pay.ErrorCode(err) != pay.EINVALID {
+	if err := e.tryUpdate(func(tx store.Tx) error { _, err := tx.PurgeDoneDeliveries(t0.Add(time.Hour), 0); return err }); pay.ErrorCode(err) != pay.EINVALID {
 		t.Fatalf("PurgeDoneDeliveries(limit 0): error %v, want code %s", err, pay.EINVALID)
 	}
 }

@@ -1,13 +1,13 @@
-// Package storetest holds Run, the conformance suite that every pay.Store
+// Package storetest holds Run, the conformance suite that every store.Store
 // backend passes, and Clock, a settable clock for tests. The suite is
 // written against package pay alone, so a second backend (PostgreSQL) runs
 // the same tests without pulling in bbolt; the backend passes in a
 // constructor, and does its own checks when a test ends. The bbolt store
-// runs it with the opener of package store/bolttest:
+// runs it with the opener of package store/bolt/bolttest:
 //
 //	func TestDB(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T, now func() time.Time) pay.Store {
-//			return bolttest.MustOpen(t, &store.Options{Now: now})
+//		storetest.Run(t, func(t *testing.T, now func() time.Time) store.Store {
+//			return bolttest.MustOpen(t, &bolt.Options{Now: now})
 //		})
 //	}
 package storetest
@@ -21,17 +21,18 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // Opener opens an empty store for one test. Every transaction of the store
 // reads the time from now. The store is closed when the test ends
 // (t.Cleanup); the opener arranges that.
-type Opener func(t *testing.T, now func() time.Time) pay.Store
+type Opener func(t *testing.T, now func() time.Time) store.Store
 
-// Run runs the conformance suite: every method of pay.Tx, the indexes kept
+// Run runs the conformance suite: every method of store.Tx, the indexes kept
 // in step with the records, OnCommit and rollback semantics, leases under
 // an injected clock. Subtests run in parallel, each on its own store. They
-// are listed by record family, in the order of pay.Tx, so a new backend
+// are listed by record family, in the order of store.Tx, so a new backend
 // can pass them family by family (go test -run 'TestDB/Inbox|TestDB/PurgeProcessed').
 func Run(t *testing.T, open Opener) {
 	for _, tt := range []struct {
@@ -58,6 +59,7 @@ func Run(t *testing.T, open Opener) {
 		// Outbox and deliveries.
 		{"Outbox", testOutbox},
 		{"RippleCursor", parallel(testRippleCursor)},
+		{"Claims", parallel(testClaims)},
 		{"PurgeOutbox", testPurgeOutbox},
 		{"Delivery", parallel(testDelivery)},
 		{"DueDeliveries", parallel(testDueDeliveries)},
@@ -130,7 +132,7 @@ var t0 = time.Date(2025, 3, 1, 12, 0, 0, 123456000, time.UTC)
 // env is one test's store and clock.
 type env struct {
 	t     *testing.T
-	s     pay.Store
+	s     store.Store
 	clock *Clock
 }
 
@@ -141,7 +143,7 @@ func newEnv(t *testing.T, open Opener) *env {
 }
 
 // update runs fn in a write transaction and fails the test on error.
-func (e *env) update(fn func(tx pay.Tx) error) {
+func (e *env) update(fn func(tx store.Tx) error) {
 	e.t.Helper()
 	if err := e.s.Update(context.Background(), fn); err != nil {
 		e.t.Fatalf("Update: %v", err)
@@ -150,9 +152,9 @@ func (e *env) update(fn func(tx pay.Tx) error) {
 
 // updateEach runs fn on every x of xs in one write transaction and fails
 // the test on error.
-func updateEach[T any](e *env, xs []T, fn func(tx pay.Tx, x T) error) {
+func updateEach[T any](e *env, xs []T, fn func(tx store.Tx, x T) error) {
 	e.t.Helper()
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for _, x := range xs {
 			if err := fn(tx, x); err != nil {
 				return err
@@ -164,9 +166,9 @@ func updateEach[T any](e *env, xs []T, fn func(tx pay.Tx, x T) error) {
 
 // updateN runs fn for i from 0 to n-1 in one write transaction and fails
 // the test on error.
-func (e *env) updateN(n int, fn func(tx pay.Tx, i int) error) {
+func (e *env) updateN(n int, fn func(tx store.Tx, i int) error) {
 	e.t.Helper()
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i := range n {
 			if err := fn(tx, i); err != nil {
 				return err
@@ -177,7 +179,7 @@ func (e *env) updateN(n int, fn func(tx pay.Tx, i int) error) {
 }
 
 // view runs fn in a read transaction and fails the test on error.
-func (e *env) view(fn func(tx pay.Tx) error) {
+func (e *env) view(fn func(tx store.Tx) error) {
 	e.t.Helper()
 	if err := e.s.View(context.Background(), fn); err != nil {
 		e.t.Fatalf("View: %v", err)
@@ -185,7 +187,7 @@ func (e *env) view(fn func(tx pay.Tx) error) {
 }
 
 // tryUpdate runs fn in a write transaction and returns its error.
-func (e *env) tryUpdate(fn func(tx pay.Tx) error) error {
+func (e *env) tryUpdate(fn func(tx store.Tx) error) error {
 	return e.s.Update(context.Background(), fn)
 }
 
@@ -193,14 +195,14 @@ func (e *env) tryUpdate(fn func(tx pay.Tx) error) error {
 func (e *env) payment(id string) pay.Payment {
 	e.t.Helper()
 	var p pay.Payment
-	e.view(func(tx pay.Tx) (err error) { p, err = tx.Payment(id); return err })
+	e.view(func(tx store.Tx) (err error) { p, err = tx.Payment(id); return err })
 	return p
 }
 
 // insert stores payments in one transaction.
 func (e *env) insert(ps ...pay.Payment) {
 	e.t.Helper()
-	updateEach(e, ps, pay.Tx.InsertPayment)
+	updateEach(e, ps, store.Tx.InsertPayment)
 }
 
 // move writes a new version of the stored payment id with status s at
@@ -208,7 +210,7 @@ func (e *env) insert(ps ...pay.Payment) {
 func (e *env) move(id string, s pay.Status, at time.Time) pay.Payment {
 	e.t.Helper()
 	var p pay.Payment
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		cur, err := tx.Payment(id)
 		if err != nil {
 			return err

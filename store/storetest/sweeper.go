@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 func testCandidatesAfter(t *testing.T, open Opener) {
@@ -25,7 +26,7 @@ func testCandidatesAfter(t *testing.T, open Opener) {
 			pay.Expired, pay.RequiresAction, pay.Failed, pay.Processing,
 			pay.Expired, pay.FinalizePending,
 		}
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			for i, s := range statuses {
 				p := newPayment(i, t0)
 				p.Status, p.UpdatedAt = s, t0.Add(time.Duration(i)*time.Minute)
@@ -43,7 +44,7 @@ func testCandidatesAfter(t *testing.T, open Opener) {
 	page := func(t *testing.T, e *env, before, afterT time.Time, afterID string, limit int) []pay.Payment {
 		t.Helper()
 		var ps []pay.Payment
-		e.view(func(tx pay.Tx) (err error) {
+		e.view(func(tx store.Tx) (err error) {
 			ps, err = tx.CandidatesAfter(sweep, before, afterT, afterID, limit)
 			return err
 		})
@@ -56,7 +57,7 @@ func testCandidatesAfter(t *testing.T, open Opener) {
 		// From the start it is Candidates.
 		wantIDs(t, page(t, e, t0.Add(time.Hour), time.Time{}, "", 100), 0, 2, 8, 9, 4, 5, 7)
 		var all []pay.Payment
-		e.view(func(tx pay.Tx) (err error) { all, err = tx.Candidates(sweep, t0.Add(time.Hour), 100); return err })
+		e.view(func(tx store.Tx) (err error) { all, err = tx.Candidates(sweep, t0.Add(time.Hour), 100); return err })
 		wantIDs(t, all, 0, 2, 8, 9, 4, 5, 7)
 	})
 
@@ -95,7 +96,7 @@ func testCandidatesAfter(t *testing.T, open Opener) {
 	t.Run("ErrInvalid", func(t *testing.T) {
 		t.Parallel()
 		e := setup(t)
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.CandidatesAfter(sweep, t0.Add(time.Hour), time.Time{}, "", 0)
 			wantCode(t, err, pay.EINVALID)
 			_, err = tx.CandidatesAfter([]pay.Status{"paid"}, t0.Add(time.Hour), time.Time{}, "", 10)
@@ -114,7 +115,7 @@ func testPurgeIdemKeys(t *testing.T, open Opener) {
 	present := func(t *testing.T, e *env, n int) []int {
 		t.Helper()
 		var out []int
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			for i := range n {
 				_, err := tx.IdemKey(key(i))
 				switch pay.ErrorCode(err) {
@@ -132,14 +133,14 @@ func testPurgeIdemKeys(t *testing.T, open Opener) {
 	purge := func(t *testing.T, e *env, by time.Time, limit int) int {
 		t.Helper()
 		var n int
-		e.update(func(tx pay.Tx) (err error) { n, err = tx.PurgeIdemKeys(by, limit); return err })
+		e.update(func(tx store.Tx) (err error) { n, err = tx.PurgeIdemKeys(by, limit); return err })
 		return n
 	}
 
 	t.Run("OK", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			for i, exp := range []time.Time{
 				t0.Add(time.Hour), t0.Add(2 * time.Hour), t0.Add(3 * time.Hour), t0.Add(48 * time.Hour), t0.Add(time.Hour),
 			} {
@@ -151,7 +152,7 @@ func testPurgeIdemKeys(t *testing.T, open Opener) {
 		})
 		// Key 4 is written again with a later expiry: its old index entry
 		// must not remove it.
-		e.update(func(tx pay.Tx) error { return tx.PutIdemKey(rec(4, t0.Add(72*time.Hour))) })
+		e.update(func(tx store.Tx) error { return tx.PutIdemKey(rec(4, t0.Add(72*time.Hour))) })
 
 		if got, want := purge(t, e, t0.Add(30*time.Minute), 100), 0; got != want {
 			t.Fatalf("PurgeIdemKeys before any expiry=%d, want %d", got, want)
@@ -172,7 +173,7 @@ func testPurgeIdemKeys(t *testing.T, open Opener) {
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		e.updateN(5, func(tx pay.Tx, i int) error {
+		e.updateN(5, func(tx store.Tx, i int) error {
 			return tx.PutIdemKey(rec(i, t0.Add(time.Duration(i)*time.Minute)))
 		})
 		by := t0.Add(time.Hour)
@@ -185,7 +186,7 @@ func testPurgeIdemKeys(t *testing.T, open Opener) {
 			t.Fatalf("keys left=%v, want none", got)
 		}
 		// A key written after the purge is there until it expires.
-		e.update(func(tx pay.Tx) error { return tx.PutIdemKey(rec(0, by.Add(time.Hour))) })
+		e.update(func(tx store.Tx) error { return tx.PutIdemKey(rec(0, by.Add(time.Hour))) })
 		if got, want := purge(t, e, by, 10), 0; got != want {
 			t.Fatalf("PurgeIdemKeys=%d, want %d", got, want)
 		}
@@ -197,7 +198,7 @@ func testPurgeIdemKeys(t *testing.T, open Opener) {
 	t.Run("ErrInvalid", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { _, err := tx.PurgeIdemKeys(t0, 0); return err }), pay.EINVALID)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { _, err := tx.PurgeIdemKeys(t0, 0); return err }), pay.EINVALID)
 	})
 }
 
@@ -211,19 +212,19 @@ func testPurgeProcessed(t *testing.T, open Opener) {
 	purge := func(t *testing.T, e *env, before time.Time, limit int) int {
 		t.Helper()
 		var n int
-		e.update(func(tx pay.Tx) (err error) { n, err = tx.PurgeProcessed(before, limit); return err })
+		e.update(func(tx store.Tx) (err error) { n, err = tx.PurgeProcessed(before, limit); return err })
 		return n
 	}
 	processed := func(t *testing.T, e *env, id string) bool {
 		t.Helper()
 		var ok bool
-		e.view(func(tx pay.Tx) (err error) { ok, err = tx.IsProcessed("mock", id); return err })
+		e.view(func(tx store.Tx) (err error) { ok, err = tx.IsProcessed("mock", id); return err })
 		return ok
 	}
 	inInbox := func(t *testing.T, e *env, id string) bool {
 		t.Helper()
 		var ok bool
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.InboxEvent("mock", id)
 			switch pay.ErrorCode(err) {
 			case "":
@@ -239,7 +240,7 @@ func testPurgeProcessed(t *testing.T, open Opener) {
 	history := func(t *testing.T, e *env, paymentID string) []string {
 		t.Helper()
 		var out []string
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			evs, err := tx.InboxForPayment(paymentID)
 			for _, e := range evs {
 				out = append(out, e.EventID)
@@ -255,7 +256,7 @@ func testPurgeProcessed(t *testing.T, open Opener) {
 		a := paymentID(1)
 		// At t0: evt_old archived and processed; evt_bare processed with no
 		// inbox entry; evt_pending stays pending.
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			for _, id := range []string{"evt_old", "evt_pending"} {
 				if err := putInbox(tx, ev(id, a)); err != nil {
 					return err
@@ -268,14 +269,14 @@ func testPurgeProcessed(t *testing.T, open Opener) {
 		})
 		// An hour later: evt_new.
 		e.clock.Add(time.Hour)
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			if err := putInbox(tx, ev("evt_new", a)); err != nil {
 				return err
 			}
 			return tx.MarkProcessed("mock", "evt_new")
 		})
 		// Processing evt_old again keeps its first time.
-		e.update(func(tx pay.Tx) error { return tx.MarkProcessed("mock", "evt_old") })
+		e.update(func(tx store.Tx) error { return tx.MarkProcessed("mock", "evt_old") })
 
 		if got, want := purge(t, e, t0, 100), 0; got != want {
 			t.Fatalf("PurgeProcessed(t0)=%d, want %d (strictly before)", got, want)
@@ -303,14 +304,14 @@ func testPurgeProcessed(t *testing.T, open Opener) {
 			t.Fatalf("InboxForPayment=%v, want %v", got, want)
 		}
 		var due []pay.InboxEvent
-		e.view(func(tx pay.Tx) (err error) { due, err = tx.PendingInbox(e.clock.Now(), 10); return err })
+		e.view(func(tx store.Tx) (err error) { due, err = tx.PendingInbox(e.clock.Now(), 10); return err })
 		if len(due) != 1 || due[0].EventID != "evt_pending" {
 			t.Fatalf("PendingInbox=%v, want evt_pending", due)
 		}
 
 		// A redelivery of a purged event is a new event.
 		var inserted bool
-		e.update(func(tx pay.Tx) (err error) { inserted, err = tx.PutInbox(ev("evt_old", a)); return err })
+		e.update(func(tx store.Tx) (err error) { inserted, err = tx.PutInbox(ev("evt_old", a)); return err })
 		if !inserted {
 			t.Fatal("PutInbox of a purged event=false, want true")
 		}
@@ -322,7 +323,7 @@ func testPurgeProcessed(t *testing.T, open Opener) {
 	t.Run("Limit", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, open)
-		updateEach(e, []string{"evt_1", "evt_2", "evt_3"}, func(tx pay.Tx, id string) error {
+		updateEach(e, []string{"evt_1", "evt_2", "evt_3"}, func(tx store.Tx, id string) error {
 			return tx.MarkProcessed("mock", id)
 		})
 		for _, want := range []int{2, 1, 0} {
@@ -330,7 +331,7 @@ func testPurgeProcessed(t *testing.T, open Opener) {
 				t.Fatalf("PurgeProcessed(limit 2)=%d, want %d", got, want)
 			}
 		}
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { _, err := tx.PurgeProcessed(t0, 0); return err }), pay.EINVALID)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { _, err := tx.PurgeProcessed(t0, 0); return err }), pay.EINVALID)
 	})
 }
 
@@ -339,14 +340,14 @@ func testPSPAnswer(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		id := paymentID(1)
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.PSPAnswer(id)
 			wantCode(t, err, pay.ENOTFOUND)
 			return nil
 		})
 		first := pay.PSPAnswer{PaymentID: id, Provider: "mock", Found: false, Raw: "mock status=not_found"}
-		e.update(func(tx pay.Tx) error { return tx.PutPSPAnswer(first) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.PutPSPAnswer(first) })
+		e.view(func(tx store.Tx) error {
 			got, err := tx.PSPAnswer(id)
 			if err != nil {
 				return err
@@ -362,8 +363,8 @@ func testPSPAnswer(t *testing.T, open Opener) {
 
 		e.clock.Add(time.Minute)
 		second := pay.PSPAnswer{PaymentID: id, Provider: "mock", Status: pay.Captured, Found: true, Raw: "mock status=captured", At: t0.Add(30 * time.Second)}
-		e.update(func(tx pay.Tx) error { return tx.PutPSPAnswer(second) })
-		e.view(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error { return tx.PutPSPAnswer(second) })
+		e.view(func(tx store.Tx) error {
 			got, err := tx.PSPAnswer(id)
 			if err != nil {
 				return err
@@ -376,7 +377,7 @@ func testPSPAnswer(t *testing.T, open Opener) {
 			}
 			return nil
 		})
-		wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutPSPAnswer(pay.PSPAnswer{}) }), pay.EINVALID)
+		wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.PutPSPAnswer(pay.PSPAnswer{}) }), pay.EINVALID)
 	})
 }
 
@@ -405,7 +406,7 @@ func testPurgeOutbox(t *testing.T, open Opener) {
 	}
 	seqs := map[string]uint64{}
 	created := map[string]time.Time{}
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		for i, r := range recs {
 			created[r.name] = t0.Add(time.Duration(i) * time.Second)
 			if err := tx.AppendOutbox(pay.OutboxRecord{
@@ -431,7 +432,7 @@ func testPurgeOutbox(t *testing.T, open Opener) {
 				return err
 			}
 			for _, key := range []string{pay.EffectLoyalty + ":evt_" + r.name, "loyalty_payment:" + paymentID(i)} {
-				if err := tx.PutEffect(pay.EffectRecord{Key: key, DeliveryID: d.ID, Points: 10}); err != nil {
+				if err := tx.PutEffect(store.EffectRecord{Key: key, DeliveryID: d.ID, Points: 10}); err != nil {
 					return err
 				}
 			}
@@ -440,7 +441,7 @@ func testPurgeOutbox(t *testing.T, open Opener) {
 	})
 	kept := func(t *testing.T, want ...string) {
 		t.Helper()
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			var got []string
 			for i, r := range recs {
 				os, err := tx.OutboxForPayment(paymentID(i))
@@ -476,13 +477,13 @@ func testPurgeOutbox(t *testing.T, open Opener) {
 	purge := func(t *testing.T, before time.Time, limit int) int {
 		t.Helper()
 		var n int
-		e.update(func(tx pay.Tx) (err error) { n, err = tx.PurgeOutbox(before, limit); return err })
+		e.update(func(tx store.Tx) (err error) { n, err = tx.PurgeOutbox(before, limit); return err })
 		return n
 	}
 	horizon := func(t *testing.T) time.Time {
 		t.Helper()
 		var h time.Time
-		e.view(func(tx pay.Tx) (err error) { h, err = tx.OutboxHorizon(); return err })
+		e.view(func(tx store.Tx) (err error) { h, err = tx.OutboxHorizon(); return err })
 		return h
 	}
 	all := []string{"done", "old-dead", "young-dead", "pending", "after-pending", "not-fanned-out"}
@@ -515,7 +516,7 @@ func testPurgeOutbox(t *testing.T, open Opener) {
 
 	// The pending delivery is done: its record and the one after it go;
 	// the record not fanned out yet stays, whatever its age.
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		d, err := tx.Delivery(fmt.Sprintf("dlv_%026d", 3))
 		if err != nil {
 			return err
@@ -532,7 +533,7 @@ func testPurgeOutbox(t *testing.T, open Opener) {
 	}
 
 	// Fanned out, with no delivery: purged once strictly older.
-	e.update(func(tx pay.Tx) error { return tx.SetRippleCursor(seqs["not-fanned-out"]) })
+	e.update(func(tx store.Tx) error { return tx.SetRippleCursor(seqs["not-fanned-out"]) })
 	if n := purge(t, created["not-fanned-out"], 10); n != 0 {
 		t.Fatalf("PurgeOutbox(its creation time)=%d, want 0", n)
 	}
@@ -549,7 +550,7 @@ func testPurgeOutbox(t *testing.T, open Opener) {
 	if got, want := horizon(t), created["not-fanned-out"].Add(time.Nanosecond); !got.Equal(want) {
 		t.Fatalf("OutboxHorizon=%s, want %s (it never moves back)", got, want)
 	}
-	e.update(func(tx pay.Tx) error {
+	e.update(func(tx store.Tx) error {
 		_, err := tx.PurgeOutbox(before, 0)
 		wantCode(t, err, pay.EINVALID)
 		return nil
@@ -563,30 +564,30 @@ func testPSPCharge(t *testing.T, open Opener) {
 	t.Parallel()
 	e := newEnv(t, open)
 	key := "charge-" + paymentID(1)
-	e.view(func(tx pay.Tx) error {
+	e.view(func(tx store.Tx) error {
 		_, err := tx.PSPCharge(key)
 		wantCode(t, err, pay.ENOTFOUND)
 		return nil
 	})
-	c := pay.PSPCharge{
+	c := store.PSPCharge{
 		Key: key, PaymentID: paymentID(1), ProviderRef: "mock_pi_1", Amount: 1502, Currency: "EUR",
 		Status: pay.RequiresAction, ClientSecret: "mock_pi_1_secret_x", RedirectURL: "https://psp.example/3ds/1", Calls: 1,
 	}
-	e.update(func(tx pay.Tx) error { return tx.PutPSPCharge(c) })
+	e.update(func(tx store.Tx) error { return tx.PutPSPCharge(c) })
 	want := c
 	want.CreatedAt = t0 // a zero CreatedAt becomes Tx.Now
-	get := func() pay.PSPCharge {
-		var got pay.PSPCharge
-		e.view(func(tx pay.Tx) (err error) { got, err = tx.PSPCharge(key); return err })
+	get := func() store.PSPCharge {
+		var got store.PSPCharge
+		e.view(func(tx store.Tx) (err error) { got, err = tx.PSPCharge(key); return err })
 		return got
 	}
 	if got := get(); got != want {
 		t.Fatalf("PSPCharge=%+v, want %+v", got, want)
 	}
 	want.Status, want.RefundKey, want.Refunds, want.Calls, want.ClientSecret = pay.Refunded, "refund-"+paymentID(1), 1, 2, ""
-	e.update(func(tx pay.Tx) error { return tx.PutPSPCharge(want) })
+	e.update(func(tx store.Tx) error { return tx.PutPSPCharge(want) })
 	if got := get(); got != want {
 		t.Fatalf("after the update PSPCharge=%+v, want %+v", got, want)
 	}
-	wantCode(t, e.tryUpdate(func(tx pay.Tx) error { return tx.PutPSPCharge(pay.PSPCharge{}) }), pay.EINVALID)
+	wantCode(t, e.tryUpdate(func(tx store.Tx) error { return tx.PutPSPCharge(store.PSPCharge{}) }), pay.EINVALID)
 }

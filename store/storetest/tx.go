@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 var errBoom = errors.New("boom")
@@ -23,7 +24,7 @@ func testTx(t *testing.T, open Opener) {
 		s := open(t, func() time.Time { return c.Now().In(cet) })
 
 		var first, second time.Time
-		err := s.Update(context.Background(), func(tx pay.Tx) error {
+		err := s.Update(context.Background(), func(tx store.Tx) error {
 			first = tx.Now()
 			c.Add(time.Hour)
 			second = tx.Now()
@@ -43,7 +44,7 @@ func testTx(t *testing.T, open Opener) {
 		}
 
 		var next time.Time
-		if err := s.View(context.Background(), func(tx pay.Tx) error { next = tx.Now(); return nil }); err != nil {
+		if err := s.View(context.Background(), func(tx store.Tx) error { next = tx.Now(); return nil }); err != nil {
 			t.Fatal(err)
 		}
 		if want := t0.Add(time.Hour); !next.Equal(want) {
@@ -55,7 +56,7 @@ func testTx(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		var calls []string
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			tx.OnCommit(func() { calls = append(calls, "a") })
 			tx.OnCommit(func() { calls = append(calls, "b") })
 			if len(calls) != 0 {
@@ -72,7 +73,7 @@ func testTx(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		ran := false
-		err := e.tryUpdate(func(tx pay.Tx) error {
+		err := e.tryUpdate(func(tx store.Tx) error {
 			tx.OnCommit(func() { ran = true })
 			if err := tx.InsertPayment(newPayment(1, tx.Now())); err != nil {
 				return err
@@ -85,7 +86,7 @@ func testTx(t *testing.T, open Opener) {
 		if ran {
 			t.Fatal("OnCommit callback ran for a rolled-back transaction")
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.Payment(paymentID(1))
 			wantCode(t, err, pay.ENOTFOUND)
 			return nil
@@ -97,7 +98,7 @@ func testTx(t *testing.T, open Opener) {
 		e := newEnv(t, open)
 		e.insert(newPayment(1, t0))
 		ran := false
-		err := e.tryUpdate(func(tx pay.Tx) error {
+		err := e.tryUpdate(func(tx store.Tx) error {
 			tx.OnCommit(func() { ran = true })
 			p, err := tx.Payment(paymentID(1))
 			if err != nil {
@@ -116,14 +117,14 @@ func testTx(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		ran := 0
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			tx.OnCommit(func() { ran++ })
 			return nil
 		})
 		if got, want := ran, 1; got != want {
 			t.Fatalf("callbacks after a View=%d, want %d", got, want)
 		}
-		err := e.s.View(context.Background(), func(tx pay.Tx) error {
+		err := e.s.View(context.Background(), func(tx store.Tx) error {
 			tx.OnCommit(func() { ran++ })
 			return errBoom
 		})
@@ -139,7 +140,7 @@ func testTx(t *testing.T, open Opener) {
 		t.Parallel()
 		e := newEnv(t, open)
 		id := paymentID(1)
-		err := e.tryUpdate(func(tx pay.Tx) error {
+		err := e.tryUpdate(func(tx store.Tx) error {
 			p := newPayment(1, tx.Now())
 			p.ProviderRef = "pi_1"
 			p.Status = pay.Processing
@@ -166,7 +167,7 @@ func testTx(t *testing.T, open Opener) {
 			t.Fatalf("Update error=%v, want %v", err, errBoom)
 		}
 
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			_, err := tx.Payment(id)
 			wantCode(t, err, pay.ENOTFOUND)
 			_, err = tx.PaymentByRef("mock", "pi_1")
@@ -219,10 +220,10 @@ func testTx(t *testing.T, open Opener) {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		ran := false
-		if err := e.s.Update(ctx, func(tx pay.Tx) error { ran = true; return nil }); !errors.Is(err, context.Canceled) {
+		if err := e.s.Update(ctx, func(tx store.Tx) error { ran = true; return nil }); !errors.Is(err, context.Canceled) {
 			t.Fatalf("Update error=%v, want %v", err, context.Canceled)
 		}
-		if err := e.s.View(ctx, func(tx pay.Tx) error { ran = true; return nil }); !errors.Is(err, context.Canceled) {
+		if err := e.s.View(ctx, func(tx store.Tx) error { ran = true; return nil }); !errors.Is(err, context.Canceled) {
 			t.Fatalf("View error=%v, want %v", err, context.Canceled)
 		}
 		if ran {
@@ -235,14 +236,14 @@ func testTx(t *testing.T, open Opener) {
 		e := newEnv(t, open)
 		body := bytes.Repeat([]byte(`{"id":"evt_1"}`), 100)
 		e.insert(newPayment(1, t0))
-		e.update(func(tx pay.Tx) error {
+		e.update(func(tx store.Tx) error {
 			return putInbox(tx, pay.InboxEvent{Provider: "mock", EventID: "evt_1", Body: body})
 		})
 		var (
 			ev pay.InboxEvent
 			p  pay.Payment
 		)
-		e.view(func(tx pay.Tx) (err error) {
+		e.view(func(tx store.Tx) (err error) {
 			if ev, err = tx.InboxEvent("mock", "evt_1"); err != nil {
 				return err
 			}
@@ -252,7 +253,7 @@ func testTx(t *testing.T, open Opener) {
 		// Grow the file so that the store remaps it and rewrites pages.
 		big := bytes.Repeat([]byte("x"), 64<<10)
 		for i := range 40 {
-			e.update(func(tx pay.Tx) error {
+			e.update(func(tx store.Tx) error {
 				return putInbox(tx, pay.InboxEvent{Provider: "mock", EventID: fmt.Sprintf("evt_big_%d", i), Body: big})
 			})
 		}
@@ -276,7 +277,7 @@ func testTx(t *testing.T, open Opener) {
 			wg.Go(func() {
 				for range writes {
 					for {
-						err := e.tryUpdate(func(tx pay.Tx) error {
+						err := e.tryUpdate(func(tx store.Tx) error {
 							p, err := tx.Payment(id)
 							if err != nil {
 								return err
@@ -305,7 +306,7 @@ func testTx(t *testing.T, open Opener) {
 		if got, want := e.payment(id).Version, uint64(1+workers*writes); got != want {
 			t.Fatalf("Version=%d, want %d (lost updates)", got, want)
 		}
-		e.view(func(tx pay.Tx) error {
+		e.view(func(tx store.Tx) error {
 			steps, err := tx.Steps(id)
 			if err != nil {
 				return err
@@ -327,7 +328,7 @@ func testTx(t *testing.T, open Opener) {
 }
 
 // putInbox stores a new event and fails if it was there already.
-func putInbox(tx pay.Tx, ev pay.InboxEvent) error {
+func putInbox(tx store.Tx, ev pay.InboxEvent) error {
 	ok, err := tx.PutInbox(ev)
 	if err == nil && !ok {
 		err = fmt.Errorf("event %s/%s was already in the inbox", ev.Provider, ev.EventID)
@@ -336,7 +337,7 @@ func putInbox(tx pay.Tx, ev pay.InboxEvent) error {
 }
 
 // acquire takes a payment's lease for 30 s.
-func acquire(tx pay.Tx, id string) error {
+func acquire(tx store.Tx, id string) error {
 	_, err := tx.AcquireLease(id, "test", 30*time.Second)
 	return err
 }

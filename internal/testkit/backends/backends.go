@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/internal/testkit/pgtest"
-	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolttest"
+	"github.com/paystate/paystate/store/bolt"
+	"github.com/paystate/paystate/store/bolt/bolttest"
 	"github.com/paystate/paystate/store/postgres"
 )
 
@@ -21,15 +21,15 @@ import (
 // the test's cleanup closes it.
 type Backend struct {
 	Name string
-	Open func(t *testing.T, now func() time.Time) pay.Store
+	Open func(t *testing.T, now func() time.Time) store.Store
 }
 
 // All are the two backends, bbolt first.
 var All = []Backend{
-	{"bolt", func(t *testing.T, now func() time.Time) pay.Store {
-		return bolttest.MustOpen(t, &store.Options{Now: now})
+	{"bolt", func(t *testing.T, now func() time.Time) store.Store {
+		return bolttest.MustOpen(t, &bolt.Options{Now: now})
 	}},
-	{"postgres", func(t *testing.T, now func() time.Time) pay.Store {
+	{"postgres", func(t *testing.T, now func() time.Time) store.Store {
 		db, err := postgres.Open(context.Background(), pgtest.Schema(t), &postgres.Options{Now: now})
 		if err != nil {
 			t.Fatal(err)

@@ -1,9 +1,9 @@
 // Package filltest is for the tests of `paystate copy`, which moves a
 // bbolt database into PostgreSQL: Fill writes records of every family
-// through pay.Tx, the odd ones included (orphan webhooks, a processed id
+// through store.Tx, the odd ones included (orphan webhooks, a processed id
 // whose event was never stored, a released lease, a purged outbox record,
 // dead letters); Records is an export sink that keeps what an export
-// hands it; ReadExtra reads through pay.Tx, by the keys of such an
+// hands it; ReadExtra reads through store.Tx, by the keys of such an
 // export, the records that storetest.ReadDump does not (the journal, the
 // mock PSP's charges, processed ids, every inbox event and lease), so that
 // a test compares two stores record by record. It imports no store: both
@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 	"github.com/paystate/paystate/store/storetest"
 )
 
@@ -26,19 +27,19 @@ var (
 	PaymentIDs = []string{"pay_01KB0000000000000000000001", "pay_01KB0000000000000000000002", "pay_01KB0000000000000000000003"}
 )
 
-// Fill writes records of every family into s through pay.Tx, in several
+// Fill writes records of every family into s through store.Tx, in several
 // transactions, at s's own clock (Tx.Now), and purges the first outbox
 // record, so that the store has a purge horizon and an outbox Seq gap.
 // The records are not one consistent payment history (verify would find
 // mismatches): they are there to be copied.
-func Fill(ctx context.Context, s pay.Store) error {
+func Fill(ctx context.Context, s store.Store) error {
 	ids := PaymentIDs
-	step := func(tx pay.Tx, id, kind string, from, to pay.Status, v uint64, ev, note string) error {
+	step := func(tx store.Tx, id, kind string, from, to pay.Status, v uint64, ev, note string) error {
 		return tx.AppendStep(pay.Step{PaymentID: id, Source: pay.SourceSync, Kind: kind, From: from, To: to, Version: v, EventID: ev, Note: note})
 	}
 	// Payments, their first steps and an outbox record that will be
 	// purged.
-	err := s.Update(ctx, func(tx pay.Tx) error {
+	err := s.Update(ctx, func(tx store.Tx) error {
 		now := tx.Now()
 		for i, id := range ids {
 			p := pay.Payment{
@@ -62,7 +63,7 @@ func Fill(ctx context.Context, s pay.Store) error {
 	if err != nil {
 		return fmt.Errorf("fill payments: %w", err)
 	}
-	err = s.Update(ctx, func(tx pay.Tx) error {
+	err = s.Update(ctx, func(tx store.Tx) error {
 		now := tx.Now()
 		p, err := tx.Payment(ids[0])
 		if err != nil {
@@ -194,27 +195,27 @@ func Fill(ctx context.Context, s pay.Store) error {
 				return err
 			}
 		}
-		if err := tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_1", Points: 15, LastVisitAt: now}); err != nil {
+		if err := tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_1", Points: 15, LastVisitAt: now}); err != nil {
 			return err
 		}
-		if err := tx.PutCustomerAccount(pay.CustomerAccount{ID: "cus_2", Points: -3}); err != nil {
+		if err := tx.PutCustomerAccount(store.CustomerAccount{ID: "cus_2", Points: -3}); err != nil {
 			return err
 		}
 		for i, k := range []string{"loyalty:evt_1", "retention:evt_1", "payment_receipt:" + ids[0]} {
-			if err := tx.PutEffect(pay.EffectRecord{Key: k, DeliveryID: fmt.Sprintf("dlv_%d", i+1), Points: int64(15 * (1 - i))}); err != nil {
+			if err := tx.PutEffect(store.EffectRecord{Key: k, DeliveryID: fmt.Sprintf("dlv_%d", i+1), Points: int64(15 * (1 - i))}); err != nil {
 				return err
 			}
 		}
-		if err := tx.PutWebhookEndpoint(pay.WebhookEndpoint{ID: "ep_1", URL: "https://merchant.example/hook", FailingSince: now, LastSuccessAt: now.Add(-time.Hour)}); err != nil {
+		if err := tx.PutWebhookEndpoint(store.WebhookEndpoint{ID: "ep_1", URL: "https://merchant.example/hook", FailingSince: now, LastSuccessAt: now.Add(-time.Hour)}); err != nil {
 			return err
 		}
-		if err := tx.PutWebhookEndpoint(pay.WebhookEndpoint{ID: "ep_2", URL: "https://gone.example/hook", Disabled: true, DisabledAt: now, DisabledReason: "HTTP 410"}); err != nil {
+		if err := tx.PutWebhookEndpoint(store.WebhookEndpoint{ID: "ep_2", URL: "https://gone.example/hook", Disabled: true, DisabledAt: now, DisabledReason: "HTTP 410"}); err != nil {
 			return err
 		}
 		if err := tx.PutPSPAnswer(pay.PSPAnswer{PaymentID: ids[2], Provider: "mock", Status: pay.Failed, Found: true, Raw: "status=failed"}); err != nil {
 			return err
 		}
-		if err := tx.PutPSPCharge(pay.PSPCharge{Key: "charge-" + ids[0], PaymentID: ids[0], ProviderRef: "psp_ref_1", Amount: 1500,
+		if err := tx.PutPSPCharge(store.PSPCharge{Key: "charge-" + ids[0], PaymentID: ids[0], ProviderRef: "psp_ref_1", Amount: 1500,
 			Currency: "EUR", Status: pay.Captured, ClientSecret: "cs_charge_1", RedirectURL: "https://psp.example/r/1", Calls: 2,
 			RefundKey: "refund-re_1", Refunds: 1, AmountRefunded: 500}); err != nil {
 			return err
@@ -263,7 +264,7 @@ func Fill(ctx context.Context, s pay.Store) error {
 	}
 	// Deliveries finish; the first outbox record, which has none, is
 	// purged.
-	return s.Update(ctx, func(tx pay.Tx) error {
+	return s.Update(ctx, func(tx store.Tx) error {
 		for _, u := range []struct {
 			id, state, note, lastErr string
 			attempts                 int
@@ -300,11 +301,11 @@ type Records struct {
 	Balances      []pay.Balance
 	ReviewItems   []pay.ReviewItem
 	IdemKeys      []pay.IdemRecord
-	Customers     []pay.CustomerAccount
-	Effects       []pay.EffectRecord
-	Endpoints     []pay.WebhookEndpoint
+	Customers     []store.CustomerAccount
+	Effects       []store.EffectRecord
+	Endpoints     []store.WebhookEndpoint
 	PSPAnswers    []pay.PSPAnswer
-	PSPCharges    []pay.PSPCharge
+	PSPCharges    []store.PSPCharge
 	Refunds       []pay.Refund
 	Disputes      []pay.Dispute
 	Settlements   []pay.Settlement
@@ -370,16 +371,16 @@ func (r *Records) Review(i pay.ReviewItem) error {
 func (r *Records) IdemKey(k pay.IdemRecord) error { r.IdemKeys = append(r.IdemKeys, k); return nil }
 
 // Customer keeps c.
-func (r *Records) Customer(c pay.CustomerAccount) error {
+func (r *Records) Customer(c store.CustomerAccount) error {
 	r.Customers = append(r.Customers, c)
 	return nil
 }
 
 // Effect keeps e.
-func (r *Records) Effect(e pay.EffectRecord) error { r.Effects = append(r.Effects, e); return nil }
+func (r *Records) Effect(e store.EffectRecord) error { r.Effects = append(r.Effects, e); return nil }
 
 // Endpoint keeps e.
-func (r *Records) Endpoint(e pay.WebhookEndpoint) error {
+func (r *Records) Endpoint(e store.WebhookEndpoint) error {
 	r.Endpoints = append(r.Endpoints, e)
 	return nil
 }
@@ -391,7 +392,7 @@ func (r *Records) PSPAnswer(a pay.PSPAnswer) error {
 }
 
 // PSPCharge keeps c.
-func (r *Records) PSPCharge(c pay.PSPCharge) error {
+func (r *Records) PSPCharge(c store.PSPCharge) error {
 	r.PSPCharges = append(r.PSPCharges, c)
 	return nil
 }
@@ -445,27 +446,27 @@ func (r *Records) Keys() storetest.Keys {
 
 // Extra is what ReadExtra reads.
 type Extra struct {
-	Inbox      map[string]pay.InboxEvent `json:"inbox"`     // by provider/event id
-	Processed  map[string]bool           `json:"processed"` // by provider/event id
-	Leases     map[string]pay.Lease      `json:"leases"`
-	PSPAnswers map[string]pay.PSPAnswer  `json:"psp_answers"`
-	PSPCharges map[string]pay.PSPCharge  `json:"psp_charges"`
-	Ledger     []pay.LedgerEntry         `json:"ledger"`
-	Outbox     []pay.OutboxRecord        `json:"outbox"`
-	Refunds    map[string][]pay.Refund   `json:"refunds"`  // by payment
-	Disputes   map[string][]pay.Dispute  `json:"disputes"` // by payment
+	Inbox      map[string]pay.InboxEvent  `json:"inbox"`     // by provider/event id
+	Processed  map[string]bool            `json:"processed"` // by provider/event id
+	Leases     map[string]pay.Lease       `json:"leases"`
+	PSPAnswers map[string]pay.PSPAnswer   `json:"psp_answers"`
+	PSPCharges map[string]store.PSPCharge `json:"psp_charges"`
+	Ledger     []pay.LedgerEntry          `json:"ledger"`
+	Outbox     []pay.OutboxRecord         `json:"outbox"`
+	Refunds    map[string][]pay.Refund    `json:"refunds"`  // by payment
+	Disputes   map[string][]pay.Dispute   `json:"disputes"` // by payment
 }
 
-// ReadExtra reads from s, through pay.Tx and by the keys of the export r,
+// ReadExtra reads from s, through store.Tx and by the keys of the export r,
 // what storetest.ReadDump does not: every inbox event (orphans included),
 // whether every processed id is processed, every lease, PSP answer and
 // mock charge, every payment's refunds and disputes, the whole journal and
 // outbox, in one read transaction.
-func ReadExtra(ctx context.Context, s pay.Store, r *Records) (Extra, error) {
+func ReadExtra(ctx context.Context, s store.Store, r *Records) (Extra, error) {
 	x := Extra{Inbox: map[string]pay.InboxEvent{}, Processed: map[string]bool{}, Leases: map[string]pay.Lease{},
-		PSPAnswers: map[string]pay.PSPAnswer{}, PSPCharges: map[string]pay.PSPCharge{},
+		PSPAnswers: map[string]pay.PSPAnswer{}, PSPCharges: map[string]store.PSPCharge{},
 		Refunds: map[string][]pay.Refund{}, Disputes: map[string][]pay.Dispute{}}
-	err := s.View(ctx, func(tx pay.Tx) error {
+	err := s.View(ctx, func(tx store.Tx) error {
 		var errs []error
 		for _, e := range r.Inbox {
 			ev, err := tx.InboxEvent(e.Provider, e.EventID)
@@ -512,14 +513,14 @@ func ReadExtra(ctx context.Context, s pay.Store, r *Records) (Extra, error) {
 	return x, err
 }
 
-// Compare reads both stores through pay.Tx, storetest.ReadDump and
+// Compare reads both stores through store.Tx, storetest.ReadDump and
 // ReadExtra by the keys of the export r, and returns an error showing
 // both if they differ. An empty list and no list are the same (the
 // backends return either for a payment without inbox events).
-func Compare(ctx context.Context, want, got pay.Store, r *Records) error {
-	for _, read := range []func(pay.Store) (any, error){
-		func(s pay.Store) (any, error) { return storetest.ReadDump(ctx, s, r.Keys()) },
-		func(s pay.Store) (any, error) { return ReadExtra(ctx, s, r) },
+func Compare(ctx context.Context, want, got store.Store, r *Records) error {
+	for _, read := range []func(store.Store) (any, error){
+		func(s store.Store) (any, error) { return storetest.ReadDump(ctx, s, r.Keys()) },
+		func(s store.Store) (any, error) { return ReadExtra(ctx, s, r) },
 	} {
 		w, err := read(want)
 		if err != nil {
