@@ -42,6 +42,14 @@
 #   INST_BEFORE=        a git revision (main, a commit): its paystate is
 #                       measured on PostgreSQL too, right before this
 #                       tree's, in each round (rows "before xK")
+#   INST_SETTLE=11      seconds to wait, after the creates and after the
+#                       last delivery, before the counters are read:
+#                       PostgreSQL 15's backends send their counts of
+#                       commits and WAL syncs (pg_stat_database,
+#                       pg_stat_wal) at most once a second while busy and
+#                       10 s after they went idle, so counters read at
+#                       once miss the last webhooks' and count the
+#                       creates'
 #   INST_WAITS=0        1: while the webhooks run, sample what the
 #                       database's active backends wait for
 #                       (pg_stat_activity, every 0.1 s) and print, after
@@ -61,6 +69,7 @@ pgbench=${INST_PGBENCH:-1}
 before=${INST_BEFORE:-}
 top=${INST_TOP:-0}
 waits=${INST_WAITS:-0}
+settle=${INST_SETTLE:-11}
 secret='whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA=' # config.DevelopmentWebhookSecret
 
 work=$(mktemp -d)
@@ -208,8 +217,8 @@ EOF
 # counters prints WAL syncs of the cluster, and commits and statements of
 # database $1, so far, and the cluster's next transaction id.
 counters() {
-  # The WAL writer reports its counts on its next round (wal_writer_delay).
-  sleep 1
+  # Every backend has sent its counts (INST_SETTLE).
+  sleep "$settle"
   q -F ' ' -c "select (select wal_sync from pg_stat_wal),
       (select xact_commit from pg_stat_database where datname = '$1'),
       (select coalesce(sum(calls), 0) from pg_stat_statements s join pg_database d on d.oid = s.dbid
@@ -287,7 +296,9 @@ measure() {
   [ -n "$db" ] && cluster=$pgdir
   hook="'$work/cpusnap' '$work' '$cluster' >'$work/cpu0'"
   if [ -n "$db" ]; then
-    hook="$hook; '$psql' '$PAYSTATE_PG_DSN' -XqtA -v ON_ERROR_STOP=1 -F ' ' -c \"select pg_stat_reset_shared('wal')\" -c 'select pg_stat_statements_reset()' -c \"select xact_commit, pg_snapshot_xmax(pg_current_snapshot()) from pg_stat_database where datname = '$db'\" | tail -n 1 >'$work/commits0'; touch '$work/webhooks.on'"
+    # The creates' commits and WAL syncs are sent (INST_SETTLE) before
+    # the counters are reset.
+    hook="sleep $settle; $hook; '$psql' '$PAYSTATE_PG_DSN' -XqtA -v ON_ERROR_STOP=1 -F ' ' -c \"select pg_stat_reset_shared('wal')\" -c 'select pg_stat_statements_reset()' -c \"select xact_commit, pg_snapshot_xmax(pg_current_snapshot()) from pg_stat_database where datname = '$db'\" | tail -n 1 >'$work/commits0'; touch '$work/webhooks.on'"
     sample "$db"
   fi
   "$work/load" -mode webhook -url "$urls" -n "$n" -c "$c" -standard-secret "$secret" -before-webhooks "$hook" >"$out" 2>&1 || {
