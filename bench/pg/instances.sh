@@ -15,8 +15,8 @@
 # (its own getrusage), the machine's idle share and the share of
 # processes outside the run (/proc/stat) over the same span, and the rate
 # that CPU cost allows on this machine's cores: when a row's rate is at
-# that ceiling, the cores are the limit and more instances cannot add
-# throughput.
+# that ceiling, the cores are the limit and more instances on them cannot
+# add throughput.
 #
 #   bench/pg/instances.sh
 #
@@ -172,8 +172,8 @@ cpu() {
     NR == 2 {
       ps = ($1 - ps0) / hz; pg = ($2 - pg0) / hz; busy = ($3 - busy0) / hz; all = ($4 - all0) / hz
       ours = ps + pg + load; other = busy - ours; if (other < 0) other = 0
-      printf "#   cpu per webhook: paystate %.2f ms, postgres %.2f ms, load %.2f ms, %.2f ms in all: %d cores carry at most %.0f/s (%.0f/s in what the other processes left); over the %.1f s: idle %.0f %%, other processes %.0f %%\n",
-        1000 * ps / n, 1000 * pg / n, 1000 * load / n, 1000 * ours / n, cores, cores * n / ours, cores * (1 - other / all) * n / ours,
+      printf "#   cpu per webhook: paystate %.2f ms, postgres %.2f ms, load %.2f ms, %.2f ms in all: %d cores carry at most %.0f/s; over the %.1f s until no delivery was pending: idle %.0f %%, other processes %.0f %%\n",
+        1000 * ps / n, 1000 * pg / n, 1000 * load / n, 1000 * ours / n, cores, cores * n / ours,
         all / cores, 100 * (all - busy) / all, 100 * other / all
     }' "$work/cpu0" "$work/cpu1"
 }
