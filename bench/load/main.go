@@ -22,9 +22,11 @@
 // serve" uses on its embedded defaults), and reports webhooks/s. With
 // -wait it then waits until the server has applied them (the server's
 // paystate_finalize_outcomes_total{outcome="flipped"} has grown by -n, so
-// other traffic on the same server counts too). -before-webhooks runs a
-// shell command between the creates and the first webhook, so that what
-// it resets counts the webhooks alone:
+// other traffic on the same server counts too), and prints the CPU time
+// it used itself from the first webhook until then ("load cpu"), so that
+// a benchmark can tell the load's share of the machine from the server's.
+// -before-webhooks runs a shell command between the creates and the first
+// webhook, so that what it resets counts the webhooks alone:
 //
 //	go run ./bench/load -mode webhook -n 5000 -c 64
 package main
@@ -189,6 +191,7 @@ func (l *loader) webhooks(ctx context.Context, run string, n int, secret string,
 	if err != nil && wait {
 		return fmt.Errorf("read /metrics before the webhooks: %w", err)
 	}
+	cpu0 := cpuTime()
 	start := time.Now()
 	res = l.fire(ctx, n, func(i int) (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, "POST", l.base(i+1)+"/webhooks/standard", bytes.NewReader(bodies[i]))
@@ -213,6 +216,9 @@ func (l *loader) webhooks(ctx context.Context, run string, n int, secret string,
 		if now-flipped >= int64(n) {
 			took := time.Since(start)
 			fmt.Printf("applied      %d in %s after the first webhook: %.0f webhooks/s\n", n, took.Round(time.Millisecond), float64(n)/took.Seconds())
+			if cpu := cpuTime(); cpu0 >= 0 && cpu >= 0 {
+				fmt.Printf("load cpu     %.3f s (user and system of this process) from the first webhook until applied\n", (cpu - cpu0).Seconds())
+			}
 			return nil
 		}
 		select {

@@ -7,7 +7,16 @@
 # (pg_stat_database) and SQL statements (pg_stat_statements; BEGIN, COMMIT
 # and other utility statements not counted) per webhook, counted from the
 # first webhook until ripple has delivered everything the webhooks caused
-# (loyalty is on).
+# (loyalty is on); of those commits, the ones that wrote (took a
+# transaction id, pg_current_snapshot) and so may wait for a WAL flush.
+# After each row, the CPU it cost: CPU seconds per webhook of the paystate
+# processes, of PostgreSQL (every process of the cluster, /proc/<pid>/stat
+# utime+stime, with the postmaster's exited children) and of the load tool
+# (its own getrusage), the machine's idle share and the share of
+# processes outside the run (/proc/stat) over the same span, and the rate
+# that CPU cost allows on this machine's cores: when a row's rate is at
+# that ceiling, the cores are the limit and more instances on them cannot
+# add throughput.
 #
 #   bench/pg/instances.sh
 #
@@ -33,6 +42,14 @@
 #   INST_BEFORE=        a git revision (main, a commit): its paystate is
 #                       measured on PostgreSQL too, right before this
 #                       tree's, in each round (rows "before xK")
+#   INST_SETTLE=11      seconds to wait, after the creates and after the
+#                       last delivery, before the counters are read:
+#                       PostgreSQL 15's backends send their counts of
+#                       commits and WAL syncs (pg_stat_database,
+#                       pg_stat_wal) at most once a second while busy and
+#                       10 s after they went idle, so counters read at
+#                       once miss the last webhooks' and count the
+#                       creates'
 #   INST_WAITS=0        1: while the webhooks run, sample what the
 #                       database's active backends wait for
 #                       (pg_stat_activity, every 0.1 s) and print, after
@@ -52,11 +69,14 @@ pgbench=${INST_PGBENCH:-1}
 before=${INST_BEFORE:-}
 top=${INST_TOP:-0}
 waits=${INST_WAITS:-0}
+settle=${INST_SETTLE:-11}
 secret='whsec_cGF5c3RhdGUtZGV2ZWxvcG1lbnQtc2VjcmV0LTAwMDA=' # config.DevelopmentWebhookSecret
 
 work=$(mktemp -d)
 chmod 755 "$work"
 pgdir=
+hz=$(getconf CLK_TCK)
+cores=$(nproc)
 # pids are the paystate processes of the configuration being measured. They
 # are kept in this shell: start runs in it, never in a command
 # substitution (a subshell, whose pids the parent would never see).
@@ -111,6 +131,53 @@ q -c "ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'"
 q -c 'CREATE EXTENSION IF NOT EXISTS pg_stat_statements' \
   -c 'ALTER SYSTEM SET pg_stat_statements.track_utility = off' -c 'SELECT pg_reload_conf()' >/dev/null
 
+# $work/cpusnap prints the CPU ticks used so far by the paystate processes
+# whose PIDs are in $work/pids.now, by the PostgreSQL cluster in directory
+# $2 if given (the postmaster, the children it has reaped, and its
+# children now), then the machine's busy and total ticks (/proc/stat,
+# every core). The load's -before-webhooks hook runs it too, so it is a
+# file, not a function.
+cat >"$work/cpusnap" <<'EOF'
+#!/usr/bin/env bash
+set -u
+# ticks prints utime+stime of process $1 (with its reaped children's if
+# $2 is 1), 0 if it is gone. Fields are counted after the command name,
+# which may hold spaces.
+ticks() {
+  local s f
+  s=$(cat "/proc/$1/stat" 2>/dev/null) || { echo 0; return; }
+  read -r -a f <<<"${s##*) }"
+  if [ "${2:-0}" = 1 ]; then echo $((f[11] + f[12] + f[13] + f[14])); else echo $((f[11] + f[12])); fi
+}
+ps=0 pg=0
+while read -r p; do ps=$((ps + $(ticks "$p"))); done <"$1/pids.now"
+if [ -n "${2:-}" ]; then
+  pm=$(head -n 1 "$2/data/postmaster.pid")
+  pg=$(ticks "$pm" 1)
+  for p in $(ps -o pid= --ppid "$pm"); do pg=$((pg + $(ticks "$p"))); done
+fi
+read -r _ user nice system idle iowait irq softirq steal _ </proc/stat
+busy=$((user + nice + system + irq + softirq + steal))
+echo "$ps $pg $busy $((busy + idle + iowait))"
+EOF
+chmod +x "$work/cpusnap"
+
+# cpu prints what the span between $work/cpu0 and $work/cpu1 (cpusnap)
+# cost per webhook, the load's CPU seconds read from $1 (its output).
+cpu() {
+  local load
+  load=$(awk '/^load cpu/ { print $3 }' "$1")
+  awk -v n="$n" -v hz="$hz" -v cores="$cores" -v load="${load:-0}" '
+    NR == 1 { ps0 = $1; pg0 = $2; busy0 = $3; all0 = $4 }
+    NR == 2 {
+      ps = ($1 - ps0) / hz; pg = ($2 - pg0) / hz; busy = ($3 - busy0) / hz; all = ($4 - all0) / hz
+      ours = ps + pg + load; other = busy - ours; if (other < 0) other = 0
+      printf "#   cpu per webhook: paystate %.2f ms, postgres %.2f ms, load %.2f ms, %.2f ms in all: %d cores carry at most %.0f/s; over the %.1f s until no delivery was pending: idle %.0f %%, other processes %.0f %%\n",
+        1000 * ps / n, 1000 * pg / n, 1000 * load / n, 1000 * ours / n, cores, cores * n / ours,
+        all / cores, 100 * (all - busy) / all, 100 * other / all
+    }' "$work/cpu0" "$work/cpu1"
+}
+
 # freeport prints a free TCP port on 127.0.0.1.
 freeport() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
@@ -148,14 +215,15 @@ EOF
 }
 
 # counters prints WAL syncs of the cluster, and commits and statements of
-# database $1, so far.
+# database $1, so far, and the cluster's next transaction id.
 counters() {
-  # The WAL writer reports its counts on its next round (wal_writer_delay).
-  sleep 1
+  # Every backend has sent its counts (INST_SETTLE).
+  sleep "$settle"
   q -F ' ' -c "select (select wal_sync from pg_stat_wal),
       (select xact_commit from pg_stat_database where datname = '$1'),
       (select coalesce(sum(calls), 0) from pg_stat_statements s join pg_database d on d.oid = s.dbid
-        where d.datname = '$1' and s.query not like '/* bench */%')"
+        where d.datname = '$1' and s.query not like '/* bench */%'),
+      pg_snapshot_xmax(pg_current_snapshot())"
 }
 
 # drained waits until database $1 holds no pending delivery: ripple's work
@@ -222,10 +290,15 @@ retries() {
 # and statements per webhook, counted from the first webhook (the load's
 # -before-webhooks resets them) until no delivery is pending.
 measure() {
-  local label=$1 urls=$2 db=${3:-} out hook= syncs=- commits=- stmts=-
+  local label=$1 urls=$2 db=${3:-} out hook syncs=- commits=- stmts=- xid writes=- cluster= commits0 xid0
   out=$work/load.out
+  printf '%s\n' "${pids[@]}" >"$work/pids.now"
+  [ -n "$db" ] && cluster=$pgdir
+  hook="'$work/cpusnap' '$work' '$cluster' >'$work/cpu0'"
   if [ -n "$db" ]; then
-    hook="'$psql' '$PAYSTATE_PG_DSN' -XqtA -v ON_ERROR_STOP=1 -c \"select pg_stat_reset_shared('wal')\" -c 'select pg_stat_statements_reset()' -c \"select xact_commit from pg_stat_database where datname = '$db'\" | tail -n 1 >'$work/commits0'; touch '$work/webhooks.on'"
+    # The creates' commits and WAL syncs are sent (INST_SETTLE) before
+    # the counters are reset.
+    hook="sleep $settle; $hook; '$psql' '$PAYSTATE_PG_DSN' -XqtA -v ON_ERROR_STOP=1 -F ' ' -c \"select pg_stat_reset_shared('wal')\" -c 'select pg_stat_statements_reset()' -c \"select xact_commit, pg_snapshot_xmax(pg_current_snapshot()) from pg_stat_database where datname = '$db'\" | tail -n 1 >'$work/commits0'; touch '$work/webhooks.on'"
     sample "$db"
   fi
   "$work/load" -mode webhook -url "$urls" -n "$n" -c "$c" -standard-secret "$secret" -before-webhooks "$hook" >"$out" 2>&1 || {
@@ -235,17 +308,25 @@ measure() {
   if [ -n "$db" ]; then
     rm -f "$work/webhooks.on"
     drained "$db"
-    read -r syncs commits stmts < <(counters "$db")
-    commits=$((commits - $(cat "$work/commits0") - $(cat "$work/polls")))
   fi
-  awk -v label="$label" -v n="$n" -v syncs="$syncs" -v commits="$commits" -v stmts="$stmts" '
+  "$work/cpusnap" "$work" "$cluster" >"$work/cpu1"
+  if [ -n "$db" ]; then
+    read -r syncs commits stmts xid < <(counters "$db")
+    read -r commits0 xid0 <"$work/commits0"
+    commits=$((commits - commits0 - $(cat "$work/polls")))
+    # Reading the counters takes no transaction id, nor do the polls of
+    # drained (read only).
+    writes=$((xid - xid0))
+  fi
+  awk -v label="$label" -v n="$n" -v syncs="$syncs" -v commits="$commits" -v stmts="$stmts" -v writes="$writes" '
     function per(x) { return x == "-" ? "-" : sprintf("%.2f", x / n) }
     /^webhooks$/ { w = 1 }
     w && /^throughput/ { sub("/s", "", $2); answered = $2 }
     w && /^latency/ { p50 = $3; p99 = $7; w = 0 }
     /^applied/ { applied = $(NF - 1) }
-    END { printf "%-18s %10s %11s %10s %10s %9s %8s %8s\n", label, applied, answered, p50, p99, per(syncs), per(commits), per(stmts) }
+    END { printf "%-18s %10s %11s %10s %10s %9s %8s %9s %8s\n", label, applied, answered, p50, p99, per(syncs), per(commits), per(writes), per(stmts) }
   ' "$out"
+  cpu "$out"
   if [ -n "$db" ] && [ "$top" -gt 0 ]; then
     q -F ' ' -c "select round(calls::numeric / $n, 2), regexp_replace(left(query, 110), '\s+', ' ', 'g')
       from pg_stat_statements s join pg_database d on d.oid = s.dbid
@@ -259,7 +340,7 @@ echo "# $(q -c 'select version()')"
 echo "# $(q -c "select string_agg(name || '=' || setting, ' ' order by name) from pg_settings
   where name in ('fsync', 'synchronous_commit', 'full_page_writes', 'wal_sync_method', 'commit_delay')")"
 echo "# $(uname -sr), $(nproc) cores; webhooks=$n clients=$c max_conns=$maxconns rounds=$rounds; loyalty on"
-printf '%-18s %10s %11s %10s %10s %9s %8s %8s\n' run applied/s answered/s p50 p99 syncs/wh txns/wh stmts/wh
+printf '%-18s %10s %11s %10s %10s %9s %8s %9s %8s\n' run applied/s answered/s p50 p99 syncs/wh txns/wh writes/wh stmts/wh
 for r in $(seq 1 "$rounds"); do
   start "bolt-$r" "path = \"$work/bolt-$r.db\""
   measure "r$r bbolt" "$url"
@@ -285,6 +366,7 @@ max_conns = $maxconns" "$b"
   done
 done
 echo "# syncs/wh: WAL syncs (pg_stat_wal), txns/wh: commits of the database (pg_stat_database),"
+echo "# writes/wh: transactions of the cluster that took a transaction id (wrote),"
 echo "# stmts/wh: statements (pg_stat_statements, no utility statements), per webhook, from the"
 echo "# first webhook until no delivery is pending"
 
