@@ -37,8 +37,9 @@
 // PAYMENT.CAPTURE.DENIED and .DECLINED → failed, PAYMENT.CAPTURE.PENDING →
 // processing, PAYMENT.CAPTURE.REFUNDED and .REVERSED → the refund (a
 // refund resource: its id, amount and status), CUSTOMER.DISPUTE.CREATED,
-// .UPDATED and .RESOLVED → the dispute, CHECKOUT.ORDER.APPROVED → processing
-// (the buyer approved; the capture follows from Status). Every other type is
+// .UPDATED and .RESOLVED → the dispute, CHECKOUT.ORDER.APPROVED → a trigger
+// (WebhookEvent.Pull: the buyer approved, and finalize.Pull calls Status,
+// which captures the order, under the payment's lease). Every other type is
 // answered 2xx and not stored. An event names its payment by custom_id (a
 // capture's and a refund's; a dispute's disputed transaction's custom) and
 // by the order id (a capture's supplementary_data.related_ids.order_id, an

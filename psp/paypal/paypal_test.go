@@ -80,7 +80,7 @@ func payment(id string) pay.Payment {
 // mapping is every event type of PayPal's wire format paystate reads, and
 // one it does not.
 var mapping = []psptest.Mapping{
-	{Type: paypal.TypeOrderApproved, Kind: psptest.KindProcessing},
+	{Type: paypal.TypeOrderApproved, Kind: psptest.KindPull},
 	{Type: paypal.TypeCaptureCompleted, Kind: psptest.KindCaptured},
 	{Type: paypal.TypeCaptureDenied, Kind: psptest.KindFailed},
 	{Type: paypal.TypeCaptureDeclined, Kind: psptest.KindFailed},
@@ -460,8 +460,9 @@ func TestWebhook_Mapping(t *testing.T) {
 		refund  pay.RefundStatus
 		dispute pay.DisputeStatus
 		ignore  bool
+		pull    bool
 	}{
-		{spec: paypaltest.EventSpec{Type: paypal.TypeOrderApproved}, status: pay.Processing},
+		{spec: paypaltest.EventSpec{Type: paypal.TypeOrderApproved}, pull: true},
 		{spec: paypaltest.EventSpec{Type: paypal.TypeCaptureCompleted}, status: pay.Captured},
 		{spec: paypaltest.EventSpec{Type: paypal.TypeCaptureDenied}, status: pay.Failed},
 		{spec: paypaltest.EventSpec{Type: paypal.TypeCaptureDeclined}, status: pay.Failed},
@@ -488,8 +489,8 @@ func TestWebhook_Mapping(t *testing.T) {
 			if tc.ignore {
 				return
 			}
-			if ev.Status != tc.status || ev.PaymentID != pid {
-				t.Fatalf("Status=%q PaymentID=%q, want %q %q", ev.Status, ev.PaymentID, tc.status, pid)
+			if ev.Status != tc.status || ev.PaymentID != pid || ev.Pull != tc.pull {
+				t.Fatalf("Status=%q PaymentID=%q Pull=%v, want %q %q %v", ev.Status, ev.PaymentID, ev.Pull, tc.status, pid, tc.pull)
 			}
 			switch {
 			case tc.refund != "":

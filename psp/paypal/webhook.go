@@ -124,10 +124,11 @@ func mapEvent(body []byte) (pay.WebhookEvent, error) {
 	var want string // the resource the event type carries
 	switch ev.EventType {
 	case TypeOrderApproved:
-		// The buyer approved: the capture follows (Status, under the
-		// payment's lease); the event itself moves the payment to
-		// processing.
-		e.Status, want = pay.Processing, "checkout-order"
+		// The buyer approved: a trigger, not evidence. paystate captures
+		// the order now, under the payment's lease (finalize.Pull calls
+		// Status, which captures an APPROVED order under
+		// capture-<payment_id>), and finalizes the capture's status.
+		e.Pull, want = true, "checkout-order"
 	case TypeCaptureCompleted:
 		e.Status, want = pay.Captured, "capture"
 	case TypeCaptureDenied, TypeCaptureDeclined:

@@ -41,6 +41,10 @@ const (
 	KindDisputeOpened Kind = "dispute_opened"
 	KindDisputeWon    Kind = "dispute_won"
 	KindDisputeLost   Kind = "dispute_lost"
+	// KindPull is a trigger, not evidence (WebhookEvent.Pull): no
+	// status, refund or dispute; paystate asks the PSP under the
+	// payment's lease (PayPal's CHECKOUT.ORDER.APPROVED: capture now).
+	KindPull Kind = "pull"
 	// KindUnknown is an event type the provider does not map.
 	KindUnknown Kind = "unknown"
 )
@@ -243,6 +247,9 @@ func checkMeaning(t *testing.T, e Event, ev pay.WebhookEvent) {
 	if ev.Refund != nil || ev.Dispute != nil {
 		t.Fatalf("a %s event carries Refund=%+v Dispute=%+v", e.Kind, ev.Refund, ev.Dispute)
 	}
+	if (e.Kind == KindPull) != ev.Pull {
+		t.Fatalf("a %s event has Pull=%v", e.Kind, ev.Pull)
+	}
 	switch e.Kind {
 	case KindFailedAttempt, KindReview:
 		want := pay.StepFailedAttempt
@@ -251,6 +258,10 @@ func checkMeaning(t *testing.T, e Event, ev pay.WebhookEvent) {
 		}
 		if ev.Status != "" || ev.StepKind != want {
 			t.Fatalf("Status=%q StepKind=%q, want no status and step %s", ev.Status, ev.StepKind, want)
+		}
+	case KindPull:
+		if ev.Status != "" || ev.StepKind != "" {
+			t.Fatalf("Status=%q StepKind=%q, want a trigger with neither", ev.Status, ev.StepKind)
 		}
 	default:
 		if got, want := ev.Status, e.Kind.status(); got != want || want == "" {
