@@ -58,17 +58,18 @@
 // references, with the event's amount and currency, and signs it the way
 // the PSP does (with the PSP's library where it publishes one, else with
 // the standard library). A wire format whose webhook carries no state
-// (Mollie's: only an id) signs the trigger and makes the fake answer the
-// state the event stands for. Calls returns what an http.RoundTripper or
+// (Mollie's: only an id) declares it (Harness.Trigger): Sign signs the
+// trigger, Trigger.Set makes the fake answer the state a fetch must find,
+// and the Apply tests run the inbox's pull worker. Calls returns what an http.RoundTripper or
 // reverse proxy in front of the fake recorded, the key taken from the
 // header the PSP names (Idempotency-Key, PayPal-Request-Id).
 //
 // A provider without a feature lists it in Harness.Lacks; the suite then
 // checks that the provider says so (EUNSUPPORTED, no HTTP calls) instead
 // of testing the feature, and logs it: nothing is skipped silently. The
-// mock, standard and stripe providers (PaymentIntents and Checkout
-// Sessions, against stripe-mock and against stripefake) run it in their
-// conformance_test.go; StandardWebhooks gives the Sign and Mapping of the
+// mock, standard, stripe (PaymentIntents and Checkout Sessions, against
+// stripe-mock and against stripefake), mollie and paypal providers run it
+// in their conformance_test.go or paypal_test.go; StandardWebhooks gives the Sign and Mapping of the
 // mock's and standard's wire format.
 package psptest
 
@@ -172,6 +173,47 @@ type Harness struct {
 	// key "<prefix><payment_id>" counts as derived when the suite created
 	// that payment.
 	KeyPrefixes []string
+	// Ref, if set, writes a provider reference of the PSP's shape from a
+	// fresh alphanumeric suffix, for events about a payment the suite did
+	// not create (Mollie's tr_...); nil: "ref_conf_<suffix>".
+	Ref func(suffix string) string
+	// Trigger, if set, declares that the wire format's webhooks are
+	// triggers, never evidence (Mollie): see Trigger.
+	Trigger *Trigger
+}
+
+// Trigger declares a wire format whose every webhook is a trigger
+// (pay.WebhookEvent.Pull): it carries no status, amount or time of the
+// PSP's own, and paystate learns the state by a fetch under the payment's
+// lease (finalize.Pull). With it the suite checks instead:
+//
+//   - the Mapping has a KindPull row and needs no KindCaptured one (a
+//     capture is announced by a fetch after a trigger);
+//   - every event's OccurredAt is the time of receipt (the now given to
+//     ParseWebhook); a row in Unsigned has an EventID of the provider's
+//     making, the same for the same body, a signed row the PSP's own;
+//   - the forged checks use the signed rows (none: logged, and the
+//     unsigned rows are checked to be triggers only); with no time
+//     signed, an old webhook is checked to be a trigger only, never
+//     evidence, instead of refused;
+//   - the Apply tests deliver triggers through the inbox and run its
+//     worker with a finalize.Pull: Set makes the PSP hold the state the
+//     trigger stands for, and the fetch finalizes it.
+type Trigger struct {
+	// Unsigned lists the Mapping types whose webhook carries no signature
+	// and no event id of the PSP's own (Mollie's classic form POST
+	// id=tr_...).
+	Unsigned []string
+	// Set makes the PSP's API answer a fetch of ref (the payment's
+	// provider reference) with a payment e.ProviderRef in the state
+	// e.Kind stands for (KindProcessing, KindCaptured), of e.Amount in
+	// e.Currency. Required.
+	Set func(t *testing.T, ref string, e Event)
+}
+
+// unsigned reports whether typ is a Mapping type without a signature.
+func (h Harness) unsigned(typ string) bool {
+	return h.Trigger != nil && slices.Contains(h.Trigger.Unsigned, typ)
 }
 
 // suite is one run: the harness and the idempotency keys the suite (and
@@ -264,6 +306,8 @@ func Run(t *testing.T, h Harness) {
 		t.Fatal("psptest: Harness.Mapping is empty: list every event type of the wire format")
 	case h.has(FeatureHTTP) && h.Calls == nil:
 		t.Fatal("psptest: Harness.Calls is nil: record the PSP calls, or list FeatureHTTP in Lacks")
+	case h.Trigger != nil && h.Trigger.Set == nil:
+		t.Fatal("psptest: Harness.Trigger.Set is nil: the Apply tests make the PSP hold the state a trigger stands for")
 	}
 	s := &suite{Harness: h, keys: map[string]bool{}}
 	t.Run("Provider", func(t *testing.T) {
