@@ -173,16 +173,18 @@ func checkURL(key, s string) error {
 // keyCtx is the context key of a request's idempotency key.
 type keyCtx struct{}
 
-// withKey returns ctx carrying an Idempotency-Key for the POST made with it.
+// withKey returns ctx carrying an Idempotency-Key for the POST or DELETE
+// made with it.
 func withKey(ctx context.Context, key string) context.Context {
 	return context.WithValue(ctx, keyCtx{}, key)
 }
 
-// keyTransport sets Idempotency-Key on a POST from its context.
+// keyTransport sets Idempotency-Key on a POST or DELETE (the methods of
+// Mollie's API that change something) from its context.
 type keyTransport struct{ next http.RoundTripper }
 
 func (t keyTransport) RoundTrip(r *http.Request) (*http.Response, error) {
-	if key, ok := r.Context().Value(keyCtx{}).(string); ok && key != "" && r.Method == http.MethodPost {
+	if key, ok := r.Context().Value(keyCtx{}).(string); ok && key != "" && (r.Method == http.MethodPost || r.Method == http.MethodDelete) {
 		r = r.Clone(r.Context())
 		r.Header.Set(mollie.IdempotencyKeyHeader, key)
 	}
@@ -340,6 +342,9 @@ func (p *Provider) chargebacks(ctx context.Context, mp *mollie.Payment) ([]pay.D
 
 // Refund refunds r at Mollie under key ("refund-<refund_id>").
 func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key string) (pay.RefundResult, error) {
+	if key == "" {
+		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mollie: idempotency key is required")
+	}
 	if pm.ProviderRef == "" {
 		return pay.RefundResult{}, pay.Errorf(pay.EINVALID, "mollie: the payment has no Mollie id to refund")
 	}
@@ -391,16 +396,17 @@ func (p *Provider) RefundStatus(ctx context.Context, pm pay.Payment, r pay.Refun
 
 // Cancel cancels an open payment at Mollie (DELETE /v2/payments/{id}).
 // Mollie refuses it for a payment that cannot be canceled (most methods
-// while open); then the payment's current status is the answer. key is not
-// sent: Mollie takes no idempotency key on a DELETE, and a cancel is
-// idempotent by itself. A payment without a Mollie id has nothing to
-// cancel: the answer has no status.
-func (p *Provider) Cancel(ctx context.Context, pm pay.Payment, _ string) (pay.PSPResult, error) {
+// while open); then the payment's current status is the answer. The
+// DELETE carries key ("cancel-<payment_id>") as its Idempotency-Key, as
+// every request of paystate's that changes something at Mollie does. A
+// payment without a Mollie id has nothing to cancel: the answer has no
+// status.
+func (p *Provider) Cancel(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
 	if pm.ProviderRef == "" {
 		// Nothing at Mollie to cancel: no status, so the sweeper expires it.
 		return pay.PSPResult{Raw: "mollie: no payment id recorded, nothing to cancel"}, nil
 	}
-	_, mp, err := p.api.Payments.Cancel(ctx, pm.ProviderRef)
+	_, mp, err := p.api.Payments.Cancel(withKey(ctx, key), pm.ProviderRef)
 	var be *mollie.BaseError
 	if errors.As(err, &be) && be.Status == http.StatusUnprocessableEntity {
 		return p.Status(ctx, pm)

@@ -145,6 +145,14 @@ func (f *Fake) Put(p Payment) {
 	f.payments[p.ID] = &p
 }
 
+// PutAs makes a fetch of id answer p, which may name another id (a
+// contradicting answer, for tests of paystate's evidence checks).
+func (f *Fake) PutAs(id string, p Payment) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.payments[id] = &p
+}
+
 // AddChargeback adds a chargeback of value to a held payment and returns
 // its id.
 func (f *Fake) AddChargeback(paymentID, value string) string {
