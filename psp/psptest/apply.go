@@ -2,6 +2,7 @@ package psptest
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
 	"testing"
@@ -162,6 +163,24 @@ func (r record) announced(st pay.Status) int {
 	return n
 }
 
+// capturedOnce checks that the payment is captured by one transition
+// with one outbox record, and not on the review queue, after what says.
+func (r record) capturedOnce(t *testing.T, after string) {
+	t.Helper()
+	if got, want := r.p.Status, pay.Captured; got != want {
+		t.Fatalf("Status=%s after %s, want %s", got, after, want)
+	}
+	if got := r.transitions(pay.Captured); got != 1 {
+		t.Fatalf("%d transitions to captured, want 1 (%s)", got, after)
+	}
+	if got := r.announced(pay.Captured); got != 1 {
+		t.Fatalf("%d outbox records of the capture, want 1 (%s)", got, after)
+	}
+	if r.reviewed {
+		t.Fatalf("the payment went on the review queue (%s)", after)
+	}
+}
+
 // testApplyOnce delivers every event of the mapping that announces the
 // capture (and one that reports the payment open, where the wire format
 // has one) for a payment created through finalize, in order and in
@@ -202,19 +221,7 @@ func testApplyOnce(t *testing.T, s *suite) {
 					}
 				}
 			}
-			r := ps.record(t, p.ID)
-			if got, want := r.p.Status, pay.Captured; got != want {
-				t.Fatalf("Status=%s after %v, want %s", got, rows, want)
-			}
-			if got := r.transitions(pay.Captured); got != 1 {
-				t.Fatalf("%d transitions to captured, want 1 (events %v, each twice)", got, rows)
-			}
-			if got := r.announced(pay.Captured); got != 1 {
-				t.Fatalf("%d outbox records of the capture, want 1", got)
-			}
-			if r.reviewed {
-				t.Fatal("the payment went on the review queue")
-			}
+			ps.record(t, p.ID).capturedOnce(t, fmt.Sprintf("events %v, each twice", rows))
 		})
 	}
 }
@@ -249,19 +256,7 @@ func testApplyOncePulled(t *testing.T, s *suite) {
 				ps.trigger(t, m, p)
 			}
 			ps.work(t)
-			r := ps.record(t, p.ID)
-			if got, want := r.p.Status, pay.Captured; got != want {
-				t.Fatalf("Status=%s after the triggers %v, want %s", got, rows, want)
-			}
-			if got := r.transitions(pay.Captured); got != 1 {
-				t.Fatalf("%d transitions to captured, want 1 (triggers %v, each four times)", got, rows)
-			}
-			if got := r.announced(pay.Captured); got != 1 {
-				t.Fatalf("%d outbox records of the capture, want 1", got)
-			}
-			if r.reviewed {
-				t.Fatal("the payment went on the review queue")
-			}
+			ps.record(t, p.ID).capturedOnce(t, fmt.Sprintf("triggers %v, each four times", rows))
 		})
 	}
 }
