@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -26,7 +25,6 @@ import (
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolt"
 )
 
 const (
@@ -46,16 +44,7 @@ const (
 // the few hundred milliseconds each process lives leave most of them to
 // the last start (354 after 100 cycles, some 70 s of status calls).
 func crashConfig(merchantURL, minAge string) string {
-	return `
-[server]
-listen = "127.0.0.1:0"
-[storage]
-path = "DBPATH"
-[auth]
-api_keys = ["` + daemontest.APIKey + `"]
-[log]
-level = "info"
-format = "json"
+	return serveTOML(`
 [sweeper]
 interval = "200ms"
 min_age = "` + minAge + `"
@@ -76,7 +65,7 @@ webhook_first_rate = 0.2
 reorder = true
 [providers.standard]
 webhook_secret = "` + crashStdSecret + `"
-`
+`)
 }
 
 // crashClient drives load against whichever process is up.
@@ -442,12 +431,7 @@ func settle(t *testing.T, c *crashClient) []map[string]any {
 // else the sweeper should have settled.
 func checkOpenAtPSP(t *testing.T, path string, open []map[string]any) {
 	t.Helper()
-	db, err := bolt.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.View(context.Background(), func(tx store.Tx) error {
+	viewDB(t, path, func(tx store.Tx) error {
 		for _, p := range open {
 			id, _ := p["id"].(string)
 			if p["status"] != "captured" {
@@ -478,9 +462,6 @@ func checkOpenAtPSP(t *testing.T, path string, open []map[string]any) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // openMock returns the mock payments that are not final, or captured with

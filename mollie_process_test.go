@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -16,7 +15,6 @@ import (
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mollie/mollietest"
 	"github.com/paystate/paystate/store"
-	"github.com/paystate/paystate/store/bolt"
 )
 
 // TestProcess_MollieTriggerSIGKILL runs the real binary with the Mollie
@@ -35,16 +33,7 @@ func TestProcess_MollieTriggerSIGKILL(t *testing.T) {
 	t.Parallel()
 	fake := mollietest.New(t)
 	dir := t.TempDir()
-	toml := `
-[server]
-listen = "127.0.0.1:0"
-[storage]
-path = "DBPATH"
-[auth]
-api_keys = ["` + daemontest.APIKey + `"]
-[log]
-level = "info"
-format = "json"
+	toml := serveTOML(`
 [payment]
 provider = "mollie"
 [sweeper]
@@ -55,7 +44,7 @@ api_key = "` + mollietest.APIKey + `"
 api_base = "` + fake.URL + `"
 webhook_url = "https://shop.example/webhooks/mollie"
 redirect_url = "https://shop.example/thanks"
-`
+`)
 	p := startProcessIn(t, dir, toml)
 	id, ref := createMollie(t, p.url)
 	if !strings.HasPrefix(ref, "tr_") {
@@ -133,12 +122,7 @@ func postMollieTrigger(t *testing.T, base, ref string) int {
 // transitions to captured and the outbox records of its capture.
 func capturesIn(t *testing.T, path, id string) (transitions, announced int) {
 	t.Helper()
-	db, err := bolt.Open(path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.View(context.Background(), func(tx store.Tx) error {
+	viewDB(t, path, func(tx store.Tx) error {
 		steps, err := tx.Steps(id)
 		if err != nil {
 			return err
@@ -159,8 +143,5 @@ func capturesIn(t *testing.T, path, id string) (transitions, announced int) {
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	return transitions, announced
 }

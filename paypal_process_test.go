@@ -39,16 +39,7 @@ func TestProcess_PayPalCaptureSIGKILL(t *testing.T) {
 			ca := paypaltest.NewCA(t)
 			dir := t.TempDir()
 			caFile := ca.WriteRoot(t, dir)
-			toml := `
-[server]
-listen = "127.0.0.1:0"
-[storage]
-path = "DBPATH"
-[auth]
-api_keys = ["` + daemontest.APIKey + `"]
-[log]
-level = "info"
-format = "json"
+			toml := serveTOML(`
 [payment]
 provider = "paypal"
 [sweeper]
@@ -61,7 +52,7 @@ api_base = "` + fake.URL() + `"
 webhook_id = "1JE4291016473214C"
 cert_hosts = ["127.0.0.1"]
 ca_file = "` + caFile + `"
-`
+`)
 			held := fake.HoldCaptureRequests()
 			if performed {
 				held = fake.HoldCaptureAnswers()

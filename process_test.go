@@ -27,6 +27,8 @@ import (
 	"github.com/paystate/paystate/internal/testkit"
 	"github.com/paystate/paystate/internal/testkit/daemontest"
 	"github.com/paystate/paystate/internal/testkit/pgtest"
+	"github.com/paystate/paystate/store"
+	"github.com/paystate/paystate/store/bolt"
 )
 
 // binDir holds the binaries the tests build; TestMain removes it.
@@ -182,6 +184,37 @@ func startBinary(t *testing.T, bin, dir, toml string, env []string, flags ...str
 		t.Fatalf("paystate did not start:\n%s", p.logText())
 	}
 	return p
+}
+
+// serveTOML is a configuration of the binary: DBPATH as its database, a
+// free port on 127.0.0.1, the test API key and JSON logs at info, and then
+// rest.
+func serveTOML(rest string) string {
+	return `
+[server]
+listen = "127.0.0.1:0"
+[storage]
+path = "DBPATH"
+[auth]
+api_keys = ["` + daemontest.APIKey + `"]
+[log]
+level = "info"
+format = "json"
+` + rest
+}
+
+// viewDB reads a stopped process's bbolt database in one read
+// transaction; an error fails the test.
+func viewDB(t *testing.T, path string, read func(store.Tx) error) {
+	t.Helper()
+	db, err := bolt.Open(path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.View(context.Background(), read); err != nil {
+		t.Fatal(err)
+	}
 }
 
 const procConfig = `
