@@ -342,11 +342,11 @@ func (p Providers) Names() []string {
 	if p.Mollie != nil {
 		out = append(out, ProviderMollie)
 	}
-	if p.Standard != nil {
-		out = append(out, ProviderStandard)
-	}
 	if p.PayPal != nil {
 		out = append(out, ProviderPayPal)
+	}
+	if p.Standard != nil {
+		out = append(out, ProviderStandard)
 	}
 	if p.Stripe != nil {
 		out = append(out, ProviderStripe)

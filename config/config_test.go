@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -474,5 +475,15 @@ func TestKnownKeys(t *testing.T) {
 	// A Duration is a value, not a table.
 	if keys["lease.ttl.Duration"] {
 		t.Error("knownKeys() descends into Duration")
+	}
+}
+
+// TestProviders_NamesSorted: Names lists every configured provider, in
+// the sorted order its comment promises.
+func TestProviders_NamesSorted(t *testing.T) {
+	p := Providers{Mock: &Mock{}, Standard: &Standard{}, Stripe: &Stripe{}, PayPal: &PayPal{}, Mollie: &Mollie{}}
+	got := p.Names()
+	if len(got) != 5 || !slices.IsSorted(got) {
+		t.Fatalf("Names()=%q, want the five providers sorted", got)
 	}
 }
