@@ -132,22 +132,11 @@ type Config struct {
 type Option func(*options)
 
 type options struct {
-	logger     zerolog.Logger
-	client     *http.Client
-	certClient *http.Client
+	logger zerolog.Logger
 }
 
 // WithLogger sets the logger; New adds component=psp_paypal to it.
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.logger = l } }
-
-// WithHTTPClient sets the client of the API calls. By default it has a
-// DefaultTimeout timeout and a transport of its own.
-func WithHTTPClient(c *http.Client) Option { return func(o *options) { o.client = c } }
-
-// WithCertClient sets the client that fetches signing certificates. By
-// default it trusts the same roots as the chain (Config.CAFile, else the
-// system's) and has a DefaultTimeout timeout.
-func WithCertClient(c *http.Client) Option { return func(o *options) { o.certClient = c } }
 
 // Provider is the PayPal adapter. It implements pay.Provider and is safe
 // for concurrent use.
@@ -216,23 +205,21 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	if o.client == nil {
-		o.client = &http.Client{Timeout: DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	// The API calls' client; the certificates' client trusts the same
+	// roots as the chain (Config.CAFile, else the system's).
+	client := &http.Client{Timeout: DefaultTimeout, Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	if roots != nil {
+		tr.TLSClientConfig.RootCAs = roots
 	}
-	if o.certClient == nil {
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		if roots != nil {
-			tr.TLSClientConfig.RootCAs = roots
-		}
-		o.certClient = &http.Client{Timeout: DefaultTimeout, Transport: tr,
-			// A redirect could lead off the allowed hosts.
-			CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	}
+	certClient := &http.Client{Timeout: DefaultTimeout, Transport: tr,
+		// A redirect could lead off the allowed hosts.
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	api, err := ppgo.NewClient(cfg.ClientID, cfg.Secret, strings.TrimRight(base, "/"))
 	if err != nil {
 		return nil, fmt.Errorf("providers.paypal: %w", err)
 	}
-	api.SetHTTPClient(o.client)
+	api.SetHTTPClient(client)
 	tol := cfg.Tolerance
 	if tol == 0 {
 		tol = DefaultTolerance
@@ -251,7 +238,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		returnURL: cfg.ReturnURL,
 		cancelURL: cfg.CancelURL,
 		brand:     cfg.BrandName,
-		certs:     newCertCache(hosts, roots, o.certClient),
+		certs:     newCertCache(hosts, roots, certClient),
 	}, nil
 }
 

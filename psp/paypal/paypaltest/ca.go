@@ -83,17 +83,6 @@ func (ca *CA) sign(tb testing.TB, tmpl *x509.Certificate, pub crypto.PublicKey, 
 	return c
 }
 
-// RootPEM is the root certificate as PEM (what providers.paypal.ca_file
-// holds).
-func (ca *CA) RootPEM() []byte { return ca.rootPEM }
-
-// Pool is a pool holding the root.
-func (ca *CA) Pool() *x509.CertPool {
-	p := x509.NewCertPool()
-	p.AddCert(ca.root)
-	return p
-}
-
 // WriteRoot writes the root PEM to a file in dir and returns its path.
 func (ca *CA) WriteRoot(tb testing.TB, dir string) string {
 	tb.Helper()
@@ -182,9 +171,6 @@ func NewCertHost(tb testing.TB, ca *CA) *CertHost {
 
 // Host is the host:port of the certificate host (for cert_hosts).
 func (h *CertHost) Host() string { return strings.TrimPrefix(h.srv.URL, "https://") }
-
-// Client is an http.Client that trusts the certificate host.
-func (h *CertHost) Client() *http.Client { return h.srv.Client() }
 
 // Serve publishes s's chain under name and returns its URL.
 func (h *CertHost) Serve(name string, s *Signer) string {

@@ -77,7 +77,6 @@ type Fake struct {
 	replies       map[string]reply // PayPal-Request-Id → first answer
 	reqs          []Request
 	captureStatus string
-	refundStatus  string
 	captureCalls  int // captures performed (not replays)
 	hold          chan struct{}
 	holdBefore    bool // hold a capture before performing it
@@ -103,7 +102,7 @@ func StartFake() *Fake {
 	f := &Fake{
 		orders: map[string]*Order{}, invoices: map[string]string{}, captures: map[string]string{},
 		refunds: map[string]map[string]any{}, replies: map[string]reply{},
-		captureStatus: "COMPLETED", refundStatus: "COMPLETED",
+		captureStatus: "COMPLETED",
 	}
 	f.srv = httptest.NewServer(http.HandlerFunc(f.serve))
 	return f
@@ -166,14 +165,6 @@ func (f *Fake) SetCaptureStatus(s string) {
 	f.mu.Unlock()
 }
 
-// SetRefundStatus sets the status of the next refunds (COMPLETED by
-// default; PENDING, FAILED).
-func (f *Fake) SetRefundStatus(s string) {
-	f.mu.Lock()
-	f.refundStatus = s
-	f.mu.Unlock()
-}
-
 // SetVerifier makes verify-webhook-signature check signatures with s's
 // key (without it every verification is FAILURE).
 func (f *Fake) SetVerifier(s *Signer) {
@@ -213,35 +204,6 @@ func (f *Fake) ReleaseCaptures() {
 		close(f.hold)
 		f.hold = nil
 	}
-}
-
-// Order returns a copy of an order.
-func (f *Fake) Order(id string) (Order, bool) {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	o, ok := f.orders[id]
-	if !ok {
-		return Order{}, false
-	}
-	c := *o
-	if o.Capture != nil {
-		cp := *o.Capture
-		c.Capture = &cp
-	}
-	return c, true
-}
-
-// OrderFor returns the order whose custom_id is paymentID.
-func (f *Fake) OrderFor(paymentID string) (Order, bool) {
-	f.mu.Lock()
-	var id string
-	for _, o := range f.orders {
-		if o.CustomID == paymentID {
-			id = o.ID
-		}
-	}
-	f.mu.Unlock() // Order locks again
-	return f.Order(id)
 }
 
 func (f *Fake) newID(prefix string) string {
@@ -454,14 +416,12 @@ func (f *Fake) refund(captureID string, body []byte) (int, any) {
 		return unprocessable("REFUND_AMOUNT_EXCEEDED", "The refund amount must be less than or equal to the capture amount that has not yet been refunded.")
 	}
 	id := f.newID("1J")
-	status := f.refundStatus
-	if status != "FAILED" && status != "CANCELLED" {
-		o.Capture.Refunded += amount
-		if o.Capture.Refunded == total {
-			o.Capture.Status = "REFUNDED"
-		} else {
-			o.Capture.Status = "PARTIALLY_REFUNDED"
-		}
+	const status = "COMPLETED" // the Fake's refunds complete at once
+	o.Capture.Refunded += amount
+	if o.Capture.Refunded == total {
+		o.Capture.Status = "REFUNDED"
+	} else {
+		o.Capture.Status = "PARTIALLY_REFUNDED"
 	}
 	re := map[string]any{
 		"id": id, "status": status, "amount": map[string]any{"currency_code": cur, "value": value},
