@@ -87,8 +87,7 @@ func Invalidf(param, format string, args ...any) *Error {
 // ErrorParam returns the request field err is about (Error.Param), "" if
 // it names none or is not a *Error.
 func ErrorParam(err error) string {
-	var e *Error
-	if errors.As(err, &e) {
+	if e, ok := errors.AsType[*Error](err); ok {
 		return e.Param
 	}
 	return ""
@@ -97,10 +96,9 @@ func ErrorParam(err error) string {
 // ErrorCode returns the code of err if it is (or wraps) a *Error, "" for nil,
 // and EINTERNAL otherwise.
 func ErrorCode(err error) string {
-	var e *Error
 	if err == nil {
 		return ""
-	} else if errors.As(err, &e) {
+	} else if e, ok := errors.AsType[*Error](err); ok {
 		return e.Code
 	}
 	return EINTERNAL
@@ -109,10 +107,9 @@ func ErrorCode(err error) string {
 // ErrorMessage returns the client-safe message of err; internal errors get a
 // generic text.
 func ErrorMessage(err error) string {
-	var e *Error
 	if err == nil {
 		return ""
-	} else if errors.As(err, &e) {
+	} else if e, ok := errors.AsType[*Error](err); ok {
 		return e.Message
 	}
 	return "internal error"
