@@ -114,59 +114,77 @@ type Done struct {
 // request would get again; one about this moment (a conflict, a failure of
 // the server, the storage or the PSP) releases the key for a retry.
 func (k *Idempotency) Do(ctx context.Context, key IdemKey, op Op) (Done, error) {
+	r := &doRun{k: k, key: key, op: op} // one allocation for the state the transactions share
 	// What a read transaction can answer, it answers.
-	var done Done
-	err := ReadTx(ctx, k.Store, func(tx Tx) (err error) {
-		if done.Record, done.Claim, err = k.claim(tx, key); err != nil || done.Claim == ClaimReplay || op.Check == nil {
-			return err
-		}
-		return op.Check(tx, done.resumed())
-	})
-	if err != nil || done.Claim == ClaimReplay {
-		return done, err
+	err := ReadTx(ctx, k.Store, r.read)
+	if err != nil || r.done.Claim == ClaimReplay {
+		return r.done, err
 	}
-	key = key.resolved(done.Record)
+	r.key = r.key.resolved(r.done.Record)
 
 	// Claim the key with the operation's first step, before anything
 	// leaves the process (again after a compare-and-set lost, as Finalize).
-	var paymentID string
-	var claimed pay.IdemRecord
-	claim := func(tx Tx) (err error) {
-		if paymentID, err = op.Start(tx, key.Key, done.resumed()); err != nil {
-			return err
-		}
-		claimed, err = k.take(tx, key, done, paymentID)
-		return err
-	}
 	for range maxRetries {
-		if err = WriteTx(ctx, k.Store, claim); pay.ErrorCode(err) != pay.ECONFLICT {
+		if err = WriteTx(ctx, k.Store, r.claim); pay.ErrorCode(err) != pay.ECONFLICT {
 			break
 		}
 	}
 	if err != nil {
-		return done, k.refuse(ctx, key, false, err)
+		return r.done, k.refuse(ctx, r.key, false, err)
 	}
-	done.Record = claimed
+	r.done.Record = r.claimed
 
 	// Take the operation to its outcome; the key's answer goes into the
 	// transaction that records it.
-	finished := false
-	finish := func(tx Tx) error {
-		tx.OnCommit(func() { finished = true })
-		err := finishIdemKey(tx, key.Key, paymentID, key.Status, nil)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil // the key is gone (purged): the outcome is what must be recorded
-		}
+	if err := op.Run(ctx, r.paymentID, r.finish); err != nil {
+		return r.done, k.refuse(ctx, r.key, true, err)
+	}
+	if !r.finished {
+		err = WriteTx(ctx, k.Store, r.finish)
+	}
+	return r.done, err
+}
+
+// doRun is the state of one Do, shared by its transactions.
+type doRun struct {
+	k         *Idempotency
+	key       IdemKey
+	op        Op
+	done      Done
+	paymentID string
+	claimed   pay.IdemRecord
+	finished  bool
+}
+
+// read is Do's read transaction: the key's claim, and op.Check.
+func (r *doRun) read(tx Tx) (err error) {
+	if r.done.Record, r.done.Claim, err = r.k.claim(tx, r.key); err != nil || r.done.Claim == ClaimReplay || r.op.Check == nil {
 		return err
 	}
-	if err := op.Run(ctx, paymentID, finish); err != nil {
-		return done, k.refuse(ctx, key, true, err)
-	}
-	if !finished {
-		err = WriteTx(ctx, k.Store, finish)
-	}
-	return done, err
+	return r.op.Check(tx, r.done.resumed())
 }
+
+// claim stores the operation's first step and claims the key with it.
+func (r *doRun) claim(tx Tx) (err error) {
+	if r.paymentID, err = r.op.Start(tx, r.key.Key, r.done.resumed()); err != nil {
+		return err
+	}
+	r.claimed, err = r.k.take(tx, r.key, r.done, r.paymentID)
+	return err
+}
+
+// finish stores the key's answer in the transaction that records the
+// operation's outcome.
+func (r *doRun) finish(tx Tx) error {
+	tx.OnCommit(r.committed)
+	err := finishIdemKey(tx, r.key.Key, r.paymentID, r.key.Status, nil)
+	if pay.ErrorCode(err) == pay.ENOTFOUND {
+		return nil // the key is gone (purged): the outcome is what must be recorded
+	}
+	return err
+}
+
+func (r *doRun) committed() { r.finished = true }
 
 // resumed is the payment of the request that died midway, if any.
 func (d Done) resumed() string {
