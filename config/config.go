@@ -3,7 +3,7 @@
 // environment variables that override it, and a validation that names the
 // offending key in every message.
 //
-// Read (and Load, LoadEnv, Parse) work in five steps: decode the TOML over
+// Read (and LoadEnv, Parse) work in five steps: decode the TOML over
 // DefaultConfig (a key that is absent keeps its default), reject every key
 // paystate does not know, apply the environment, apply the command-line
 // flags, then Validate. Durations are Go duration strings ("30s", "1h").
@@ -554,15 +554,10 @@ func defaultProviders() Providers {
 	return Providers{Mock: &m, Standard: &s}
 }
 
-// Load reads the TOML file at path and returns the validated configuration,
-// with the process environment applied. An empty path means no file:
-// DefaultConfig plus the environment.
-func Load(path string) (Config, error) {
-	return LoadEnv(path, os.Getenv)
-}
-
-// LoadEnv is Load with the environment read through getenv (nil reads
-// nothing), so tests need not touch the process environment.
+// LoadEnv reads the TOML file at path and returns the validated
+// configuration, with the environment read through getenv (nil reads
+// nothing). An empty path means no file: DefaultConfig plus the
+// environment.
 func LoadEnv(path string, getenv func(string) string) (Config, error) {
 	cfg, _, err := Read(Source{Path: path, Getenv: getenv})
 	return cfg, err

@@ -51,15 +51,6 @@ func (s RefundStatus) Valid() bool {
 // Terminal reports whether s is a final outcome.
 func (s RefundStatus) Terminal() bool { return s == RefundSucceeded || s == RefundFailed }
 
-// ParseRefundStatus returns the refund status named s or an invalid error.
-func ParseRefundStatus(s string) (RefundStatus, error) {
-	st := RefundStatus(s)
-	if !st.Valid() {
-		return "", Invalidf("status", "refund status %q is not one of pending, succeeded, failed", s)
-	}
-	return st, nil
-}
-
 // DecideRefund is the transition table of a refund, the same rules as
 // Decide's for a payment: a pending refund takes any outcome; an outcome
 // seen again is a duplicate; a terminal refund reported pending is stale

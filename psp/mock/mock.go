@@ -157,9 +157,6 @@ func WithNow(now func() time.Time) Option { return func(p *Provider) { p.Now = n
 // WithLogger sets the logger; New adds component=psp_mock.
 func WithLogger(l zerolog.Logger) Option { return func(p *Provider) { p.Logger = l } }
 
-// WithHTTPClient sets the client that posts the webhooks.
-func WithHTTPClient(c *http.Client) Option { return func(p *Provider) { p.Client = c } }
-
 // WithStore keeps the PSP's charges in s (store.Tx.PutPSPCharge) as well as
 // in memory: a restart, or another paystate instance on the same
 // database, answers Status, Refund and a replayed Create from what was
