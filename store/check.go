@@ -20,6 +20,43 @@ func CheckStoredPart(field, s string, required bool) error {
 	return nil
 }
 
+// CheckStoredKeys checks required key parts, given as name, value pairs.
+func CheckStoredKeys(nameValue ...string) error {
+	for i := 0; i+1 < len(nameValue); i += 2 {
+		if err := CheckStoredPart(nameValue[i], nameValue[i+1], true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// CheckStoredRefund checks the fields and key parts of a refund a
+// backend writes.
+func CheckStoredRefund(r pay.Refund) error {
+	if err := CheckStoredKeys("refund id", r.ID, "payment id", r.PaymentID); err != nil {
+		return err
+	}
+	if err := CheckStoredPart("provider_ref", r.ProviderRef, false); err != nil {
+		return err
+	}
+	return pay.ValidateRefund(r)
+}
+
+// CheckLeaseRequest checks the arguments of AcquireLease: a payment id, a
+// holder and a ttl of at least 1ns.
+func CheckLeaseRequest(paymentID, holder string, ttl time.Duration) error {
+	if err := CheckStoredPart("payment id", paymentID, true); err != nil {
+		return err
+	}
+	if holder == "" {
+		return pay.Errorf(pay.EINVALID, "lease holder is required")
+	}
+	if ttl <= 0 {
+		return pay.Errorf(pay.EINVALID, "lease ttl must be positive, got %s", ttl)
+	}
+	return nil
+}
+
 // CheckStoredLimit checks the limit of a scan.
 func CheckStoredLimit(limit int) error {
 	if limit <= 0 {

@@ -12,19 +12,14 @@ import (
 	"go.etcd.io/bbolt"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // PutDispute stores d under (d.Provider, d.ID), replacing the one before,
 // and moves its index entries. Its payment must be stored (ENOTFOUND); an
 // empty Currency is the payment's.
 func (t *tx) PutDispute(d pay.Dispute) error {
-	if err := checkPart("provider", d.Provider, true); err != nil {
-		return err
-	}
-	if err := checkPart("dispute id", d.ID, true); err != nil {
-		return err
-	}
-	if err := checkPart("payment id", d.PaymentID, true); err != nil {
+	if err := store.CheckStoredKeys("provider", d.Provider, "dispute id", d.ID, "payment id", d.PaymentID); err != nil {
 		return err
 	}
 	p, ok, err := t.payment(d.PaymentID)

@@ -14,15 +14,8 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
-
-// checkEvent checks the parts of an event key.
-func checkEvent(provider, eventID string) error {
-	if err := checkPart("provider", provider, true); err != nil {
-		return err
-	}
-	return checkPart("event id", eventID, true)
-}
 
 // PutInbox stores a new webhook event and returns true, or returns false
 // and stores nothing if (provider, event id) is already in the inbox. A zero
@@ -31,7 +24,7 @@ func checkEvent(provider, eventID string) error {
 // MarkProcessed) is archived as processed, at the time recorded then, and
 // is not pending; otherwise the event is pending.
 func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
-	if err := checkEvent(e.Provider, e.EventID); err != nil {
+	if err := store.CheckStoredKeys("provider", e.Provider, "event id", e.EventID); err != nil {
 		return false, err
 	}
 	if err := checkPart("payment id", e.PaymentID, false); err != nil {
@@ -198,7 +191,7 @@ type processedAtRecord struct {
 // keeps the first time) and takes it off the pending list: in its inbox
 // record if it is in the inbox, else in processed.
 func (t *tx) MarkProcessed(provider, eventID string) error {
-	if err := checkEvent(provider, eventID); err != nil {
+	if err := store.CheckStoredKeys("provider", provider, "event id", eventID); err != nil {
 		return err
 	}
 	key := eventKey(provider, eventID)

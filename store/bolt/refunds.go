@@ -18,7 +18,7 @@ import (
 // InsertRefund stores a new refund (see store.Tx.InsertRefund). An empty
 // Currency or Provider is the payment's.
 func (t *tx) InsertRefund(r pay.Refund) error {
-	if err := t.checkRefund(r); err != nil {
+	if err := store.CheckStoredRefund(r); err != nil {
 		return err
 	}
 	if t.has(bucketRefunds, []byte(r.ID)) {
@@ -44,27 +44,13 @@ func (t *tx) UpdateRefund(r pay.Refund) error {
 	}
 	nr := old
 	nr.Status, nr.ProviderRef, nr.EventID, nr.UpdatedAt = r.Status, r.ProviderRef, r.EventID, t.now
-	if err := t.checkRefund(nr); err != nil {
+	if err := store.CheckStoredRefund(nr); err != nil {
 		return err
 	}
 	if nr, err = t.refundOfPayment(nr, old.ID); err != nil {
 		return err
 	}
 	return t.writeRefund(&old, nr)
-}
-
-// checkRefund checks the fields and key parts of r.
-func (t *tx) checkRefund(r pay.Refund) error {
-	if err := checkPart("refund id", r.ID, true); err != nil {
-		return err
-	}
-	if err := checkPart("payment id", r.PaymentID, true); err != nil {
-		return err
-	}
-	if err := checkPart("provider_ref", r.ProviderRef, false); err != nil {
-		return err
-	}
-	return pay.ValidateRefund(r)
 }
 
 // refundOfPayment checks r against its stored payment and the payment's

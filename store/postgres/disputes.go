@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // disputeCols are the columns scanDispute reads, in its order.
@@ -32,13 +33,7 @@ func scanDispute(r pgx.Row) (pay.Dispute, error) {
 // Its payment must be stored (ENOTFOUND) and, for a dispute stored
 // before, be the same (ECONFLICT); an empty Currency is the payment's.
 func (t *tx) PutDispute(d pay.Dispute) error {
-	if err := checkPart("provider", d.Provider, true); err != nil {
-		return err
-	}
-	if err := checkPart("dispute id", d.ID, true); err != nil {
-		return err
-	}
-	if err := checkPart("payment id", d.PaymentID, true); err != nil {
+	if err := store.CheckStoredKeys("provider", d.Provider, "dispute id", d.ID, "payment id", d.PaymentID); err != nil {
 		return err
 	}
 	p, err := t.Payment(d.PaymentID)

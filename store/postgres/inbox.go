@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // eventOrder orders events of the same time as the bbolt store's keys
@@ -44,14 +45,6 @@ func scanInbox(r pgx.Row) (pay.InboxEvent, error) {
 	return e, err
 }
 
-// checkEvent checks the parts of an event key.
-func checkEvent(provider, eventID string) error {
-	if err := checkPart("provider", provider, true); err != nil {
-		return err
-	}
-	return checkPart("event id", eventID, true)
-}
-
 // PutInbox stores a new webhook event and returns true, or returns false
 // and stores nothing if (provider, event id) is already in the inbox (ON
 // CONFLICT DO NOTHING). A zero ReceivedAt becomes Tx.Now and a zero
@@ -59,7 +52,7 @@ func checkEvent(provider, eventID string) error {
 // is archived with Processed set and is not pending; otherwise Processed
 // is cleared and the event is pending.
 func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
-	if err := checkEvent(e.Provider, e.EventID); err != nil {
+	if err := store.CheckStoredKeys("provider", e.Provider, "event id", e.EventID); err != nil {
 		return false, err
 	}
 	if err := checkPart("payment id", e.PaymentID, false); err != nil {
@@ -243,7 +236,7 @@ func (t *tx) IsProcessed(provider, eventID string) (bool, error) {
 // it off the pending list and sets Processed on its inbox entry, in one
 // statement. The event need not be in the inbox.
 func (t *tx) MarkProcessed(provider, eventID string) error {
-	if err := checkEvent(provider, eventID); err != nil {
+	if err := store.CheckStoredKeys("provider", provider, "event id", eventID); err != nil {
 		return err
 	}
 	if err := t.later("mark processed", `WITH p AS (

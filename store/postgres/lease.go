@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // AcquireLease takes the payment's lease for holder until Tx.Now+ttl with
@@ -20,14 +21,8 @@ import (
 // whoever holds it, the same holder included. EINVALID for an empty id or
 // holder or a ttl below 1ns.
 func (t *tx) AcquireLease(paymentID, holder string, ttl time.Duration) (pay.Lease, error) {
-	if err := checkPart("payment id", paymentID, true); err != nil {
+	if err := store.CheckLeaseRequest(paymentID, holder, ttl); err != nil {
 		return pay.Lease{}, err
-	}
-	if holder == "" {
-		return pay.Lease{}, pay.Errorf(pay.EINVALID, "lease holder is required")
-	}
-	if ttl <= 0 {
-		return pay.Lease{}, pay.Errorf(pay.EINVALID, "lease ttl must be positive, got %s", ttl)
 	}
 	l := pay.Lease{PaymentID: paymentID, Holder: holder, ExpiresAt: t.now.Add(ttl)}
 	e := enc{what: "lease of payment " + paymentID}

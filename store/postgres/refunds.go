@@ -37,7 +37,7 @@ func scanRefund(r pgx.Row) (pay.Refund, error) {
 // cannot change before the commit: concurrent refunds of one payment
 // take turns, as under bbolt's single writer.
 func (t *tx) InsertRefund(r pay.Refund) error {
-	if err := checkRefund(r); err != nil {
+	if err := store.CheckStoredRefund(r); err != nil {
 		return err
 	}
 	r, err := t.refundOfPayment(r, true)
@@ -76,7 +76,7 @@ func (t *tx) UpdateRefund(r pay.Refund) error {
 	}
 	nr := old
 	nr.Status, nr.ProviderRef, nr.EventID, nr.UpdatedAt = r.Status, r.ProviderRef, r.EventID, t.now
-	if err := checkRefund(nr); err != nil {
+	if err := store.CheckStoredRefund(nr); err != nil {
 		return err
 	}
 	if nr, err = t.refundOfPayment(nr, false); err != nil {
@@ -95,20 +95,6 @@ func (t *tx) UpdateRefund(r pay.Refund) error {
 		return err
 	}
 	return t.refundRefConflict(nr)
-}
-
-// checkRefund checks the fields and key parts of r.
-func checkRefund(r pay.Refund) error {
-	if err := checkPart("refund id", r.ID, true); err != nil {
-		return err
-	}
-	if err := checkPart("payment id", r.PaymentID, true); err != nil {
-		return err
-	}
-	if err := checkPart("provider_ref", r.ProviderRef, false); err != nil {
-		return err
-	}
-	return pay.ValidateRefund(r)
 }
 
 // refundOfPayment checks r against its payment, read under the
