@@ -80,9 +80,14 @@ type Pull struct {
 	// MaxUnknown bounds the unknown references remembered; default
 	// DefaultMaxUnknown.
 	MaxUnknown int
-	// Now is the clock of the unknown references' backoff; default
-	// time.Now.
+	// Now is the clock of the unknown references' backoff and of the
+	// rate limit; default time.Now.
 	Now func() time.Time
+	// Until blocks until Now reads t or later, or ctx ends: how a fetch
+	// over the rate limit waits for its turn. Default: a timer for the
+	// time from Now to t. A test on a manual clock moves its clock
+	// instead.
+	Until func(ctx context.Context, t time.Time) error
 	// Interval is Run's ticker; default 1s.
 	Interval time.Duration
 	// Wake, if set, is called after a trigger is stored for a payment
@@ -144,6 +149,45 @@ func (pl *Pull) limiter(provider string) *rate.Limiter {
 	}
 	pl.mu.Unlock()
 	return pl.limiters.Get(provider)
+}
+
+// wait blocks until the provider's rate limit lets one more fetch
+// through, on the Pull's clock: the limiter reserves the fetch's turn at
+// Now (rate.Limiter.ReserveN), and Until waits for it. A wait that ends
+// early (ctx) gives its turn back.
+func (pl *Pull) wait(ctx context.Context, provider string) error {
+	lim := pl.limiter(provider)
+	now := clock(pl.Now)
+	r := lim.ReserveN(now, 1)
+	if !r.OK() {
+		return fmt.Errorf("rate limit of %s: no fetch can ever pass", provider)
+	}
+	d := r.DelayFrom(now)
+	if d <= 0 {
+		return nil
+	}
+	var err error
+	if pl.Until != nil {
+		err = pl.Until(ctx, now.Add(d))
+	} else {
+		err = sleep(ctx, d)
+	}
+	if err != nil {
+		r.CancelAt(clock(pl.Now))
+	}
+	return err
+}
+
+// sleep waits d, or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
 }
 
 // Unknown takes a trigger naming a reference paystate does not know: it
@@ -212,7 +256,7 @@ func (pl *Pull) RunOnce(ctx context.Context) (int, error) {
 
 	n := 0
 	for i, k := range queue {
-		if err := pl.limiter(k.provider).Wait(ctx); err != nil {
+		if err := pl.wait(ctx, k.provider); err != nil {
 			pl.requeue(queue[i:])
 			return n, err
 		}
@@ -363,7 +407,7 @@ func (pl *Pull) Apply(ctx context.Context, ev pay.InboxEvent) error {
 			return err
 		}
 
-		if err := pl.limiter(ev.Provider).Wait(ctx); err != nil {
+		if err := pl.wait(ctx, ev.Provider); err != nil {
 			return err
 		}
 		// A payment whose reference was never recorded (its create's

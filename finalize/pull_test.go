@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -453,4 +455,79 @@ func testRefundsAndChargebacks(t *testing.T, f *pullFixture) {
 	if n := f.outbox(t, q.ID)["payment.dispute.created"]; n != 1 {
 		t.Fatalf("payment.dispute.created records=%d, want 1", n)
 	}
+}
+
+// Triggers for many payments at once are fetched within the provider's
+// rate limit, on the Pull's clock: however the inbox worker's parallel
+// applies run, the fetches at the fake by any time are never more than
+// the burst (1) plus rate × the time elapsed, and every trigger held back
+// is fetched later: each payment is captured, with one fetch.
+func TestPull_RateLimit(t *testing.T) {
+	t.Parallel()
+	f := newPullFixture(t, nil, nil, nil)
+	const (
+		n     = 40
+		rate  = 10 // fetches per second
+		burst = 1
+	)
+	f.pull.Limits[mollie.Name] = finalize.PullLimits{RatePerSecond: rate, UnknownIDBackoff: time.Hour}
+	ps := make([]pay.Payment, n)
+	for i := range ps {
+		ps[i] = f.create(t, fmt.Sprintf("pay_rate%02d", i), 1000)
+		f.fake.SetStatus(ps[i].ProviderRef, "paid")
+	}
+
+	// The clock moves only when a fetch waits for its turn: to the time
+	// the limiter gave it. Before each move, the fetches so far are
+	// counted against the limit at the time the clock shows.
+	start := f.clock.Now()
+	var (
+		mu    sync.Mutex
+		steps int
+		over  []string
+	)
+	check := func(at time.Time) {
+		elapsed := at.Sub(start)
+		limit := burst + int(rate*int64(elapsed)/int64(time.Second))
+		if got := f.fake.Requests(fetchRoute); got > limit {
+			over = append(over, fmt.Sprintf("%d fetches %v after the burst began, limit %d", got, elapsed, limit))
+		}
+	}
+	f.pull.Until = func(ctx context.Context, at time.Time) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if now := f.clock.Now(); at.After(now) {
+			check(now)
+			steps++
+			f.clock.Add(at.Sub(now))
+		}
+		return nil
+	}
+
+	for _, p := range ps {
+		if f.trigger(t, p.ProviderRef) {
+			t.Fatalf("the trigger of %s was coalesced", p.ID)
+		}
+	}
+	for i := 0; i < 10 && len(f.pending(t)) > 0; i++ {
+		f.runInbox(t)
+	}
+	mu.Lock()
+	check(f.clock.Now())
+	mu.Unlock()
+	if len(over) > 0 {
+		t.Fatalf("over the rate limit (%d/s, burst %d): %s", rate, burst, strings.Join(over, "; "))
+	}
+	for _, p := range ps {
+		f.wantStatus(t, p.ID, pay.Captured, "after the burst")
+	}
+	if got, want := f.fake.Requests(fetchRoute), n; got != want {
+		t.Fatalf("fetches=%d, want %d (one per payment)", got, want)
+	}
+	// n fetches at 10/s after a burst of one take (n-1)/10 s of the clock.
+	elapsed := f.clock.Now().Sub(start)
+	if min := time.Duration(n-burst) * time.Second / rate; elapsed < min {
+		t.Fatalf("%d fetches took %v of the clock, want at least %v", n, elapsed, min)
+	}
+	t.Logf("%d triggers at %d/s: %d fetches over %v of the clock, in %d steps", n, rate, f.fake.Requests(fetchRoute), elapsed, steps)
 }
