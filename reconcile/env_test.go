@@ -89,12 +89,19 @@ func newEnv(t *testing.T, open func(*testing.T, func() time.Time) store.Store) *
 // "pi_<name>".
 func (e *env) capture(name string, amount int64) {
 	e.t.Helper()
+	e.captureAs(name, "pi_"+name, "EUR", amount)
+}
+
+// captureAs creates a payment of amount in currency and reports it
+// captured with reference ref.
+func (e *env) captureAs(name, ref, currency string, amount int64) {
+	e.t.Helper()
 	ctx := context.Background()
-	p, err := e.svc.Create(ctx, finalize.CreateRequest{OrderID: "o-" + name, Amount: amount, Currency: "EUR"})
+	p, err := e.svc.Create(ctx, finalize.CreateRequest{OrderID: "o-" + name, Amount: amount, Currency: currency})
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	res, err := e.svc.Report(ctx, p.ID, finalize.ReportRequest{Status: pay.Captured, ProviderRef: "pi_" + name})
+	res, err := e.svc.Report(ctx, p.ID, finalize.ReportRequest{Status: pay.Captured, ProviderRef: ref})
 	if err != nil {
 		e.t.Fatal(err)
 	}

@@ -225,6 +225,19 @@ func FuzzReadStripe(f *testing.F) {
 	})
 }
 
+func FuzzReadMollie(f *testing.F) {
+	fuzzSeeds(f, "mollie.csv")
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ls, err := reconcile.ReadMollie(strings.NewReader(string(data)))
+		checkLines(t, ls, err, false)
+		for _, l := range ls {
+			if l.Kind == pay.SettleFee && l.Amount != 0 {
+				t.Fatalf("line %+v: a fee line with an amount", l)
+			}
+		}
+	})
+}
+
 func TestReadMollie(t *testing.T) {
 	t.Parallel()
 	t.Run("File", func(t *testing.T) {
@@ -234,30 +247,58 @@ func TestReadMollie(t *testing.T) {
 			t.Fatal(err)
 		}
 		want := []struct {
-			id     string
-			kind   pay.SettlementKind
-			amount int64
-		}{{"tr_one", pay.SettleCharge, 10000}, {"tr_two", pay.SettleCharge, 20000}, {"re_one", pay.SettleRefund, -4000}, {"chb_one", pay.SettleDispute, -5000}}
+			id, ref, currency string
+			kind              pay.SettlementKind
+			amount, fee       int64
+		}{
+			{"tr_WDqYK6vllg", "tr_WDqYK6vllg", "EUR", pay.SettleCharge, 10000, 0},
+			{"tr_7UhSN1zuXS", "tr_7UhSN1zuXS", "USD", pay.SettleCharge, 3000, 0},
+			{"tr_Eq8xzWUPCF", "tr_Eq8xzWUPCF", "EUR", pay.SettleCharge, 20000, 0},
+			{"tr_Gh0stGh0st", "tr_Gh0stGh0st", "EUR", pay.SettleCharge, 7000, 0},
+			{"tr_s5Ksh7VnHq", "tr_s5Ksh7VnHq", "EUR", pay.SettleCharge, 4000, 0},
+			{"cpt_mNepDkEtco", "cpt_mNepDkEtco", "EUR", "", 1200, 0},
+			{"re_4qqhO89gsT", "re_4qqhO89gsT", "EUR", pay.SettleRefund, -4000, 0},
+			{"chb_n9z0tp", "chb_n9z0tp", "EUR", pay.SettleDispute, -5000, 0},
+			{"1234567.2503.01/Withheld transaction fees MOL-2025.03", "", "EUR", pay.SettleFee, 0, 254},
+		}
 		if len(ls) != len(want) {
 			t.Fatalf("%d lines, want %d", len(ls), len(want))
 		}
 		for i, w := range want {
 			l := ls[i]
-			if l.ID != w.id || l.ProviderRef != w.id || l.Kind != w.kind || l.Amount != w.amount || l.Fee != 0 ||
-				l.Currency != "EUR" || l.PayoutID != "1234567.2503.01" || l.AvailableOn.IsZero() || l.Line != i+2 {
-				t.Errorf("line %d: %+v, want %s %s %d", i+2, l, w.id, w.kind, w.amount)
+			if l.ID != w.id || l.ProviderRef != w.ref || l.Kind != w.kind || l.Amount != w.amount || l.Fee != w.fee ||
+				l.Currency != w.currency || l.PayoutID != "1234567.2503.01" || l.AvailableOn.IsZero() || l.Line != i+2 {
+				t.Errorf("line %d: %+v, want %s %s %s %d fee %d", i+2, l, w.id, w.kind, w.currency, w.amount, w.fee)
 			}
+		}
+	})
+	t.Run("Reversals", func(t *testing.T) {
+		t.Parallel()
+		// Money back: a chargeback reversed, a refund returned, each
+		// with a line id of its own beside the line it undoes.
+		const in = "ID,Currency,Amount,Settlement currency,Settlement amount\n" +
+			"chb_n9z0tp,EUR,-50.00,EUR,-50.00\nchb_n9z0tp,EUR,50.00,EUR,50.00\nre_4qqhO89gsT,EUR,40.00,EUR,40.00\n"
+		ls, err := reconcile.ReadMollie(strings.NewReader(in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := ls[1]; l.ID != "chb_n9z0tp/reversal" || l.ProviderRef != "chb_n9z0tp" || l.Kind != pay.SettleDispute || l.Amount != 5000 {
+			t.Errorf("reversal %+v, want chb_n9z0tp/reversal, a dispute of +5000", l)
+		}
+		if l := ls[2]; l.ID != "re_4qqhO89gsT/returned" || l.ProviderRef != "re_4qqhO89gsT" || l.Kind != pay.SettleRefund || l.Category != "refund_failure" || l.Amount != 4000 {
+			t.Errorf("returned refund %+v, want re_4qqhO89gsT/returned, a refund_failure of +4000", l)
 		}
 	})
 	t.Run("Malformed", func(t *testing.T) {
 		t.Parallel()
-		const head = "Date,Currency,Amount,ID,Settlement reference\n"
+		const head = "Date,Currency,Amount,ID,Description,Settlement currency,Settlement amount,Settlement reference\n"
 		for _, c := range []struct{ name, in, want string }{
 			{"MissingColumn", "Date,Currency,ID\n", `line 1: column "amount" is missing`},
-			{"NoID", head + "2025-03-03,EUR,10.00,,T1\n", "line 2: ID: a transaction id is required"},
-			{"OtherID", head + "2025-03-03,EUR,10.00,ord_1,T1\n", `line 2: ID: "ord_1" is not a Mollie payment (tr_), refund (re_) or chargeback (chb_) id`},
-			{"Amount", head + "2025-03-03,EUR,ten,tr_1,T1\n", `line 2: amount: "ten" is not a decimal amount`},
-			{"Date", head + "3 March,EUR,10.00,tr_1,T1\n", "line 2: date"},
+			{"NoIDNoDescription", head + "2025-03-03,EUR,10.00,,,EUR,10.00,T1\n", "line 2: ID: a transaction id, or on a line without one a description, is required"},
+			{"Amount", head + "2025-03-03,EUR,ten,tr_1,,EUR,10.00,T1\n", `line 2: amount: "ten" is not a decimal amount`},
+			{"Date", head + "3 March,EUR,10.00,tr_1,,EUR,10.00,T1\n", "line 2: date"},
+			{"SignUnlikeSettlement", head + "2025-03-03,EUR,50.00,chb_1,,EUR,-50.00,T1\n", `line 2: settlement amount: -50.00 is signed unlike Amount 50.00`},
+			{"SettlementAmount", head + "2025-03-03,EUR,50.00,tr_1,,EUR,fifty,T1\n", `line 2: settlement amount: "fifty" is not a decimal amount`},
 		} {
 			t.Run(c.name, func(t *testing.T) {
 				ls, err := reconcile.ReadMollie(strings.NewReader(c.in))
