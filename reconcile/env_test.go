@@ -51,7 +51,6 @@ type env struct {
 
 func newEnv(t *testing.T, open func(*testing.T, func() time.Time) store.Store) *env {
 	t.Helper()
-	ctx := context.Background()
 	clock := storetest.NewClock(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
 	db := open(t, clock.Now)
 	std, err := standard.New(standard.Config{WebhookSecret: secret})
@@ -71,18 +70,31 @@ func newEnv(t *testing.T, open func(*testing.T, func() time.Time) store.Store) *
 	}{{"one", 10000}, {"two", 20000}, {"three", 3000}, {"five", 5000}} {
 		e.capture(c.name, c.amount)
 	}
-	r, err := e.svc.RefundOnce(ctx, e.pays["one"].ID, finalize.RefundRequest{Amount: 4000},
-		finalize.IdemKey{Key: "refund:one", Fingerprint: "one", Status: http.StatusCreated})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.send(stdwebhook.Event{ID: "evt_re_one", Type: stdwebhook.TypeRefundSucceeded, PaymentID: e.pays["one"].ID,
-		Refund: &stdwebhook.Refund{ID: r.Refund.ID, ProviderRef: "re_one", Amount: 4000}})
-	e.send(stdwebhook.Event{ID: "evt_dp_one", Type: stdwebhook.TypeDisputeCreated, PaymentID: e.pays["two"].ID,
-		Dispute: &stdwebhook.Dispute{ID: "dp_one", Amount: 5000, Status: pay.DisputeNeedsResponse}})
+	e.refund("one", "re_one", 4000)
+	e.dispute("two", "dp_one", 5000)
 	clock.Add(8 * 24 * time.Hour)
 	e.capture("four", 1000)
 	return e
+}
+
+// refund refunds amount of payment name and reports the refund
+// succeeded at the PSP with reference ref.
+func (e *env) refund(name, ref string, amount int64) {
+	e.t.Helper()
+	r, err := e.svc.RefundOnce(context.Background(), e.pays[name].ID, finalize.RefundRequest{Amount: amount},
+		finalize.IdemKey{Key: "refund:" + name, Fingerprint: name, Status: http.StatusCreated})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.send(stdwebhook.Event{ID: "evt_" + ref, Type: stdwebhook.TypeRefundSucceeded, PaymentID: e.pays[name].ID,
+		Refund: &stdwebhook.Refund{ID: r.Refund.ID, ProviderRef: ref, Amount: amount}})
+}
+
+// dispute opens dispute id of amount on payment name.
+func (e *env) dispute(name, id string, amount int64) {
+	e.t.Helper()
+	e.send(stdwebhook.Event{ID: "evt_" + id, Type: stdwebhook.TypeDisputeCreated, PaymentID: e.pays[name].ID,
+		Dispute: &stdwebhook.Dispute{ID: id, Amount: amount, Status: pay.DisputeNeedsResponse}})
 }
 
 // capture creates a payment and reports it captured with reference

@@ -2,13 +2,10 @@ package reconcile_test
 
 import (
 	"context"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
-	"github.com/paystate/paystate/psp/stdwebhook"
 	"github.com/paystate/paystate/reconcile"
 )
 
@@ -38,15 +35,8 @@ func TestEngine_Mollie(t *testing.T) {
 			e.captureAs("m2", "tr_7UhSN1zuXS", "USD", 3000)
 			e.captureAs("m3", "tr_Eq8xzWUPCF", "EUR", 20000)
 			e.captureAs("m5", "tr_s5Ksh7VnHq", "EUR", 5000)
-			r, err := e.svc.RefundOnce(ctx, e.pays["m1"].ID, finalize.RefundRequest{Amount: 4000},
-				finalize.IdemKey{Key: "refund:m1", Fingerprint: "m1", Status: http.StatusCreated})
-			if err != nil {
-				t.Fatal(err)
-			}
-			e.send(stdwebhook.Event{ID: "evt_re_m1", Type: stdwebhook.TypeRefundSucceeded, PaymentID: e.pays["m1"].ID,
-				Refund: &stdwebhook.Refund{ID: r.Refund.ID, ProviderRef: "re_4qqhO89gsT", Amount: 4000}})
-			e.send(stdwebhook.Event{ID: "evt_chb_m3", Type: stdwebhook.TypeDisputeCreated, PaymentID: e.pays["m3"].ID,
-				Dispute: &stdwebhook.Dispute{ID: "chb_n9z0tp", Amount: 5000, Status: pay.DisputeNeedsResponse}})
+			e.refund("m1", "re_4qqhO89gsT", 4000)
+			e.dispute("m3", "chb_n9z0tp", 5000)
 
 			eng := &reconcile.Engine{Store: e.db, SettleWithin: 7 * 24 * time.Hour, Now: e.clock.Now}
 			run := func() pay.ReconRun {
