@@ -3,9 +3,9 @@
 // against what paystate holds. The sweeper compares states; this compares
 // money.
 //
-// ReadStripe and ReadGeneric read the two CSV formats (a header map,
-// never column positions; a malformed file is refused whole, with the
-// line number), Stripe fetches the balance transactions from Stripe's API,
+// ReadStripe, ReadMollie, ReadPayPal and ReadGeneric read the settlement
+// files (CSV, by a header map, never column positions; a malformed file
+// is refused whole, with the line number), Stripe fetches the balance transactions from Stripe's API,
 // and Engine.Run matches the lines in one storage transaction:
 //
 //   - a charge by the payment's provider reference, a refund by the
