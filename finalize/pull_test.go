@@ -477,32 +477,9 @@ func TestPull_RateLimit(t *testing.T) {
 		f.fake.SetStatus(ps[i].ProviderRef, "paid")
 	}
 
-	// The clock moves only when a fetch waits for its turn: to the time
-	// the limiter gave it. Before each move, the fetches so far are
-	// counted against the limit at the time the clock shows.
 	start := f.clock.Now()
-	var (
-		mu    sync.Mutex
-		steps int
-		over  []string
-	)
-	check := func(at time.Time) {
-		elapsed := at.Sub(start)
-		limit := burst + int(rate*int64(elapsed)/int64(time.Second))
-		if got := f.fake.Requests(fetchRoute); got > limit {
-			over = append(over, fmt.Sprintf("%d fetches %v after the burst began, limit %d", got, elapsed, limit))
-		}
-	}
-	f.pull.Until = func(ctx context.Context, at time.Time) error {
-		mu.Lock()
-		defer mu.Unlock()
-		if now := f.clock.Now(); at.After(now) {
-			check(now)
-			steps++
-			f.clock.Add(at.Sub(now))
-		}
-		return nil
-	}
+	lw := watchLimit(f, rate, burst)
+	f.pull.Until = lw.until
 
 	for _, p := range ps {
 		if f.trigger(t, p.ProviderRef) {
@@ -512,12 +489,7 @@ func TestPull_RateLimit(t *testing.T) {
 	for i := 0; i < 10 && len(f.pending(t)) > 0; i++ {
 		f.runInbox(t)
 	}
-	mu.Lock()
-	check(f.clock.Now())
-	mu.Unlock()
-	if len(over) > 0 {
-		t.Fatalf("over the rate limit (%d/s, burst %d): %s", rate, burst, strings.Join(over, "; "))
-	}
+	lw.done(t)
 	for _, p := range ps {
 		f.wantStatus(t, p.ID, pay.Captured, "after the burst")
 	}
@@ -529,5 +501,78 @@ func TestPull_RateLimit(t *testing.T) {
 	if min := time.Duration(n-burst) * time.Second / rate; elapsed < min {
 		t.Fatalf("%d fetches took %v of the clock, want at least %v", n, elapsed, min)
 	}
-	t.Logf("%d triggers at %d/s: %d fetches over %v of the clock, in %d steps", n, rate, f.fake.Requests(fetchRoute), elapsed, steps)
+	t.Logf("%d triggers at %d/s: %d fetches over %v of the clock, in %d steps", n, rate, f.fake.Requests(fetchRoute), elapsed, lw.steps)
+}
+
+// limitWatch counts a pull fixture's fetches against a rate limit. The
+// clock moves only when a fetch waits for its turn (until, the Pull's
+// Until): to the time the limiter gave it. Before each move, the fetches
+// so far are counted against the limit at the time the clock shows.
+type limitWatch struct {
+	f           *pullFixture
+	rate, burst int
+	start       time.Time
+	mu          sync.Mutex
+	steps       int
+	over        []string
+}
+
+func watchLimit(f *pullFixture, rate, burst int) *limitWatch {
+	return &limitWatch{f: f, rate: rate, burst: burst, start: f.clock.Now()}
+}
+
+func (w *limitWatch) check(at time.Time) {
+	elapsed := at.Sub(w.start)
+	limit := w.burst + int(int64(w.rate)*int64(elapsed)/int64(time.Second))
+	if got := w.f.fake.Requests(fetchRoute); got > limit {
+		w.over = append(w.over, fmt.Sprintf("%d fetches %v after the burst began, limit %d", got, elapsed, limit))
+	}
+}
+
+func (w *limitWatch) until(ctx context.Context, at time.Time) error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if now := w.f.clock.Now(); at.After(now) {
+		w.check(now)
+		w.steps++
+		w.f.clock.Add(at.Sub(now))
+	}
+	return nil
+}
+
+// done checks the fetches at the clock's time and fails t if any count
+// was over the limit.
+func (w *limitWatch) done(t *testing.T) {
+	t.Helper()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.check(w.f.clock.Now())
+	if len(w.over) > 0 {
+		t.Fatalf("over the rate limit (%d/s, burst %d): %s", w.rate, w.burst, strings.Join(w.over, "; "))
+	}
+}
+
+// Forged ids are fetched within the rate limit too: a burst of them
+// waits its turn, one fetch each.
+func TestPull_ForgedIDsRateLimit(t *testing.T) {
+	t.Parallel()
+	f := newPullFixture(t, nil, nil, nil)
+	const n, rate, burst = 50, 10, 1
+	f.pull.Limits[mollie.Name] = finalize.PullLimits{RatePerSecond: rate, UnknownIDBackoff: time.Hour}
+	lw := watchLimit(f, rate, burst)
+	f.pull.Until = lw.until
+	for i := range n {
+		f.trigger(t, fmt.Sprintf("tr_forgedrate%d", i))
+	}
+	got, err := f.pull.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lw.done(t)
+	if got != n || f.fake.Requests(fetchRoute) != n {
+		t.Fatalf("fetched=%d, %d at the fake, want %d (one per forged id)", got, f.fake.Requests(fetchRoute), n)
+	}
+	if min := time.Duration(n-burst) * time.Second / rate; f.clock.Now().Sub(lw.start) < min {
+		t.Fatalf("%d fetches took %v of the clock, want at least %v", n, f.clock.Now().Sub(lw.start), min)
+	}
 }
