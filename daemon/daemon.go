@@ -154,6 +154,9 @@ func (m *Main) Open() (err error) {
 		}
 		m.Providers[stripe.Name] = sp
 	}
+	// pspLinks: the address of a payment in its PSP's own dashboard,
+	// where the server (not the dashboard's script) must say it.
+	pspLinks := map[string]func(pay.Payment) string{}
 	if pc := cfg.Providers.PayPal; pc != nil {
 		pp, err := paypal.New(paypal.Config{
 			ClientID: pc.ClientID, Secret: pc.Secret, APIBase: pc.APIBase, WebhookID: pc.WebhookID,
@@ -164,6 +167,7 @@ func (m *Main) Open() (err error) {
 			return err
 		}
 		m.Providers[paypal.Name] = pp
+		pspLinks[paypal.Name] = pp.ActivityURL
 	}
 	pullLimits := map[string]finalize.PullLimits{}
 	if mc := cfg.Providers.Mollie; mc != nil {
@@ -228,7 +232,8 @@ func (m *Main) Open() (err error) {
 		AllowedHosts: cfg.Server.AllowedHosts, SessionTTL: cfg.Auth.SessionTTL.Duration, Pprof: cfg.Server.Pprof,
 		Payments: m.Payments, Events: m.Payments, Ledger: m.Payments, Webhooks: m.Inbox, Review: m.Review,
 		Deliveries: m.Ripple, Customers: m.Ripple, Reconciliation: reconcile.Runs{Store: m.Store, SettleWithin: cfg.Reconcile.SettleWithin.Duration},
-		Counts: m.Payments, Ready: m.readyChecks(m.Now()), Now: m.Now, Logger: m.component("httpd"),
+		PSPLinks: pspLinks,
+		Counts:   m.Payments, Ready: m.readyChecks(m.Now()), Now: m.Now, Logger: m.component("httpd"),
 		ReadTimeout: m.HTTPReadTimeout,
 	}
 	if m.Backend.Backup != nil {

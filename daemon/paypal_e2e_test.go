@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/chromedp"
+
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
 	"github.com/paystate/paystate/internal/testkit"
@@ -173,6 +175,9 @@ func TestE2E_PayPal(t *testing.T) {
 	if n := transitionsTo(t, e.in, id, "captured"); n != 1 {
 		t.Fatalf("transitions to captured: %d, want 1", n)
 	}
+	if r := e.in.Do("GET", "/v1/review", nil, nil); strings.Contains(string(r.Body), id) {
+		t.Fatalf("the capture's events put the payment on the review queue: %s", r.Body)
+	}
 
 	// A refund goes to the capture under refund-<refund_id>.
 	rf := e.in.Do("POST", "/v1/payments/"+id+"/refund", []byte(`{"amount":500}`), map[string]string{"Idempotency-Key": "k-paypal-refund-1"})
@@ -229,4 +234,95 @@ func TestE2E_PayPal_CompletedBeforeCaptureAnswer(t *testing.T) {
 	if got := e.fake.CaptureCalls(); got != 1 {
 		t.Fatalf("captures at PayPal: %d, want 1", got)
 	}
+}
+
+// TestE2E_PayPal_CaptureRef: once the order is captured, the payment's
+// view links it to the capture in PayPal's activity (provider_url), and
+// what names only the capture finds the payment: a dispute whose disputed
+// transaction has no custom (seller_transaction_id), a settlement report
+// line without its Custom Field (the transaction id).
+func TestE2E_PayPal_CaptureRef(t *testing.T) {
+	t.Parallel()
+	e := bootPayPal(t)
+	r := e.in.Create(`{"order_id":"o-paypal-ref","amount":2500,"currency":"EUR"}`, "k-paypal-ref")
+	id, order := r.Str("id"), r.Str("provider_ref")
+	if got := r.Str("provider_url"); got != "" {
+		t.Fatalf("provider_url=%q before the capture, want none", got)
+	}
+	e.fake.Approve(order)
+	e.sweep(t)
+	capture := e.fake.CaptureID(order)
+	got := e.in.Do("GET", "/v1/payments/"+id, nil, nil)
+	if got.Str("status") != "captured" || capture == "" {
+		t.Fatalf("payment %s (capture %q), want captured", got.Body, capture)
+	}
+	if url, want := got.Str("provider_url"), "https://www.paypal.com/activity/payment/"+capture; url != want {
+		t.Fatalf("provider_url=%q, want %q", url, want)
+	}
+
+	dispute := paypaltest.Event(paypaltest.EventSpec{
+		Type: paypal.TypeDisputeCreated, At: e.now(), CaptureID: capture, Amount: "25.00", Currency: "EUR",
+		DisputeID: "PP-D-CAPTURE-ONLY", DisputeStatus: "WAITING_FOR_SELLER_RESPONSE",
+	})
+	if bytes.Contains(dispute, []byte(id)) || bytes.Contains(dispute, []byte(order)) {
+		t.Fatal("the dispute names the payment by more than its capture")
+	}
+	if w := e.webhook(dispute, e.signer, e.certURL, e.now()); w.Status != http.StatusOK {
+		t.Fatalf("CUSTOMER.DISPUTE.CREATED: %d %s", w.Status, w.Body)
+	}
+	testkit.WaitFor(t, 10*time.Second, func() error {
+		if _, err := e.in.Main.Inbox.RunOnce(context.Background()); err != nil {
+			return err
+		}
+		if d := e.in.Do("GET", "/v1/payments/"+id, nil, nil).Str("dispute"); d != "needs_response" {
+			return fmt.Errorf("dispute=%q, want needs_response", d)
+		}
+		return nil
+	})
+
+	// The settlement report's line for the capture, without its Custom
+	// Field, is matched by its transaction id.
+	stl := strings.Join([]string{
+		`"RH",2025/03/09 12:00:00 -0800,"A","MERCHANTACCT1",011`, `"FH",01`,
+		`"SH",2025/03/08 00:00:00 -0800,2025/03/08 23:59:59 -0800,"MERCHANTACCT1",""`,
+		`"CH","Transaction ID","Transaction Event Code","Transaction Completion Date","Transaction  Debit or Credit","Gross Transaction Amount","Gross Transaction Currency","Fee Debit or Credit","Fee Amount","Custom Field"`,
+		`"SB","` + capture + `","T0006",2025/03/08 10:00:05 -0800,"CR",2500,"EUR","DR",0,""`,
+		`"SF",1`, `"SC",1`, `"RF",1`, `"RC",1`, `"FF",1`, "",
+	}, "\n")
+	run := e.in.Do("POST", "/v1/reconciliation/runs?format=paypal&provider=paypal&name=stl.csv", []byte(stl), map[string]string{"Content-Type": "text/csv"})
+	if run.Status != http.StatusCreated {
+		t.Fatalf("import: %d %s", run.Status, run.Body)
+	}
+	if m, ml := run.JSON["matched"], run.JSON["missing_locally"]; m != float64(1) || ml != float64(0) {
+		t.Fatalf("matched=%v missing_locally=%v, want the capture's line matched: %s", m, ml, run.Body)
+	}
+}
+
+// TestBrowser_PayPalLink: the dashboard links a captured PayPal payment's
+// reference to its capture in PayPal's activity, in the list and on the
+// payment's page.
+func TestBrowser_PayPalLink(t *testing.T) {
+	t.Parallel()
+	e := bootPayPal(t)
+	r := e.in.Create(`{"order_id":"o-paypal-link","amount":1200,"currency":"EUR"}`, "k-paypal-link")
+	id, order := r.Str("id"), r.Str("provider_ref")
+	e.fake.Approve(order)
+	e.sweep(t)
+	want := "https://www.paypal.com/activity/payment/" + e.fake.CaptureID(order)
+
+	b := newBrowser(t)
+	b.signIn(e.in.Base)
+	row := fmt.Sprintf(`#payments-table tr[data-payment-id=%q]`, id)
+	b.do("see the PayPal payment", chromedp.WaitVisible(chromedp.CSS(row)))
+	if got := eval[string](b, `document.querySelector(`+jsString(row+" a.psp-link")+`).href`); got != want {
+		t.Fatalf("list link=%q, want %q", got, want)
+	}
+	b.do("open the payment", chromedp.Click(chromedp.CSS(row+" td")), chromedp.WaitVisible(chromedp.CSS("#timeline-table")))
+	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').href`); got != want {
+		t.Fatalf("page link=%q, want %q", got, want)
+	}
+	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').textContent`); got != order {
+		t.Fatalf("page link text=%q, want the order id %q", got, order)
+	}
+	b.assertCleanConsole()
 }

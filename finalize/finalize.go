@@ -490,15 +490,22 @@ func Record(tx Tx, paymentID string, source pay.Source, kind, provider, eventID,
 }
 
 // obsRefs is what obs says of p's PSP references: page to hold as
-// ProviderRef, second as SecondRef. A payment with one reference (every
-// flow but pay.FlowCheckout) reads ProviderRef only. A checkout payment's
-// ProviderRef is its page (a Checkout Session), its SecondRef the object
-// under it (the session's PaymentIntent): an observation whose
-// ProviderRef is its SecondRef is about that object, not the page (a
-// PaymentIntent's or a charge's event).
+// ProviderRef, second as SecondRef. A checkout payment's ProviderRef is
+// its page (a Checkout Session), its SecondRef the object under it (the
+// session's PaymentIntent): an observation whose ProviderRef is its
+// SecondRef is about that object, not the page (a PaymentIntent's or a
+// charge's event). On any other payment a SecondRef equal to ProviderRef
+// is the same object (a PaymentIntent's event on a payment_intent
+// payment); one that differs is the object the PSP keeps the money in
+// under the payment's reference (a PayPal order's capture), and an
+// observation may name it alone (a PayPal refund or dispute naming only
+// the capture).
 func obsRefs(p pay.Payment, obs pay.Observation) (page, second string) {
 	if !p.OnHostedPage() {
-		return obs.ProviderRef, ""
+		if obs.SecondRef == obs.ProviderRef {
+			return obs.ProviderRef, ""
+		}
+		return obs.ProviderRef, obs.SecondRef
 	}
 	if obs.ProviderRef == obs.SecondRef {
 		return "", obs.SecondRef

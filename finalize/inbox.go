@@ -191,7 +191,7 @@ func (in *Inbox) acceptTrigger(ctx context.Context, provider string, ev pay.Webh
 	var pending bool
 	err := ReadTx(ctx, in.Store, func(tx Tx) error {
 		var err error
-		if paymentID = resolve(tx, provider, ev.PaymentID, ev.ProviderRef); paymentID != "" {
+		if paymentID = resolve(tx, provider, ev.PaymentID, ev.ProviderRef, ev.SecondRef); paymentID != "" {
 			pending, err = triggerPending(tx, paymentID)
 		}
 		return err
@@ -270,7 +270,7 @@ func (in *Inbox) seen(ctx context.Context, provider string, ev pay.WebhookEvent)
 		return eventNew, nil
 	}
 	err = ReadTx(ctx, in.Store, func(tx Tx) (err error) {
-		v, err = known(tx, provider, ev, resolve(tx, provider, ev.PaymentID, ev.ProviderRef))
+		v, err = known(tx, provider, ev, resolve(tx, provider, ev.PaymentID, ev.ProviderRef, ev.SecondRef))
 		return err
 	})
 	return v, err
@@ -316,7 +316,7 @@ func (in *Inbox) keep(ctx context.Context, provider string, ev pay.WebhookEvent,
 // apply and its payment is known, applies it in that transaction.
 func (in *Inbox) put(ctx context.Context, provider string, ev pay.WebhookEvent, archived []byte, apply bool) (v verdict, err error) {
 	err = WriteTx(ctx, in.Store, func(tx Tx) (err error) {
-		paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef)
+		paymentID := resolve(tx, provider, ev.PaymentID, ev.ProviderRef, ev.SecondRef)
 		if paymentID == "" && ev.Adopt != nil {
 			if paymentID, err = adopt(tx, provider, ev); err != nil {
 				return err
@@ -395,14 +395,19 @@ func (in *Inbox) ignored(provider, reason string) {
 }
 
 // resolve finds the payment an event is about: by paystate's id (echoed by
-// the PSP as metadata), else by the PSP's reference; "" if unknown.
-func resolve(tx Tx, provider, paymentID, ref string) string {
+// the PSP as metadata), else by the PSP's references (its provider_ref,
+// then its second reference: a PayPal event that names only the capture);
+// "" if unknown.
+func resolve(tx Tx, provider, paymentID string, refs ...string) string {
 	if paymentID != "" {
 		if p, err := tx.Payment(paymentID); err == nil && p.Provider == provider {
 			return p.ID
 		}
 	}
-	if ref != "" {
+	for _, ref := range refs {
+		if ref == "" {
+			continue
+		}
 		if p, err := tx.PaymentByRef(provider, ref); err == nil {
 			return p.ID
 		}
@@ -497,7 +502,7 @@ func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 	// reference was recorded: resolve it again.
 	if ev.PaymentID == "" {
 		err := WriteTx(ctx, in.Store, func(tx Tx) error {
-			ev.PaymentID = resolve(tx, ev.Provider, "", ev.ProviderRef)
+			ev.PaymentID = resolve(tx, ev.Provider, "", ev.ProviderRef, ev.SecondRef)
 			if ev.PaymentID != "" || !last {
 				return nil
 			}

@@ -92,10 +92,10 @@ func (s *Server) handleCreatePayment(rc *fasthttp.RequestCtx, _ []string) error 
 	case c.Claim == finalize.ClaimReplay:
 		return replayed(rc, c.Record, func() (any, error) {
 			p, err := s.Payments.Get(ctx, c.Record.PaymentID)
-			return viewJSON(p), err
+			return s.viewJSON(p), err
 		})
 	}
-	writeJSON(rc, fasthttp.StatusCreated, viewJSON(c.Payment))
+	writeJSON(rc, fasthttp.StatusCreated, s.viewJSON(c.Payment))
 	return nil
 }
 
@@ -130,7 +130,7 @@ func (s *Server) handleGetPayment(rc *fasthttp.RequestCtx, params []string) erro
 	if notModified(rc, etag) {
 		return nil
 	}
-	writeJSON(rc, fasthttp.StatusOK, viewJSON(p))
+	writeJSON(rc, fasthttp.StatusOK, s.viewJSON(p))
 	return nil
 }
 
@@ -182,7 +182,7 @@ func (s *Server) handleSyncPayment(rc *fasthttp.RequestCtx, params []string) err
 	if err != nil {
 		return err
 	}
-	out := viewJSON(res.Payment)
+	out := s.viewJSON(res.Payment)
 	out.Conflict = res.Conflict
 	rc.Response.Header.Set("ETag", `"`+strconv.FormatUint(res.Payment.Version, 10)+`"`)
 	writeJSON(rc, fasthttp.StatusOK, out)
@@ -209,7 +209,7 @@ func (s *Server) handleListPayments(rc *fasthttp.RequestCtx, _ []string) error {
 	if err != nil {
 		return err
 	}
-	writeList(rc, list, viewJSON, next)
+	writeList(rc, list, s.viewJSON, next)
 	return nil
 }
 

@@ -79,12 +79,12 @@ func (s *Server) handleListReview(rc *fasthttp.RequestCtx, _ []string) error {
 	if err != nil {
 		return err
 	}
-	writeList(rc, cases, reviewToJSON)
+	writeList(rc, cases, s.reviewToJSON)
 	return nil
 }
 
 // reviewToJSON is one item and its evidence on the wire.
-func reviewToJSON(c finalize.ReviewCase) reviewItemJSON {
+func (s *Server) reviewToJSON(c finalize.ReviewCase) reviewItemJSON {
 	it := c.Item
 	j := reviewItemJSON{
 		ID: it.ID, PaymentID: it.PaymentID, Reason: it.Reason, Provider: it.Provider, ProviderRef: it.ProviderRef,
@@ -92,7 +92,7 @@ func reviewToJSON(c finalize.ReviewCase) reviewItemJSON {
 		Evidence: evidenceJSON{Timeline: make([]stepJSON, 0, len(c.Timeline)), Webhooks: make([]webhookJSON, 0, len(c.Webhooks))},
 	}
 	if c.Payment != nil {
-		v := viewJSON(*c.Payment)
+		v := s.viewJSON(*c.Payment)
 		j.Evidence.Payment = &v
 	}
 	for _, st := range c.Timeline {
@@ -160,6 +160,6 @@ func (s *Server) handleResolveReview(rc *fasthttp.RequestCtx, params []string) e
 		writeJSON(rc, fasthttp.StatusOK, map[string]string{"id": res.Item.ID, "status": finalize.StatusDismissed})
 		return nil
 	}
-	writeJSON(rc, fasthttp.StatusOK, viewJSON(res.Payment))
+	writeJSON(rc, fasthttp.StatusOK, s.viewJSON(res.Payment))
 	return nil
 }

@@ -57,6 +57,12 @@ type Server struct {
 	// answers 501.
 	Reconciliation Reconciliation
 
+	// PSPLinks make the address of a payment's page in its PSP's own
+	// dashboard, by provider name ("" while there is none, e.g. before a
+	// PayPal order is captured); a payment's view carries it as
+	// provider_url and the dashboard links the payment there.
+	PSPLinks map[string]func(pay.Payment) string
+
 	// Backup takes a consistent copy of the database to a local file and
 	// returns it open, with its size; closing it removes the file (GET
 	// /admin/backup streams it). nil if the backend cannot.

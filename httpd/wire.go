@@ -27,15 +27,18 @@ type customerJSON struct {
 // finalize.View, which decides whether the secrets may be shown; absent
 // secrets are omitted, not empty.
 type paymentJSON struct {
-	ID           string       `json:"id"`
-	OrderID      string       `json:"order_id"`
-	Amount       int64        `json:"amount"`
-	Currency     string       `json:"currency"`
-	Status       string       `json:"status"`
-	Terminal     bool         `json:"terminal"`
-	Version      uint64       `json:"version"`
-	Provider     string       `json:"provider"`
-	ProviderRef  string       `json:"provider_ref"`
+	ID          string `json:"id"`
+	OrderID     string `json:"order_id"`
+	Amount      int64  `json:"amount"`
+	Currency    string `json:"currency"`
+	Status      string `json:"status"`
+	Terminal    bool   `json:"terminal"`
+	Version     uint64 `json:"version"`
+	Provider    string `json:"provider"`
+	ProviderRef string `json:"provider_ref"`
+	// ProviderURL is the payment's page in its PSP's own dashboard, where
+	// paystate knows it (Server.PSPLinks): absent otherwise.
+	ProviderURL  string       `json:"provider_url,omitempty"`
 	Flow         string       `json:"flow,omitempty"`
 	Customer     customerJSON `json:"customer"`
 	ClientSecret *string      `json:"client_secret,omitempty"`
@@ -73,8 +76,15 @@ func toJSON(v finalize.View) paymentJSON {
 	return out
 }
 
-// viewJSON is toJSON of a payment's view.
-func viewJSON(p pay.Payment) paymentJSON { return toJSON(finalize.NewView(p)) }
+// viewJSON is toJSON of a payment's view, with the address of its page in
+// its PSP's dashboard where the server knows one.
+func (s *Server) viewJSON(p pay.Payment) paymentJSON {
+	out := toJSON(finalize.NewView(p))
+	if link := s.PSPLinks[p.Provider]; link != nil {
+		out.ProviderURL = link(p)
+	}
+	return out
+}
 
 func rfc3339(t time.Time) string {
 	if t.IsZero() {

@@ -34,10 +34,9 @@ type Payment struct {
 	Provider    string
 	ProviderRef string
 	// SecondRef is a second PSP reference that also finds the payment
-	// (PaymentByRef), on a payment whose ProviderRef is a page the PSP
-	// hosts (FlowCheckout): the PSP's object that holds the money under
-	// it (a Stripe Checkout Session's PaymentIntent), kept once an
-	// observation names it. "" otherwise.
+	// (PaymentByRef): the PSP's object that holds the money under
+	// ProviderRef (a Stripe Checkout Session's PaymentIntent, a PayPal
+	// order's capture), kept once an observation names it. "" otherwise.
 	SecondRef    string
 	Status       Status
 	Version      uint64
@@ -89,10 +88,13 @@ type Observation struct {
 	Status      Status
 	ProviderRef string // optional: set when the PSP id becomes known
 	// SecondRef is the PSP's reference of the object that holds the
-	// money (Stripe's PaymentIntent), where the PSP names it: on an
-	// observation of a page the PSP hosts (ProviderRef the page's), and
-	// on one of that object itself (ProviderRef the same). It is read only
-	// for a payment with two references (FlowCheckout: Payment.SecondRef).
+	// money (Stripe's PaymentIntent, PayPal's capture), where the PSP
+	// names it: on an observation of what holds it (ProviderRef a Checkout
+	// Session's, a PayPal order's), and
+	// on one of that object itself (ProviderRef the same, or "" where the
+	// PSP names only that object: a PayPal refund naming its capture).
+	// Equal to ProviderRef on a payment that is not on a hosted page, it
+	// is the same object and not a second reference (Payment.SecondRef).
 	SecondRef       string
 	ClientSecret    string // optional
 	RedirectURL     string // optional

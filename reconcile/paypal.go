@@ -44,8 +44,9 @@ func payPalKind(code string) pay.SettlementKind {
 // rows RH, FH, SH, CH (the column names), SB (one transaction each), SF,
 // SC, RF, RC, FF; amounts in the currency's minor units with a separate
 // CR/DR column. A charge is matched by its Custom Field (the payment id
-// paystate sent as custom_id), a refund by its transaction id (the
-// refund's PayPal id). A malformed file is refused whole, with the line
+// paystate sent as custom_id) or, without one, by its transaction id (the
+// capture: the payment's second reference), a refund by its transaction
+// id (the refund's PayPal id). A malformed file is refused whole, with the line
 // number of the first fault.
 func ReadPayPal(r io.Reader) ([]pay.SettlementLine, error) {
 	var out []pay.SettlementLine

@@ -278,7 +278,8 @@
 
   // pspDashboards make the link to a payment in its PSP's own dashboard,
   // by provider, from its reference; a provider not listed shows the
-  // reference as text.
+  // reference as text, unless the server gives the address (provider_url:
+  // PayPal's, which depends on the capture and the environment).
   const pspDashboards = {
     mollie: (ref) => /^tr_[A-Za-z0-9]+$/.test(ref) ? 'https://my.mollie.com/dashboard/payments/' + ref : '',
   };
@@ -287,7 +288,8 @@
   // dashboard where paystate knows its address.
   function providerRef(p) {
     const ref = p.provider_ref || '';
-    const href = ref && pspDashboards[p.provider] ? pspDashboards[p.provider](ref) : '';
+    const own = /^https:\/\/[^/]+\//.test(p.provider_url || '') ? p.provider_url : '';
+    const href = own || (ref && pspDashboards[p.provider] ? pspDashboards[p.provider](ref) : '');
     if (!href) return ref;
     return el('a', { class: 'psp-link', href, target: '_blank', rel: 'noopener noreferrer', title: 'open in ' + p.provider + "'s dashboard", text: ref });
   }

@@ -29,6 +29,13 @@
 // payment.expire_after the sweeper expires the payment, and an order
 // approved later is still captured when Status next reads it.
 //
+// The order id is the payment's provider_ref; its capture's id, once an
+// answer or an event names it, is the payment's second reference
+// (pay.Payment.SecondRef), so that what names only the capture (a refund's
+// event, a dispute's disputed transaction, the settlement report's
+// transaction id) finds the payment too, and the dashboard links the
+// payment to the capture's page in PayPal's activity (ActivityURL).
+//
 // Refunds go to the order's capture (found by reading the order) under
 // PayPal-Request-Id "refund-<refund_id>", with custom_id = the payment id,
 // so the refund's webhook names the payment as the capture's does.
@@ -43,9 +50,11 @@
 // answered 2xx and not stored. An event names its payment by custom_id (a
 // capture's and a refund's; a dispute's disputed transaction's custom) and
 // by the order id (a capture's supplementary_data.related_ids.order_id, an
-// approved order's id), which is the payment's provider_ref. An event
-// without custom_id is Untagged: if its order id is unknown too, paystate
-// did not create it.
+// approved order's id), which is the payment's provider_ref, and by the
+// capture id (a capture's id, a refund's "up" link, a disputed
+// transaction's seller_transaction_id) as SecondRef. An event without
+// custom_id is Untagged: if its order and capture ids are unknown too,
+// paystate did not create it.
 package paypal
 
 import (
@@ -146,6 +155,7 @@ type Provider struct {
 	Logger zerolog.Logger
 
 	api       *ppgo.Client
+	web       string // PayPal's website of the API base's environment
 	webhookID string
 	verify    string
 	tolerance time.Duration
@@ -232,6 +242,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 	return &Provider{
 		Logger:    logger,
 		api:       api,
+		web:       website(base),
 		webhookID: cfg.WebhookID,
 		verify:    verify,
 		tolerance: tol,
@@ -240,6 +251,35 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		brand:     cfg.BrandName,
 		certs:     newCertCache(hosts, roots, certClient),
 	}, nil
+}
+
+// Websites of PayPal's live and sandbox environments, where the merchant
+// signs in to see a transaction.
+const (
+	WebsiteLive    = "https://www.paypal.com"
+	WebsiteSandbox = "https://www.sandbox.paypal.com"
+)
+
+// website is PayPal's website of the environment whose API is at base:
+// the sandbox's for a host under sandbox.paypal.com, else the live one
+// (also for a fake on 127.0.0.1).
+func website(base string) string {
+	if u, err := url.Parse(base); err == nil && strings.HasSuffix(strings.ToLower(u.Hostname()), ".sandbox.paypal.com") {
+		return WebsiteSandbox
+	}
+	return WebsiteLive
+}
+
+// ActivityURL is the address of a payment's transaction in the merchant's
+// PayPal activity (https://www.paypal.com/activity/payment/<capture id>,
+// www.sandbox.paypal.com against the sandbox API): "" until paystate knows
+// its capture (Payment.SecondRef), and for a payment of another provider.
+// The dashboard links the payment there.
+func (p *Provider) ActivityURL(pm pay.Payment) string {
+	if pm.Provider != Name || pm.SecondRef == "" {
+		return ""
+	}
+	return p.web + "/activity/payment/" + url.PathEscape(pm.SecondRef)
 }
 
 // CheckURL checks an absolute http or https URL without credentials.
@@ -442,7 +482,7 @@ func orderResult(o *ppgo.Order, captured bool) (pay.PSPResult, error) {
 	if captured {
 		raw = "captured: " + raw
 	}
-	r := pay.PSPResult{Status: st, ProviderRef: o.ID, Found: true, Raw: raw}
+	r := pay.PSPResult{Status: st, ProviderRef: o.ID, SecondRef: capID, Found: true, Raw: raw}
 	if len(o.PurchaseUnits) > 0 && o.PurchaseUnits[0].Amount != nil {
 		a := o.PurchaseUnits[0].Amount
 		r.Currency = strings.ToUpper(a.Currency)

@@ -109,7 +109,7 @@ func TestConformance(t *testing.T) {
 		},
 		Sign: func(t *testing.T, ev psptest.Event) ([]byte, http.Header, bool) {
 			spec := paypaltest.EventSpec{
-				ID: ev.ID, Type: ev.Type, At: ev.At, PaymentID: ev.PaymentID, OrderID: ev.ProviderRef,
+				ID: ev.ID, Type: ev.Type, At: ev.At, PaymentID: ev.PaymentID, OrderID: ev.ProviderRef, CaptureID: ev.SecondRef,
 				Amount: paypal.Value(ev.Amount, ev.Currency), Currency: ev.Currency,
 			}
 			switch ev.Kind {
@@ -543,5 +543,73 @@ func TestFake_SpecExample(t *testing.T) {
 	}
 	if st, _ := paypal.StatusOf(o.Status, ""); o.Status != "PAYER_ACTION_REQUIRED" || st != pay.RequiresAction {
 		t.Fatalf("order status %q, want PAYER_ACTION_REQUIRED (requires_action)", o.Status)
+	}
+}
+
+// TestStatus_SecondRef: the capture's id is the payment's second
+// reference, in the capture's answer and in a later Status, and the
+// payment's ActivityURL is the capture's page in PayPal's activity: the
+// live website, the sandbox's against the sandbox API, "" before the
+// capture.
+func TestStatus_SecondRef(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	p := e.approved(t)
+	if got := e.prov.ActivityURL(p); got != "" {
+		t.Fatalf("ActivityURL before the capture=%q, want none", got)
+	}
+	for i := range 2 {
+		res, err := e.prov.Status(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := res.SecondRef, e.fake.CaptureID(p.ProviderRef); got != want || got == "" {
+			t.Fatalf("Status %d: SecondRef=%q, want the capture %q", i, got, want)
+		}
+		p.SecondRef = res.SecondRef
+	}
+	if got, want := e.prov.ActivityURL(p), "https://www.paypal.com/activity/payment/"+p.SecondRef; got != want {
+		t.Fatalf("ActivityURL=%q, want %q", got, want)
+	}
+	sandbox := newEnv(t, func(c *paypal.Config) { c.APIBase = paypal.APIBaseSandBox })
+	if got, want := sandbox.prov.ActivityURL(p), "https://www.sandbox.paypal.com/activity/payment/"+p.SecondRef; got != want {
+		t.Fatalf("sandbox ActivityURL=%q, want %q", got, want)
+	}
+	other := p
+	other.Provider = "stripe"
+	if got := e.prov.ActivityURL(other); got != "" {
+		t.Fatalf("ActivityURL of another provider's payment=%q, want none", got)
+	}
+}
+
+// TestWebhook_CaptureOnly: events that name the payment only by its
+// capture (no custom_id: a refund made in PayPal's dashboard, a dispute
+// whose disputed transaction carries no custom) name the capture as the
+// second reference, which finds the payment; a capture's event names it
+// beside the order.
+func TestWebhook_CaptureOnly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, nil)
+	const order, capture = "5O190127TN364715T", "3C679366HH908993F"
+	for _, s := range []paypaltest.EventSpec{
+		{Type: paypal.TypeCaptureRefunded, RefundID: "1JU08902781691411"},
+		{Type: paypal.TypeCaptureReversed, RefundID: "1JU08902781691412"},
+		{Type: paypal.TypeDisputeCreated, DisputeID: "PP-D-27803", DisputeStatus: "WAITING_FOR_SELLER_RESPONSE"},
+		{Type: paypal.TypeCaptureCompleted, OrderID: order},
+	} {
+		t.Run(s.Type, func(t *testing.T) {
+			s.At, s.CaptureID, s.Amount, s.Currency = e.now, capture, "10.00", "EUR"
+			body := paypaltest.Event(s)
+			ev, err := e.prov.ParseWebhook(body, e.sign(body), e.now)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if ev.PaymentID != "" || !ev.Untagged || ev.ProviderRef != s.OrderID {
+				t.Fatalf("PaymentID=%q Untagged=%v ProviderRef=%q, want none, untagged, %q", ev.PaymentID, ev.Untagged, ev.ProviderRef, s.OrderID)
+			}
+			if got, want := ev.SecondRef, capture; got != want {
+				t.Fatalf("SecondRef=%q, want the capture %q", got, want)
+			}
+		})
 	}
 }

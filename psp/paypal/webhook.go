@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -75,6 +76,7 @@ type resource struct {
 	Status            string              `json:"status"`
 	CustomID          string              `json:"custom_id"`
 	Amount            *ppgo.Money         `json:"amount"`
+	Links             []ppgo.Link         `json:"links"`
 	PurchaseUnits     []ppgo.PurchaseUnit `json:"purchase_units"`
 	SupplementaryData *struct {
 		RelatedIDs struct {
@@ -170,7 +172,7 @@ func mapEvent(body []byte) (pay.WebhookEvent, error) {
 		if r.ID == "" {
 			return pay.WebhookEvent{}, pay.Invalidf("resource.id", "paypal event %s: resource.id (the capture) is required", ev.ID)
 		}
-		e.PaymentID = r.CustomID
+		e.PaymentID, e.SecondRef = r.CustomID, r.ID
 		if r.SupplementaryData != nil {
 			e.ProviderRef = r.SupplementaryData.RelatedIDs.OrderID
 		}
@@ -190,7 +192,7 @@ func mapEvent(body []byte) (pay.WebhookEvent, error) {
 		if err := amountOf(ev.ID, "resource.amount", r.Amount, &amount, &cur); err != nil {
 			return pay.WebhookEvent{}, err
 		}
-		e.PaymentID = r.CustomID
+		e.PaymentID, e.SecondRef = r.CustomID, captureOf(r.Links)
 		e.Refund = &pay.RefundChange{ProviderRef: r.ID, Amount: amount, Status: st}
 	case "dispute":
 		if err := disputeEvent(ev.ID, &e, r); err != nil {
@@ -203,11 +205,15 @@ func mapEvent(body []byte) (pay.WebhookEvent, error) {
 	if err := pay.ValidateText("order_id", e.ProviderRef, maxIDLen); err != nil {
 		return pay.WebhookEvent{}, err
 	}
+	if err := pay.ValidateText("capture id", e.SecondRef, maxIDLen); err != nil {
+		return pay.WebhookEvent{}, err
+	}
 	// Every order paystate makes carries its payment id as custom_id: a
-	// resource without it is someone else's unless its order is known.
+	// resource without it is someone else's unless its order or its
+	// capture is known.
 	e.Untagged = e.PaymentID == ""
-	if e.PaymentID == "" && e.ProviderRef == "" && e.Dispute == nil {
-		return pay.WebhookEvent{}, pay.Invalidf("resource.custom_id", "paypal event %s: names no payment (no custom_id, no order id)", ev.ID)
+	if e.PaymentID == "" && e.ProviderRef == "" && e.SecondRef == "" && e.Dispute == nil {
+		return pay.WebhookEvent{}, pay.Invalidf("resource.custom_id", "paypal event %s: names no payment (no custom_id, no order or capture id)", ev.ID)
 	}
 	return e, nil
 }
@@ -228,6 +234,25 @@ func amountOf(id, field string, m *ppgo.Money, amount *int64, currency *string) 
 	}
 	*amount, *currency = v, cur
 	return nil
+}
+
+// captureOf returns the capture id a refund's links name (rel "up",
+// .../v2/payments/captures/<id>), "" if none does.
+func captureOf(links []ppgo.Link) string {
+	const part = "/v2/payments/captures/"
+	for _, l := range links {
+		if l.Rel != "up" {
+			continue
+		}
+		u, err := url.Parse(l.Href)
+		if err != nil {
+			continue
+		}
+		if i := strings.LastIndex(u.Path, part); i >= 0 && !strings.Contains(u.Path[i+len(part):], "/") {
+			return u.Path[i+len(part):]
+		}
+	}
+	return ""
 }
 
 // DisputeStatusOf maps a dispute's status, and for a RESOLVED one its
@@ -282,10 +307,14 @@ func disputeEvent(id string, e *pay.WebhookEvent, r resource) error {
 			d.EvidenceDueBy = due.UTC()
 		}
 	}
+	// The disputed transaction names the payment by its custom_id and by
+	// its capture (seller_transaction_id, the payment's second reference).
 	for _, t := range r.DisputedTransactions {
-		if t.Custom != "" {
+		if e.PaymentID == "" {
 			e.PaymentID = t.Custom
-			break
+		}
+		if e.SecondRef == "" {
+			e.SecondRef = t.SellerTransactionID
 		}
 	}
 	e.Dispute = d

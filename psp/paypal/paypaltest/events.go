@@ -16,7 +16,7 @@ type EventSpec struct {
 	At        time.Time
 	PaymentID string // custom_id ("" = none: not paystate's)
 	OrderID   string
-	CaptureID string // "" = one derived from the order id
+	CaptureID string // "" = the one the Fake gives the order's capture (CaptureIDOf)
 	Amount    string // PayPal's decimal string
 	Currency  string
 	// RefundID and RefundStatus for PAYMENT.CAPTURE.REFUNDED / REVERSED.
@@ -39,7 +39,7 @@ func Event(s EventSpec) []byte {
 	}
 	capID := s.CaptureID
 	if capID == "" && s.OrderID != "" {
-		capID = "3C" + strings.TrimPrefix(s.OrderID, "5O")
+		capID = CaptureIDOf(s.OrderID)
 	}
 	amount := map[string]any{"currency_code": s.Currency, "value": s.Amount}
 	var resType, summary string

@@ -64,8 +64,10 @@ type Request struct {
 
 // Fake is PayPal's REST API on 127.0.0.1. Orders keep their state; the
 // buyer's approval is the test's (Approve); PayPal-Request-Id works as at
-// PayPal (a repeated id replays the first answer). Every request is
-// recorded.
+// PayPal (a repeated id replays the first answer: the same order, capture
+// or refund, none made again). Every request is recorded. The Fake keeps
+// request ids for as long as it runs; PayPal keeps them for a while
+// (paypal.RefundKeyRetention for refunds).
 type Fake struct {
 	srv *httptest.Server
 
@@ -146,6 +148,21 @@ func (f *Fake) CaptureCalls() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.captureCalls
+}
+
+// CaptureIDOf is the id the Fake gives the capture of order orderID (an
+// order with intent CAPTURE has one), and Event's capture id of an event
+// about that order: "3C" and the order id after its "5O".
+func CaptureIDOf(orderID string) string { return "3C" + strings.TrimPrefix(orderID, "5O") }
+
+// CaptureID is the id of an order's capture, "" if it has none.
+func (f *Fake) CaptureID(orderID string) string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if o, ok := f.orders[orderID]; ok && o.Capture != nil {
+		return o.Capture.ID
+	}
+	return ""
 }
 
 // Approve makes the buyer approve an order.
@@ -380,7 +397,7 @@ func (f *Fake) capture(orderID string) (int, any, string) {
 	}
 	f.captureCalls++
 	o.Status = "COMPLETED"
-	o.Capture = &Capture{ID: f.newID("3C"), Status: f.captureStatus}
+	o.Capture = &Capture{ID: CaptureIDOf(o.ID), Status: f.captureStatus}
 	f.captures[o.Capture.ID] = o.ID
 	return http.StatusCreated, o.json(), o.ID
 }
