@@ -162,7 +162,7 @@ func (m *Main) Open() (err error) {
 			ClientID: pc.ClientID, Secret: pc.Secret, APIBase: pc.APIBase, WebhookID: pc.WebhookID,
 			Verify: pc.Verify, CertHosts: pc.CertHosts, CAFile: pc.CAFile,
 			ReturnURL: pc.ReturnURL, CancelURL: pc.CancelURL, BrandName: pc.BrandName, Tolerance: tol,
-		}, paypal.WithLogger(m.Logger))
+		}, paypal.WithLogger(m.Logger), paypal.WithNow(m.Now))
 		if err != nil {
 			return err
 		}

@@ -38,7 +38,9 @@
 //
 // Refunds go to the order's capture (found by reading the order) under
 // PayPal-Request-Id "refund-<refund_id>", with custom_id = the payment id,
-// so the refund's webhook names the payment as the capture's does.
+// so the refund's webhook names the payment as the capture's does. A
+// refund whose answer was lost is asked again under the same request id
+// while PayPal keeps it (RefundStatus).
 //
 // Webhooks map by event type: PAYMENT.CAPTURE.COMPLETED → captured,
 // PAYMENT.CAPTURE.DENIED and .DECLINED → failed, PAYMENT.CAPTURE.PENDING →
@@ -142,10 +144,15 @@ type Option func(*options)
 
 type options struct {
 	logger zerolog.Logger
+	now    func() time.Time
 }
 
 // WithLogger sets the logger; New adds component=psp_paypal to it.
 func WithLogger(l zerolog.Logger) Option { return func(o *options) { o.logger = l } }
+
+// WithNow sets the clock RefundStatus measures a refund's age with
+// (time.Now by default).
+func WithNow(now func() time.Time) Option { return func(o *options) { o.now = now } }
 
 // Provider is the PayPal adapter. It implements pay.Provider and is safe
 // for concurrent use.
@@ -155,6 +162,7 @@ type Provider struct {
 	Logger zerolog.Logger
 
 	api       *ppgo.Client
+	now       func() time.Time
 	web       string // PayPal's website of the API base's environment
 	webhookID string
 	verify    string
@@ -211,7 +219,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 		return nil, err
 	}
 
-	o := options{logger: zerolog.Nop()}
+	o := options{logger: zerolog.Nop(), now: time.Now}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -242,6 +250,7 @@ func New(cfg Config, opts ...Option) (*Provider, error) {
 	return &Provider{
 		Logger:    logger,
 		api:       api,
+		now:       o.now,
 		web:       website(base),
 		webhookID: cfg.WebhookID,
 		verify:    verify,
@@ -582,12 +591,43 @@ func (p *Provider) Refund(ctx context.Context, pm pay.Payment, r pay.Refund, key
 	return refundResult(re)
 }
 
-// RefundStatus reads a refund by its PayPal id. Without one (the answer
-// to the refund was lost) it is Found false: PayPal lists no refunds by
-// request id, so the refund's webhook or a human settles it.
+// RefundKeyRetention is how long PayPal keeps a refund's PayPal-Request-Id
+// and answers a repeated request with the refund it made ("The server
+// stores keys for 45 days": the captures.refund operation of PayPal's
+// Payments v2 specification).
+const RefundKeyRetention = 45 * 24 * time.Hour
+
+// RefundRepeatWithin is how old a refund may be for RefundStatus to repeat
+// its request: RefundKeyRetention less a week's margin (PayPal counts from
+// its own receipt of the first request, and clocks differ).
+const RefundRepeatWithin = RefundKeyRetention - 7*24*time.Hour
+
+// RefundStatus reads a refund by its PayPal id. Without one (the answer to
+// the refund was lost: PayPal lists no refunds by request id) it repeats
+// the refund, the same body under the same PayPal-Request-Id
+// ("refund-<refund id>"), which PayPal answers with the refund it made
+// rather than a second one (or makes it, if the first request never
+// arrived), as long as the refund is younger than RefundRepeatWithin. A
+// repeat PayPal refuses (400, 422) made no refund under that id: the refund
+// is failed, as the refused first answer would have made it. An older
+// refund is Found false: PayPal no longer knows the request id, a repeat
+// could refund twice, and the order's refunds name no paystate refund (they
+// all carry the payment's custom_id), so the sweeper puts it on the review
+// queue for a person to match in PayPal's activity.
 func (p *Provider) RefundStatus(ctx context.Context, pm pay.Payment, r pay.Refund) (pay.RefundResult, error) {
 	if r.ProviderRef == "" {
-		return pay.RefundResult{Found: false, Raw: "paypal: refund " + r.ID + " has no PayPal refund id"}, nil
+		if age := p.now().Sub(r.CreatedAt); age >= RefundRepeatWithin {
+			return pay.RefundResult{Found: false, Raw: fmt.Sprintf("paypal: refund %s has no PayPal refund id and was asked %s ago, past PayPal's %s retention of its PayPal-Request-Id (less a margin): not asked again",
+				r.ID, age.Truncate(time.Hour), RefundKeyRetention)}, nil
+		}
+		res, err := p.Refund(ctx, pm, r, pay.RefundKey(r.ID))
+		if code := pay.ErrorCode(err); code == pay.EINVALID {
+			return pay.RefundResult{Status: pay.RefundFailed, Found: true, Raw: "paypal refused the repeated refund request: " + pay.ErrorMessage(err)}, nil
+		}
+		if err == nil {
+			res.Raw = "repeated request " + pay.RefundKey(r.ID) + ": " + res.Raw
+		}
+		return res, err
 	}
 	req, err := p.api.NewRequest(ctx, http.MethodGet, p.api.APIBase+"/v2/payments/refunds/"+url.PathEscape(r.ProviderRef), nil)
 	if err != nil {

@@ -613,3 +613,61 @@ func TestWebhook_CaptureOnly(t *testing.T) {
 		})
 	}
 }
+
+// TestRefundStatus_LostAnswer: PayPal refunds and the answer is lost.
+// RefundStatus asks again under the same PayPal-Request-Id with the same
+// body and PayPal answers with the refund it made: one refund at PayPal,
+// settled with its id. A refund older than RefundRepeatWithin is not
+// asked again: Found false, no request.
+func TestRefundStatus_LostAnswer(t *testing.T) {
+	t.Parallel()
+	now := time.Now()
+	e := newEnv(t, nil)
+	clock := now
+	prov, err := paypal.New(paypal.Config{ClientID: paypaltest.ClientID, Secret: paypaltest.Secret, APIBase: e.fake.URL(), WebhookID: webhookID},
+		paypal.WithNow(func() time.Time { return clock }))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := e.approved(t)
+	if _, err := prov.Status(context.Background(), p); err != nil {
+		t.Fatal(err)
+	}
+	r := pay.Refund{ID: ids.Refund(now), PaymentID: p.ID, Amount: 400, Currency: "EUR", Status: pay.RefundPending, CreatedAt: now}
+	e.fake.LoseRefundAnswer()
+	if _, err := prov.Refund(context.Background(), p, r, pay.RefundKey(r.ID)); pay.ErrorCode(err) != pay.EPSP {
+		t.Fatalf("Refund with its answer lost: %v, want EPSP (no answer)", err)
+	}
+	clock = now.Add(paypal.RefundRepeatWithin - time.Hour)
+	for i := range 2 {
+		res, err := prov.RefundStatus(context.Background(), p, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.Found || res.Status != pay.RefundSucceeded || res.ProviderRef == "" {
+			t.Fatalf("RefundStatus %d: %+v, want the refund PayPal made, succeeded", i, res)
+		}
+	}
+	if got := e.fake.RefundCalls(); got != 1 {
+		t.Fatalf("refunds at PayPal: %d, want 1", got)
+	}
+	reqs := e.fake.Find(http.MethodPost, "/refund")
+	if len(reqs) != 3 {
+		t.Fatalf("refund requests: %d, want 3 (the lost one, two repeats)", len(reqs))
+	}
+	for _, q := range reqs {
+		if q.RequestID != pay.RefundKey(r.ID) || !bytes.Equal(q.Body, reqs[0].Body) {
+			t.Fatalf("repeat %s %s, want PayPal-Request-Id %s and the first body %s", q.RequestID, q.Body, pay.RefundKey(r.ID), reqs[0].Body)
+		}
+	}
+
+	aged := pay.Refund{ID: ids.Refund(now), PaymentID: p.ID, Amount: 300, Currency: "EUR", Status: pay.RefundPending, CreatedAt: now}
+	clock = now.Add(paypal.RefundRepeatWithin)
+	res, err := prov.RefundStatus(context.Background(), p, aged)
+	if err != nil || res.Found {
+		t.Fatalf("RefundStatus of an aged refund: %+v, %v; want Found false", res, err)
+	}
+	if n := len(e.fake.Find(http.MethodPost, "/refund")); n != 3 {
+		t.Fatalf("refund requests after the aged refund's status: %d, want still 3", n)
+	}
+}

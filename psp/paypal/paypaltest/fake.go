@@ -80,6 +80,8 @@ type Fake struct {
 	reqs          []Request
 	captureStatus string
 	captureCalls  int // captures performed (not replays)
+	refundCalls   int // refunds performed (not replays)
+	loseRefund    bool
 	hold          chan struct{}
 	holdBefore    bool // hold a capture before performing it
 	held          chan string
@@ -163,6 +165,23 @@ func (f *Fake) CaptureID(orderID string) string {
 		return o.Capture.ID
 	}
 	return ""
+}
+
+// RefundCalls is how many refunds the Fake performed (a replayed
+// PayPal-Request-Id or a refused refund is not one).
+func (f *Fake) RefundCalls() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.refundCalls
+}
+
+// LoseRefundAnswer makes the next refund be performed and its answer lost:
+// PayPal refunds and keeps the answer under the request id, the
+// connection is dropped before the caller reads it.
+func (f *Fake) LoseRefundAnswer() {
+	f.mu.Lock()
+	f.loseRefund = true
+	f.mu.Unlock()
 }
 
 // Approve makes the buyer approve an order.
@@ -273,6 +292,11 @@ func (f *Fake) serve(w http.ResponseWriter, r *http.Request) {
 	b, _ := json.Marshal(v)
 	if rid != "" && code < 500 {
 		f.replies[key] = reply{code, b}
+	}
+	if f.loseRefund && code == http.StatusCreated && len(parts) == 5 && parts[2] == "captures" && parts[4] == "refund" {
+		f.loseRefund = false
+		f.mu.Unlock()
+		panic(http.ErrAbortHandler) // refunded; the answer never leaves
 	}
 	hold := f.hold
 	if f.holdBefore {
@@ -434,6 +458,7 @@ func (f *Fake) refund(captureID string, body []byte) (int, any) {
 	}
 	id := f.newID("1J")
 	const status = "COMPLETED" // the Fake's refunds complete at once
+	f.refundCalls++
 	o.Capture.Refunded += amount
 	if o.Capture.Refunded == total {
 		o.Capture.Status = "REFUNDED"
