@@ -934,3 +934,25 @@ func TestBrowser_RefundsDisputes(t *testing.T) {
 	}
 	b.assertCleanConsole()
 }
+
+// checkPSPLink checks that the dashboard links payment id's reference to
+// want, its page in its PSP's own dashboard, in the list and on the
+// payment's page (a new tab, without the opener or the referrer).
+func checkPSPLink(t *testing.T, base, id, want string) {
+	t.Helper()
+	b := newBrowser(t)
+	b.signIn(base)
+	row := fmt.Sprintf(`#payments-table tr[data-payment-id=%q]`, id)
+	b.do("see the payment", chromedp.WaitVisible(chromedp.CSS(row)))
+	if got := eval[string](b, `document.querySelector(`+jsString(row+" a.psp-link")+`).href`); got != want {
+		t.Fatalf("list link=%q, want %q", got, want)
+	}
+	b.do("open the payment", chromedp.Click(chromedp.CSS(row+" td")), chromedp.WaitVisible(chromedp.CSS("#timeline-table")))
+	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').href`); got != want {
+		t.Fatalf("page link=%q, want %q", got, want)
+	}
+	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').rel`); got != "noopener noreferrer" {
+		t.Fatalf("rel=%q", got)
+	}
+	b.assertCleanConsole()
+}

@@ -7,8 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/paystate/paystate/api"
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/testkit"
@@ -114,21 +112,5 @@ func TestBrowser_MollieLink(t *testing.T) {
 		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
 	id, ref := r.Str("id"), r.Str("provider_ref")
-	want := "https://my.mollie.com/dashboard/payments/" + ref
-
-	b := newBrowser(t)
-	b.signIn(in.Base)
-	row := fmt.Sprintf(`#payments-table tr[data-payment-id=%q]`, id)
-	b.do("see the Mollie payment", chromedp.WaitVisible(chromedp.CSS(row)))
-	if got := eval[string](b, `document.querySelector(`+jsString(row+" a.psp-link")+`).href`); got != want {
-		t.Fatalf("list link=%q, want %q", got, want)
-	}
-	b.do("open the payment", chromedp.Click(chromedp.CSS(row+" td")), chromedp.WaitVisible(chromedp.CSS("#timeline-table")))
-	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').href`); got != want {
-		t.Fatalf("page link=%q, want %q", got, want)
-	}
-	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').rel`); got != "noopener noreferrer" {
-		t.Fatalf("rel=%q", got)
-	}
-	b.assertCleanConsole()
+	checkPSPLink(t, in.Base, id, "https://my.mollie.com/dashboard/payments/"+ref)
 }

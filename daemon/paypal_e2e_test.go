@@ -10,8 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/chromedp/chromedp"
-
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
 	"github.com/paystate/paystate/internal/testkit"
@@ -74,6 +72,20 @@ func (e *paypalEnv) sweep(t *testing.T) {
 	if _, err := e.in.Main.Sweeper.RunOnce(context.Background()); err != nil {
 		t.Fatalf("sweeper: %v", err)
 	}
+}
+
+// approved creates a payment of amount EUR cents for order and has the
+// buyer approve its PayPal order; it returns the payment's id and the
+// order's.
+func (e *paypalEnv) approved(t *testing.T, order string, amount int) (id, orderID string) {
+	t.Helper()
+	r := e.in.Create(fmt.Sprintf(`{"order_id":%q,"amount":%d,"currency":"EUR"}`, order, amount), "k-"+order)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
+	}
+	id, orderID = r.Str("id"), r.Str("provider_ref")
+	e.fake.Approve(orderID)
+	return id, orderID
 }
 
 func (e *paypalEnv) status(t *testing.T, id string) string {
@@ -198,9 +210,7 @@ func TestE2E_PayPal(t *testing.T) {
 func TestE2E_PayPal_CompletedBeforeCaptureAnswer(t *testing.T) {
 	t.Parallel()
 	e := bootPayPal(t)
-	r := e.in.Create(`{"order_id":"o-paypal-2","amount":1200,"currency":"EUR"}`, "k-paypal-2")
-	id, order := r.Str("id"), r.Str("provider_ref")
-	e.fake.Approve(order)
+	id, order := e.approved(t, "o-paypal-2", 1200)
 	held := e.fake.HoldCaptureAnswers()
 
 	done := make(chan error, 1)
@@ -244,12 +254,10 @@ func TestE2E_PayPal_CompletedBeforeCaptureAnswer(t *testing.T) {
 func TestE2E_PayPal_CaptureRef(t *testing.T) {
 	t.Parallel()
 	e := bootPayPal(t)
-	r := e.in.Create(`{"order_id":"o-paypal-ref","amount":2500,"currency":"EUR"}`, "k-paypal-ref")
-	id, order := r.Str("id"), r.Str("provider_ref")
-	if got := r.Str("provider_url"); got != "" {
+	id, order := e.approved(t, "o-paypal-ref", 2500)
+	if got := e.in.Do("GET", "/v1/payments/"+id, nil, nil).Str("provider_url"); got != "" {
 		t.Fatalf("provider_url=%q before the capture, want none", got)
 	}
-	e.fake.Approve(order)
 	e.sweep(t)
 	capture := e.fake.CaptureID(order)
 	got := e.in.Do("GET", "/v1/payments/"+id, nil, nil)
@@ -299,30 +307,12 @@ func TestE2E_PayPal_CaptureRef(t *testing.T) {
 }
 
 // TestBrowser_PayPalLink: the dashboard links a captured PayPal payment's
-// reference to its capture in PayPal's activity, in the list and on the
-// payment's page.
+// reference (its order id) to its capture in PayPal's activity, in the
+// list and on the payment's page.
 func TestBrowser_PayPalLink(t *testing.T) {
 	t.Parallel()
 	e := bootPayPal(t)
-	r := e.in.Create(`{"order_id":"o-paypal-link","amount":1200,"currency":"EUR"}`, "k-paypal-link")
-	id, order := r.Str("id"), r.Str("provider_ref")
-	e.fake.Approve(order)
+	id, order := e.approved(t, "o-paypal-link", 1200)
 	e.sweep(t)
-	want := "https://www.paypal.com/activity/payment/" + e.fake.CaptureID(order)
-
-	b := newBrowser(t)
-	b.signIn(e.in.Base)
-	row := fmt.Sprintf(`#payments-table tr[data-payment-id=%q]`, id)
-	b.do("see the PayPal payment", chromedp.WaitVisible(chromedp.CSS(row)))
-	if got := eval[string](b, `document.querySelector(`+jsString(row+" a.psp-link")+`).href`); got != want {
-		t.Fatalf("list link=%q, want %q", got, want)
-	}
-	b.do("open the payment", chromedp.Click(chromedp.CSS(row+" td")), chromedp.WaitVisible(chromedp.CSS("#timeline-table")))
-	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').href`); got != want {
-		t.Fatalf("page link=%q, want %q", got, want)
-	}
-	if got := eval[string](b, `document.querySelector('dl.facts a.psp-link').textContent`); got != order {
-		t.Fatalf("page link text=%q, want the order id %q", got, order)
-	}
-	b.assertCleanConsole()
+	checkPSPLink(t, e.in.Base, id, "https://www.paypal.com/activity/payment/"+e.fake.CaptureID(order))
 }

@@ -146,11 +146,7 @@ func (f *Fake) Find(method, suffix string) []Request {
 
 // CaptureCalls is how many captures the Fake performed (a replayed
 // PayPal-Request-Id or a refused capture is not one).
-func (f *Fake) CaptureCalls() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.captureCalls
-}
+func (f *Fake) CaptureCalls() int { return f.read(&f.captureCalls) }
 
 // CaptureIDOf is the id the Fake gives the capture of order orderID (an
 // order with intent CAPTURE has one), and Event's capture id of an event
@@ -169,10 +165,13 @@ func (f *Fake) CaptureID(orderID string) string {
 
 // RefundCalls is how many refunds the Fake performed (a replayed
 // PayPal-Request-Id or a refused refund is not one).
-func (f *Fake) RefundCalls() int {
+func (f *Fake) RefundCalls() int { return f.read(&f.refundCalls) }
+
+// read reads one of the Fake's counters.
+func (f *Fake) read(n *int) int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return f.refundCalls
+	return *n
 }
 
 // LoseRefundAnswer makes the next refund be performed and its answer lost:
