@@ -2,7 +2,12 @@ package main
 
 import (
 	"errors"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"io/fs"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -60,4 +65,58 @@ func TestLayers(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestInterfaceSize holds the storage contract's shape: no interface in
+// the module's code declares more than maxMethods methods of its own (a
+// record family is a handful; a wider contract is composed of families).
+func TestInterfaceSize(t *testing.T) {
+	t.Parallel()
+	const maxMethods = 20
+	fset := token.NewFileSet()
+	widest, seen := 0, 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && (d.Name() == "testdata" || strings.HasPrefix(d.Name(), ".")) && path != ".":
+			return filepath.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			ts, ok := n.(*ast.TypeSpec)
+			if !ok {
+				return true
+			}
+			it, ok := ts.Type.(*ast.InterfaceType)
+			if !ok {
+				return true
+			}
+			methods := 0
+			for _, m := range it.Methods.List {
+				if _, ok := m.Type.(*ast.FuncType); ok {
+					methods += len(m.Names)
+				}
+			}
+			seen++
+			widest = max(widest, methods)
+			if methods > maxMethods {
+				t.Errorf("%s: interface %s declares %d methods, more than %d", fset.Position(ts.Pos()), ts.Name.Name, methods, maxMethods)
+			}
+			return true
+		})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen < 20 {
+		t.Fatalf("found %d interfaces: the walk missed the tree", seen)
+	}
+	t.Logf("%d interfaces, the widest declares %d methods", seen, widest)
 }
