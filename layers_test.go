@@ -67,10 +67,12 @@ func TestLayers(t *testing.T) {
 	}
 }
 
-// TestInterfaceSize holds the storage contract's shape: no interface in
+// TestStorageContract holds the storage contract's shape: no interface in
 // the module's code declares more than maxMethods methods of its own (a
-// record family is a handful; a wider contract is composed of families).
-func TestInterfaceSize(t *testing.T) {
+// record family is a handful; a wider contract is composed of families),
+// and no code outside store/ and config/ compares a string with a
+// backend's name ("bolt", "postgres"): store.Open chooses the backend.
+func TestStorageContract(t *testing.T) {
 	t.Parallel()
 	const maxMethods = 20
 	fset := token.NewFileSet()
@@ -88,7 +90,13 @@ func TestInterfaceSize(t *testing.T) {
 		if err != nil {
 			return err
 		}
+		chooser := strings.HasPrefix(path, "store/") || strings.HasPrefix(path, "config/")
 		ast.Inspect(f, func(n ast.Node) bool {
+			if !chooser {
+				if lit := backendName(n); lit != nil {
+					t.Errorf("%s: compares with the backend name %s outside store/ and config/", fset.Position(lit.Pos()), lit.Value)
+				}
+			}
 			ts, ok := n.(*ast.TypeSpec)
 			if !ok {
 				return true
@@ -119,4 +127,24 @@ func TestInterfaceSize(t *testing.T) {
 		t.Fatalf("found %d interfaces: the walk missed the tree", seen)
 	}
 	t.Logf("%d interfaces, the widest declares %d methods", seen, widest)
+}
+
+// backendName returns the backend name a comparison or a switch case n
+// tests for, if any.
+func backendName(n ast.Node) *ast.BasicLit {
+	var operands []ast.Expr
+	switch n := n.(type) {
+	case *ast.BinaryExpr:
+		if n.Op == token.EQL || n.Op == token.NEQ {
+			operands = []ast.Expr{n.X, n.Y}
+		}
+	case *ast.CaseClause:
+		operands = n.List
+	}
+	for _, e := range operands {
+		if lit, ok := e.(*ast.BasicLit); ok && (lit.Value == `"bolt"` || lit.Value == `"postgres"`) {
+			return lit
+		}
+	}
+	return nil
 }
