@@ -1,6 +1,10 @@
 package ripple
 
-import "github.com/paystate/paystate/pay"
+import (
+	"context"
+
+	"github.com/paystate/paystate/pay"
+)
 
 // SetAfterEffect installs fn to run after each attempt of an effect and
 // before the delivery records it; an error from fn ends the attempt there,
@@ -25,3 +29,8 @@ func InFlight(s *Service, target string) int {
 	}
 	return 0
 }
+
+// Pass runs one pass as Run does, on the first pass and every Interval
+// (the due index read, the other instances' fresh deliveries left to them
+// for Config.Grace), and waits for its attempts as RunOnce does.
+func Pass(ctx context.Context, s *Service) (int, error) { return s.runOnce(ctx, true) }

@@ -30,7 +30,7 @@ func newDelivery(e effect, rec pay.OutboxRecord, now time.Time) pay.Delivery {
 	return pay.Delivery{
 		ID: ids.New(ids.DeliveryPrefix, now), Effect: e.name(), Endpoint: e.endpoint(),
 		EventID: rec.ID, EventType: rec.Type, EventSeq: rec.Seq, EventAt: rec.CreatedAt,
-		PaymentID: rec.PaymentID, State: pay.DeliveryPending, NextAttemptAt: now,
+		PaymentID: rec.PaymentID, State: pay.DeliveryPending, NextAttemptAt: now, CreatedAt: now, UpdatedAt: now,
 	}
 }
 
@@ -82,7 +82,7 @@ func (s *Service) fanOut(ctx context.Context) error {
 			if n == 0 {
 				return nil
 			}
-			if err := s.insertDeliveries(tx, recs); err != nil {
+			if _, err := s.insertDeliveries(tx, recs); err != nil {
 				return err
 			}
 			return tx.SetRippleCursor(recs[n-1].Seq)
@@ -96,16 +96,18 @@ func (s *Service) fanOut(ctx context.Context) error {
 	}
 }
 
-// insertDeliveries stores the deliveries of recs.
-func (s *Service) insertDeliveries(tx rippleTx, recs []pay.OutboxRecord) error {
+// insertDeliveries stores the deliveries of recs and returns them.
+func (s *Service) insertDeliveries(tx rippleTx, recs []pay.OutboxRecord) ([]pay.Delivery, error) {
+	var all []pay.Delivery
 	for _, rec := range recs {
 		for _, d := range s.deliveriesOf(rec, tx.Now()) {
 			if err := tx.InsertDelivery(d); err != nil {
-				return err
+				return nil, err
 			}
+			all = append(all, d)
 		}
 	}
-	return nil
+	return all, nil
 }
 
 // claimFanOut fans out, on a fanOutStore, the records that their
@@ -128,9 +130,11 @@ func (s *Service) claimFanOut(ctx context.Context) error {
 			if err != nil || n == 0 {
 				return err
 			}
-			if err := s.insertDeliveries(tx, recs); err != nil {
+			ds, err := s.insertDeliveries(tx, recs)
+			if err != nil {
 				return err
 			}
+			tx.OnCommit(func() { s.adopt(ds) }) // this instance's to deliver
 			seqs := make([]uint64, n)
 			for i, r := range recs {
 				seqs[i] = r.Seq

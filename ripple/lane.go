@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
+	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -75,25 +77,29 @@ func (l *lane) release() (next *job, short bool) {
 type job struct {
 	d         pay.Delivery
 	lane      *lane
+	own       bool // adopted (Service.own): given back if not attempted
 	done      chan struct{}
 	attempted bool
 	err       error
 }
 
 // dispatch fans out, claims the due deliveries whose target has room
-// (claimDue) and starts their attempts on goroutines counted in attempts:
-// one per attempt outside the store, one batch for the effects applied
-// inside it. It returns the jobs it claimed and those that were running
-// before. logErrors says that no caller collects the attempts' errors:
-// the attempts log them.
-func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErrors bool) (started, running []*job, err error) {
+// (claimDue: this process's own, and those of the due index if scan) and
+// starts their attempts on goroutines counted in attempts: one per
+// attempt outside the store, one batch for the effects applied inside it.
+// It returns the jobs it claimed and those that were running before.
+// logErrors says that no caller collects the attempts' errors: the
+// attempts log them; grace, that the read of the due index leaves the
+// other instances' fresh deliveries to them (Config.Grace: Run, not
+// RunOnce).
+func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErrors, scan, grace bool) (started, running []*job, err error) {
 	s.pass.Lock()
 	defer s.pass.Unlock()
 
 	if err := s.fanOut(ctx); err != nil {
 		return nil, nil, err
 	}
-	launch, started, running, err := s.claimDue(ctx)
+	launch, started, running, err := s.claimDue(ctx, scan, grace)
 	var batch []*job
 	for _, j := range launch {
 		if j.lane.inStore {
@@ -108,11 +114,19 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 	return started, running, err
 }
 
-// claimDue reads the due deliveries and claims each that is not running
-// yet and whose lane admits it. It returns the claimed jobs that got a
-// place to run (launch), every job it claimed (started: those also wait
-// in a lane's queue) and the jobs that were running before. Only passes
-// call it, one at a time.
+// claimDue takes the deliveries this process's transitions wrote (own,
+// with claims) and, if scan, reads the due deliveries, and claims each
+// that is not running yet and whose lane admits it. It returns the
+// claimed jobs that got a place to run (launch), every job it claimed
+// (started: those also wait in a lane's queue) and the jobs that were
+// running before. Only passes call it, one at a time.
+//
+// Own deliveries are not read first: their attempt (a batch's
+// ClaimDeliveries, or attempt's) finds whether they are still pending,
+// due and first in line for their payment, and gives them back (keepOwn)
+// if not. With grace, the read passes over the deliveries that were
+// never attempted and are younger than Config.Grace, by the time in
+// their ids (ULIDs): the instance that wrote them claims them.
 //
 // A delivery whose target is at its cap (running and queue full) stays due
 // for a later pass (the attempt that frees a place wakes Run). Those
@@ -124,7 +138,7 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 // and those the last pass left to a lane that is still full, so a backlog
 // costs a walk of the due index's keys per pass, not a read of each
 // delivery in it.
-func (s *Service) claimDue(ctx context.Context) (launch, started, running []*job, err error) {
+func (s *Service) claimDue(ctx context.Context, scan, grace bool) (launch, started, running []*job, err error) {
 	// What the pass need not read: the deliveries claimed already, and
 	// those that waited for a lane that is still full.
 	s.mu.Lock()
@@ -139,9 +153,18 @@ func (s *Service) claimDue(ctx context.Context) (launch, started, running []*job
 	}
 	s.mu.Unlock()
 	held := map[string]string{}
+	fresh := time.Time{} // with grace, ids made after it are other instances' fresh work
+	if s.claims && grace {
+		fresh = s.now().Add(-s.Config.Grace)
+	}
 	skip := func(id string) bool {
 		if claimed[id] {
 			return true
+		}
+		if !fresh.IsZero() {
+			if at, ok := ids.Time(ids.DeliveryPrefix, id); ok && at.After(fresh) {
+				return true // an instance's own, or this one's that a pass took
+			}
 		}
 		if _, ok := held[id]; ok {
 			return true // read by an earlier read of this pass
@@ -154,7 +177,39 @@ func (s *Service) claimDue(ctx context.Context) (launch, started, running []*job
 	}
 	batching := map[string]bool{} // in-store lanes whose batch this pass makes
 	limit := s.batch()
-	for {
+	// admit claims d if its lane has a place and reports whether it did.
+	// s.mu must be held.
+	admit := func(d pay.Delivery, own bool) bool {
+		tgt := d.Target()
+		j := &job{d: d, lane: s.laneOf(tgt), own: own, done: make(chan struct{})}
+		run, ok := j.lane.admit(j, limit, batching[tgt])
+		if !ok {
+			return false
+		}
+		if run {
+			batching[tgt] = true
+			launch = append(launch, j)
+		}
+		s.inflight[d.ID] = j
+		claimed[d.ID] = true
+		started = append(started, j)
+		return true
+	}
+	if s.claims {
+		var back []pay.Delivery
+		s.mu.Lock()
+		for _, d := range s.takeOwn() {
+			if _, ok := s.inflight[d.ID]; ok {
+				continue // running already
+			}
+			if !admit(d, true) {
+				back = append(back, d)
+			}
+		}
+		s.mu.Unlock()
+		s.keepOwn(back...)
+	}
+	for scan {
 		var due []pay.Delivery
 		err = store.View(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 			var err error
@@ -171,28 +226,22 @@ func (s *Service) claimDue(ctx context.Context) (launch, started, running []*job
 			if _, ok := s.inflight[d.ID]; ok {
 				continue // running, or claimed by an earlier read of this pass
 			}
-			tgt := d.Target()
-			j := &job{d: d, lane: s.laneOf(tgt), done: make(chan struct{})}
-			run, ok := j.lane.admit(j, limit, batching[tgt])
-			if !ok {
+			if !admit(d, false) {
 				passed++
-				held[d.ID] = tgt
-				continue
+				held[d.ID] = d.Target()
 			}
-			if run {
-				batching[tgt] = true
-				launch = append(launch, j)
-			}
-			s.inflight[d.ID] = j
-			claimed[d.ID] = true
-			started = append(started, j)
 		}
 		s.mu.Unlock()
 		if len(due) < limit || passed == 0 || ctx.Err() != nil {
+			if len(due) == limit || passed > 0 {
+				s.rescan.Store(true) // due deliveries left behind: the next pass reads again
+			}
 			break
 		}
 	}
-	s.heldIDs = held
+	if scan {
+		s.heldIDs = held
+	}
 	return launch, started, running, err
 }
 
@@ -232,6 +281,9 @@ func (s *Service) finish(ctx context.Context, j *job, attempted bool, err error,
 	s.mu.Unlock()
 	j.attempted, j.err = attempted, err
 	close(j.done)
+	if j.own && !attempted && err == nil {
+		s.keepOwn(j.d) // not first in line yet, perhaps
+	}
 	if err != nil {
 		// Not recorded: the delivery stays due for the next Interval.
 		if logErrors && ctx.Err() == nil {

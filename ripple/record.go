@@ -56,8 +56,20 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 	}
 	verr := read(ctx, s.Store, asRippleTx, func(tx rippleTx) error {
 		fresh, gone = false, false
-		cur, err := tx.Delivery(d.ID)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
+		var (
+			cur pay.Delivery
+			err error
+		)
+		if s.Config.Shared {
+			// Claimed only if pending, due and first in line, which an
+			// own delivery (claimDue) was not checked for, and not held
+			// by another instance.
+			ds, err := tx.ClaimDeliveries([]string{d.ID})
+			if err != nil || len(ds) == 0 {
+				return err
+			}
+			cur = ds[0]
+		} else if cur, err = tx.Delivery(d.ID); pay.ErrorCode(err) == pay.ENOTFOUND {
 			return nil // purged meanwhile: done long ago
 		} else if err != nil {
 			return err
@@ -65,6 +77,7 @@ func (s *Service) attempt(ctx context.Context, d pay.Delivery) (bool, error) {
 		if fresh = unchanged(cur, d, tx.Now()); !fresh {
 			return nil
 		}
+		d = cur // an own delivery's EventSeq is not known before
 		if s.Config.Shared {
 			cur.NextAttemptAt = tx.Now().Add(s.Config.ClaimTTL)
 			if err := tx.UpdateDelivery(cur); err != nil {

@@ -23,6 +23,11 @@ const (
 	DefaultBackoffCap  = time.Hour
 	DefaultInterval    = time.Second
 	DefaultBatch       = 256
+	// DefaultGrace is Config.Grace's default: five passes of Run at the
+	// default interval, far longer than an instance takes to claim what
+	// its own transitions wrote, short beside the lag a dead instance's
+	// deliveries may have (its leases last 30 s).
+	DefaultGrace = 5 * time.Second
 
 	// AttemptTimeout bounds one attempt of any effect.
 	AttemptTimeout = time.Minute
@@ -83,11 +88,20 @@ type Config struct {
 	// FanOut, if set, is the store's capability to write the deliveries
 	// of an outbox record in the transaction that appends it
 	// (store.Backend.FanOut: PostgreSQL): New hands it the service's
-	// fan-out, several instances then share no fan-out cursor, and the
-	// workers claim the records appended without it (ClaimUnfanned) and
-	// their batches of deliveries (ClaimDeliveries). nil: the workers fan
-	// out from the cursor (bbolt).
-	FanOut func(fanOut func(rec pay.OutboxRecord, now time.Time) []pay.Delivery)
+	// fan-out and the service's adopt, several instances then share no
+	// fan-out cursor, each instance's passes claim by id the deliveries
+	// its own transitions wrote, and the workers claim the records
+	// appended without it (ClaimUnfanned) and their batches of deliveries
+	// (ClaimDeliveries). nil: the workers fan out from the cursor (bbolt).
+	FanOut func(fanOut func(rec pay.OutboxRecord, now time.Time) []pay.Delivery, committed func([]pay.Delivery))
+	// Grace is, with FanOut, how long after it was written a delivery
+	// that was never attempted is left to the instance whose transition
+	// wrote it: Run's passes of the other instances read the due index
+	// past it until then, so instances neither read nor collide on each
+	// other's fresh work, and a delivery whose instance died (after its
+	// commit, before its delivery) is taken by any instance once Grace
+	// has passed. Default DefaultGrace.
+	Grace time.Duration
 }
 
 // ClaimFor is the default Config.ClaimTTL, how long a claim of
@@ -160,6 +174,14 @@ type Service struct {
 	claims    bool
 	lastClaim atomic.Int64
 
+	// own are the deliveries that this process's transitions wrote
+	// (adopt), which the next pass claims by id (claims only), at most
+	// ownCap; rescan says that Run's next pass reads the due index too,
+	// not only own (claims only: see Run).
+	ownMu  sync.Mutex
+	own    []pay.Delivery
+	rescan atomic.Bool
+
 	// skip is the Seq of the last outbox record that fan-out found no
 	// target for and has not stored as the cursor yet: the next write
 	// transaction of ripple moves the cursor there (advanceCursor), so a
@@ -218,6 +240,9 @@ func New(store store.Store, cfg Config) (*Service, error) {
 	if cfg.ClaimTTL <= 0 {
 		cfg.ClaimTTL = ClaimFor
 	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
 	s := &Service{
 		Store: store, Config: cfg, Logger: zerolog.Nop(), effects: map[string]effect{},
 		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), lanes: map[string]*lane{}, inflight: map[string]*job{},
@@ -245,7 +270,7 @@ func New(store store.Store, cfg Config) (*Service, error) {
 		s.webhooks = append(s.webhooks, w)
 	}
 	if cfg.FanOut != nil {
-		cfg.FanOut(s.deliveriesOf)
+		cfg.FanOut(s.deliveriesOf, s.adopt)
 		s.claims = true
 	}
 	return s, nil
@@ -278,6 +303,43 @@ func (s *Service) batch() int {
 	return DefaultBatch
 }
 
+// ownCap bounds Service.own: the deliveries written past it are left to
+// the passes' reads of the due index.
+const ownCap = 4 * DefaultBatch
+
+// adopt takes the deliveries that a transaction of this process wrote and
+// committed (Config.FanOut's committed) for the next pass to claim by id,
+// and wakes the workers. It never blocks on the store.
+func (s *Service) adopt(ds []pay.Delivery) {
+	s.ownMu.Lock()
+	s.own = append(s.own, ds[:min(len(ds), max(ownCap-len(s.own), 0))]...)
+	s.ownMu.Unlock()
+	s.Notify()
+}
+
+// takeOwn returns the deliveries adopted since the last call.
+func (s *Service) takeOwn() []pay.Delivery {
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	own := s.own
+	s.own = nil
+	return own
+}
+
+// keepOwn gives back own deliveries that a pass could not start (their
+// target was full, or they were not first in line yet), but not those
+// older than Config.Grace: every instance's passes take those.
+func (s *Service) keepOwn(ds ...pay.Delivery) {
+	cutoff := s.now().Add(-s.Config.Grace)
+	s.ownMu.Lock()
+	defer s.ownMu.Unlock()
+	for _, d := range ds {
+		if len(s.own) < ownCap && !d.CreatedAt.Before(cutoff) {
+			s.own = append(s.own, d)
+		}
+	}
+}
+
 // Notify wakes the workers: there are new outbox records. It never blocks;
 // finalize calls it after a commit that appended one.
 func (s *Service) Notify() {
@@ -299,9 +361,14 @@ func (s *Service) Close() {
 // (which also refreshes the gauges), and whenever an attempt was recorded
 // (a target has room again, or a payment's next record may go). Unlike
 // RunOnce, a pass of Run does not wait for the attempts it starts, so a
-// target that is slow to answer holds up only its own deliveries. Errors
-// are logged and the loop goes on. On cancel it waits for the running
-// attempts to end (they end with ctx) and returns nil.
+// target that is slow to answer holds up only its own deliveries. With
+// Config.FanOut, a pass claims the deliveries that this process's
+// transitions wrote by id, reads the due index only on the first pass,
+// every Interval and when the last read left due deliveries behind, and
+// reads past the other instances' deliveries younger than Config.Grace
+// that were never attempted. Errors are logged and the loop goes on. On
+// cancel it waits for the running attempts to end (they end with ctx) and
+// returns nil.
 func (s *Service) Run(ctx context.Context) error {
 	var attempts sync.WaitGroup
 	defer s.Close()
@@ -310,7 +377,12 @@ func (s *Service) Run(ctx context.Context) error {
 	defer t.Stop()
 	gauges := true // on the first pass and every Interval, not on every attempt
 	for {
-		_, _, err := s.dispatch(ctx, &attempts, true)
+		// With claims, a pass woken by a commit or an attempt claims this
+		// process's own deliveries by id; the due index is read on the
+		// first pass, every Interval and when the last read left due
+		// deliveries behind or an operator retried some (rescan).
+		scan := !s.claims || gauges || s.rescan.Swap(false)
+		_, _, err := s.dispatch(ctx, &attempts, true, scan, true)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -334,16 +406,23 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 // RunOnce runs one pass: it fans new outbox records out to deliveries,
-// attempts the deliveries that are due and whose target has room (up to
+// attempts the deliveries that are due (other instances' fresh ones too:
+// RunOnce knows no Config.Grace) and whose target has room (up to
 // Config.Workers at once for each effect, EndpointConfig.MaxInFlight for
 // each merchant endpoint), waits for them and for the attempts that were
 // already running, and refreshes the gauges. It returns how many of those
 // deliveries were attempted, successful or not, and the first error of
 // the attempts it started. Passes do not overlap; their waits do.
 func (s *Service) RunOnce(ctx context.Context) (int, error) {
+	return s.runOnce(ctx, false)
+}
+
+// runOnce is RunOnce; grace says that the pass leaves the other
+// instances' fresh deliveries to them, as Run's do.
+func (s *Service) runOnce(ctx context.Context, grace bool) (int, error) {
 	var attempts sync.WaitGroup
 	s.lastClaim.Store(0)
-	started, running, first := s.dispatch(ctx, &attempts, false)
+	started, running, first := s.dispatch(ctx, &attempts, false, true, grace)
 	attempts.Wait()
 	n := 0
 	for _, j := range started {

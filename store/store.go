@@ -74,10 +74,13 @@ type Backend struct {
 
 	// FanOut makes every later Outbox.AppendOutbox write the deliveries
 	// that fanOut gives for the record, in the transaction that appends
-	// it, and mark the record fanned out (PostgreSQL): ripple sets it, and
-	// several instances then share no fan-out cursor. nil: the ripple
-	// workers fan out from the cursor (bbolt).
-	FanOut func(fanOut func(rec pay.OutboxRecord, now time.Time) []pay.Delivery)
+	// it, and mark the record fanned out (PostgreSQL), and hands the
+	// deliveries a transaction wrote, as stored (but their EventSeq, 0),
+	// to committed once it has committed, on the committing goroutine:
+	// ripple sets it, several instances then share no fan-out cursor, and
+	// each instance delivers what its own transitions wrote. nil: the
+	// ripple workers fan out from the cursor (bbolt).
+	FanOut func(fanOut func(rec pay.OutboxRecord, now time.Time) []pay.Delivery, committed func([]pay.Delivery))
 	// EndLeases ends every lease in force and reports how many: for a
 	// store this process alone uses, at start, since leases in force are
 	// then a dead process's. nil when Shared.

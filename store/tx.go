@@ -198,10 +198,12 @@ type Outbox interface {
 
 // Deliveries is the deliveries of outbox records to their targets.
 type Deliveries interface {
-	// ClaimDeliveries returns the stored deliveries among ids, by id, each
-	// held to the end of the transaction; those that another transaction
-	// holds are skipped, not waited for (PostgreSQL: FOR NO KEY UPDATE
-	// SKIP LOCKED; bbolt's one writer holds them all).
+	// ClaimDeliveries returns the deliveries among ids that are pending,
+	// due at Now and first in line (no earlier record of their payment is
+	// pending for their target: DueDeliveries' rule), by id, each held to
+	// the end of the transaction; those that another transaction holds
+	// are skipped, not waited for (PostgreSQL: FOR NO KEY UPDATE SKIP
+	// LOCKED; bbolt's one writer holds them all).
 	ClaimDeliveries(ids []string) ([]pay.Delivery, error)
 	// InsertDelivery stores a new delivery; ECONFLICT if the id exists.
 	InsertDelivery(d pay.Delivery) error

@@ -5,6 +5,7 @@ package ids
 import (
 	"crypto/rand"
 	"io"
+	"strings"
 	"sync"
 	"time"
 
@@ -56,4 +57,17 @@ func ValidPayment(s string) bool {
 	}
 	_, err := ulid.ParseStrict(s[len(PaymentPrefix):])
 	return err == nil
+}
+
+// Time returns the time that id, prefix and a ULID made by New, was made
+// for (to the millisecond), and false if id is not of that form.
+func Time(prefix, id string) (time.Time, bool) {
+	if !strings.HasPrefix(id, prefix) {
+		return time.Time{}, false
+	}
+	u, err := ulid.ParseStrict(id[len(prefix):])
+	if err != nil {
+		return time.Time{}, false
+	}
+	return ulid.Time(u.Time()), true
 }

@@ -12,6 +12,8 @@ import (
 	"slices"
 	"time"
 
+	"go.etcd.io/bbolt"
+
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -135,11 +137,13 @@ func (t *tx) MarkFanned(seqs []uint64) error {
 	return t.SetRippleCursor(last)
 }
 
-// ClaimDeliveries returns the stored deliveries among ids, by id: the one
-// writer holds them to the end of its transaction.
+// ClaimDeliveries returns the deliveries among ids that are pending, due
+// at Tx.Now and first in line (firstInLine), by id: the one writer holds
+// them to the end of its transaction.
 func (t *tx) ClaimDeliveries(ids []string) ([]pay.Delivery, error) {
 	ids = slices.Compact(slices.Sorted(slices.Values(ids)))
 	out := make([]pay.Delivery, 0, len(ids))
+	open := t.bucket(bucketDeliveriesOpen).Cursor()
 	for _, id := range ids {
 		d, err := t.Delivery(id)
 		switch {
@@ -148,9 +152,19 @@ func (t *tx) ClaimDeliveries(ids []string) ([]pay.Delivery, error) {
 		case err != nil:
 			return nil, err
 		}
-		out = append(out, d)
+		if d.State == pay.DeliveryPending && !d.NextAttemptAt.After(t.Now()) && firstInLine(open, d) {
+			out = append(out, d)
+		}
 	}
 	return out, nil
+}
+
+// firstInLine reports whether no earlier outbox record of pending d's
+// payment is pending for d's target: d's is the first key of its target
+// and payment in deliveries_open, read with open.
+func firstInLine(open *bbolt.Cursor, d pay.Delivery) bool {
+	first, _ := open.Seek(deliveryOpenPrefix(d.Target(), d.PaymentID))
+	return bytes.Equal(first, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq))
 }
 
 // effectNames are the effects whose dedupe keys are "<effect>:<event id>"
@@ -430,8 +444,7 @@ func (t *tx) DueDeliveriesSkipping(due time.Time, limit int, skip func(id string
 		} else if err != nil {
 			return nil, err
 		}
-		first, _ := open.Seek(deliveryOpenPrefix(d.Target(), d.PaymentID))
-		if !bytes.Equal(first, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq)) {
+		if !firstInLine(open, d) {
 			continue // an earlier record of this payment goes first
 		}
 		out = append(out, d)

@@ -56,7 +56,7 @@ type DB struct {
 	now      func() time.Time
 	logger   zerolog.Logger
 	migrated int
-	fanOut   atomic.Pointer[func(pay.OutboxRecord, time.Time) []pay.Delivery]
+	fanOut   atomic.Pointer[fanOut]
 
 	updates, attempts, retries, commits atomic.Int64
 }
@@ -259,29 +259,38 @@ func (db *DB) begin(ctx context.Context, conn *pgx.Conn, writable bool) *tx {
 	t := &tx{ctx: ctx, conn: conn, now: db.now().UTC(), writable: writable}
 	if writable {
 		t.queued = []queuedWrite{{op: "begin", sql: `BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE`}}
-		if f := db.fanOut.Load(); f != nil {
-			t.fanOut = *f
-		}
+		t.fanOut = db.fanOut.Load()
 	} else {
 		t.queued = []queuedWrite{{op: "begin read", sql: `BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY`}}
 	}
 	return t
 }
 
+// fanOut is what SetFanOut was given.
+type fanOut struct {
+	deliveries func(r pay.OutboxRecord, now time.Time) []pay.Delivery
+	committed  func([]pay.Delivery)
+}
+
 // SetFanOut makes every later AppendOutbox write the deliveries that
-// fanOut gives for the record (due at the transaction's time; their
+// deliveries gives for the record (due at the transaction's time; their
 // EventSeq is the record's) in the statement that appends it, and mark
 // the record fanned out: the ripple workers then claim due deliveries,
-// never the record. The ripple service sets it (ripple.New): a record's
-// targets are the configuration's. Records appended before, or by a
-// process that did not set it, are fanned out by the workers
-// (ClaimUnfanned).
-func (db *DB) SetFanOut(fanOut func(r pay.OutboxRecord, now time.Time) []pay.Delivery) {
-	if fanOut == nil {
+// never the record. Once a transaction that wrote deliveries this way
+// has committed, committed (if not nil) receives them, as stored but with
+// EventSeq 0 (the Seq is the transaction's id, which the process does not
+// read), on the goroutine that committed, before Update returns: the
+// instance that wrote them claims them by id (ripple). The ripple service
+// sets it (ripple.New): a record's targets are the configuration's.
+// Records appended before, or by a process that did not set it, are
+// fanned out by the workers (ClaimUnfanned). A nil deliveries turns it
+// off.
+func (db *DB) SetFanOut(deliveries func(r pay.OutboxRecord, now time.Time) []pay.Delivery, committed func([]pay.Delivery)) {
+	if deliveries == nil {
 		db.fanOut.Store(nil)
 		return
 	}
-	db.fanOut.Store(&fanOut)
+	db.fanOut.Store(&fanOut{deliveries: deliveries, committed: committed})
 }
 
 // retryableError is a transaction that PostgreSQL could not serialize or

@@ -61,8 +61,9 @@ func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 		r.CreatedAt = t.now
 	}
 	e := enc{what: "outbox record " + r.ID}
+	created := e.stamp(r.CreatedAt)
 	args := []any{r.ID, r.Type, r.PaymentID, string(r.Status), string(r.From), e.u64("version", r.Version), r.OrderID, r.Amount, r.Currency,
-		r.Customer.ID, r.Customer.Email, r.Provider, e.stamp(r.CreatedAt), r.RefundID, r.DisputeID, r.ObjectAmount, r.ObjectStatus, r.AmountRefunded,
+		r.Customer.ID, r.Customer.Email, r.Provider, created, r.RefundID, r.DisputeID, r.ObjectAmount, r.ObjectStatus, r.AmountRefunded,
 		int64(outboxBase + t.outboxN)}
 	if e.err != nil {
 		return e.err
@@ -77,8 +78,21 @@ func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 	} else {
 		// The record and its deliveries in one statement.
 		var dids, effects, endpoints []string
-		for _, d := range t.fanOut(r, t.now) {
+		ds := t.fanOut.deliveries(r, t.now)
+		for i, d := range ds {
 			dids, effects, endpoints = append(dids, d.ID), append(effects, d.Effect), append(endpoints, d.Endpoint)
+			// As the statement stores it.
+			d.EventSeq, d.EventAt, d.PaymentID, d.EventID, d.EventType = 0, fromNS(created), r.PaymentID, r.ID, r.Type
+			d.State, d.Attempts, d.LastError, d.Note = pay.DeliveryPending, 0, "", ""
+			d.NextAttemptAt, d.CreatedAt, d.UpdatedAt = fromNS(t.nowNS()), fromNS(t.nowNS()), fromNS(t.nowNS())
+			ds[i] = d
+		}
+		if len(ds) > 0 && t.fanOut.committed != nil {
+			if len(t.fanned) == 0 {
+				committed := t.fanOut.committed
+				t.OnCommit(func() { committed(t.fanned) })
+			}
+			t.fanned = append(t.fanned, ds...)
 		}
 		err = t.later("append outbox", `WITH o AS (`+insert+` RETURNING seq)
 			INSERT INTO deliveries (`+deliveryCols+`)
@@ -385,19 +399,22 @@ func (t *tx) Delivery(id string) (pay.Delivery, error) {
 	return d, nil
 }
 
-// ClaimDeliveries returns the stored deliveries among ids, each locked by
-// its row (FOR NO KEY UPDATE) to the end of the transaction, as Delivery
-// locks one, in one statement; those that another transaction holds are
-// skipped (SKIP LOCKED), not waited for: a ripple worker of another
-// instance is applying them. Outside a write transaction it locks
-// nothing. In a write transaction it also reads their outbox records and
-// locks the customers of the loyalty and retention deliveries (prefetch).
+// ClaimDeliveries returns the deliveries among ids that are pending, due
+// at Tx.Now and first in line (firstInLine), each locked by its row (FOR
+// NO KEY UPDATE) to the end of the transaction, as Delivery locks one, in
+// one statement; those that another transaction holds are skipped (SKIP
+// LOCKED), not waited for: a ripple worker of another instance is
+// applying them. Outside a write transaction it locks nothing. In a write
+// transaction it also reads their outbox records and locks the customers
+// of the loyalty and retention deliveries (prefetch).
 func (t *tx) ClaimDeliveries(ids []string) ([]pay.Delivery, error) {
 	lock := ""
 	if t.writable {
-		lock = ` FOR NO KEY UPDATE SKIP LOCKED`
+		lock = ` FOR NO KEY UPDATE OF d SKIP LOCKED`
 	}
-	ds, err := queryAll(t, "claim deliveries", `SELECT `+deliveryCols+` FROM deliveries WHERE id = ANY($1) ORDER BY id`+lock, scanDelivery, ids)
+	ds, err := queryAll(t, "claim deliveries", `SELECT `+deliveryCols+` FROM deliveries d
+		WHERE d.id = ANY($1) AND d.state = 'pending' AND d.next_attempt_at <= $2 AND `+firstInLine+`
+		ORDER BY d.id`+lock, scanDelivery, ids, t.nowNS())
 	if err != nil || !t.writable {
 		return ds, err
 	}

@@ -74,8 +74,10 @@ type tx struct {
 	// outboxN is how many outbox records the transaction appended.
 	outboxN int
 	// fanOut, if set, gives the deliveries of an appended record
-	// (DB.SetFanOut).
-	fanOut func(pay.OutboxRecord, time.Time) []pay.Delivery
+	// (DB.SetFanOut); fanned are those the transaction wrote, for its
+	// committed after the commit.
+	fanOut *fanOut
+	fanned []pay.Delivery
 }
 
 var _ store.Tx = (*tx)(nil)

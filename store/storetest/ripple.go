@@ -138,8 +138,8 @@ func testRippleCursor(t *testing.T, open Opener) {
 }
 
 // testClaims: the outbox records not fanned out are claimed in Seq order
-// and, once marked, not again; the deliveries claimed are the stored ones
-// among those asked for, by id.
+// and, once marked, not again; the deliveries claimed are those among the
+// ones asked for that are pending, due and first in line, by id.
 func testClaims(t *testing.T, open Opener) {
 	e := newEnv(t, open)
 	e.update(func(tx store.Tx) error {
@@ -175,22 +175,37 @@ func testClaims(t *testing.T, open Opener) {
 	claim(10, "evt_3")
 	claim(10)
 
+	// a and b are one payment's records for one target: b waits for a.
+	// c, another payment's, is due later; d is another target's.
 	p := paymentID(1)
 	a, b := delivery(1, p, 1, pay.EffectLoyalty, ""), delivery(2, p, 2, pay.EffectLoyalty, "")
+	c, d := delivery(3, paymentID(2), 3, pay.EffectLoyalty, ""), delivery(4, p, 2, pay.EffectRetention, "")
+	c.NextAttemptAt = e.clock.Now().Add(time.Hour)
 	e.update(func(tx store.Tx) error {
-		if err := tx.InsertDelivery(a); err != nil {
-			return err
+		for _, x := range []pay.Delivery{a, b, c, d} {
+			if err := tx.InsertDelivery(x); err != nil {
+				return err
+			}
 		}
-		return tx.InsertDelivery(b)
+		return nil
 	})
-	var claimed []pay.Delivery
-	e.update(func(tx store.Tx) (err error) {
-		claimed, err = tx.ClaimDeliveries([]string{b.ID, "dlv_missing", a.ID})
-		return err
-	})
-	if got, want := deliveryIDs(claimed), []string{a.ID, b.ID}; !slices.Equal(got, want) {
-		t.Fatalf("ClaimDeliveries=%q, want %q", got, want)
+	claimAll := func(want ...string) {
+		t.Helper()
+		var claimed []pay.Delivery
+		e.update(func(tx store.Tx) (err error) {
+			claimed, err = tx.ClaimDeliveries([]string{d.ID, c.ID, b.ID, "dlv_missing", a.ID})
+			return err
+		})
+		if got := deliveryIDs(claimed); !slices.Equal(got, want) {
+			t.Fatalf("ClaimDeliveries=%q, want %q", got, want)
+		}
 	}
+	claimAll(a.ID, d.ID)
+	e.update(func(tx store.Tx) error {
+		a.State = pay.DeliveryDone
+		return tx.UpdateDelivery(a)
+	})
+	claimAll(b.ID, d.ID)
 }
 
 func testDelivery(t *testing.T, open Opener) {
