@@ -125,8 +125,8 @@ func (c Config) Validate() error {
 		if c.Storage.DSN == "" {
 			p.addf("storage.dsn", "required for backend \"postgres\" (or PAYSTATE_STORAGE_DSN)")
 		}
-		if n := c.Storage.MaxConns; n < 1 || n > 1000 {
-			p.addf("storage.max_conns", "must be between 1 and 1000, got %d", n)
+		if n := c.Storage.MaxConns; n < 0 || n > 1000 {
+			p.addf("storage.max_conns", "must be between 1 and 1000, or 0 for the default, got %d", n)
 		}
 	default:
 		p.addf("storage.backend", "unknown backend %s, want \"bolt\" or \"postgres\"", quote(c.Storage.Backend))

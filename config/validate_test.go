@@ -70,7 +70,7 @@ func TestConfig_Validate(t *testing.T) {
 		{"BackendUnknown", func(c *Config) { c.Storage.Backend = "sqlite" }, "storage.backend"},
 		{"BackendPostgres", func(c *Config) { c.Storage.Backend = "postgres"; c.Storage.DSN = "postgres://db/x" }, ""},
 		{"BackendPostgresMaxConns", func(c *Config) {
-			c.Storage.Backend, c.Storage.DSN, c.Storage.MaxConns = "postgres", "postgres://db/x", 0
+			c.Storage.Backend, c.Storage.DSN, c.Storage.MaxConns = "postgres", "postgres://db/x", -1
 		}, "storage.max_conns"},
 		{"BackendPostgresNoDSN", func(c *Config) { c.Storage.Backend = "postgres" }, "storage.dsn"},
 		{"PathEmpty", func(c *Config) { c.Storage.Path = "" }, "storage.path"},

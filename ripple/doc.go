@@ -22,9 +22,20 @@
 // record, and the records appended without them (before the service
 // existed, or by another process) are claimed by the passes of any
 // instance in batches (Tx.ClaimUnfanned, FOR UPDATE SKIP LOCKED), at most
-// once per Interval in Run. A pass of several instances claims its batch
-// of loyalty and retention deliveries in one statement that skips the
-// ones another instance holds (Tx.ClaimDeliveries). The workers receive
+// once per Interval in Run. The store hands the deliveries that this
+// process's transactions wrote to the service once they have committed
+// (adopt), and the next pass claims them by id, without reading the due
+// index: its batch of loyalty and retention deliveries in one statement
+// (Tx.ClaimDeliveries) that takes only those pending, due and first in
+// line for their payment, and skips the ones another instance holds; one
+// not first in line yet is kept for a later pass until Config.Grace has
+// passed. Run reads the due index only on its first pass, every Interval
+// and when its last read left due deliveries behind, and passes over the
+// other instances' deliveries never attempted and younger than
+// Config.Grace (by the time in their ULID ids), so instances neither poll
+// for nor collide on each other's fresh work; a delivery whose instance
+// died after its commit is taken by any instance once Config.Grace has
+// passed. RunOnce reads the whole due index. The workers receive
 // ripple's own transaction type, rippleTx (store.go): the outbox,
 // deliveries and effect families, nothing of finalize's.
 //

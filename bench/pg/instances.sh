@@ -35,7 +35,8 @@
 #   INST_C=64           concurrent clients of bench/load
 #   INST_COUNTS="1 2 3" instance counts
 #   INST_ROUNDS=2       rounds; every round runs bbolt and each count once
-#   INST_MAX_CONNS=16   storage.max_conns of each instance
+#   INST_MAX_CONNS=16   storage.max_conns of each instance; 0: none
+#                       written, each build's default
 #   INST_PGBENCH=1      0: skip the pgbench part
 #   INST_TOP=0          N: after each PostgreSQL row, its N most called
 #                       statements (pg_stat_statements), calls per webhook
@@ -353,10 +354,12 @@ for r in $(seq 1 "$rounds"); do
       q -c "create database $db" >/dev/null
       dsn=${PAYSTATE_PG_DSN/\/paystate\?//$db?}
       urls=
+      conns=
+      [ "$maxconns" = 0 ] || conns="max_conns = $maxconns"
       for i in $(seq 1 "$k"); do
         start "pg-$r-$k-$i-$label" "backend = \"postgres\"
 dsn = \"$dsn\"
-max_conns = $maxconns" "$b"
+$conns" "$b"
         urls=${urls:+$urls,}$url
       done
       measure "r$r $label x$k" "$urls" "$db"

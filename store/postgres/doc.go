@@ -117,7 +117,8 @@
 // kind (customer accounts, effect records, deliveries that leave pending:
 // rowKinds) go in one statement: a ripple batch's writes are three
 // statements at its commit, not three per delivery. Its claim
-// (ClaimDeliveries) reads the batch's outbox records and locks its
+// (ClaimDeliveries: the pending, due deliveries first in line among the
+// ids asked for) reads the batch's outbox records and locks its
 // customers' accounts in the order of their ids, once
 // (TestDB_BatchStatements).
 // Lists (ListPayments, Candidates, PendingInbox, …) lock
@@ -151,8 +152,10 @@
 // plain sequence would allow that), and a long transaction delays the feed
 // until it ends. There is no fan-out cursor: once the ripple service has
 // given the store its targets (SetFanOut), AppendOutbox writes a record's
-// deliveries in the statement that appends it and marks it fanned; the
-// records appended without (before that, or by another process) are
+// deliveries in the statement that appends it and marks it fanned, and
+// hands them to the service after the commit (SetFanOut's committed), so
+// that the instance that wrote them claims them by id; the records
+// appended without (before that, or by another process) are
 // claimed by the workers of any instance, FOR UPDATE SKIP LOCKED
 // (ClaimUnfanned), each payment's in its order. RippleCursor is derived
 // from the records (the last one fanned out before the first that is
