@@ -54,6 +54,14 @@ func refundShare(credited, total, after, amount int64) int64 {
 // loyaltyPaymentKey holds the points a payment's capture credited.
 func loyaltyPaymentKey(paymentID string) string { return "loyalty_payment:" + paymentID }
 
+// keys are rec's dedupe key and its payment's record.
+func (*loyalty) keys(rec pay.OutboxRecord) []string {
+	if rec.Customer.ID == "" {
+		return nil
+	}
+	return []string{pay.EffectLoyalty + ":" + rec.ID, loyaltyPaymentKey(rec.PaymentID)}
+}
+
 // deliver applies rec in a transaction of its own; a pass applies many
 // records in one transaction with applyTx instead.
 func (l *loyalty) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
@@ -157,6 +165,14 @@ func (r *retention) deliver(ctx context.Context, d pay.Delivery, rec pay.OutboxR
 	return deliverInTx(ctx, r.s.Store, r, d, rec)
 }
 
+// keys are rec's dedupe key.
+func (*retention) keys(rec pay.OutboxRecord) []string {
+	if rec.Customer.ID == "" {
+		return nil
+	}
+	return []string{pay.EffectRetention + ":" + rec.ID}
+}
+
 // applyTx moves the customer's last visit in tx.
 func (r *retention) applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (outcome, error) {
 	if rec.Customer.ID == "" {
@@ -198,6 +214,9 @@ type storeEffect interface {
 	// applyTx applies rec in tx. An error is the attempt's failure; a
 	// failure of the store itself aborts tx.
 	applyTx(tx rippleTx, d pay.Delivery, rec pay.OutboxRecord) (outcome, error)
+	// keys are the effect records applyTx reads or claims for rec, which
+	// a batch locks at once (Tx.LockEffects).
+	keys(rec pay.OutboxRecord) []string
 }
 
 // deliverInTx applies rec with e in a transaction of its own.

@@ -327,8 +327,23 @@ func (s *Service) runInStore(ctx context.Context, jobs []*job, logErrors bool) {
 				return err
 			}
 			claimed = make(map[string]pay.Delivery, len(ds))
+			var keys []string
 			for _, d := range ds {
 				claimed[d.ID] = d
+				rec, err := tx.OutboxRecord(d.EventSeq) // read with the claim
+				if pay.ErrorCode(err) == pay.ENOTFOUND {
+					continue
+				} else if err != nil {
+					return err
+				}
+				records[d.EventSeq] = rec
+				if e, ok := s.effects[d.Target()].(storeEffect); ok {
+					keys = append(keys, e.keys(rec)...)
+				}
+			}
+			// Their dedupe keys and records in one read too.
+			if err := tx.LockEffects(keys); err != nil {
+				return err
 			}
 		}
 		for i, j := range jobs {

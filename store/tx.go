@@ -288,6 +288,15 @@ type Effects interface {
 	// ClaimEffect stores r unless its key has a record, and reports
 	// whether it did (the one way an effect claims its dedupe key).
 	ClaimEffect(r EffectRecord) (bool, error)
+	// LockEffects holds the records of keys, and that the others have
+	// none, to the end of a write transaction, so that Effect and
+	// ClaimEffect of those keys read nothing more: a batch of effects
+	// reads its dedupe keys at once (PostgreSQL: one statement, FOR NO
+	// KEY UPDATE in the keys' order; bbolt's one writer holds them all,
+	// and it does nothing). A key claimed after LockEffects found it free
+	// but stored by a concurrent transaction before the commit runs the
+	// transaction again, which then finds it.
+	LockEffects(keys []string) error
 	// WebhookEndpoint returns an endpoint's state; one never stored is
 	// returned enabled with only its ID set.
 	WebhookEndpoint(id string) (WebhookEndpoint, error)

@@ -44,6 +44,9 @@ func (t *tx) Effect(key string) (store.EffectRecord, bool, error) {
 	return store.EffectRecord{Key: key, DeliveryID: string(r.DeliveryID), Points: r.Points, At: r.At.UTC()}, true, nil
 }
 
+// LockEffects does nothing: the one writer holds every record.
+func (t *tx) LockEffects([]string) error { return nil }
+
 // ClaimEffect stores r unless its key has a record, and reports whether
 // it did. The single writer orders claims of one key.
 func (t *tx) ClaimEffect(r store.EffectRecord) (bool, error) {

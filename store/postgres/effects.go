@@ -6,6 +6,8 @@ package postgres
 // (psp_answers). None has an index but its key.
 
 import (
+	"slices"
+
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
@@ -99,6 +101,12 @@ func (t *tx) Effect(key string) (store.EffectRecord, bool, error) {
 	if err := checkPart("effect key", key, true); err != nil {
 		return store.EffectRecord{}, false, err
 	}
+	if r, ok := t.effects[key]; ok {
+		if r == nil {
+			return store.EffectRecord{}, false, nil
+		}
+		return *r, true, nil
+	}
 	r, found, err := lockedRow(t, "effect", key, "read effect", `SELECT delivery_id, points, at FROM effects WHERE key = $1`,
 		func(row pgx.Row) (store.EffectRecord, error) {
 			var (
@@ -131,7 +139,71 @@ func (t *tx) PutEffect(r store.EffectRecord) error {
 	if e.err != nil {
 		return e.err
 	}
-	return t.put("effect", r.Key, "put effect", "", "", r.Key, r.DeliveryID, r.Points, at)
+	if err := t.put("effect", r.Key, "put effect", "", "", r.Key, r.DeliveryID, r.Points, at); err != nil {
+		return err
+	}
+	if _, ok := t.effects[r.Key]; ok {
+		r.At = fromNS(at)
+		t.effects[r.Key] = &r
+	}
+	return nil
+}
+
+// LockEffects reads the records of keys that the transaction does not
+// hold yet, in one statement, locking each by its row (FOR NO KEY UPDATE,
+// in the order of the keys, so that two transactions lock them in one
+// order), and keeps them and the keys found missing (absent): Effect and
+// ClaimEffect of them then cost no statement, and a missing key is
+// written with an INSERT that must insert (put). Outside a write
+// transaction it does nothing.
+func (t *tx) LockEffects(keys []string) error {
+	if !t.writable {
+		return nil
+	}
+	var want []string
+	for _, k := range keys {
+		if err := checkPart("effect key", k, true); err != nil {
+			return err
+		}
+		if _, ok := t.effects[k]; !ok && !t.locked["effect:"+k] && !slices.Contains(want, k) {
+			want = append(want, k)
+		}
+	}
+	if len(want) == 0 {
+		return nil
+	}
+	about := make([]string, len(want))
+	for i, k := range want {
+		about[i] = "effect:" + k
+	}
+	found, err := queryAll(t.about(about...), "lock effects", `SELECT key, delivery_id, points, at FROM effects
+		WHERE key = ANY($1) ORDER BY key FOR NO KEY UPDATE`, func(row pgx.Row) (store.EffectRecord, error) {
+		var (
+			r  store.EffectRecord
+			at int64
+		)
+		err := row.Scan(&r.Key, &r.DeliveryID, &r.Points, &at)
+		r.At = fromNS(at)
+		return r, err
+	}, want)
+	if err != nil {
+		return err
+	}
+	if t.effects == nil {
+		t.effects = map[string]*store.EffectRecord{}
+	}
+	for _, k := range want {
+		t.effects[k] = nil
+		if t.absent == nil {
+			t.absent = map[string]bool{}
+		}
+		t.absent["effect:"+k] = true
+	}
+	for _, r := range found {
+		t.effects[r.Key] = &r
+		t.hold("effect:" + r.Key)
+	}
+	return nil
 }
 
 // ClaimEffect stores r under r.Key unless the key has a record, in one
@@ -151,6 +223,14 @@ func (t *tx) ClaimEffect(r store.EffectRecord) (bool, error) {
 	at := e.stamp(r.At)
 	if e.err != nil {
 		return false, e.err
+	}
+	if held, ok := t.effects[r.Key]; ok {
+		// Read by LockEffects: stored, or queued to be inserted (a
+		// concurrent insert of the key runs the transaction again).
+		if held != nil {
+			return false, nil
+		}
+		return true, t.PutEffect(r)
 	}
 	_, claimed, err := queryOne(t.about("effect:"+r.Key), "claim effect", `INSERT INTO effects (key, delivery_id, points, at) VALUES ($1, $2, $3, $4)
 		ON CONFLICT (key) DO NOTHING RETURNING true`, scalar[bool], r.Key, r.DeliveryID, r.Points, at)

@@ -702,12 +702,12 @@ func TestScale_NoAdvisoryLock(t *testing.T) {
 // TestDB_BatchStatements counts the statements of a ripple batch on
 // PostgreSQL: ten loyalty deliveries of three customers claimed and
 // applied in one transaction, as ripple's in-store lane does (claim the
-// deliveries, then for each: claim its dedupe key, read the payment's
-// loyalty record, read and write the customer, write the record, record
-// the delivery done). The records and the customers are read once for
-// the batch (the customers locked in the order of their ids), and the
-// writes of each kind go in one statement: a statement per delivery
-// more for any of them fails it.
+// deliveries, lock their effect records, then for each: claim its dedupe
+// key, read the payment's loyalty record, read and write the customer,
+// write the record, record the delivery done). The records, the
+// customers and the effect records are read once for the batch (locked
+// in the order of their keys), and the writes of each kind go in one
+// statement: a statement per delivery more for any of them fails it.
 func TestDB_BatchStatements(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -743,10 +743,19 @@ func TestDB_BatchStatements(t *testing.T) {
 	}
 	count.On.Store(true)
 	err := db.Update(ctx, func(tx store.Tx) error {
-		ds, err := tx.(interface {
-			ClaimDeliveries([]string) ([]pay.Delivery, error)
-		}).ClaimDeliveries(ids)
+		ds, err := tx.ClaimDeliveries(ids)
 		if err != nil {
+			return err
+		}
+		var keys []string
+		for _, d := range ds {
+			rec, err := tx.OutboxRecord(d.EventSeq)
+			if err != nil {
+				return err
+			}
+			keys = append(keys, "loyalty:"+rec.ID, "loyalty_payment:"+rec.PaymentID)
+		}
+		if err := tx.LockEffects(keys); err != nil {
 			return err
 		}
 		for _, d := range ds {
@@ -785,10 +794,11 @@ func TestDB_BatchStatements(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The claim, the records, the customers; per delivery its dedupe key
-	// and its payment's record; the customers (one statement for those
-	// stored, one for those created), the records and the deliveries.
-	if got, want := count.Statements.Load(), int64(3+2*n+4); got > want {
+	// The claim, the records, the customers, the effect records; the
+	// customers (one statement for those stored, one for those created),
+	// the effect records (all created) and the deliveries. Nothing per
+	// delivery.
+	if got, want := count.Statements.Load(), int64(4+4); got > want {
 		t.Errorf("a batch of %d deliveries sent %d statements, want at most %d", n, got, want)
 	} else {
 		t.Logf("a batch of %d deliveries: %d statements, %d round trips", n, got, count.RoundTrips.Load())
@@ -819,5 +829,56 @@ func TestDB_BatchStatements(t *testing.T) {
 		return nil
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDB_LockEffectsRace: a dedupe key that LockEffects found free, and
+// that another instance claims and commits before this transaction's
+// commit: this transaction's claim, queued with its writes, fails at the
+// commit and the transaction runs again, which finds the other's record.
+// One claim in all, as without LockEffects.
+func TestDB_LockEffectsRace(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	dbs := pools(t, 2, storetest.NewClock(t0).Now)
+	const key = pay.EffectLoyalty + ":evt_1"
+	var (
+		runs    int
+		claimed bool
+	)
+	err := dbs[0].Update(ctx, func(tx store.Tx) error {
+		runs++
+		if err := tx.LockEffects([]string{key}); err != nil {
+			return err
+		}
+		if runs == 1 {
+			// The other instance, while this transaction holds the key
+			// as free.
+			if err := dbs[1].Update(ctx, func(tx store.Tx) error {
+				ok, err := tx.ClaimEffect(store.EffectRecord{Key: key, DeliveryID: "dlv_other"})
+				if err == nil && !ok {
+					err = fmt.Errorf("the other instance could not claim a free key")
+				}
+				return err
+			}); err != nil {
+				return err
+			}
+		}
+		var err error
+		claimed, err = tx.ClaimEffect(store.EffectRecord{Key: key, DeliveryID: "dlv_mine"})
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if claimed {
+		t.Fatalf("claimed a key the other instance claimed first (%d runs)", runs)
+	}
+	var r store.EffectRecord
+	if err := dbs[0].View(ctx, func(tx store.Tx) (err error) { r, _, err = tx.Effect(key); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if r.DeliveryID != "dlv_other" {
+		t.Fatalf("the key's record is %+v, want the other instance's (dlv_other)", r)
 	}
 }

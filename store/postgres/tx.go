@@ -57,6 +57,9 @@ type tx struct {
 	// records are the outbox records read for the deliveries claimed
 	// (ClaimDeliveries): a record never changes.
 	records map[uint64]pay.OutboxRecord
+	// effects are the effect records the transaction holds (LockEffects),
+	// as it stored or found them (nil: absent).
+	effects map[string]*store.EffectRecord
 
 	// payments are the payments the transaction holds locked, as stored
 	// (read by Payment, or written): read again, they cost no statement.

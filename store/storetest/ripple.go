@@ -569,6 +569,41 @@ func testEffect(t *testing.T, open Opener) {
 		}
 		return err
 	})
+	// After LockEffects, the same answers: a key with a record is not
+	// claimed, a free one is once, and what was put is read back.
+	e.update(func(tx store.Tx) error {
+		if err := tx.LockEffects([]string{"loyalty:evt_1", "loyalty:evt_2", "loyalty_payment:pay_2", "loyalty:evt_1"}); err != nil {
+			return err
+		}
+		if ok, err := tx.ClaimEffect(store.EffectRecord{Key: "loyalty:evt_1", DeliveryID: "dlv_8"}); err != nil || ok {
+			return fmt.Errorf("ClaimEffect of a locked key with a record: claimed=%v err=%v, want false", ok, err)
+		}
+		for i, want := range []bool{true, false} {
+			ok, err := tx.ClaimEffect(store.EffectRecord{Key: "loyalty:evt_2", DeliveryID: fmt.Sprintf("dlv_2%d", i), Points: 7})
+			if err != nil || ok != want {
+				return fmt.Errorf("ClaimEffect #%d of a locked free key: claimed=%v err=%v, want %v", i+1, ok, err, want)
+			}
+		}
+		if _, ok, err := tx.Effect("loyalty_payment:pay_2"); err != nil || ok {
+			return fmt.Errorf("Effect of a locked free key: ok=%v err=%v, want none", ok, err)
+		}
+		if err := tx.PutEffect(store.EffectRecord{Key: "loyalty_payment:pay_2", DeliveryID: "dlv_20", Points: 7}); err != nil {
+			return err
+		}
+		r, ok, err := tx.Effect("loyalty_payment:pay_2")
+		if err != nil || !ok || r.Points != 7 || r.DeliveryID != "dlv_20" {
+			return fmt.Errorf("Effect after PutEffect of a locked key=%+v ok=%v err=%v, want 7 points of dlv_20", r, ok, err)
+		}
+		return nil
+	})
+	e.view(func(tx store.Tx) error {
+		for key, want := range map[string]string{"loyalty:evt_2": "dlv_20", "loyalty_payment:pay_2": "dlv_20"} {
+			if r, ok, err := tx.Effect(key); err != nil || !ok || r.DeliveryID != want {
+				return fmt.Errorf("Effect(%s) after the commit=%+v ok=%v err=%v, want %s's", key, r, ok, err, want)
+			}
+		}
+		return nil
+	})
 }
 
 func testWebhookEndpoint(t *testing.T, open Opener) {
