@@ -140,18 +140,21 @@ func (s *Service) dispatch(ctx context.Context, attempts *sync.WaitGroup, logErr
 // delivery in it.
 func (s *Service) claimDue(ctx context.Context, scan, grace bool) (launch, started, running []*job, err error) {
 	// What the pass need not read: the deliveries claimed already, and
-	// those that waited for a lane that is still full.
-	s.mu.Lock()
-	claimed := make(map[string]bool, len(s.inflight))
-	for id, j := range s.inflight {
-		running = append(running, j)
-		claimed[id] = true
+	// those that waited for a lane that is still full. A pass that reads
+	// no due index (Run's, woken for own deliveries) needs neither, nor
+	// the running jobs (RunOnce's, which always reads).
+	claimed, full := map[string]bool{}, map[string]bool{}
+	if scan {
+		s.mu.Lock()
+		for id, j := range s.inflight {
+			running = append(running, j)
+			claimed[id] = true
+		}
+		for tgt, l := range s.lanes {
+			full[tgt] = l.full()
+		}
+		s.mu.Unlock()
 	}
-	full := map[string]bool{}
-	for tgt, l := range s.lanes {
-		full[tgt] = l.full()
-	}
-	s.mu.Unlock()
 	held := map[string]string{}
 	fresh := time.Time{} // with grace, ids made after it are other instances' fresh work
 	if s.claims && grace {
@@ -196,9 +199,18 @@ func (s *Service) claimDue(ctx context.Context, scan, grace bool) (launch, start
 		return true
 	}
 	if s.claims {
+		// Only the targets whose lane has room: a pass while a batch runs
+		// costs no walk of the deliveries waiting for the next one.
 		var back []pay.Delivery
 		s.mu.Lock()
-		for _, d := range s.takeOwn() {
+		room := func(tgt string) bool {
+			l := s.laneOf(tgt)
+			if l.inStore {
+				return l.running == 0 || batching[tgt]
+			}
+			return l.running < l.max || len(l.queue) < limit
+		}
+		for _, d := range s.takeOwn(room) {
 			if _, ok := s.inflight[d.ID]; ok {
 				continue // running already
 			}
@@ -207,7 +219,7 @@ func (s *Service) claimDue(ctx context.Context, scan, grace bool) (launch, start
 			}
 		}
 		s.mu.Unlock()
-		s.keepOwn(back...)
+		s.keepOwn(s.graceCutoff(), back...)
 	}
 	for scan {
 		var due []pay.Delivery
@@ -282,7 +294,7 @@ func (s *Service) finish(ctx context.Context, j *job, attempted bool, err error,
 	j.attempted, j.err = attempted, err
 	close(j.done)
 	if j.own && !attempted && err == nil {
-		s.keepOwn(j.d) // not first in line yet, perhaps
+		s.keepOwn(s.graceCutoff(), j.d) // not first in line yet, perhaps
 	}
 	if err != nil {
 		// Not recorded: the delivery stays due for the next Interval.

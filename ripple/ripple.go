@@ -175,11 +175,13 @@ type Service struct {
 	lastClaim atomic.Int64
 
 	// own are the deliveries that this process's transitions wrote
-	// (adopt), which the next pass claims by id (claims only), at most
-	// ownCap; rescan says that Run's next pass reads the due index too,
-	// not only own (claims only: see Run).
+	// (adopt), by target, which a pass claims by id when their target's
+	// lane has room (claims only), ownN of them, at most ownCap; rescan
+	// says that Run's next pass reads the due index too, not only own
+	// (claims only: see Run).
 	ownMu  sync.Mutex
-	own    []pay.Delivery
+	own    map[string][]pay.Delivery
+	ownN   int
 	rescan atomic.Bool
 
 	// skip is the Seq of the last outbox record that fan-out found no
@@ -311,34 +313,47 @@ const ownCap = 4 * DefaultBatch
 // committed (Config.FanOut's committed) for the next pass to claim by id,
 // and wakes the workers. It never blocks on the store.
 func (s *Service) adopt(ds []pay.Delivery) {
-	s.ownMu.Lock()
-	s.own = append(s.own, ds[:min(len(ds), max(ownCap-len(s.own), 0))]...)
-	s.ownMu.Unlock()
+	s.keepOwn(time.Time{}, ds...)
 	s.Notify()
 }
 
-// takeOwn returns the deliveries adopted since the last call.
-func (s *Service) takeOwn() []pay.Delivery {
+// takeOwn returns the own deliveries of the targets for which room
+// reports true, and forgets them.
+func (s *Service) takeOwn(room func(target string) bool) []pay.Delivery {
 	s.ownMu.Lock()
 	defer s.ownMu.Unlock()
-	own := s.own
-	s.own = nil
-	return own
+	var out []pay.Delivery
+	for tgt, ds := range s.own {
+		if room(tgt) {
+			out = append(out, ds...)
+			s.ownN -= len(ds)
+			delete(s.own, tgt)
+		}
+	}
+	return out
 }
 
-// keepOwn gives back own deliveries that a pass could not start (their
-// target was full, or they were not first in line yet), but not those
-// older than Config.Grace: every instance's passes take those.
-func (s *Service) keepOwn(ds ...pay.Delivery) {
-	cutoff := s.now().Add(-s.Config.Grace)
+// keepOwn keeps ds as own deliveries (adopted, or given back by a pass
+// that could not start them: their target was full, or they were not
+// first in line yet), but not those written before cutoff (Config.Grace
+// ago: every instance's passes take those) nor past ownCap.
+func (s *Service) keepOwn(cutoff time.Time, ds ...pay.Delivery) {
 	s.ownMu.Lock()
 	defer s.ownMu.Unlock()
+	if s.own == nil {
+		s.own = map[string][]pay.Delivery{}
+	}
 	for _, d := range ds {
-		if len(s.own) < ownCap && !d.CreatedAt.Before(cutoff) {
-			s.own = append(s.own, d)
+		if s.ownN < ownCap && !d.CreatedAt.Before(cutoff) {
+			s.own[d.Target()] = append(s.own[d.Target()], d)
+			s.ownN++
 		}
 	}
 }
+
+// graceCutoff is when the deliveries that are no longer only their
+// instance's to claim were written: Config.Grace ago.
+func (s *Service) graceCutoff() time.Time { return s.now().Add(-s.Config.Grace) }
 
 // Notify wakes the workers: there are new outbox records. It never blocks;
 // finalize calls it after a commit that appended one.
