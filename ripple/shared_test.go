@@ -33,11 +33,7 @@ func TestShared_OneAttemptAcrossInstances(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock(t0)
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, pgtest.Schema(t), &postgres.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := openPG(t, pgtest.Schema(t), clock, nil)
 
 	var requests atomic.Int64
 	got, release := make(chan struct{}), make(chan struct{})
@@ -190,6 +186,22 @@ func customerPoints(t *testing.T, db store.Store, id string) int64 {
 	return customer(t, db, id).Points
 }
 
+// openPG opens the PostgreSQL database of dsn on clock, with tracer if
+// not nil, until the test ends.
+func openPG(t *testing.T, dsn string, clock *storetest.Clock, tracer pgx.QueryTracer) *postgres.DB {
+	t.Helper()
+	opts := &postgres.Options{Now: clock.Now}
+	if tracer != nil {
+		opts.Tracer = tracer
+	}
+	db, err := postgres.Open(context.Background(), dsn, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = db.Close() })
+	return db
+}
+
 // readTracer records the ids of the deliveries whose rows an instance's
 // statements read by id: its claims (ClaimDeliveries) and the rows of
 // its reads of the due index.
@@ -252,16 +264,8 @@ func TestShared_OwnDeliveries(t *testing.T) {
 	clock := storetest.NewClock(t0)
 	ctx := context.Background()
 	dsn := pgtest.Schema(t)
-	open := func(tr *readTracer) *postgres.DB {
-		db, err := postgres.Open(ctx, dsn, &postgres.Options{Now: clock.Now, Tracer: tr})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _ = db.Close() })
-		return db
-	}
 	var trA, trB readTracer
-	dbA, dbB := open(&trA), open(&trB)
+	dbA, dbB := openPG(t, dsn, clock, &trA), openPG(t, dsn, clock, &trB)
 	a := newService(t, dbA, clock, ripple.Config{Shared: true, FanOut: dbA.SetFanOut, PointsPerUnit: 1})
 	b := newService(t, dbB, clock, ripple.Config{Shared: true, FanOut: dbB.SetFanOut, PointsPerUnit: 1})
 	capture := func(db *postgres.DB, i int) []string {
@@ -328,11 +332,7 @@ func TestShared_OwnInLine(t *testing.T) {
 	t.Parallel()
 	clock := storetest.NewClock(t0)
 	ctx := context.Background()
-	db, err := postgres.Open(ctx, pgtest.Schema(t), &postgres.Options{Now: clock.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = db.Close() })
+	db := openPG(t, pgtest.Schema(t), clock, nil)
 	a := newService(t, db, clock, ripple.Config{Shared: true, FanOut: db.SetFanOut, PointsPerUnit: 1})
 	p := insertPayment(t, db, 1, 1000, "EUR", pay.Customer{ID: "cus_1"})
 	for _, st := range []pay.Status{pay.Captured, pay.Refunded} {

@@ -107,21 +107,25 @@ func (t *tx) Effect(key string) (store.EffectRecord, bool, error) {
 		}
 		return *r, true, nil
 	}
-	r, found, err := lockedRow(t, "effect", key, "read effect", `SELECT delivery_id, points, at FROM effects WHERE key = $1`,
-		func(row pgx.Row) (store.EffectRecord, error) {
-			var (
-				r  store.EffectRecord
-				at int64
-			)
-			err := row.Scan(&r.DeliveryID, &r.Points, &at)
-			r.At = fromNS(at)
-			return r, err
-		}, key)
+	r, found, err := lockedRow(t, "effect", key, "read effect", `SELECT `+effectReadCols+` FROM effects WHERE key = $1`, scanEffect, key)
 	if err != nil || !found {
 		return store.EffectRecord{}, false, err
 	}
-	r.Key = key
 	return r, true, nil
+}
+
+// effectReadCols are the columns scanEffect reads, in its order.
+const effectReadCols = `key, delivery_id, points, at`
+
+// scanEffect reads the effectReadCols of a row.
+func scanEffect(row pgx.Row) (store.EffectRecord, error) {
+	var (
+		r  store.EffectRecord
+		at int64
+	)
+	err := row.Scan(&r.Key, &r.DeliveryID, &r.Points, &at)
+	r.At = fromNS(at)
+	return r, err
 }
 
 // PutEffect stores r under r.Key, replacing any record there; a zero At
@@ -169,23 +173,7 @@ func (t *tx) LockEffects(keys []string) error {
 			want = append(want, k)
 		}
 	}
-	if len(want) == 0 {
-		return nil
-	}
-	about := make([]string, len(want))
-	for i, k := range want {
-		about[i] = "effect:" + k
-	}
-	found, err := queryAll(t.about(about...), "lock effects", `SELECT key, delivery_id, points, at FROM effects
-		WHERE key = ANY($1) ORDER BY key FOR NO KEY UPDATE`, func(row pgx.Row) (store.EffectRecord, error) {
-		var (
-			r  store.EffectRecord
-			at int64
-		)
-		err := row.Scan(&r.Key, &r.DeliveryID, &r.Points, &at)
-		r.At = fromNS(at)
-		return r, err
-	}, want)
+	found, err := lockedRows(t, "effect", "lock effects", `SELECT `+effectReadCols+` FROM effects WHERE key = ANY($1) ORDER BY key`, want, scanEffect)
 	if err != nil {
 		return err
 	}
@@ -194,10 +182,6 @@ func (t *tx) LockEffects(keys []string) error {
 	}
 	for _, k := range want {
 		t.effects[k] = nil
-		if t.absent == nil {
-			t.absent = map[string]bool{}
-		}
-		t.absent["effect:"+k] = true
 	}
 	for _, r := range found {
 		t.effects[r.Key] = &r

@@ -461,15 +461,8 @@ func (t *tx) prefetch(ds []pay.Delivery) error {
 			}
 		}
 	}
-	if len(customers) == 0 {
-		return nil
-	}
-	keys := make([]string, len(customers))
-	for i, id := range customers {
-		keys[i] = "customer:" + id
-	}
-	found, err := queryAll(t.about(keys...), "lock customers", `SELECT id, points, last_visit_at, updated_at FROM customers
-		WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE`, func(r pgx.Row) (store.CustomerAccount, error) {
+	found, err := lockedRows(t, "customer", "lock customers", `SELECT id, points, last_visit_at, updated_at FROM customers
+		WHERE id = ANY($1) ORDER BY id`, customers, func(r pgx.Row) (store.CustomerAccount, error) {
 		var (
 			c              store.CustomerAccount
 			visit, updated int64
@@ -477,16 +470,12 @@ func (t *tx) prefetch(ds []pay.Delivery) error {
 		err := r.Scan(&c.ID, &c.Points, &visit, &updated)
 		c.LastVisitAt, c.UpdatedAt = fromNS(visit), fromNS(updated)
 		return c, err
-	}, customers)
+	})
 	if err != nil {
 		return err
 	}
 	for _, id := range customers {
 		t.keepCustomer(id, false, store.CustomerAccount{})
-		if t.absent == nil {
-			t.absent = map[string]bool{}
-		}
-		t.absent["customer:"+id] = true
 	}
 	for _, c := range found {
 		t.keepCustomer(c.ID, true, c)

@@ -133,6 +133,34 @@ func lockedRow[T any](t *tx, family, key, op, sql string, scan func(pgx.Row) (T,
 	return v, found, nil
 }
 
+// lockedRows reads the rows of the records of family with the given
+// keys with sql (a query of the keys as $1, ending in its ORDER BY, which
+// is the order the rows are locked in), each locked by its row (FOR NO
+// KEY UPDATE), in one statement about those records (about), and marks
+// every key absent: the caller holds those found (hold), and the others
+// are inserted only if still missing, as with lockedRow. No keys, no
+// statement.
+func lockedRows[T any](t *tx, family, op, sql string, keys []string, scan func(pgx.Row) (T, error)) ([]T, error) {
+	if len(keys) == 0 {
+		return nil, nil
+	}
+	records := make([]string, len(keys))
+	for i, k := range keys {
+		records[i] = family + ":" + k
+	}
+	found, err := queryAll(t.about(records...), op, sql+` FOR NO KEY UPDATE`, scan, keys)
+	if err != nil {
+		return nil, err
+	}
+	if t.absent == nil {
+		t.absent = map[string]bool{}
+	}
+	for _, r := range records {
+		t.absent[r] = true
+	}
+	return found, nil
+}
+
 // put writes one record of family and key with upsert (an INSERT ... ON
 // CONFLICT DO UPDATE), or, if the transaction read the record and found
 // it missing (lockedRow), with insert (the INSERT of the same values

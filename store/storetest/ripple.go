@@ -585,21 +585,21 @@ func testEffect(t *testing.T, open Opener) {
 			}
 		}
 		if _, ok, err := tx.Effect("loyalty_payment:pay_2"); err != nil || ok {
-			return fmt.Errorf("Effect of a locked free key: ok=%v err=%v, want none", ok, err)
+			return fmt.Errorf("a locked free key read: ok=%v err=%v, want none", ok, err)
 		}
 		if err := tx.PutEffect(store.EffectRecord{Key: "loyalty_payment:pay_2", DeliveryID: "dlv_20", Points: 7}); err != nil {
 			return err
 		}
 		r, ok, err := tx.Effect("loyalty_payment:pay_2")
 		if err != nil || !ok || r.Points != 7 || r.DeliveryID != "dlv_20" {
-			return fmt.Errorf("Effect after PutEffect of a locked key=%+v ok=%v err=%v, want 7 points of dlv_20", r, ok, err)
+			return fmt.Errorf("a locked key read after PutEffect: %+v ok=%v err=%v, want 7 points of dlv_20", r, ok, err)
 		}
 		return nil
 	})
 	e.view(func(tx store.Tx) error {
 		for key, want := range map[string]string{"loyalty:evt_2": "dlv_20", "loyalty_payment:pay_2": "dlv_20"} {
 			if r, ok, err := tx.Effect(key); err != nil || !ok || r.DeliveryID != want {
-				return fmt.Errorf("Effect(%s) after the commit=%+v ok=%v err=%v, want %s's", key, r, ok, err, want)
+				return fmt.Errorf("effect %s after the commit: %+v ok=%v err=%v, want %s's", key, r, ok, err, want)
 			}
 		}
 		return nil
