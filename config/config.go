@@ -129,9 +129,8 @@ type Storage struct {
 	Path string `toml:"path"`
 	// DSN is the PostgreSQL connection string for backend "postgres".
 	DSN string `toml:"dsn"`
-	// MaxConns caps the PostgreSQL connections of this instance; 0 (the
-	// default) is postgres.DefaultMaxConns(): 4 per core (GOMAXPROCS), at
-	// most 16.
+	// MaxConns caps the PostgreSQL connections of this instance; 0 is
+	// the backend's default (16).
 	MaxConns int `toml:"max_conns"`
 }
 
@@ -510,8 +509,9 @@ func DefaultConfig() Config {
 			AllowedHosts:    []string{},
 		},
 		Storage: Storage{
-			Backend: "bolt",
-			Path:    "./paystate.db",
+			Backend:  "bolt",
+			Path:     "./paystate.db",
+			MaxConns: 16,
 		},
 		Auth: Auth{APIKeys: []string{}, SessionTTL: Duration{12 * time.Hour}},
 		Log: Log{

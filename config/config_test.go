@@ -55,7 +55,7 @@ func TestDefaultConfig(t *testing.T) {
 		{"storage.backend", c.Storage.Backend, "bolt"},
 		{"storage.path", c.Storage.Path, "./paystate.db"},
 		{"storage.dsn", c.Storage.DSN, ""},
-		{"storage.max_conns", c.Storage.MaxConns, 0},
+		{"storage.max_conns", c.Storage.MaxConns, 16},
 		{"auth.api_keys", len(c.Auth.APIKeys), 0},
 		{"log.level", c.Log.Level, "info"},
 		{"log.format", c.Log.Format, "console"},

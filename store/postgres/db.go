@@ -7,7 +7,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net"
-	"runtime"
 	"sync/atomic"
 	"time"
 
@@ -21,14 +20,11 @@ import (
 	"github.com/paystate/paystate/store"
 )
 
-// DefaultMaxConns returns the default size of the connection pool: 4
-// per core this process may use (GOMAXPROCS), at most 16. Each
-// connection is a PostgreSQL backend process, and backends beyond a few
-// per core of a small host cost PostgreSQL CPU per transaction without
-// more commits (docs/postgresql.md, "Connections"); from 4 cores on it is
-// 16, as before, for a database on its own host, where a longer round
-// trip needs more transactions in flight.
-func DefaultMaxConns() int { return min(16, 4*runtime.GOMAXPROCS(0)) }
+// DefaultMaxConns is the default size of the connection pool. Fewer
+// connections cost PostgreSQL less CPU per transaction on a small host
+// shared with it, but fewer commits then share a WAL flush
+// (docs/postgresql.md, "Connections", has both measured).
+const DefaultMaxConns = 16
 
 // maxAttempts bounds how often Update runs a function whose transaction
 // failed to serialize (SQLSTATE 40001) or was chosen as a deadlock victim
@@ -43,7 +39,7 @@ type Options struct {
 	Now func() time.Time
 
 	// MaxConns is the most connections the pool opens to PostgreSQL.
-	// Default DefaultMaxConns().
+	// Default DefaultMaxConns.
 	MaxConns int
 
 	// Logger receives the migrations applied at Open and the retries of
@@ -105,7 +101,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 		o.Now = time.Now
 	}
 	if o.MaxConns <= 0 {
-		o.MaxConns = DefaultMaxConns()
+		o.MaxConns = DefaultMaxConns
 	}
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
