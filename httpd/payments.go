@@ -267,16 +267,5 @@ func queryTime(rc *fasthttp.RequestCtx, param string) (time.Time, error) {
 }
 
 func (s *Server) handlePaymentEvents(rc *fasthttp.RequestCtx, params []string) error {
-	id, err := paymentID(params[0])
-	if err != nil {
-		return err
-	}
-	ctx, cancel := s.requestContext()
-	defer cancel()
-	steps, err := s.Events.Timeline(ctx, id)
-	if err != nil {
-		return err
-	}
-	writeList(rc, steps, stepToJSON)
-	return nil
+	return writePaymentList(s, rc, params[0], s.Events.Timeline, stepToJSON)
 }

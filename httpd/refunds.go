@@ -114,16 +114,5 @@ func (s *Server) handleRefundPayment(rc *fasthttp.RequestCtx, params []string) e
 
 // handleListRefunds answers a payment's refunds, oldest first.
 func (s *Server) handleListRefunds(rc *fasthttp.RequestCtx, params []string) error {
-	id, err := paymentID(params[0])
-	if err != nil {
-		return err
-	}
-	ctx, cancel := s.requestContext()
-	defer cancel()
-	refunds, err := s.Payments.Refunds(ctx, id)
-	if err != nil {
-		return err
-	}
-	writeList(rc, refunds, refundToJSON)
-	return nil
+	return writePaymentList(s, rc, params[0], s.Payments.Refunds, refundToJSON)
 }

@@ -2,6 +2,7 @@ package httpd
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -125,6 +126,24 @@ func writeList[T, W any](rc *fasthttp.RequestCtx, items []T, wire func(T) W, nex
 		out.NextCursor = &next[0]
 	}
 	writeJSON(rc, fasthttp.StatusOK, out)
+}
+
+// writePaymentList answers a list that belongs to the payment whose id is
+// in the path (its refunds, its timeline): fetch reads it for that id and
+// writeList sends each item in its wire form.
+func writePaymentList[T, W any](s *Server, rc *fasthttp.RequestCtx, rawID string, fetch func(context.Context, string) ([]T, error), wire func(T) W) error {
+	id, err := paymentID(rawID)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := s.requestContext()
+	defer cancel()
+	items, err := fetch(ctx, id)
+	if err != nil {
+		return err
+	}
+	writeList(rc, items, wire)
+	return nil
 }
 
 // writeJSON answers with v as JSON.
