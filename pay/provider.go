@@ -133,6 +133,23 @@ func OneFlow(provider string, p Payment) (string, error) {
 	return "", nil
 }
 
+// CheckCreate checks what Provider.Create needs before it calls its PSP:
+// the idempotency key (keyName is what the PSP calls it), the payment id,
+// the amount and the currency. The errors are EINVALID, prefixed with the
+// provider's name.
+func CheckCreate(provider, keyName string, p Payment, key string) error {
+	switch {
+	case key == "":
+		return Errorf(EINVALID, "%s: %s is required", provider, keyName)
+	case p.ID == "":
+		return Errorf(EINVALID, "%s: payment id is required", provider)
+	}
+	if err := ValidateAmount(p.Amount); err != nil {
+		return err
+	}
+	return ValidateCurrency(p.Currency)
+}
+
 // NoCancel is Provider.Cancel of a provider whose PSP has no cancel API.
 func NoCancel(provider string) (PSPResult, error) {
 	return PSPResult{}, Errorf(EUNSUPPORTED, "provider %s has no cancel API", provider)

@@ -211,16 +211,7 @@ func (p *Provider) Flow(pm pay.Payment) (string, error) {
 // A payment whose Mollie id is known (a resumed create) is fetched
 // instead, so no second payment is made after Mollie forgot the key.
 func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
-	switch {
-	case key == "":
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mollie: idempotency key is required")
-	case pm.ID == "":
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "mollie: payment id is required")
-	}
-	if err := pay.ValidateAmount(pm.Amount); err != nil {
-		return pay.PSPResult{}, err
-	}
-	if err := pay.ValidateCurrency(pm.Currency); err != nil {
+	if err := pay.CheckCreate(Name, "idempotency key", pm, key); err != nil {
 		return pay.PSPResult{}, err
 	}
 	if pm.ProviderRef != "" {

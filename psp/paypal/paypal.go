@@ -345,16 +345,7 @@ func CaptureKey(paymentID string) string { return "capture-" + paymentID }
 // request id with the first order; a payment whose order is already known
 // (ProviderRef set, a resumed create) is read instead.
 func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
-	switch {
-	case key == "":
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "paypal: PayPal-Request-Id is required")
-	case pm.ID == "":
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "paypal: payment id is required")
-	}
-	if err := pay.ValidateAmount(pm.Amount); err != nil {
-		return pay.PSPResult{}, err
-	}
-	if err := pay.ValidateCurrency(pm.Currency); err != nil {
+	if err := pay.CheckCreate(Name, "PayPal-Request-Id", pm, key); err != nil {
 		return pay.PSPResult{}, err
 	}
 	if pm.ProviderRef != "" {

@@ -305,16 +305,7 @@ func (p *Provider) Tolerance() time.Duration { return p.tolerance }
 // create) is retrieved instead, so no second PaymentIntent is made after
 // the key has expired.
 func (p *Provider) Create(ctx context.Context, pm pay.Payment, key string) (pay.PSPResult, error) {
-	switch {
-	case key == "":
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: idempotency key is required")
-	case pm.ID == "":
-		return pay.PSPResult{}, pay.Errorf(pay.EINVALID, "stripe: payment id is required")
-	}
-	if err := pay.ValidateAmount(pm.Amount); err != nil {
-		return pay.PSPResult{}, err
-	}
-	if err := pay.ValidateCurrency(pm.Currency); err != nil {
+	if err := pay.CheckCreate(Name, "idempotency key", pm, key); err != nil {
 		return pay.PSPResult{}, err
 	}
 	if pm.OnHostedPage() {
