@@ -11,7 +11,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/httpd"
 	"github.com/paystate/paystate/store"
 )
@@ -48,15 +47,9 @@ shown on stderr.`)
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	cfg := config.DefaultConfig()
-	if *cfgPath != "" {
-		var err error
-		if cfg, _, err = loadConfig(*cfgPath); err != nil {
-			return err
-		}
-		if !fs.set("db") {
-			*path = cfg.Storage.Path
-		}
+	cfg, err := fs.dbConfig(*cfgPath, path)
+	if err != nil {
+		return err
 	}
 	d, err := store.Lookup(cfg.Storage.Backend)
 	if err != nil {

@@ -232,6 +232,23 @@ func (f *flags) set(name string) bool {
 	return found
 }
 
+// dbConfig is the configuration of a command that takes -db and -config:
+// the embedded defaults without -config, else the file's, whose
+// storage.path replaces *path unless -db was given.
+func (f *flags) dbConfig(cfgPath string, path *string) (config.Config, error) {
+	if cfgPath == "" {
+		return config.DefaultConfig(), nil
+	}
+	cfg, _, err := loadConfig(cfgPath)
+	if err != nil {
+		return config.Config{}, err
+	}
+	if !f.set("db") {
+		*path = cfg.Storage.Path
+	}
+	return cfg, nil
+}
+
 // loadConfig reads the configuration of path ("" for the embedded
 // defaults) with the process environment and the flags applied; an error
 // is a configuration error (exit 2).

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/store"
 )
@@ -33,15 +32,9 @@ the database cannot be read. Progress is shown on stderr.`)
 	if err := fs.parse(args, stdout, stderr); err != nil {
 		return err
 	}
-	cfg := config.DefaultConfig()
-	if *cfgPath != "" {
-		var err error
-		if cfg, _, err = loadConfig(*cfgPath); err != nil {
-			return err
-		}
-		if !fs.set("db") {
-			*path = cfg.Storage.Path
-		}
+	cfg, err := fs.dbConfig(*cfgPath, path)
+	if err != nil {
+		return err
 	}
 	b, err := store.Open(ctx, cfg.Storage.StoreConfig(store.Config{Path: *path, ReadOnly: true}))
 	if errors.Is(err, store.ErrLocked) {
