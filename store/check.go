@@ -163,8 +163,11 @@ func CheckStoredDelivery(d pay.Delivery) error {
 
 // RefundOfPayment is the first check every store makes when it writes
 // refund r of payment p: an empty Currency or Provider of r is p's, a
-// different one is pay.EINVALID. It returns r with them filled in.
-func RefundOfPayment(r pay.Refund, p pay.Payment) (pay.Refund, error) {
+// different one is pay.EINVALID. A new refund the merchant requested
+// (inserted, with an idempotency key) is refused here too if a dispute of
+// the payment is open or lost (pay.CheckRefundRequest; disputes reads the
+// payment's disputes). It returns r with Currency and Provider filled in.
+func RefundOfPayment(r pay.Refund, p pay.Payment, inserted bool, disputes func(paymentID string) ([]pay.Dispute, error)) (pay.Refund, error) {
 	if r.Currency == "" {
 		r.Currency = p.Currency
 	}
@@ -177,7 +180,14 @@ func RefundOfPayment(r pay.Refund, p pay.Payment) (pay.Refund, error) {
 	case r.Provider != p.Provider:
 		return r, pay.Invalidf("provider", "refund %s is of provider %s, payment %s of %s", r.ID, r.Provider, p.ID, p.Provider)
 	}
-	return r, nil
+	if !inserted || r.IdemKey == "" {
+		return r, nil
+	}
+	ds, err := disputes(p.ID)
+	if err != nil {
+		return r, err
+	}
+	return r, pay.CheckRefundRequest(r, p, ds)
 }
 
 // CheckSettlement checks settlement s before a backend stores it: its

@@ -65,19 +65,8 @@ func (t *tx) refundOfPayment(r pay.Refund, self string) (pay.Refund, error) {
 	} else if !ok {
 		return r, pay.Errorf(pay.ENOTFOUND, "refund %s: payment %s not found", r.ID, r.PaymentID)
 	}
-	if r, err = store.RefundOfPayment(r, p); err != nil {
+	if r, err = store.RefundOfPayment(r, p, self == "", t.DisputesForPayment); err != nil {
 		return r, err
-	}
-	if self == "" && r.IdemKey != "" {
-		// A new refund the merchant requested: refused here too if a
-		// dispute of the payment is open or lost.
-		ds, err := t.DisputesForPayment(p.ID)
-		if err != nil {
-			return r, err
-		}
-		if err := pay.CheckRefundRequest(r, p, ds); err != nil {
-			return r, err
-		}
 	}
 	if r.ProviderRef != "" {
 		if v := t.bucket(bucketRefundsByRef).Get(refKey(r.Provider, r.ProviderRef)); v != nil && string(v) != r.ID {

@@ -108,19 +108,8 @@ func (t *tx) refundOfPayment(r pay.Refund, insert bool) (pay.Refund, error) {
 	} else if err != nil {
 		return r, err
 	}
-	if r, err = store.RefundOfPayment(r, p); err != nil {
+	if r, err = store.RefundOfPayment(r, p, insert, t.DisputesForPayment); err != nil {
 		return r, err
-	}
-	if insert && r.IdemKey != "" {
-		// A new refund the merchant requested: refused here too if a
-		// dispute of the payment is open or lost.
-		ds, err := t.DisputesForPayment(p.ID)
-		if err != nil {
-			return r, err
-		}
-		if err := pay.CheckRefundRequest(r, p, ds); err != nil {
-			return r, err
-		}
 	}
 	var othersHeld int64
 	if pay.RefundHolds(r.Status) {
