@@ -42,6 +42,22 @@ func CheckStoredRefund(r pay.Refund) error {
 	return pay.ValidateRefund(r)
 }
 
+// UpdatedRefund is what UpdateRefund writes for r: the stored refund (get
+// reads it by id) with r's status, provider reference and event id and
+// UpdatedAt now, checked as CheckStoredRefund does. It returns the stored
+// refund too.
+func UpdatedRefund(r pay.Refund, now time.Time, get func(id string) (pay.Refund, error)) (stored, updated pay.Refund, err error) {
+	if err := CheckStoredPart("refund id", r.ID, true); err != nil {
+		return stored, updated, err
+	}
+	if stored, err = get(r.ID); err != nil {
+		return stored, updated, err
+	}
+	updated = stored
+	updated.Status, updated.ProviderRef, updated.EventID, updated.UpdatedAt = r.Status, r.ProviderRef, r.EventID, now
+	return stored, updated, CheckStoredRefund(updated)
+}
+
 // CheckLeaseRequest checks the arguments of AcquireLease: a payment id, a
 // holder and a ttl of at least 1ns.
 func CheckLeaseRequest(paymentID, holder string, ttl time.Duration) error {

@@ -35,16 +35,8 @@ func (t *tx) InsertRefund(r pay.Refund) error {
 // stored refund, UpdatedAt becoming Tx.Now; the refund's other fields
 // stay as stored.
 func (t *tx) UpdateRefund(r pay.Refund) error {
-	if err := checkPart("refund id", r.ID, true); err != nil {
-		return err
-	}
-	old, err := t.Refund(r.ID)
+	old, nr, err := store.UpdatedRefund(r, t.now, t.Refund)
 	if err != nil {
-		return err
-	}
-	nr := old
-	nr.Status, nr.ProviderRef, nr.EventID, nr.UpdatedAt = r.Status, r.ProviderRef, r.EventID, t.now
-	if err := store.CheckStoredRefund(nr); err != nil {
 		return err
 	}
 	if nr, err = t.refundOfPayment(nr, old.ID); err != nil {

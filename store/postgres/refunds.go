@@ -67,16 +67,8 @@ func (t *tx) InsertRefund(r pay.Refund) error {
 // stored refund, UpdatedAt becoming Tx.Now; its other fields stay as
 // stored.
 func (t *tx) UpdateRefund(r pay.Refund) error {
-	if err := checkPart("refund id", r.ID, true); err != nil {
-		return err
-	}
-	old, err := t.Refund(r.ID)
+	_, nr, err := store.UpdatedRefund(r, t.now, t.Refund)
 	if err != nil {
-		return err
-	}
-	nr := old
-	nr.Status, nr.ProviderRef, nr.EventID, nr.UpdatedAt = r.Status, r.ProviderRef, r.EventID, t.now
-	if err := store.CheckStoredRefund(nr); err != nil {
 		return err
 	}
 	if nr, err = t.refundOfPayment(nr, false); err != nil {
