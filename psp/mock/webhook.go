@@ -21,20 +21,7 @@ func (p *Provider) schedule(c *charge, types []string, from, final pay.Status) {
 	if len(types) == 0 && final == "" {
 		return
 	}
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
-		return
-	}
-	p.inflight++
-	p.mu.Unlock()
-
-	go func() {
-		defer p.done()
-		if !p.sleep(p.cfg.WebhookDelay) {
-			return
-		}
-
+	p.later(func() {
 		// The customer acted, or the bank answered: the PSP's status moves on.
 		p.mu.Lock()
 		moved := final != "" && c.Status == from
@@ -68,7 +55,7 @@ func (p *Provider) schedule(c *charge, types []string, from, final pay.Status) {
 				return // closed
 			}
 		}
-	}()
+	})
 }
 
 // event builds the webhook of type typ about c, stamped now.
