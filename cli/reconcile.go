@@ -147,30 +147,17 @@ it. A malformed file is refused with its line number; nothing is posted.`)
 			return err
 		}
 	}
-	var scan func(io.Reader, func(pay.SettlementLine) error) error
-	switch *format {
-	case "stripe":
-		scan = reconcile.ScanStripe
-		if *provider == "" {
-			*provider = "stripe"
-		}
-	case "paypal":
-		scan = reconcile.ScanPayPal
-		if *provider == "" {
-			*provider = "paypal"
-		}
-	case "mollie":
-		scan = reconcile.ScanMollie
-		if *provider == "" {
-			*provider = "mollie"
-		}
-	case "generic":
-		scan = reconcile.ScanGeneric
-		if *provider == "" {
-			return usageError(errors.New("reconcile import: -provider is required with -format generic"))
-		}
-	default:
+	// A provider's own format names its provider; a generic file names none.
+	scan, ok := map[string]func(io.Reader, func(pay.SettlementLine) error) error{
+		"stripe": reconcile.ScanStripe, "paypal": reconcile.ScanPayPal, "mollie": reconcile.ScanMollie, "generic": reconcile.ScanGeneric,
+	}[*format]
+	switch {
+	case !ok:
 		return usageError(fmt.Errorf("reconcile import: -format %q: want stripe, paypal, mollie or generic", *format))
+	case *provider == "" && *format == "generic":
+		return usageError(errors.New("reconcile import: -provider is required with -format generic"))
+	case *provider == "":
+		*provider = *format
 	}
 	f, err := os.Open(file)
 	if err != nil {
