@@ -272,3 +272,44 @@ func TestRun_ReconcileCleanErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestRun_ReconcileImportDefaultProvider: without -provider, a provider's
+// own report format names the provider the run is recorded for.
+func TestRun_ReconcileImportDefaultProvider(t *testing.T) {
+	t.Parallel()
+	paypal := filepath.Join(t.TempDir(), "paypal.csv")
+	header := `"CH","Transaction ID","Invoice ID","PayPal Reference ID","PayPal Reference ID Type","Transaction Event Code","Transaction Initiation Date","Transaction Completion Date","Transaction  Debit or Credit","Gross Transaction Amount","Gross Transaction Currency","Fee Debit or Credit","Fee Amount","Fee Currency","Custom Field","Consumer ID"` + "\n"
+	if err := os.WriteFile(paypal, []byte(header), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for format, file := range map[string]string{
+		"stripe": filepath.Join("..", "testdata", "reconcile", "stripe.csv"),
+		"mollie": filepath.Join("..", "testdata", "reconcile", "mollie.csv"),
+		"paypal": paypal,
+	} {
+		t.Run(format, func(t *testing.T) {
+			t.Parallel()
+			path := reconcileDB(t)
+			var stdout, stderr bytes.Buffer
+			err := cli.Run(context.Background(), []string{"reconcile", "import", "-format", format, "-db", path, file}, &stdout, &stderr)
+			if code := cli.ExitCode(err); err != nil && code != cli.ExitVerify {
+				t.Fatalf("reconcile import -format %s: %v (exit %d)\n%s", format, err, code, stderr.String())
+			}
+			db, err := bolt.Open(path, &bolt.Options{ReadOnly: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			err = db.View(context.Background(), func(tx store.Tx) error {
+				runs, err := tx.ListReconRuns("", pay.MaxListLimit)
+				if err == nil && (len(runs) != 1 || runs[0].Provider != format) {
+					t.Errorf("runs %+v, want one of provider %s", runs, format)
+				}
+				return err
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
