@@ -378,39 +378,51 @@ func putAnswer(tx store.PSPAnswers, a pay.PSPAnswer) error {
 // timeline step, unless it is already on the queue (for any reason; see
 // finalize.QueueReview).
 func (s *Sweeper) review(ctx context.Context, paymentID string, observed pay.Status, note string, rep *Report) error {
-	var (
-		added bool
-		p     pay.Payment
-	)
-	// Read first: a payment already on the queue costs no write transaction.
-	if queued, err := s.queued(ctx, paymentID); err != nil || queued {
-		return err
-	}
-	err := store.Update(ctx, s.Store, asTx, func(tx Tx) error {
-		var err error
+	var p pay.Payment
+	added, err := s.queueReview(ctx, paymentID, rep, func(tx Tx) (item pay.ReviewItem, err error) {
 		if p, err = tx.Payment(paymentID); err != nil {
-			return err
+			return item, err
 		}
 		last := ""
 		if a, err := tx.PSPAnswer(paymentID); err == nil {
 			last = finalize.AnswerText(a)
 		}
-		added, err = finalize.QueueReview(tx, pay.ReviewItem{
+		return pay.ReviewItem{
 			PaymentID: p.ID, Reason: pay.ReasonUnresolved, Provider: p.Provider, ProviderRef: p.ProviderRef,
 			Observed: observed, Note: note, LastPSP: last,
-		}, pay.SourceSweeper)
+		}, nil
+	})
+	if err == nil && added {
+		s.Logger.Warn().Str("payment_id", paymentID).Str("provider", p.Provider).Str("status", string(p.Status)).
+			Str("reason", pay.ReasonUnresolved).Str("note", note).Msg("payment needs a human: on the review queue")
+	}
+	return err
+}
+
+// queueReview puts the item that build makes in a write transaction on
+// the review queue, unless the queue holds the item id already (read
+// first: an item already there costs no write transaction), and counts an
+// added item in rep and the metric. It reports whether it added the item.
+func (s *Sweeper) queueReview(ctx context.Context, id string, rep *Report, build func(tx Tx) (pay.ReviewItem, error)) (bool, error) {
+	if queued, err := s.queued(ctx, id); err != nil || queued {
+		return false, err
+	}
+	var added bool
+	err := store.Update(ctx, s.Store, asTx, func(tx Tx) error {
+		item, err := build(tx)
+		if err == nil {
+			added, err = finalize.QueueReview(tx, item, pay.SourceSweeper)
+		}
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("review queue: %w", err)
+		return false, fmt.Errorf("review queue: %w", err)
 	}
 	if added {
 		rep.Reviewed++
 		reviewedTotal.Inc()
-		s.Logger.Warn().Str("payment_id", paymentID).Str("provider", p.Provider).Str("status", string(p.Status)).
-			Str("reason", pay.ReasonUnresolved).Str("note", note).Msg("payment needs a human: on the review queue")
 	}
-	return nil
+	return added, nil
 }
 
 // queued reports whether the review queue holds the item id, from a read

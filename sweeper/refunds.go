@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -127,26 +126,15 @@ func (s *Sweeper) sweepRefund(ctx context.Context, r pay.Refund, now time.Time, 
 // refundReview puts a refund nobody could settle on the review queue
 // (refund_unresolved, item "refund_<refund id>"), once.
 func (s *Sweeper) refundReview(ctx context.Context, r pay.Refund, note string, rep *Report) error {
-	id := "refund_" + r.ID
-	if queued, err := s.queued(ctx, id); err != nil || queued {
-		return err
-	}
-	var added bool
-	err := store.Update(ctx, s.Store, asTx, func(tx Tx) (err error) {
-		added, err = finalize.QueueReview(tx, pay.ReviewItem{
-			ID: id, PaymentID: r.PaymentID, Reason: pay.ReasonRefundUnresolved, Provider: r.Provider,
+	added, err := s.queueReview(ctx, "refund_"+r.ID, rep, func(Tx) (pay.ReviewItem, error) {
+		return pay.ReviewItem{
+			ID: "refund_" + r.ID, PaymentID: r.PaymentID, Reason: pay.ReasonRefundUnresolved, Provider: r.Provider,
 			ProviderRef: r.ProviderRef, Note: note,
-		}, pay.SourceSweeper)
-		return err
+		}, nil
 	})
-	if err != nil {
-		return fmt.Errorf("review queue: %w", err)
-	}
-	if added {
-		rep.Reviewed++
-		reviewedTotal.Inc()
+	if err == nil && added {
 		s.Logger.Warn().Str("payment_id", r.PaymentID).Str("refund_id", r.ID).Str("reason", pay.ReasonRefundUnresolved).
 			Str("note", note).Msg("refund needs a human: on the review queue")
 	}
-	return nil
+	return err
 }
