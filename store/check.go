@@ -58,6 +58,25 @@ func UpdatedRefund(r pay.Refund, now time.Time, get func(id string) (pay.Refund,
 	return stored, updated, CheckStoredRefund(updated)
 }
 
+// NewInboxEvent checks the key parts of webhook event e that PutInbox
+// stores and fills in its times: a zero ReceivedAt becomes now and a zero
+// NextAttemptAt becomes ReceivedAt, so that a new event is due at once.
+func NewInboxEvent(e pay.InboxEvent, now time.Time) (pay.InboxEvent, error) {
+	if err := CheckStoredKeys("provider", e.Provider, "event id", e.EventID); err != nil {
+		return e, err
+	}
+	if err := CheckStoredPart("payment id", e.PaymentID, false); err != nil {
+		return e, err
+	}
+	if e.ReceivedAt.IsZero() {
+		e.ReceivedAt = now
+	}
+	if e.NextAttemptAt.IsZero() {
+		e.NextAttemptAt = e.ReceivedAt
+	}
+	return e, nil
+}
+
 // CheckLeaseRequest checks the arguments of AcquireLease: a payment id, a
 // holder and a ttl of at least 1ns.
 func CheckLeaseRequest(paymentID, holder string, ttl time.Duration) error {

@@ -24,21 +24,13 @@ import (
 // MarkProcessed) is archived as processed, at the time recorded then, and
 // is not pending; otherwise the event is pending.
 func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
-	if err := store.CheckStoredKeys("provider", e.Provider, "event id", e.EventID); err != nil {
-		return false, err
-	}
-	if err := checkPart("payment id", e.PaymentID, false); err != nil {
+	e, err := store.NewInboxEvent(e, t.now)
+	if err != nil {
 		return false, err
 	}
 	key := eventKey(e.Provider, e.EventID)
 	if t.has(bucketInbox, key) {
 		return false, nil
-	}
-	if e.ReceivedAt.IsZero() {
-		e.ReceivedAt = t.now
-	}
-	if e.NextAttemptAt.IsZero() {
-		e.NextAttemptAt = e.ReceivedAt
 	}
 	r := fromInbox(e)
 	var done processedRecord

@@ -52,17 +52,9 @@ func scanInbox(r pgx.Row) (pay.InboxEvent, error) {
 // is archived with Processed set and is not pending; otherwise Processed
 // is cleared and the event is pending.
 func (t *tx) PutInbox(e pay.InboxEvent) (bool, error) {
-	if err := store.CheckStoredKeys("provider", e.Provider, "event id", e.EventID); err != nil {
+	e, err := store.NewInboxEvent(e, t.now)
+	if err != nil {
 		return false, err
-	}
-	if err := checkPart("payment id", e.PaymentID, false); err != nil {
-		return false, err
-	}
-	if e.ReceivedAt.IsZero() {
-		e.ReceivedAt = t.now
-	}
-	if e.NextAttemptAt.IsZero() {
-		e.NextAttemptAt = e.ReceivedAt
 	}
 	c := enc{what: "webhook event " + e.Provider + "/" + e.EventID}
 	args := []any{e.Provider, e.EventID, e.Type, e.PaymentID, e.ProviderRef, string(e.Status), e.StepKind, e.Amount, e.Currency,
