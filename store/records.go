@@ -23,6 +23,11 @@ type CustomerAccount struct {
 	UpdatedAt   time.Time
 }
 
+// EventEffects are the effects whose dedupe keys are "<effect>:<event
+// id>" (package ripple); a backend's PurgeOutbox removes them with their
+// record.
+var EventEffects = []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectReceipt, pay.EffectWebhook}
+
 // EffectRecord marks an effect as applied, under its dedupe key
 // ("loyalty:<event id>", "payment_receipt:<payment id>", ...). It is
 // written in the same transaction as the effect's own write, or for an

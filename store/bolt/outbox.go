@@ -167,10 +167,6 @@ func firstInLine(open *bbolt.Cursor, d pay.Delivery) bool {
 	return bytes.Equal(first, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq))
 }
 
-// effectNames are the effects whose dedupe keys are "<effect>:<event id>"
-// (package ripple); PurgeOutbox removes them with their record.
-var effectNames = []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectReceipt, pay.EffectWebhook}
-
 // PurgeOutbox removes up to limit delivered outbox records created
 // strictly before before, oldest first, and returns how many it removed.
 // A record is delivered when it was fanned out (its Seq is at or below the
@@ -181,7 +177,7 @@ var effectNames = []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectRec
 // pending deliveries by their record's time, Delivery.EventAt), so no
 // record with a pending delivery is ever removed. With each record go its
 // outbox_by_payment entry and its events' dedupe keys
-// ("<effect>:<event id>", effectNames): with the record gone, no delivery
+// ("<effect>:<event id>", store.EventEffects): with the record gone, no delivery
 // of it can run again, so no effect can be applied twice. Keys per
 // payment (the receipt sent, the points credited, which a later refund
 // claws back) are kept. The walk stops at the first record that is not
@@ -251,7 +247,7 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 		if err := t.del(bucketOutboxByPayment, outboxPaymentKey(d.paymentID, d.seq)); err != nil {
 			return 0, err
 		}
-		for _, e := range effectNames {
+		for _, e := range store.EventEffects {
 			if err := t.del(bucketEffects, effectKey(e+":"+d.eventID)); err != nil {
 				return 0, err
 			}

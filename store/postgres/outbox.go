@@ -243,10 +243,6 @@ func (t *tx) MarkFanned(seqs []uint64) error {
 	return err
 }
 
-// effectNames are the effects whose dedupe keys are "<effect>:<event id>"
-// (package ripple); PurgeOutbox removes them with their record.
-var effectNames = []string{pay.EffectLoyalty, pay.EffectRetention, pay.EffectReceipt, pay.EffectWebhook}
-
 // PurgeOutbox removes up to limit delivered outbox records created
 // strictly before before, oldest first, and returns how many it removed,
 // with the rules of the bbolt store: a record is delivered when it was
@@ -304,7 +300,7 @@ func (t *tx) PurgeOutbox(before time.Time, limit int) (int, error) {
 			continue
 		}
 		seqs = append(seqs, r.seq)
-		for _, e := range effectNames {
+		for _, e := range store.EventEffects {
 			keys = append(keys, e+":"+r.eventID)
 		}
 		last = max(last, max(r.created, 0)+1)
