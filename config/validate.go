@@ -53,6 +53,21 @@ func (p *problems) addf(key, format string, args ...any) {
 	*p = append(*p, fmt.Errorf("config: %s: %s", key, fmt.Sprintf(format, args...)))
 }
 
+// check reports err, if any, under key.
+func (p *problems) check(key string, err error) {
+	if err != nil {
+		p.addf(key, "%v", err)
+	}
+}
+
+// url reports a value of key that is set and is not an absolute http or
+// https URL (checkHTTPURL).
+func (p *problems) url(key, v string) {
+	if v != "" {
+		p.check(key, checkHTTPURL(v))
+	}
+}
+
 // positive reports a duration that is not greater than zero.
 func (p *problems) positive(key string, d Duration) {
 	if d.Duration <= 0 {
@@ -134,9 +149,7 @@ func (c Config) Validate() error {
 
 	// [auth]
 	for i, k := range c.Auth.APIKeys {
-		if err := checkAPIKey(k); err != nil {
-			p.addf(fmt.Sprintf("auth.api_keys[%d]", i), "%v", err)
-		}
+		p.check(fmt.Sprintf("auth.api_keys[%d]", i), checkAPIKey(k))
 	}
 	p.within("auth.session_ttl", c.Auth.SessionTTL, time.Minute, 30*24*time.Hour)
 
@@ -207,9 +220,7 @@ func (c Config) Validate() error {
 	}
 	p.within("reconcile.settle_within", c.Reconcile.SettleWithin, time.Hour, 0)
 	if c.Receipt.SMTPAddr != "" {
-		if err := checkHostPort(c.Receipt.SMTPAddr, true); err != nil {
-			p.addf("receipt.smtp_addr", "%v", err)
-		}
+		p.check("receipt.smtp_addr", checkHostPort(c.Receipt.SMTPAddr, true))
 		if c.Receipt.From == "" {
 			p.addf("receipt.from", "required when receipt.smtp_addr is set")
 		}
@@ -224,21 +235,15 @@ func (c Config) Validate() error {
 	// [[webhooks]]
 	for i, w := range c.Webhooks {
 		key := fmt.Sprintf("webhooks[%d]", i)
-		if err := checkHTTPURL(w.URL); err != nil {
-			p.addf(key+".url", "%v", err)
-		}
+		p.check(key+".url", checkHTTPURL(w.URL))
 		if len(w.SigningSecrets()) == 0 {
 			p.addf(key+".secret", "required: set secret or secrets")
 		}
 		if w.Secret != "" {
-			if err := checkWebhookSecret(w.Secret); err != nil {
-				p.addf(key+".secret", "%v", err)
-			}
+			p.check(key+".secret", checkWebhookSecret(w.Secret))
 		}
 		for j, s := range w.Secrets {
-			if err := checkWebhookSecret(s); err != nil {
-				p.addf(fmt.Sprintf("%s.secrets[%d]", key, j), "%v", err)
-			}
+			p.check(fmt.Sprintf("%s.secrets[%d]", key, j), checkWebhookSecret(s))
 		}
 		if w.Timeout.Duration != 0 { // 0: DefaultWebhookTimeout
 			p.within(key+".timeout", w.Timeout, 100*time.Millisecond, MaxWebhookTimeout)
@@ -248,9 +253,7 @@ func (c Config) Validate() error {
 			p.addf(key+".events", "required: list the events to send, such as [\"payment.captured\"]")
 		}
 		for j, e := range w.Events {
-			if err := checkEventType(e); err != nil {
-				p.addf(fmt.Sprintf("%s.events[%d]", key, j), "%v", err)
-			}
+			p.check(fmt.Sprintf("%s.events[%d]", key, j), checkEventType(e))
 		}
 	}
 
@@ -260,11 +263,7 @@ func (c Config) Validate() error {
 			p.addf("providers.mock.allow_public", "paystate is in production (%s) and [providers.mock] is present: the mock PSP captures anything it is asked to; remove [providers.mock] (and set payment.provider to a real one), or set allow_public = true for a public demo", why)
 		}
 		p.webhookSecret("providers.mock.webhook_secret", mock.WebhookSecret, why)
-		if mock.WebhookURL != "" {
-			if err := checkHTTPURL(mock.WebhookURL); err != nil {
-				p.addf("providers.mock.webhook_url", "%v", err)
-			}
-		}
+		p.url("providers.mock.webhook_url", mock.WebhookURL)
 		p.within("providers.mock.webhook_delay", mock.WebhookDelay, 0, time.Minute)
 		p.within("providers.mock.dispute_after", mock.DisputeAfter, time.Millisecond, 24*time.Hour)
 		if n := mock.MaxCharges; n < 1 || n > 10_000_000 {
@@ -295,25 +294,12 @@ func (c Config) Validate() error {
 		case prod && st.WebhookSecret == DevelopmentWebhookSecret:
 			p.addf("providers.stripe.webhook_secret", "is the public development secret and paystate is in production (%s): set the endpoint's own signing secret", why)
 		}
-		if st.APIBase != "" {
-			if err := checkHTTPURL(st.APIBase); err != nil {
-				p.addf("providers.stripe.api_base", "%v", err)
-			}
-		}
+		p.url("providers.stripe.api_base", st.APIBase)
 		if st.Flow != "" && st.Flow != "payment_intent" && st.Flow != "checkout" {
 			p.addf("providers.stripe.flow", "must be \"payment_intent\" or \"checkout\", got %q", st.Flow)
 		}
-		for _, u := range []struct{ key, v string }{
-			{"providers.stripe.checkout.success_url", st.Checkout.SuccessURL},
-			{"providers.stripe.checkout.cancel_url", st.Checkout.CancelURL},
-		} {
-			if u.v == "" {
-				continue
-			}
-			if err := checkHTTPURL(u.v); err != nil {
-				p.addf(u.key, "%v", err)
-			}
-		}
+		p.url("providers.stripe.checkout.success_url", st.Checkout.SuccessURL)
+		p.url("providers.stripe.checkout.cancel_url", st.Checkout.CancelURL)
 	}
 	if mo := c.Providers.Mollie; mo != nil {
 		p.mollie(mo)
@@ -332,18 +318,9 @@ func (c Config) Validate() error {
 		if pp.Verify != "" && pp.Verify != "offline" && pp.Verify != "api" {
 			p.addf("providers.paypal.verify", "must be \"offline\" or \"api\", got %q", pp.Verify)
 		}
-		for _, u := range []struct{ key, v string }{
-			{"providers.paypal.api_base", pp.APIBase},
-			{"providers.paypal.return_url", pp.ReturnURL},
-			{"providers.paypal.cancel_url", pp.CancelURL},
-		} {
-			if u.v == "" {
-				continue
-			}
-			if err := checkHTTPURL(u.v); err != nil {
-				p.addf(u.key, "%v", err)
-			}
-		}
+		p.url("providers.paypal.api_base", pp.APIBase)
+		p.url("providers.paypal.return_url", pp.ReturnURL)
+		p.url("providers.paypal.cancel_url", pp.CancelURL)
 		for i, h := range pp.CertHosts {
 			if h == "" || strings.ContainsAny(h, "/@?# ") {
 				p.addf(fmt.Sprintf("providers.paypal.cert_hosts[%d]", i), "%q is not a host name (host or host:port, no scheme or path)", h)
@@ -373,16 +350,10 @@ func (c Config) Validate() error {
 	// [relay.nats]: the names are checked even while url is empty, so a
 	// typo shows before the relay is turned on.
 	if n := c.Relay.NATS; n.URL != "" {
-		if err := checkNATSURL(n.URL); err != nil {
-			p.addf("relay.nats.url", "%v", err)
-		}
+		p.check("relay.nats.url", checkNATSURL(n.URL))
 	}
-	if err := checkStreamName(c.Relay.NATS.Stream); err != nil {
-		p.addf("relay.nats.stream", "%v", err)
-	}
-	if err := checkSubjectPrefix(c.Relay.NATS.SubjectPrefix); err != nil {
-		p.addf("relay.nats.subject_prefix", "%v", err)
-	}
+	p.check("relay.nats.stream", checkStreamName(c.Relay.NATS.Stream))
+	p.check("relay.nats.subject_prefix", checkSubjectPrefix(c.Relay.NATS.SubjectPrefix))
 
 	return errors.Join(p...)
 }
@@ -397,9 +368,7 @@ func (p *problems) webhookSecret(key, secret, prodWhy string) {
 	case prodWhy != "" && secret == DevelopmentWebhookSecret:
 		p.addf(key, "is the public development secret and paystate is in production (%s): anyone could sign webhooks; set your own secret (echo whsec_$(openssl rand -base64 32)) in the file or the environment (%s)", prodWhy, EnvName(key))
 	default:
-		if err := checkWebhookSecret(secret); err != nil {
-			p.addf(key, "%v", err)
-		}
+		p.check(key, checkWebhookSecret(secret))
 	}
 }
 
@@ -467,14 +436,7 @@ func loopbackHost(host string) bool {
 // listens on every interface and is not loopback.
 func (c Config) Loopback() bool {
 	host, _, err := net.SplitHostPort(c.Server.Listen)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	addr, err := netip.ParseAddr(host)
-	return err == nil && addr.IsLoopback()
+	return err == nil && loopbackHost(host)
 }
 
 // Production reports whether paystate runs in production: an API key is
@@ -700,18 +662,9 @@ func (p *problems) mollie(mo *Mollie) {
 	if mo.WebhookURL == "" {
 		p.addf("providers.mollie.webhook_url", "required: paystate's /webhooks/mollie as Mollie reaches it (https://<your host>/webhooks/mollie)")
 	}
-	for _, u := range []struct{ key, v string }{
-		{"providers.mollie.api_base", mo.APIBase},
-		{"providers.mollie.redirect_url", mo.RedirectURL},
-		{"providers.mollie.webhook_url", mo.WebhookURL},
-	} {
-		if u.v == "" {
-			continue
-		}
-		if err := checkHTTPURL(u.v); err != nil {
-			p.addf(u.key, "%v", err)
-		}
-	}
+	p.url("providers.mollie.api_base", mo.APIBase)
+	p.url("providers.mollie.redirect_url", mo.RedirectURL)
+	p.url("providers.mollie.webhook_url", mo.WebhookURL)
 	if mo.UnknownIDBackoff.Duration <= 0 {
 		p.addf("providers.mollie.unknown_id_backoff", "must be positive, got %s", mo.UnknownIDBackoff.Duration)
 	}
