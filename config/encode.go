@@ -35,43 +35,44 @@ func (c Config) Masked() Config {
 			}
 		}
 	}
-	if c.Providers.Mock != nil {
-		mm := *c.Providers.Mock
+	m.Providers.Mock = maskedCopy(c.Providers.Mock, func(mm *Mock) {
 		mm.WebhookSecret = mask(mm.WebhookSecret)
 		mm.WebhookURL = redactURL(mm.WebhookURL)
-		m.Providers.Mock = &mm
-	}
-	if c.Providers.Standard != nil {
-		ms := *c.Providers.Standard
+	})
+	m.Providers.Standard = maskedCopy(c.Providers.Standard, func(ms *Standard) {
 		ms.WebhookSecret = mask(ms.WebhookSecret)
-		m.Providers.Standard = &ms
-	}
-	if c.Providers.Stripe != nil {
-		ms := *c.Providers.Stripe
+	})
+	m.Providers.Stripe = maskedCopy(c.Providers.Stripe, func(ms *Stripe) {
 		ms.SecretKey = mask(ms.SecretKey)
 		ms.WebhookSecret = mask(ms.WebhookSecret)
 		ms.APIBase = redactURL(ms.APIBase)
-		m.Providers.Stripe = &ms
-	}
-	if c.Providers.PayPal != nil {
-		mp := *c.Providers.PayPal
+	})
+	m.Providers.PayPal = maskedCopy(c.Providers.PayPal, func(mp *PayPal) {
 		mp.Secret = mask(mp.Secret)
 		mp.APIBase = redactURL(mp.APIBase)
 		mp.CertHosts = slices.Clone(mp.CertHosts)
-		m.Providers.PayPal = &mp
-	}
-	if c.Providers.Mollie != nil {
-		mo := *c.Providers.Mollie
+	})
+	m.Providers.Mollie = maskedCopy(c.Providers.Mollie, func(mo *Mollie) {
 		mo.APIKey = mask(mo.APIKey)
 		mo.WebhookSecret = mask(mo.WebhookSecret)
 		mo.APIBase = redactURL(mo.APIBase)
 		mo.RedirectURL = redactURL(mo.RedirectURL)
 		mo.WebhookURL = redactURL(mo.WebhookURL)
-		m.Providers.Mollie = &mo
-	}
+	})
 	m.Relay.NATS.URL = maskNATSURL(c.Relay.NATS.URL)
 	m.Receipt.Password = mask(c.Receipt.Password)
 	return m
+}
+
+// maskedCopy returns nil for a provider table that is absent, else a copy
+// of it with hide applied; the table itself is not changed.
+func maskedCopy[T any](table *T, hide func(*T)) *T {
+	if table == nil {
+		return nil
+	}
+	c := *table
+	hide(&c)
+	return &c
 }
 
 // maskNATSURL hides the credentials of every server in a NATS URL list.
