@@ -80,31 +80,20 @@ func (t *tx) PurgeIdemKeys(expiredBy time.Time, limit int) (int, error) {
 		return 0, err
 	}
 	bound := keyTime(expiredBy)
-	type entry struct {
-		ix, key []byte
-	}
-	var due []entry
-	c := t.bucket(bucketIdemByExpiry).Cursor()
-	for k, _ := c.First(); k != nil && len(due) < limit; k, _ = c.Next() {
-		ns, key, ok := splitTimeKey(k)
-		if !ok {
-			return 0, corrupt(bucketIdemByExpiry, "key %x", k)
-		}
-		if ns > bound {
-			break
-		}
-		due = append(due, entry{bytes.Clone(k), key})
+	due, err := t.oldestTimeKeys(bucketIdemByExpiry, limit, func(ns uint64) bool { return ns <= bound })
+	if err != nil {
+		return 0, err
 	}
 	n := 0
 	for _, e := range due {
 		// The record is removed only if this entry is its current one.
 		var r idemRecord
-		found, err := t.getRecord(bucketIdem, e.key, &r)
+		found, err := t.getRecord(bucketIdem, e.rest, &r)
 		if err != nil {
 			return n, err
 		}
-		if found && bytes.Equal(idemExpiryKey(r.ExpiresAt.Time, e.key), e.ix) {
-			if err := t.del(bucketIdem, e.key); err != nil {
+		if found && bytes.Equal(idemExpiryKey(r.ExpiresAt.Time, e.rest), e.ix) {
+			if err := t.del(bucketIdem, e.rest); err != nil {
 				return n, err
 			}
 			n++

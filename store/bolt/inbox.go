@@ -229,29 +229,18 @@ func (t *tx) PurgeProcessed(before time.Time, limit int) (int, error) {
 		return 0, err
 	}
 	bound := keyTime(before)
-	type entry struct {
-		ix, event []byte
-	}
-	var due []entry
-	c := t.bucket(bucketProcessedByTime).Cursor()
-	for k, _ := c.First(); k != nil && len(due) < limit; k, _ = c.Next() {
-		ns, event, ok := splitTimeKey(k)
-		if !ok {
-			return 0, corrupt(bucketProcessedByTime, "key %x", k)
-		}
-		if ns >= bound {
-			break
-		}
-		due = append(due, entry{bytes.Clone(k), event})
+	due, err := t.oldestTimeKeys(bucketProcessedByTime, limit, func(ns uint64) bool { return ns < bound })
+	if err != nil {
+		return 0, err
 	}
 	for i, e := range due {
-		if err := t.del(bucketProcessed, e.event); err != nil {
+		if err := t.del(bucketProcessed, e.rest); err != nil {
 			return i, err
 		}
 		if err := t.del(bucketProcessedByTime, e.ix); err != nil {
 			return i, err
 		}
-		r, found, err := t.inboxRecord(e.event)
+		r, found, err := t.inboxRecord(e.rest)
 		if err != nil {
 			return i, err
 		}
@@ -263,7 +252,7 @@ func (t *tx) PurgeProcessed(before time.Time, limit int) (int, error) {
 				return i, err
 			}
 		}
-		if err := t.del(bucketInbox, e.event); err != nil {
+		if err := t.del(bucketInbox, e.rest); err != nil {
 			return i, err
 		}
 	}

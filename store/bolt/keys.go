@@ -290,6 +290,29 @@ func splitTimeKey(k []byte) (ns uint64, rest []byte, ok bool) {
 	return binary.BigEndian.Uint64(k[:8]), bytes.Clone(k[8:]), true
 }
 
+// timeKey is an entry of idempotency_keys_by_expiry or processed_by_time:
+// its key ix and, a copy, the rest after the time.
+type timeKey struct{ ix, rest []byte }
+
+// oldestTimeKeys returns up to limit entries of the time index bucket
+// (idempotency_keys_by_expiry or processed_by_time) from its start, as
+// long as due holds for their time. The cost is O(returned).
+func (t *tx) oldestTimeKeys(bucket []byte, limit int, due func(ns uint64) bool) ([]timeKey, error) {
+	var out []timeKey
+	c := t.bucket(bucket).Cursor()
+	for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
+		ns, rest, ok := splitTimeKey(k)
+		if !ok {
+			return nil, corrupt(bucket, "key %x", k)
+		}
+		if !due(ns) {
+			break
+		}
+		out = append(out, timeKey{bytes.Clone(k), rest})
+	}
+	return out, nil
+}
+
 // seqKey is be64(seq): the key of outbox and ledger.
 func seqKey(seq uint64) []byte { return be64(seq) }
 
