@@ -116,8 +116,7 @@ type Inbox struct {
 
 	Logger zerolog.Logger
 
-	waker   waker
-	lastRun atomic.Int64 // unix ns of Run's last turn (Heartbeat)
+	loop loop
 }
 
 // Heartbeat returns when Run last finished a turn of its loop, on Now's
@@ -125,14 +124,11 @@ type Inbox struct {
 // between two turns: /readyz counts the worker stuck when three intervals
 // pass without a turn.
 func (in *Inbox) Heartbeat() (last time.Time, interval time.Duration) {
-	if ns := in.lastRun.Load(); ns != 0 {
-		last = time.Unix(0, ns).UTC()
-	}
-	return last, or(in.Interval, time.Second)
+	return in.loop.heartbeat(or(in.Interval, time.Second))
 }
 
 // Wake asks the worker to look at the inbox now. It never blocks.
-func (in *Inbox) Wake() { in.waker.wake() }
+func (in *Inbox) Wake() { in.loop.waker.wake() }
 
 // Accept verifies and stores one webhook of the named provider. It returns
 // the parsed event and whether it was a redelivery. An event type paystate
@@ -418,24 +414,7 @@ func resolve(tx Tx, provider, paymentID string, refs ...string) string {
 // Run applies events until ctx is cancelled, on every Wake and every
 // Interval. It returns nil on cancel.
 func (in *Inbox) Run(ctx context.Context) error {
-	t := time.NewTicker(or(in.Interval, time.Second))
-	defer t.Stop()
-	for {
-		n, err := in.RunOnce(ctx)
-		in.lastRun.Store(clock(in.Now).UnixNano())
-		if err != nil && ctx.Err() == nil {
-			in.Logger.Error().Err(err).Msg("inbox pass")
-		}
-		if n > 0 && err == nil {
-			continue // there may be more
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-in.waker.ch():
-		}
-	}
+	return in.loop.run(ctx, or(in.Interval, time.Second), in.Now, in.Logger, "inbox pass", true, in.RunOnce)
 }
 
 // RunOnce applies the events that are due and returns how many it applied

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/VictoriaMetrics/metrics"
@@ -100,8 +99,7 @@ type Pull struct {
 	queue    []unknownKey             // references to fetch, in arrival order
 	limiters RateLimiters
 
-	waker   waker
-	lastRun atomic.Int64
+	loop loop
 }
 
 type unknownKey struct{ provider, ref string }
@@ -135,10 +133,7 @@ func (pl *Pull) fetched(provider, outcome string) {
 
 // Heartbeat returns when Run last finished a turn, and its interval.
 func (pl *Pull) Heartbeat() (last time.Time, interval time.Duration) {
-	if ns := pl.lastRun.Load(); ns != 0 {
-		last = time.Unix(0, ns).UTC()
-	}
-	return last, or(pl.Interval, time.Second)
+	return pl.loop.heartbeat(or(pl.Interval, time.Second))
 }
 
 // limiter returns the rate limiter of a provider's fetches.
@@ -221,27 +216,13 @@ func (pl *Pull) Unknown(provider, ref string) {
 	pl.queue = append(pl.queue, k)
 	pl.mu.Unlock()
 	pl.count(provider, "unknown")
-	pl.waker.wake()
+	pl.loop.waker.wake()
 }
 
 // Run fetches queued unknown references until ctx is cancelled, on every
 // Unknown and every Interval. It returns nil on cancel.
 func (pl *Pull) Run(ctx context.Context) error {
-	t := time.NewTicker(or(pl.Interval, time.Second))
-	defer t.Stop()
-	for {
-		_, err := pl.RunOnce(ctx)
-		pl.lastRun.Store(clock(pl.Now).UnixNano())
-		if err != nil && ctx.Err() == nil {
-			pl.Logger.Error().Err(err).Msg("pull pass")
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		case <-pl.waker.ch():
-		}
-	}
+	return pl.loop.run(ctx, or(pl.Interval, time.Second), pl.Now, pl.Logger, "pull pass", false, pl.RunOnce)
 }
 
 // RunOnce fetches every queued unknown reference once, each within its

@@ -1,10 +1,56 @@
 package finalize
 
 import (
+	"context"
 	"sync"
+	"sync/atomic"
+	"time"
 
+	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 )
+
+// loop is what the Run of Inbox and Pull share: the waker, the time of
+// the last turn (Heartbeat) and the loop of turns itself.
+type loop struct {
+	waker   waker
+	lastRun atomic.Int64 // unix ns of Run's last turn
+}
+
+// run calls once at once, then on every tick of interval and every wake,
+// until ctx is cancelled, and logs a failed turn as what. With drain, a
+// turn that did some work and did not fail is followed by the next at
+// once (there may be more). It returns nil on cancel.
+func (l *loop) run(ctx context.Context, interval time.Duration, now func() time.Time, logger zerolog.Logger,
+	what string, drain bool, once func(context.Context) (int, error)) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		n, err := once(ctx)
+		l.lastRun.Store(clock(now).UnixNano())
+		if err != nil && ctx.Err() == nil {
+			logger.Error().Err(err).Msg(what)
+		}
+		if drain && n > 0 && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		case <-l.waker.ch():
+		}
+	}
+}
+
+// heartbeat returns when run last finished a turn (zero before the
+// first) and interval.
+func (l *loop) heartbeat(interval time.Duration) (last time.Time, _ time.Duration) {
+	if ns := l.lastRun.Load(); ns != 0 {
+		last = time.Unix(0, ns).UTC()
+	}
+	return last, interval
+}
 
 // waker wakes a worker's loop: a channel of capacity 1 and a send that
 // never blocks (STYLE: notifications from OnCommit). Its zero value is
