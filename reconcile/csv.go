@@ -208,12 +208,12 @@ func scanLines(r io.Reader, required []string, parse func(row) (pay.SettlementLi
 	})
 }
 
-// readLines reads a whole settlement CSV into memory and checks it
-// (CheckLines): every line, or the first fault (nothing of a malformed
-// file).
-func readLines(r io.Reader, required []string, parse func(row) (pay.SettlementLine, error)) ([]pay.SettlementLine, error) {
+// readLines reads a whole settlement report in format scan (ScanGeneric,
+// ScanPayPal, ...) into memory and checks it (CheckLines): every line, or
+// the first fault (nothing of a malformed file).
+func readLines(r io.Reader, scan func(io.Reader, func(pay.SettlementLine) error) error) ([]pay.SettlementLine, error) {
 	var out []pay.SettlementLine
-	err := scanLines(r, required, parse, func(l pay.SettlementLine) error {
+	err := scan(r, func(l pay.SettlementLine) error {
 		out = append(out, l)
 		return nil
 	})

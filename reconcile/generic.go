@@ -18,7 +18,7 @@ var GenericColumns = []string{"id", "provider_ref", "type", "amount", "fee", "cu
 // dispute's < 0; the fee > 0). A malformed file is refused whole, with
 // the line number of the first fault.
 func ReadGeneric(r io.Reader) ([]pay.SettlementLine, error) {
-	return readLines(r, genericRequired, genericLine)
+	return readLines(r, ScanGeneric)
 }
 
 // genericRequired are the columns a generic CSV must have.

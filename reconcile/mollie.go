@@ -40,7 +40,7 @@ const mollieWithheld = "withheld transaction fees"
 // ReadMollie reads Mollie's settlement export whole (ScanMollie), checked
 // as ReadGeneric checks its file.
 func ReadMollie(r io.Reader) ([]pay.SettlementLine, error) {
-	return readLines(r, mollieRequired, mollieLine)
+	return readLines(r, ScanMollie)
 }
 
 // ScanMollie reads Mollie's settlement export one line at a time. A

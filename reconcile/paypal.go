@@ -49,14 +49,7 @@ func payPalKind(code string) pay.SettlementKind {
 // id (the refund's PayPal id). A malformed file is refused whole, with the line
 // number of the first fault.
 func ReadPayPal(r io.Reader) ([]pay.SettlementLine, error) {
-	var out []pay.SettlementLine
-	if err := ScanPayPal(r, func(l pay.SettlementLine) error { out = append(out, l); return nil }); err != nil {
-		return nil, err
-	}
-	if _, err := CheckLines(SliceLines(out)); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return readLines(r, ScanPayPal)
 }
 
 // ScanPayPal reads a PayPal Settlement Report one line at a time, calling

@@ -51,7 +51,7 @@ var stripeKinds = map[string]pay.SettlementKind{
 // dispute's id). A malformed file is refused whole, with the line number
 // of the first fault.
 func ReadStripe(r io.Reader) ([]pay.SettlementLine, error) {
-	return readLines(r, StripeColumns[:7], stripeLine)
+	return readLines(r, ScanStripe)
 }
 
 // ScanStripe reads a Stripe itemized reconciliation CSV one line at a
