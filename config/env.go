@@ -86,9 +86,7 @@ func walkSettings(v reflect.Value, prefix string, out *[]setting) {
 		}
 		fv := v.FieldByIndex(f.Index)
 		switch {
-		case isScalar(fv.Type()):
-			*out = append(*out, setting{key: key, env: EnvName(key), v: fv})
-		case fv.Kind() == reflect.Slice && isScalar(fv.Type().Elem()):
+		case isScalar(fv.Type()), fv.Kind() == reflect.Slice && isScalar(fv.Type().Elem()):
 			*out = append(*out, setting{key: key, env: EnvName(key), v: fv})
 		case fv.Kind() == reflect.Slice && fv.Type().Elem().Kind() == reflect.Struct:
 			for j := range fv.Len() {
