@@ -342,19 +342,7 @@ func (r *Report) outcomeCount(o outcome) *int {
 // at once whose amounts may add up to more than the payment. The refunds
 // go to the session's PaymentIntent at the Fake.
 func (s *sim) refundCaptured(ctx context.Context, ids []string) error {
-	var captured []pay.Payment
-	err := s.m.Store.View(ctx, func(tx store.Tx) error {
-		for _, id := range ids {
-			p, err := tx.Payment(id)
-			if err != nil {
-				return err
-			}
-			if p.Status == pay.Captured {
-				captured = append(captured, p)
-			}
-		}
-		return nil
-	})
+	captured, err := s.payments(ctx, ids, func(p pay.Payment) bool { return p.Status == pay.Captured })
 	if err != nil {
 		return err
 	}

@@ -705,28 +705,16 @@ func (s *sim) askRefund(ctx context.Context, id string, body []byte, key string,
 // is open or lost, as the store says (verify checks the payment's field
 // against its disputes): each must be 409 charge_disputed.
 func (s *sim) refundDisputed(ctx context.Context, ids []string) error {
-	var disputed []string
-	err := s.m.Store.View(ctx, func(tx store.Tx) error {
-		for _, id := range ids {
-			p, err := tx.Payment(id)
-			if err != nil {
-				return err
-			}
-			if p.Status == pay.Captured && p.RefundBlocked() {
-				disputed = append(disputed, id)
-			}
-		}
-		return nil
-	})
+	disputed, err := s.payments(ctx, ids, func(p pay.Payment) bool { return p.Status == pay.Captured && p.RefundBlocked() })
 	if err != nil {
 		return err
 	}
-	for i, id := range disputed {
+	for i, p := range disputed {
 		body := []byte(nil) // the rest
 		if i%2 == 1 {
 			body = []byte(`{"amount":1,"reason":"sim after a dispute"}`)
 		}
-		s.refundRefused(ctx, id, body, "refund-disputed-"+id, &s.report.RefundsDisputed, "409 "+pay.EChargeDisputed, func(r answer) bool {
+		s.refundRefused(ctx, p.ID, body, "refund-disputed-"+p.ID, &s.report.RefundsDisputed, "409 "+pay.EChargeDisputed, func(r answer) bool {
 			return r.status == 409 && bytes.Contains(r.raw, []byte(`"code":"`+pay.EChargeDisputed+`"`))
 		})
 	}
@@ -768,6 +756,25 @@ func (s *sim) settle(ctx context.Context, ids []string) error {
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
+}
+
+// payments reads the payments of ids, in their order, and returns those
+// keep accepts.
+func (s *sim) payments(ctx context.Context, ids []string, keep func(pay.Payment) bool) ([]pay.Payment, error) {
+	var out []pay.Payment
+	err := s.m.Store.View(ctx, func(tx store.Tx) error {
+		for _, id := range ids {
+			p, err := tx.Payment(id)
+			if err != nil {
+				return err
+			}
+			if keep(p) {
+				out = append(out, p)
+			}
+		}
+		return nil
+	})
+	return out, err
 }
 
 // openPayments lists payments neither final nor on the review queue.
