@@ -70,12 +70,7 @@ func (t *tx) PutDispute(d pay.Dispute) error {
 // Dispute returns one dispute, or ENOTFOUND.
 func (t *tx) Dispute(provider, id string) (pay.Dispute, error) {
 	d, found, err := queryOne(t, "read dispute", `SELECT `+disputeCols+` FROM disputes WHERE provider = $1 AND id = $2`, scanDispute, provider, id)
-	if err != nil {
-		return pay.Dispute{}, err
-	} else if !found {
-		return pay.Dispute{}, pay.Errorf(pay.ENOTFOUND, "dispute %s/%s not found", provider, id)
-	}
-	return d, nil
+	return orNotFound(d, found, err, "dispute %s/%s not found", provider, id)
 }
 
 // DisputesForPayment returns a payment's disputes by provider and id.

@@ -34,12 +34,7 @@ func (t *tx) readIdemKey(key, lock string) (pay.IdemRecord, error) {
 		r.StatusCode, r.Body = int(status), nilIfEmpty(r.Body)
 		return r, err
 	}, key)
-	if err != nil {
-		return pay.IdemRecord{}, err
-	} else if !found {
-		return pay.IdemRecord{}, pay.Errorf(pay.ENOTFOUND, "idempotency key not found")
-	}
-	return r, nil
+	return orNotFound(r, found, err, "idempotency key not found")
 }
 
 // ClaimIdemKey stores r unless its key has a record, in one statement and

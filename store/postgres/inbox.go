@@ -158,12 +158,7 @@ func (t *tx) sawProcessed(key string, done bool) {
 // inboxEvent reads one stored event, or ENOTFOUND.
 func (t *tx) inboxEvent(provider, eventID string) (pay.InboxEvent, error) {
 	e, found, err := queryOne(t, "read inbox", `SELECT `+inboxCols+` FROM inbox WHERE provider = $1 AND event_id = $2`, scanInbox, provider, eventID)
-	if err != nil {
-		return pay.InboxEvent{}, err
-	} else if !found {
-		return pay.InboxEvent{}, pay.Errorf(pay.ENOTFOUND, "webhook event %s/%s not found", provider, eventID)
-	}
-	return e, nil
+	return orNotFound(e, found, err, "webhook event %s/%s not found", provider, eventID)
 }
 
 // InboxForPayment returns the archived webhooks of a payment, oldest

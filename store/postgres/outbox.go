@@ -160,12 +160,7 @@ func (t *tx) OutboxRecord(seq uint64) (pay.OutboxRecord, error) {
 		r, found, err = queryOne(t.about("outbox:"+strconv.FormatUint(seq, 10)), "read outbox",
 			`SELECT `+outboxCols+` FROM outbox WHERE seq = $1`, scanOutbox, int64(seq))
 	}
-	if err != nil {
-		return pay.OutboxRecord{}, err
-	} else if !found {
-		return pay.OutboxRecord{}, pay.Errorf(pay.ENOTFOUND, "outbox record %d not found", seq)
-	}
-	return r, nil
+	return orNotFound(r, found, err, "outbox record %d not found", seq)
 }
 
 // meta returns the value of a meta row.
@@ -387,12 +382,7 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 // delivery is locked (lockedRow: its row, FOR NO KEY UPDATE).
 func (t *tx) Delivery(id string) (pay.Delivery, error) {
 	d, found, err := lockedRow(t, "delivery", id, "read delivery", `SELECT `+deliveryCols+` FROM deliveries WHERE id = $1`, scanDelivery, id)
-	if err != nil {
-		return pay.Delivery{}, err
-	} else if !found {
-		return pay.Delivery{}, pay.Errorf(pay.ENOTFOUND, "delivery %s not found", id)
-	}
-	return d, nil
+	return orNotFound(d, found, err, "delivery %s not found", id)
 }
 
 // ClaimDeliveries returns the deliveries among ids that are pending, due

@@ -56,12 +56,7 @@ func (t *tx) Payment(id string) (pay.Payment, error) {
 	}
 	if !t.writable {
 		p, found, err := queryOne(t, "read payment", `SELECT `+paymentCols+` FROM payments WHERE id = $1`, scanPayment, id)
-		if err != nil {
-			return pay.Payment{}, err
-		} else if !found {
-			return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment %s not found", id)
-		}
-		return p, nil
+		return orNotFound(p, found, err, "payment %s not found", id)
 	}
 	type withLease struct {
 		p pay.Payment
@@ -117,12 +112,7 @@ func (t *tx) PaymentByRef(provider, ref string) (pay.Payment, error) {
 			`SELECT `+paymentCols+` FROM payments WHERE provider = $1 AND $2 <> '' AND (provider_ref = $2 OR second_ref = $2)
 			ORDER BY provider_ref = $2 DESC LIMIT 1`, scanPayment, provider, ref)
 	}
-	if err != nil {
-		return pay.Payment{}, err
-	} else if !found {
-		return pay.Payment{}, pay.Errorf(pay.ENOTFOUND, "payment with %s reference %s not found", provider, ref)
-	}
-	return p, nil
+	return orNotFound(p, found, err, "payment with %s reference %s not found", provider, ref)
 }
 
 // paymentArgs are the values of p for the columns of paymentCols, in

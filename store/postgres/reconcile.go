@@ -124,12 +124,7 @@ func checkSettlement(t *tx, s pay.Settlement) error {
 // Settlement returns one settlement, or ENOTFOUND.
 func (t *tx) Settlement(provider, id string) (pay.Settlement, error) {
 	s, found, err := queryOne(t, "read settlement", `SELECT `+settlementCols+` FROM settlements WHERE provider = $1 AND id = $2`, scanSettlement, provider, id)
-	if err != nil {
-		return pay.Settlement{}, err
-	} else if !found || id == "" {
-		return pay.Settlement{}, pay.Errorf(pay.ENOTFOUND, "settlement %s/%s not found", provider, id)
-	}
-	return s, nil
+	return orNotFound(s, found && id != "", err, "settlement %s/%s not found", provider, id)
 }
 
 // SettlementsForPayment returns a payment's settlements by provider and
@@ -239,12 +234,7 @@ func (t *tx) PutReconRun(r pay.ReconRun) error {
 // ReconRun returns one reconciliation run, or ENOTFOUND.
 func (t *tx) ReconRun(id string) (pay.ReconRun, error) {
 	r, found, err := queryOne(t, "read reconciliation run", `SELECT `+reconRunCols+` FROM recon_runs WHERE id = $1`, scanReconRun, id)
-	if err != nil {
-		return pay.ReconRun{}, err
-	} else if !found || id == "" {
-		return pay.ReconRun{}, pay.Errorf(pay.ENOTFOUND, "reconciliation run %q not found", id)
-	}
-	return r, nil
+	return orNotFound(r, found && id != "", err, "reconciliation run %q not found", id)
 }
 
 // ListReconRuns returns up to limit runs with an id below beforeID (all

@@ -128,12 +128,7 @@ func (t *tx) refundRefConflict(r pay.Refund) error {
 // Refund returns one refund, or ENOTFOUND.
 func (t *tx) Refund(id string) (pay.Refund, error) {
 	r, found, err := queryOne(t, "read refund", `SELECT `+refundCols+` FROM refunds WHERE id = $1`, scanRefund, id)
-	if err != nil {
-		return pay.Refund{}, err
-	} else if !found {
-		return pay.Refund{}, pay.Errorf(pay.ENOTFOUND, "refund %s not found", id)
-	}
-	return r, nil
+	return orNotFound(r, found, err, "refund %s not found", id)
 }
 
 // RefundByRef finds a refund by its provider and the PSP's reference, or
@@ -148,12 +143,7 @@ func (t *tx) RefundByRef(provider, ref string) (pay.Refund, error) {
 		r, found, err = queryOne(t, "read refund by reference",
 			`SELECT `+refundCols+` FROM refunds WHERE provider = $1 AND provider_ref = $2 AND provider_ref <> ''`, scanRefund, provider, ref)
 	}
-	if err != nil {
-		return pay.Refund{}, err
-	} else if !found {
-		return pay.Refund{}, pay.Errorf(pay.ENOTFOUND, "refund with %s reference %s not found", provider, ref)
-	}
-	return r, nil
+	return orNotFound(r, found, err, "refund with %s reference %s not found", provider, ref)
 }
 
 // RefundsForPayment returns a payment's refunds, oldest first (refund ids

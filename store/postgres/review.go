@@ -52,12 +52,7 @@ func (t *tx) PutReview(item pay.ReviewItem) error {
 // the item is locked by its row (lockedRow).
 func (t *tx) Review(id string) (pay.ReviewItem, error) {
 	i, found, err := lockedRow(t, "review", id, "read review", `SELECT `+reviewCols+` FROM review WHERE id = $1`, scanReview, id)
-	if err != nil {
-		return pay.ReviewItem{}, err
-	} else if !found {
-		return pay.ReviewItem{}, pay.Errorf(pay.ENOTFOUND, "review item %s not found", id)
-	}
-	return i, nil
+	return orNotFound(i, found, err, "review item %s not found", id)
 }
 
 // ListReview returns every review item, oldest CreatedAt first (ties by

@@ -579,6 +579,19 @@ func queryOne[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args 
 	return v, true, nil
 }
 
+// orNotFound returns the row queryOne or lockedRow read: v, their error,
+// or ENOTFOUND with the message of format when there was no row.
+func orNotFound[T any](v T, found bool, err error, format string, args ...any) (T, error) {
+	var zero T
+	switch {
+	case err != nil:
+		return zero, err
+	case !found:
+		return zero, pay.Errorf(pay.ENOTFOUND, format, args...)
+	}
+	return v, nil
+}
+
 // queryAll runs a query and scans every row with scan.
 func queryAll[T any](t *tx, op, sql string, scan func(pgx.Row) (T, error), args ...any) ([]T, error) {
 	flush := t.flushFirst()
