@@ -5,7 +5,6 @@ package bolt
 // (webhook_endpoints). None has an index.
 
 import (
-	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
 
@@ -15,10 +14,8 @@ func (t *tx) CustomerAccount(id string) (store.CustomerAccount, error) {
 		return store.CustomerAccount{}, err
 	}
 	var r customerRecord
-	if found, err := t.getRecord(bucketCustomers, []byte(id), &r); err != nil {
+	if err := t.getFound(bucketCustomers, []byte(id), &r, "customer %s not found", id); err != nil {
 		return store.CustomerAccount{}, err
-	} else if !found {
-		return store.CustomerAccount{}, pay.Errorf(pay.ENOTFOUND, "customer %s not found", id)
 	}
 	return store.CustomerAccount{ID: id, Points: r.Points, LastVisitAt: r.LastVisitAt.UTC(), UpdatedAt: r.UpdatedAt.UTC()}, nil
 }

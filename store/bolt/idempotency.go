@@ -15,10 +15,8 @@ import (
 // IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
 func (t *tx) IdemKey(key string) (pay.IdemRecord, error) {
 	var r idemRecord
-	if found, err := t.getRecord(bucketIdem, idemKey(key), &r); err != nil {
+	if err := t.getFound(bucketIdem, idemKey(key), &r, "idempotency key not found"); err != nil {
 		return pay.IdemRecord{}, err
-	} else if !found {
-		return pay.IdemRecord{}, pay.Errorf(pay.ENOTFOUND, "idempotency key not found")
 	}
 	return r.record(), nil
 }

@@ -84,10 +84,8 @@ func (t *tx) OutboxAfter(seq uint64, limit int) ([]pay.OutboxRecord, error) {
 // OutboxRecord returns the outbox record with the given Seq, or ENOTFOUND.
 func (t *tx) OutboxRecord(seq uint64) (pay.OutboxRecord, error) {
 	var r outboxRecord
-	if found, err := t.getRecord(bucketOutbox, seqKey(seq), &r); err != nil {
+	if err := t.getFound(bucketOutbox, seqKey(seq), &r, "outbox record %d not found", seq); err != nil {
 		return pay.OutboxRecord{}, err
-	} else if !found {
-		return pay.OutboxRecord{}, pay.Errorf(pay.ENOTFOUND, "outbox record %d not found", seq)
 	}
 	return r.record(), nil
 }
@@ -360,10 +358,8 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 // Delivery returns one delivery, or ENOTFOUND.
 func (t *tx) Delivery(id string) (pay.Delivery, error) {
 	var r deliveryRecord
-	if found, err := t.getRecord(bucketDeliveries, keyID(id), &r); err != nil {
+	if err := t.getFound(bucketDeliveries, keyID(id), &r, "delivery %s not found", id); err != nil {
 		return pay.Delivery{}, err
-	} else if !found {
-		return pay.Delivery{}, pay.Errorf(pay.ENOTFOUND, "delivery %s not found", id)
 	}
 	return r.delivery(), nil
 }

@@ -27,10 +27,8 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 // PSPAnswer returns the payment's last PSP answer, or ENOTFOUND.
 func (t *tx) PSPAnswer(paymentID string) (pay.PSPAnswer, error) {
 	var r pspAnswerRecord
-	if found, err := t.getRecord(bucketPSPAnswers, keyID(paymentID), &r); err != nil {
+	if err := t.getFound(bucketPSPAnswers, keyID(paymentID), &r, "no PSP answer recorded for payment %s", paymentID); err != nil {
 		return pay.PSPAnswer{}, err
-	} else if !found {
-		return pay.PSPAnswer{}, pay.Errorf(pay.ENOTFOUND, "no PSP answer recorded for payment %s", paymentID)
 	}
 	return pay.PSPAnswer{
 		PaymentID: paymentID, Provider: string(r.Provider), Status: pay.Status(r.Status), Found: r.Found,
@@ -69,10 +67,8 @@ func (t *tx) PutPSPCharge(c store.PSPCharge) error {
 // PSPCharge returns the mock PSP's charge made with key, or ENOTFOUND.
 func (t *tx) PSPCharge(key string) (store.PSPCharge, error) {
 	var r pspChargeRecord
-	if found, err := t.getRecord(bucketPSPCharges, pspChargeKey(key), &r); err != nil {
+	if err := t.getFound(bucketPSPCharges, pspChargeKey(key), &r, "no charge with key %s", key); err != nil {
 		return store.PSPCharge{}, err
-	} else if !found {
-		return store.PSPCharge{}, pay.Errorf(pay.ENOTFOUND, "no charge with key %s", key)
 	}
 	return store.PSPCharge{
 		Key: key, PaymentID: string(r.PaymentID), ProviderRef: r.ProviderRef, Amount: r.Amount, Currency: string(r.Currency),

@@ -156,10 +156,8 @@ func (t *tx) Settlement(provider, id string) (pay.Settlement, error) {
 	if id == "" {
 		return pay.Settlement{}, pay.Errorf(pay.ENOTFOUND, "settlement %s/%s not found", provider, id)
 	}
-	if ok, err := t.getRecord(bucketSettlements, settlementKey(provider, id), &r); err != nil {
+	if err := t.getFound(bucketSettlements, settlementKey(provider, id), &r, "settlement %s/%s not found", provider, id); err != nil {
 		return pay.Settlement{}, err
-	} else if !ok {
-		return pay.Settlement{}, pay.Errorf(pay.ENOTFOUND, "settlement %s/%s not found", provider, id)
 	}
 	return r.settlement(provider, id), nil
 }
@@ -238,10 +236,8 @@ func (t *tx) ReconRun(id string) (pay.ReconRun, error) {
 	if id == "" {
 		return pay.ReconRun{}, pay.Errorf(pay.ENOTFOUND, "reconciliation run %q not found", id)
 	}
-	if ok, err := t.getRecord(bucketReconRuns, []byte(id), &r); err != nil {
+	if err := t.getFound(bucketReconRuns, []byte(id), &r, "reconciliation run %s not found", id); err != nil {
 		return pay.ReconRun{}, err
-	} else if !ok {
-		return pay.ReconRun{}, pay.Errorf(pay.ENOTFOUND, "reconciliation run %s not found", id)
 	}
 	return r.run(id), nil
 }

@@ -41,10 +41,8 @@ func (t *tx) PutReview(item pay.ReviewItem) error {
 // Review returns one review item, or ENOTFOUND.
 func (t *tx) Review(id string) (pay.ReviewItem, error) {
 	var r reviewRecord
-	if found, err := t.getRecord(bucketReview, []byte(id), &r); err != nil {
+	if err := t.getFound(bucketReview, []byte(id), &r, "review item %s not found", id); err != nil {
 		return pay.ReviewItem{}, err
-	} else if !found {
-		return pay.ReviewItem{}, pay.Errorf(pay.ENOTFOUND, "review item %s not found", id)
 	}
 	return r.item(), nil
 }
@@ -76,10 +74,8 @@ func (t *tx) ListReview() ([]pay.ReviewItem, error) {
 // DeleteReview removes a review item; ENOTFOUND if there is none.
 func (t *tx) DeleteReview(id string) error {
 	var r reviewRecord
-	if found, err := t.getRecord(bucketReview, []byte(id), &r); err != nil {
+	if err := t.getFound(bucketReview, []byte(id), &r, "review item %s not found", id); err != nil {
 		return err
-	} else if !found {
-		return pay.Errorf(pay.ENOTFOUND, "review item %s not found", id)
 	}
 	if err := t.del(bucketReviewByCreated, reviewKey(r.CreatedAt.Time, r.ID)); err != nil {
 		return err

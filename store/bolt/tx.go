@@ -53,6 +53,16 @@ func (t *tx) getRecord(bucket, key []byte, v any) (bool, error) {
 	return true, decodeAt(string(bucket), key, data, v)
 }
 
+// getFound is getRecord of a record that must be there: ENOTFOUND, with
+// the message of format, when it is not.
+func (t *tx) getFound(bucket, key []byte, v any, format string, args ...any) error {
+	found, err := t.getRecord(bucket, key, v)
+	if err == nil && !found {
+		err = pay.Errorf(pay.ENOTFOUND, format, args...)
+	}
+	return err
+}
+
 // has reports whether key is in bucket, whatever its value (index entries
 // have empty values, for which Get cannot tell).
 func (t *tx) has(bucket, key []byte) bool {
