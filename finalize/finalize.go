@@ -398,27 +398,8 @@ func applyStatus(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *
 			return err
 		}
 
-	case pay.Stale:
-		res.Stale = true
-		step.Kind = pay.StepStale
-		if err := tx.AppendStep(step); err != nil {
-			return err
-		}
-
-	case pay.ConflictingTerminal:
-		res.Anomaly = true
-		step.Kind = pay.StepAnomaly
-		if err := tx.AppendStep(step); err != nil {
-			return err
-		}
-		if _, err := QueueReview(tx, pay.ReviewItem{
-			ID: p.ID, PaymentID: p.ID, Reason: pay.ReasonConflictingTerminal,
-			Provider: p.Provider, ProviderRef: p.ProviderRef, EventID: obs.EventID,
-			Observed: obs.Status, Note: fmt.Sprintf("stored %s, %s reported %s", p.Status, obs.Source, obs.Status),
-			CreatedAt: now,
-		}, obs.Source); err != nil {
-			return err
-		}
+	case pay.Stale, pay.ConflictingTerminal:
+		return absorb(tx, p, obs, step, res, fmt.Sprintf("stored %s, %s reported %s", p.Status, obs.Source, obs.Status))
 	}
 	return nil
 }

@@ -134,6 +134,10 @@ func TestFinalize_EveryPair(t *testing.T) {
 			for _, r := range s.review {
 				if r.PaymentID == id && r.Reason == pay.ReasonConflictingTerminal {
 					inReview = true
+					// The item says what was observed, from which event, against what.
+					if want := fmt.Sprintf("stored %s, %s reported %s", cur, pay.SourceWebhook, obs); r.Observed != obs || r.EventID != ev || r.Note != want {
+						t.Errorf("%s: review item Observed=%q EventID=%q Note=%q, want %q %q %q", name, r.Observed, r.EventID, r.Note, obs, ev, want)
+					}
 				}
 			}
 			if got, want := inReview, d == pay.ConflictingTerminal; got != want {

@@ -337,9 +337,10 @@ func refundReview(tx Tx, p pay.Payment, obs pay.Observation, r pay.Refund, reaso
 	return err
 }
 
-// absorb records a stale or conflicting observation about a refund or a
-// dispute of p (res.Decision says which) as a timeline step; a
-// conflicting one also goes on the review queue with note.
+// absorb records a stale or conflicting observation of p, its status or
+// a refund or a dispute of it (res.Decision says which), as a timeline
+// step; a conflicting one also goes on the review queue with note (and
+// the status observed, "" for a refund's or a dispute's).
 func absorb(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *pay.Result, note string) error {
 	if res.Decision == pay.Stale {
 		res.Stale = true
@@ -353,7 +354,7 @@ func absorb(tx Tx, p pay.Payment, obs pay.Observation, step pay.Step, res *pay.R
 	}
 	_, err := QueueReview(tx, pay.ReviewItem{
 		ID: p.ID, PaymentID: p.ID, Reason: pay.ReasonConflictingTerminal, Provider: p.Provider, ProviderRef: p.ProviderRef,
-		EventID: obs.EventID, Note: note, CreatedAt: tx.Now(),
+		EventID: obs.EventID, Observed: obs.Status, Note: note, CreatedAt: tx.Now(),
 	}, obs.Source)
 	return err
 }
