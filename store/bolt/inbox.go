@@ -225,9 +225,6 @@ func (t *tx) indexProcessed(at time.Time, event []byte) error {
 // processed_by_time from its start, so the cost is O(removed). It returns
 // how many event ids it removed. EINVALID for a limit below 1.
 func (t *tx) PurgeProcessed(before time.Time, limit int) (int, error) {
-	if err := checkLimit(limit); err != nil {
-		return 0, err
-	}
 	bound := keyTime(before)
 	due, err := t.oldestTimeKeys(bucketProcessedByTime, limit, func(ns uint64) bool { return ns < bound })
 	if err != nil {

@@ -296,8 +296,12 @@ type timeKey struct{ ix, rest []byte }
 
 // oldestTimeKeys returns up to limit entries of the time index bucket
 // (idempotency_keys_by_expiry or processed_by_time) from its start, as
-// long as due holds for their time. The cost is O(returned).
+// long as due holds for their time. The cost is O(returned). EINVALID for
+// a limit below 1.
 func (t *tx) oldestTimeKeys(bucket []byte, limit int, due func(ns uint64) bool) ([]timeKey, error) {
+	if err := checkLimit(limit); err != nil {
+		return nil, err
+	}
 	var out []timeKey
 	c := t.bucket(bucket).Cursor()
 	for k, _ := c.First(); k != nil && len(out) < limit; k, _ = c.Next() {
