@@ -86,10 +86,7 @@ func (t *tx) disputeAt(bucket, k []byte, n int) (pay.Dispute, error) {
 		return pay.Dispute{}, corrupt(bucket, "key %x", k)
 	}
 	d, err := t.Dispute(provider, string(id))
-	if pay.ErrorCode(err) == pay.ENOTFOUND {
-		return pay.Dispute{}, corrupt(bucket, "key %x points to missing dispute %s/%s", k, provider, id)
-	}
-	return d, err
+	return d, missing(err, bucket, "key %x points to missing dispute %s/%s", k, provider, id)
 }
 
 // DisputesForPayment returns a payment's disputes by provider and id.

@@ -431,10 +431,8 @@ func (t *tx) DueDeliveriesSkipping(due time.Time, limit int, skip func(id string
 			continue
 		}
 		d, err := t.Delivery(id)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil, corrupt(bucketDeliveriesDue, "key %x points to missing delivery %s", k, id)
-		} else if err != nil {
-			return nil, err
+		if err != nil {
+			return nil, missing(err, bucketDeliveriesDue, "key %x points to missing delivery %s", k, id)
 		}
 		if !firstInLine(open, d) {
 			continue // an earlier record of this payment goes first
@@ -477,10 +475,8 @@ func (t *tx) ListDeliveries(f pay.DeliveryFilter) ([]pay.Delivery, string, error
 			return nil, "", corrupt(bucketDeliveriesByState, "key %x", k)
 		}
 		d, err := t.Delivery(id)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil, "", corrupt(bucketDeliveriesByState, "key %x points to missing delivery %s", k, id)
-		} else if err != nil {
-			return nil, "", err
+		if err != nil {
+			return nil, "", missing(err, bucketDeliveriesByState, "key %x points to missing delivery %s", k, id)
 		}
 		out = append(out, d)
 		last = bytes.Clone(k)

@@ -177,10 +177,8 @@ func (t *tx) SettlementsForPayment(paymentID string) ([]pay.Settlement, error) {
 			return nil, corrupt(bucketSettlementsByPayment, "key %x", k)
 		}
 		s, err := t.Settlement(provider, string(id))
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil, corrupt(bucketSettlementsByPayment, "key %x points to missing settlement %s/%s", k, provider, id)
-		} else if err != nil {
-			return nil, err
+		if err != nil {
+			return nil, missing(err, bucketSettlementsByPayment, "key %x points to missing settlement %s/%s", k, provider, id)
 		}
 		out = append(out, s)
 	}

@@ -132,10 +132,7 @@ func (t *tx) RefundByRef(provider, ref string) (pay.Refund, error) {
 		return pay.Refund{}, pay.Errorf(pay.ENOTFOUND, "refund with %s reference %s not found", provider, ref)
 	}
 	r, err := t.Refund(string(v))
-	if pay.ErrorCode(err) == pay.ENOTFOUND {
-		return pay.Refund{}, corrupt(bucketRefundsByRef, "%s/%s points to missing refund %s", provider, ref, v)
-	}
-	return r, err
+	return r, missing(err, bucketRefundsByRef, "%s/%s points to missing refund %s", provider, ref, v)
 }
 
 // RefundsForPayment returns a payment's refunds, oldest first: a scan of
@@ -150,10 +147,8 @@ func (t *tx) RefundsForPayment(paymentID string) ([]pay.Refund, error) {
 	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Next() {
 		id := string(k[len(prefix):])
 		r, err := t.Refund(id)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil, corrupt(bucketRefundsByPayment, "key %x points to missing refund %s", k, id)
-		} else if err != nil {
-			return nil, err
+		if err != nil {
+			return nil, missing(err, bucketRefundsByPayment, "key %x points to missing refund %s", k, id)
 		}
 		out = append(out, r)
 	}
@@ -183,10 +178,8 @@ func (t *tx) PendingRefunds(f pay.RefundFilter) ([]pay.Refund, error) {
 			return nil, corrupt(bucketRefundsPending, "key %x", k)
 		}
 		r, err := t.Refund(id)
-		if pay.ErrorCode(err) == pay.ENOTFOUND {
-			return nil, corrupt(bucketRefundsPending, "key %x points to missing refund %s", k, id)
-		} else if err != nil {
-			return nil, err
+		if err != nil {
+			return nil, missing(err, bucketRefundsPending, "key %x points to missing refund %s", k, id)
 		}
 		out = append(out, r)
 	}

@@ -169,6 +169,15 @@ func corrupt(bucket []byte, format string, args ...any) error {
 	return fmt.Errorf("corrupt %s: %s", bucket, fmt.Sprintf(format, args...))
 }
 
+// missing is err of a read an entry of the index bucket led to: its
+// ENOTFOUND is the index's corruption (corrupt), any other error stays.
+func missing(err error, bucket []byte, format string, args ...any) error {
+	if pay.ErrorCode(err) == pay.ENOTFOUND {
+		return corrupt(bucket, format, args...)
+	}
+	return err
+}
+
 // checkPart and checkLimit are the checks every backend shares.
 var (
 	checkPart  = store.CheckStoredPart
