@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
@@ -121,7 +122,7 @@ func (s *Payments) Check(req CreateRequest) (CreateRequest, error) {
 
 // pspContext bounds one PSP call by PSPTimeout (default 20 s).
 func (s *Payments) pspContext(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(ctx, or(s.PSPTimeout, 20*time.Second))
+	return context.WithTimeout(ctx, defaults.Or(s.PSPTimeout, 20*time.Second))
 }
 
 // ChargeKey is the PSP idempotency key of a payment's charge.

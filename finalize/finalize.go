@@ -560,11 +560,3 @@ func clock(now func() time.Time) time.Time {
 	}
 	return now().UTC()
 }
-
-// or returns v, or def if v is zero or less.
-func or[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
-}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -262,8 +263,8 @@ func (k *Idempotency) refuse(ctx context.Context, key IdemKey, held bool, err er
 func (k *Idempotency) record(tx Tx, key IdemKey, paymentID string) pay.IdemRecord {
 	now := tx.Now()
 	return pay.IdemRecord{Key: key.Key, Fingerprint: key.Fingerprint, State: pay.IdemInFlight, Owner: k.Owner,
-		LockedUntil: now.Add(or(k.Lock, DefaultIdemLock)), PaymentID: paymentID, CreatedAt: now,
-		ExpiresAt: now.Add(or(k.TTL, DefaultIdemTTL))}
+		LockedUntil: now.Add(defaults.Or(k.Lock, DefaultIdemLock)), PaymentID: paymentID, CreatedAt: now,
+		ExpiresAt: now.Add(defaults.Or(k.TTL, DefaultIdemTTL))}
 }
 
 // claim decides, inside tx, what a request with key may do: ClaimNew (no

@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/paystate/paystate/internal/backoff"
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/internal/metriccache"
 	"github.com/paystate/paystate/pay"
@@ -124,7 +125,7 @@ type Inbox struct {
 // between two turns: /readyz counts the worker stuck when three intervals
 // pass without a turn.
 func (in *Inbox) Heartbeat() (last time.Time, interval time.Duration) {
-	return in.loop.heartbeat(or(in.Interval, time.Second))
+	return in.loop.heartbeat(defaults.Or(in.Interval, time.Second))
 }
 
 // Wake asks the worker to look at the inbox now. It never blocks.
@@ -414,7 +415,7 @@ func resolve(tx Tx, provider, paymentID string, refs ...string) string {
 // Run applies events until ctx is cancelled, on every Wake and every
 // Interval. It returns nil on cancel.
 func (in *Inbox) Run(ctx context.Context) error {
-	return in.loop.run(ctx, or(in.Interval, time.Second), in.Now, in.Logger, "inbox pass", true, in.RunOnce)
+	return in.loop.run(ctx, defaults.Or(in.Interval, time.Second), in.Now, in.Logger, "inbox pass", true, in.RunOnce)
 }
 
 // RunOnce applies the events that are due and returns how many it applied
@@ -423,7 +424,7 @@ func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
 	var due []pay.InboxEvent
 	err := ReadTx(ctx, in.Store, func(tx Tx) error {
 		var err error
-		due, err = tx.PendingInbox(tx.Now(), or(in.Batch, DefaultInboxBatch))
+		due, err = tx.PendingInbox(tx.Now(), defaults.Or(in.Batch, DefaultInboxBatch))
 		return err
 	})
 	if err != nil || len(due) == 0 {
@@ -448,7 +449,7 @@ func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
 		g       errgroup.Group
 		applied atomic.Int64
 	)
-	g.SetLimit(or(in.Parallel, DefaultInboxParallel))
+	g.SetLimit(defaults.Or(in.Parallel, DefaultInboxParallel))
 	for _, group := range groups {
 		if ctx.Err() != nil {
 			break
@@ -475,7 +476,7 @@ func (in *Inbox) RunOnce(ctx context.Context) (int, error) {
 // on the review queue. It reports whether the event is now processed.
 func (in *Inbox) apply(ctx context.Context, ev pay.InboxEvent) (bool, error) {
 	log := in.Logger.With().Str("event_id", ev.EventID).Str("provider", ev.Provider).Logger()
-	last := ev.Attempts+1 >= or(in.MaxAttempts, DefaultInboxMaxAttempts)
+	last := ev.Attempts+1 >= defaults.Or(in.MaxAttempts, DefaultInboxMaxAttempts)
 
 	// An event found by the PSP's reference may have arrived before that
 	// reference was recorded: resolve it again.
@@ -667,7 +668,7 @@ func stepKind(ev pay.InboxEvent) string {
 
 // deferEvent schedules ev again with exponential backoff and jitter.
 func (in *Inbox) deferEvent(ctx context.Context, ev pay.InboxEvent, reason string) error {
-	delay := backoff.Delay(or(in.BackoffBase, DefaultInboxBackoffBase), or(in.BackoffCap, DefaultInboxBackoffCap), ev.Attempts+1)
+	delay := backoff.Delay(defaults.Or(in.BackoffBase, DefaultInboxBackoffBase), defaults.Or(in.BackoffCap, DefaultInboxBackoffCap), ev.Attempts+1)
 	return WriteTx(ctx, in.Store, func(tx Tx) error {
 		return tx.DeferInbox(ev.Provider, ev.EventID, tx.Now().Add(delay), reason)
 	})

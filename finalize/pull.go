@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/internal/metriccache"
 	"github.com/paystate/paystate/pay"
@@ -133,7 +134,7 @@ func (pl *Pull) fetched(provider, outcome string) {
 
 // Heartbeat returns when Run last finished a turn, and its interval.
 func (pl *Pull) Heartbeat() (last time.Time, interval time.Duration) {
-	return pl.loop.heartbeat(or(pl.Interval, time.Second))
+	return pl.loop.heartbeat(defaults.Or(pl.Interval, time.Second))
 }
 
 // limiter returns the rate limiter of a provider's fetches.
@@ -200,7 +201,7 @@ func (pl *Pull) Unknown(provider, ref string) {
 		pl.count(provider, "throttled")
 		return
 	}
-	if max := or(pl.MaxUnknown, DefaultMaxUnknown); len(pl.unknown) >= max {
+	if max := defaults.Or(pl.MaxUnknown, DefaultMaxUnknown); len(pl.unknown) >= max {
 		for k2, next := range pl.unknown {
 			if !now.Before(next) {
 				delete(pl.unknown, k2)
@@ -212,7 +213,7 @@ func (pl *Pull) Unknown(provider, ref string) {
 			return
 		}
 	}
-	pl.unknown[k] = now.Add(or(pl.Limits[provider].UnknownIDBackoff, DefaultUnknownIDBackoff))
+	pl.unknown[k] = now.Add(defaults.Or(pl.Limits[provider].UnknownIDBackoff, DefaultUnknownIDBackoff))
 	pl.queue = append(pl.queue, k)
 	pl.mu.Unlock()
 	pl.count(provider, "unknown")
@@ -222,7 +223,7 @@ func (pl *Pull) Unknown(provider, ref string) {
 // Run fetches queued unknown references until ctx is cancelled, on every
 // Unknown and every Interval. It returns nil on cancel.
 func (pl *Pull) Run(ctx context.Context) error {
-	return pl.loop.run(ctx, or(pl.Interval, time.Second), pl.Now, pl.Logger, "pull pass", false, pl.RunOnce)
+	return pl.loop.run(ctx, defaults.Or(pl.Interval, time.Second), pl.Now, pl.Logger, "pull pass", false, pl.RunOnce)
 }
 
 // RunOnce fetches every queued unknown reference once, each within its

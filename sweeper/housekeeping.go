@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -14,8 +15,8 @@ import (
 // transaction, so that writers never wait long behind it. Done deliveries
 // go before the outbox records they delivered.
 func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) error {
-	retention := or(s.ProcessedRetention, DefaultProcessedRetention)
-	outboxRetention := or(s.OutboxRetention, DefaultOutboxRetention)
+	retention := defaults.Or(s.ProcessedRetention, DefaultProcessedRetention)
+	outboxRetention := defaults.Or(s.OutboxRetention, DefaultOutboxRetention)
 	var err error
 	rep.PurgedIdemKeys, err = s.purge(ctx, "idempotency_keys", func(tx Tx, limit int) (int, error) {
 		return tx.PurgeIdemKeys(now, limit)
@@ -44,7 +45,7 @@ func (s *Sweeper) housekeeping(ctx context.Context, now time.Time, rep *Report) 
 // purge runs fn in write transactions of one batch each until a batch
 // removes less than a full batch, and returns the total.
 func (s *Sweeper) purge(ctx context.Context, what string, fn func(tx Tx, limit int) (int, error)) (int, error) {
-	batch := or(s.Batch, DefaultBatch)
+	batch := defaults.Or(s.Batch, DefaultBatch)
 	total := 0
 	for {
 		if err := ctx.Err(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -17,7 +18,7 @@ import (
 // cancel API (EUNSUPPORTED) or is not configured, finalized expired. A
 // payment expired once before is left to reconciliation.
 func (s *Sweeper) expire(ctx context.Context, p pay.Payment, now time.Time, rep *Report) error {
-	expireAfter := or(s.ExpireAfter, DefaultExpireAfter)
+	expireAfter := defaults.Or(s.ExpireAfter, DefaultExpireAfter)
 	bound := now.Add(-expireAfter)
 	prov, cancels := s.Providers[p.Provider]
 	cancels = cancels && s.has(p.Provider, apiCancel)
@@ -111,7 +112,7 @@ func (s *Sweeper) cancel(ctx context.Context, prov pay.Provider, cur pay.Payment
 // on the review queue.
 func (s *Sweeper) reconcile(ctx context.Context, p pay.Payment, now time.Time, rep *Report) error {
 	bound := now.Add(-s.MinAge)
-	giveUp := or(s.GiveUpAfter, DefaultGiveUpAfter)
+	giveUp := defaults.Or(s.GiveUpAfter, DefaultGiveUpAfter)
 	prov, ok := s.Providers[p.Provider]
 	if !ok {
 		if now.Sub(p.CreatedAt) < giveUp {
@@ -311,8 +312,8 @@ func (s *Sweeper) finalizeThen(ctx context.Context, cur pay.Payment, token uint6
 // waits for the provider's rate limiter too. EUNSUPPORTED and EINVALID are
 // not retried.
 func (s *Sweeper) call(ctx context.Context, provider string, fn func(context.Context) (pay.PSPResult, error)) (pay.PSPResult, error) {
-	retries := or(s.Retries, DefaultRetries)
-	backoff := or(s.RetryBackoff, DefaultRetryBackoff)
+	retries := defaults.Or(s.Retries, DefaultRetries)
+	backoff := defaults.Or(s.RetryBackoff, DefaultRetryBackoff)
 	for attempt := 1; ; attempt++ {
 		res, err := fn(ctx)
 		switch code := pay.ErrorCode(err); {

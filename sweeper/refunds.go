@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -19,7 +20,7 @@ import (
 // refund_unresolved.
 func (s *Sweeper) sweepRefunds(ctx context.Context, now time.Time, rep *Report) error {
 	bound := now.Add(-s.MinAge)
-	batch := or(s.Batch, DefaultBatch)
+	batch := defaults.Or(s.Batch, DefaultBatch)
 	f := pay.RefundFilter{UpdatedBefore: bound, Limit: batch}
 	for {
 		if err := ctx.Err(); err != nil {
@@ -57,7 +58,7 @@ func (s *Sweeper) sweepRefunds(ctx context.Context, now time.Time, rep *Report) 
 // sweepRefund settles one pending refund, under its payment's lease.
 func (s *Sweeper) sweepRefund(ctx context.Context, r pay.Refund, now time.Time, rep *Report) error {
 	prov, ok := s.Providers[r.Provider]
-	pastGiveUp := now.Sub(r.CreatedAt) >= or(s.GiveUpAfter, DefaultGiveUpAfter)
+	pastGiveUp := now.Sub(r.CreatedAt) >= defaults.Or(s.GiveUpAfter, DefaultGiveUpAfter)
 	if !ok {
 		if !pastGiveUp {
 			return nil

@@ -71,6 +71,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -199,7 +200,7 @@ func (s *Sweeper) Heartbeat() (last time.Time, interval time.Duration) {
 	if ns := s.lastRun.Load(); ns != 0 {
 		last = time.Unix(0, ns).UTC()
 	}
-	return last, or(s.Interval, DefaultInterval)
+	return last, defaults.Or(s.Interval, DefaultInterval)
 }
 
 // now reads the injected clock, time.Now if none.
@@ -253,7 +254,7 @@ func (s *Sweeper) DriftAlert() bool {
 // A failed pass is logged and the next one runs on time. It returns nil on
 // cancel.
 func (s *Sweeper) Run(ctx context.Context) error {
-	t := time.NewTicker(or(s.Interval, DefaultInterval))
+	t := time.NewTicker(defaults.Or(s.Interval, DefaultInterval))
 	defer t.Stop()
 	for {
 		if _, err := s.RunOnce(ctx); err != nil && ctx.Err() == nil {
@@ -288,7 +289,7 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 
 	// Expiry before reconciliation: a payment expired now is not a
 	// reconciliation candidate of the same pass.
-	err := s.eachCandidate(ctx, expiring, now.Add(-or(s.ExpireAfter, DefaultExpireAfter)), &rep, func(p pay.Payment, r *Report) error {
+	err := s.eachCandidate(ctx, expiring, now.Add(-defaults.Or(s.ExpireAfter, DefaultExpireAfter)), &rep, func(p pay.Payment, r *Report) error {
 		return s.expire(ctx, p, now, r)
 	})
 	if err == nil {
@@ -337,14 +338,14 @@ func (s *Sweeper) RunOnce(ctx context.Context) (int, error) {
 // it did in the Report it is handed, one per call, added to rep under a
 // lock; eachCandidate returns once every call has returned.
 func (s *Sweeper) eachCandidate(ctx context.Context, statuses []pay.Status, bound time.Time, rep *Report, fn func(pay.Payment, *Report) error) error {
-	batch := or(s.Batch, DefaultBatch)
+	batch := defaults.Or(s.Batch, DefaultBatch)
 	var (
 		afterT  time.Time
 		afterID string
 		mu      sync.Mutex // guards rep while calls run
 		g       errgroup.Group
 	)
-	g.SetLimit(or(s.Parallel, DefaultParallel))
+	g.SetLimit(defaults.Or(s.Parallel, DefaultParallel))
 	// one handles one payment; its error is ctx's, which ends the scan.
 	one := func(p pay.Payment) error {
 		var r Report
@@ -475,14 +476,6 @@ func (s *Sweeper) limiter(provider string) *rate.Limiter {
 	}
 	s.lmu.Unlock()
 	return s.limiters.Get(provider)
-}
-
-// or returns v, or def if v is zero or less.
-func or[T int | time.Duration](v, def T) T {
-	if v <= 0 {
-		return def
-	}
-	return v
 }
 
 // Tx is what the sweeper uses of a storage transaction, and all that its
