@@ -10,6 +10,8 @@ import (
 	"github.com/dustin/go-humanize"
 	"github.com/mattn/go-isatty"
 	"github.com/schollz/progressbar/v3"
+
+	"github.com/paystate/paystate/internal/defaults"
 )
 
 // progressEvery is how often a plain progress line is printed.
@@ -73,9 +75,7 @@ func newProgress(w io.Writer, opts progressOptions) *progress {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	if opts.Every <= 0 {
-		opts.Every = progressEvery
-	}
+	opts.Every = defaults.Or(opts.Every, progressEvery)
 	if opts.Unit == "" && !opts.Bytes {
 		opts.Unit = "items"
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/valyala/fasthttp"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -126,21 +127,13 @@ type Server struct {
 // Open validates the configuration, binds the listener (a port in use is an
 // error here, not later) and starts serving.
 func (s *Server) Open() error {
-	if s.MaxBody <= 0 {
-		s.MaxBody = DefaultMaxBody
-	}
-	if s.RequestTimeout <= 0 {
-		s.RequestTimeout = DefaultRequestTimeout
-	}
-	if s.ReadTimeout <= 0 {
-		s.ReadTimeout = 10 * time.Second
-	}
+	s.MaxBody = defaults.Or(s.MaxBody, DefaultMaxBody)
+	s.RequestTimeout = defaults.Or(s.RequestTimeout, DefaultRequestTimeout)
+	s.ReadTimeout = defaults.Or(s.ReadTimeout, 10*time.Second)
 	if s.Now == nil {
 		s.Now = time.Now
 	}
-	if s.SessionTTL <= 0 {
-		s.SessionTTL = DashboardSessionTTL
-	}
+	s.SessionTTL = defaults.Or(s.SessionTTL, DashboardSessionTTL)
 	s.hosts = nil
 	for _, h := range s.AllowedHosts {
 		if ip := net.ParseIP(h); ip != nil && ip.To4() == nil {

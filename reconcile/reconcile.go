@@ -33,6 +33,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
@@ -113,14 +114,8 @@ func (e *Engine) Import(ctx context.Context, provider, source string, lines Line
 	if e.Now != nil {
 		now = e.Now
 	}
-	within := e.SettleWithin
-	if within <= 0 {
-		within = DefaultSettleWithin
-	}
-	size := e.Batch
-	if size <= 0 {
-		size = DefaultBatch
-	}
+	within := defaults.Or(e.SettleWithin, DefaultSettleWithin)
+	size := defaults.Or(e.Batch, DefaultBatch)
 	// The check reads the whole report; ctx may end it between lines.
 	total, err := CheckLines(func(fn func(pay.SettlementLine) error) error {
 		return lines(func(l pay.SettlementLine) error {

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -152,23 +153,15 @@ func newNATSRelay(cfg NATSConfig, logger zerolog.Logger) (*NATSRelay, error) {
 	if !validSubject(r.prefix) || strings.HasPrefix(r.prefix, "$") {
 		return nil, fmt.Errorf("subject prefix %q: want tokens separated by dots, without wildcards or spaces, not starting with $ (the server's own)", r.prefix)
 	}
-	if r.publishTimeout <= 0 {
-		r.publishTimeout = DefaultNATSPublishTimeout
-	}
+	r.publishTimeout = defaults.Or(r.publishTimeout, DefaultNATSPublishTimeout)
 	if r.maxInFlight == 0 {
 		r.maxInFlight = DefaultMaxInFlight
 	}
 	if r.maxInFlight < 1 || r.maxInFlight > MaxInFlightLimit {
 		return nil, fmt.Errorf("max in flight must be from 1 to %d, got %d", MaxInFlightLimit, cfg.MaxInFlight)
 	}
-	connectTimeout := cfg.ConnectTimeout
-	if connectTimeout <= 0 {
-		connectTimeout = DefaultNATSConnectTimeout
-	}
-	reconnectWait := cfg.ReconnectWait
-	if reconnectWait <= 0 {
-		reconnectWait = DefaultNATSReconnectWait
-	}
+	connectTimeout := defaults.Or(cfg.ConnectTimeout, DefaultNATSConnectTimeout)
+	reconnectWait := defaults.Or(cfg.ReconnectWait, DefaultNATSReconnectWait)
 
 	nc, err := nats.Connect(cfg.URL,
 		nats.Name("paystate"),

@@ -10,6 +10,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/receipt"
 	"github.com/paystate/paystate/store"
@@ -221,30 +222,18 @@ func (s *Service) interval() time.Duration {
 // webhook target per endpoint. Errors name the endpoint by position and
 // never quote a secret.
 func New(store store.Store, cfg Config) (*Service, error) {
-	if cfg.Workers <= 0 {
-		cfg.Workers = DefaultWorkers
-	}
-	if cfg.MaxAttempts <= 0 {
-		cfg.MaxAttempts = DefaultMaxAttempts
-	}
-	if cfg.BackoffBase <= 0 {
-		cfg.BackoffBase = DefaultBackoffBase
-	}
-	if cfg.BackoffCap <= 0 {
-		cfg.BackoffCap = DefaultBackoffCap
-	}
+	cfg.Workers = defaults.Or(cfg.Workers, DefaultWorkers)
+	cfg.MaxAttempts = defaults.Or(cfg.MaxAttempts, DefaultMaxAttempts)
+	cfg.BackoffBase = defaults.Or(cfg.BackoffBase, DefaultBackoffBase)
+	cfg.BackoffCap = defaults.Or(cfg.BackoffCap, DefaultBackoffCap)
 	if cfg.BackoffCap < cfg.BackoffBase {
 		return nil, fmt.Errorf("ripple: backoff cap %s is below the base %s", cfg.BackoffCap, cfg.BackoffBase)
 	}
 	if cfg.PointsPerUnit < 0 {
 		return nil, fmt.Errorf("ripple: points per unit must not be negative, got %d", cfg.PointsPerUnit)
 	}
-	if cfg.ClaimTTL <= 0 {
-		cfg.ClaimTTL = ClaimFor
-	}
-	if cfg.Grace <= 0 {
-		cfg.Grace = DefaultGrace
-	}
+	cfg.ClaimTTL = defaults.Or(cfg.ClaimTTL, ClaimFor)
+	cfg.Grace = defaults.Or(cfg.Grace, DefaultGrace)
 	s := &Service{
 		Store: store, Config: cfg, Logger: zerolog.Nop(), effects: map[string]effect{},
 		wake: make(chan struct{}, 1), freed: make(chan struct{}, 1), lanes: map[string]*lane{}, inflight: map[string]*job{},

@@ -39,6 +39,7 @@ import (
 
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/daemon"
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/internal/verify"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
@@ -220,15 +221,9 @@ type seenState struct {
 
 // Run runs one simulation.
 func Run(ctx context.Context, opts Options) (Report, error) {
-	if opts.N <= 0 {
-		opts.N = 1000
-	}
-	if opts.Concurrency <= 0 {
-		opts.Concurrency = 32
-	}
-	if opts.Settle <= 0 {
-		opts.Settle = 2 * time.Minute
-	}
+	opts.N = defaults.Or(opts.N, 1000)
+	opts.Concurrency = defaults.Or(opts.Concurrency, 32)
+	opts.Settle = defaults.Or(opts.Settle, 2*time.Minute)
 	switch opts.Mode {
 	case "":
 		opts.Mode = ModeMock

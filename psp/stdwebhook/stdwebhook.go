@@ -27,6 +27,7 @@ import (
 
 	svix "github.com/svix/svix-webhooks/go"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 )
 
@@ -178,9 +179,7 @@ func NewVerifier(secret string, tolerance time.Duration) (*Verifier, error) {
 	if err != nil {
 		return nil, err
 	}
-	if tolerance <= 0 {
-		tolerance = DefaultTolerance
-	}
+	tolerance = defaults.Or(tolerance, DefaultTolerance)
 	return &Verifier{wh: wh, tolerance: tolerance}, nil
 }
 

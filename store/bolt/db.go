@@ -20,6 +20,7 @@ import (
 	"go.etcd.io/bbolt"
 	berrors "go.etcd.io/bbolt/errors"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -101,12 +102,8 @@ func Open(path string, opts *Options) (*DB, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.Timeout <= 0 {
-		o.Timeout = DefaultTimeout
-	}
-	if o.SnapshotTimeout <= 0 {
-		o.SnapshotTimeout = DefaultSnapshotTimeout
-	}
+	o.Timeout = defaults.Or(o.Timeout, DefaultTimeout)
+	o.SnapshotTimeout = defaults.Or(o.SnapshotTimeout, DefaultSnapshotTimeout)
 	bdb, checked, migrated, err := openBolt(path, o)
 	if err != nil {
 		return nil, fmt.Errorf("open database %s: %w", path, err)

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -100,9 +101,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 	if o.Now == nil {
 		o.Now = time.Now
 	}
-	if o.MaxConns <= 0 {
-		o.MaxConns = DefaultMaxConns
-	}
+	o.MaxConns = defaults.Or(o.MaxConns, DefaultMaxConns)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("open postgres: %w", err) // pgconn redacts the password

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
 )
@@ -94,9 +95,7 @@ var importTables = []struct{ name, cols, key string }{
 // NewImporter returns an Importer on a connection of its own, taken from
 // the pool (Close gives it up). Nothing is written before Begin.
 func (db *DB) NewImporter(ctx context.Context, opts store.ImportOptions) (*Importer, error) {
-	if opts.BatchSize <= 0 {
-		opts.BatchSize = store.DefaultImportBatch
-	}
+	opts.BatchSize = defaults.Or(opts.BatchSize, store.DefaultImportBatch)
 	pc, err := db.pool.Acquire(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("copy: %w", classify("connect", err, true))
