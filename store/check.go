@@ -58,6 +58,16 @@ func UpdatedRefund(r pay.Refund, now time.Time, get func(id string) (pay.Refund,
 	return stored, updated, CheckStoredRefund(updated)
 }
 
+// NowIfZero sets each of ts that is the zero time to now: a backend's
+// writes store a zero time of a record as the transaction's time.
+func NowIfZero(now time.Time, ts ...*time.Time) {
+	for _, t := range ts {
+		if t.IsZero() {
+			*t = now
+		}
+	}
+}
+
 // NewInboxEvent checks the key parts of webhook event e that PutInbox
 // stores and fills in its times: a zero ReceivedAt becomes now and a zero
 // NextAttemptAt becomes ReceivedAt, so that a new event is due at once.
@@ -68,9 +78,7 @@ func NewInboxEvent(e pay.InboxEvent, now time.Time) (pay.InboxEvent, error) {
 	if err := CheckStoredPart("payment id", e.PaymentID, false); err != nil {
 		return e, err
 	}
-	if e.ReceivedAt.IsZero() {
-		e.ReceivedAt = now
-	}
+	NowIfZero(now, &e.ReceivedAt)
 	if e.NextAttemptAt.IsZero() {
 		e.NextAttemptAt = e.ReceivedAt
 	}

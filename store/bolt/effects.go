@@ -59,9 +59,7 @@ func (t *tx) PutEffect(r store.EffectRecord) error {
 	if err := checkPart("effect key", r.Key, true); err != nil {
 		return err
 	}
-	if r.At.IsZero() {
-		r.At = t.now
-	}
+	store.NowIfZero(t.now, &r.At)
 	return t.putRecord(bucketEffects, effectKey(r.Key), effectRecord{DeliveryID: ident(r.DeliveryID), Points: r.Points, At: at(r.At)})
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
@@ -27,9 +28,7 @@ func (t *tx) PutIdemKey(r pay.IdemRecord) error {
 	if err := checkPart("idempotency key", r.Key, true); err != nil {
 		return err
 	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = t.now
-	}
+	store.NowIfZero(t.now, &r.CreatedAt)
 	key := idemKey(r.Key)
 	if err := t.indexIdem(key, r.ExpiresAt); err != nil {
 		return err

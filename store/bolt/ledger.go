@@ -47,9 +47,7 @@ func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
 			return err
 		}
 		e.Seq = seq
-		if e.At.IsZero() {
-			e.At = t.now
-		}
+		store.NowIfZero(t.now, &e.At)
 		e.At = e.At.UTC()
 		if err := t.putRecord(bucketLedger, seqKey(seq), fromLedger(*e)); err != nil {
 			return err

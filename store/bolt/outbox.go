@@ -30,9 +30,7 @@ func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 		return err
 	}
 	r.Seq = seq
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = t.now
-	}
+	store.NowIfZero(t.now, &r.CreatedAt)
 	if err := t.putRecord(bucketOutbox, seqKey(seq), fromOutbox(r)); err != nil {
 		return err
 	}
@@ -340,11 +338,7 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 	if d.State == pay.DeliveryPending && t.has(bucketDeliveriesOpen, deliveryOpenKey(d.Target(), d.PaymentID, d.EventSeq)) {
 		return pay.Errorf(pay.ECONFLICT, "event %d of payment %s is already pending for %s", d.EventSeq, d.PaymentID, d.Target())
 	}
-	for _, tm := range []*time.Time{&d.EventAt, &d.CreatedAt, &d.UpdatedAt} {
-		if tm.IsZero() {
-			*tm = t.now
-		}
-	}
+	store.NowIfZero(t.now, &d.EventAt, &d.CreatedAt, &d.UpdatedAt)
 	if d.State == pay.DeliveryPending && d.NextAttemptAt.IsZero() {
 		d.NextAttemptAt = t.now
 	}

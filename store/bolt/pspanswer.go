@@ -16,9 +16,7 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 	if err := checkPart("payment id", a.PaymentID, true); err != nil {
 		return err
 	}
-	if a.At.IsZero() {
-		a.At = t.now
-	}
+	store.NowIfZero(t.now, &a.At)
 	return t.putRecord(bucketPSPAnswers, keyID(a.PaymentID), pspAnswerRecord{
 		Provider: symbol(a.Provider), Status: symbol(a.Status), Found: a.Found, Raw: a.Raw, Error: a.Error, At: at(a.At),
 	})
@@ -54,9 +52,7 @@ func (t *tx) PutPSPCharge(c store.PSPCharge) error {
 	if err := checkPart("charge key", c.Key, true); err != nil {
 		return err
 	}
-	if c.CreatedAt.IsZero() {
-		c.CreatedAt = t.now
-	}
+	store.NowIfZero(t.now, &c.CreatedAt)
 	return t.putRecord(bucketPSPCharges, pspChargeKey(c.Key), pspChargeRecord{
 		PaymentID: ident(c.PaymentID), ProviderRef: c.ProviderRef, Amount: c.Amount, Currency: symbol(c.Currency),
 		Status: symbol(c.Status), ClientSecret: c.ClientSecret, RedirectURL: c.RedirectURL, RefundKey: c.RefundKey,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // A payment's timeline is one value (schema 4): the CBOR array of its
@@ -34,9 +35,7 @@ func (t *tx) AppendStep(s pay.Step) error {
 		return pay.Errorf(pay.EINVALID, "payment %s has %d timeline steps, the most one timeline holds", s.PaymentID, n)
 	}
 	s.Seq = uint64(n) + 1
-	if s.At.IsZero() {
-		s.At = t.now
-	}
+	store.NowIfZero(t.now, &s.At)
 	step, err := encode("step", fromStep(s))
 	if err != nil {
 		return err

@@ -135,9 +135,7 @@ func (t *tx) PutEffect(r store.EffectRecord) error {
 	if err := checkPart("effect key", r.Key, true); err != nil {
 		return err
 	}
-	if r.At.IsZero() {
-		r.At = t.now
-	}
+	store.NowIfZero(t.now, &r.At)
 	e := enc{what: "effect " + r.Key}
 	at := e.stamp(r.At)
 	if e.err != nil {
@@ -200,9 +198,7 @@ func (t *tx) ClaimEffect(r store.EffectRecord) (bool, error) {
 	if err := checkPart("effect key", r.Key, true); err != nil {
 		return false, err
 	}
-	if r.At.IsZero() {
-		r.At = t.now
-	}
+	store.NowIfZero(t.now, &r.At)
 	e := enc{what: "effect " + r.Key}
 	at := e.stamp(r.At)
 	if e.err != nil {
@@ -275,9 +271,7 @@ func (t *tx) PutPSPAnswer(a pay.PSPAnswer) error {
 	if err := checkPart("payment id", a.PaymentID, true); err != nil {
 		return err
 	}
-	if a.At.IsZero() {
-		a.At = t.now
-	}
+	store.NowIfZero(t.now, &a.At)
 	e := enc{what: "PSP answer of payment " + a.PaymentID}
 	at := e.stamp(a.At)
 	if e.err != nil {
@@ -319,9 +313,7 @@ func (t *tx) PutPSPCharge(c store.PSPCharge) error {
 	if err := checkPart("charge key", c.Key, true); err != nil {
 		return err
 	}
-	if c.CreatedAt.IsZero() {
-		c.CreatedAt = t.now
-	}
+	store.NowIfZero(t.now, &c.CreatedAt)
 	e := enc{what: "charge " + c.Key}
 	created := e.stamp(c.CreatedAt)
 	if e.err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // IdemKey returns the record of a scoped idempotency key, or ENOTFOUND.
@@ -65,9 +66,7 @@ func (t *tx) idemArgs(r *pay.IdemRecord) ([]any, error) {
 	if err := checkPart("idempotency key", r.Key, true); err != nil {
 		return nil, err
 	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = t.now
-	}
+	store.NowIfZero(t.now, &r.CreatedAt)
 	e := enc{what: "idempotency key"}
 	args := []any{r.Key, r.Fingerprint, r.State, r.Owner, e.stamp(r.LockedUntil), r.PaymentID, int64(r.StatusCode), orEmpty(r.Body),
 		e.stamp(r.CreatedAt), e.stamp(r.ExpiresAt)}

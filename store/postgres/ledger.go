@@ -55,9 +55,7 @@ func (t *tx) AppendLedger(entries []pay.LedgerEntry) error {
 	for i := range entries {
 		e := &entries[i]
 		at := e.At
-		if at.IsZero() {
-			at = t.now
-		}
+		store.NowIfZero(t.now, &at)
 		paymentIDs[i], eventIDs[i], accounts[i], currencies[i], amounts[i], ats[i] = e.PaymentID, e.EventID, e.Account, e.Currency, e.Amount, c.stamp(at)
 	}
 	if c.err != nil {

@@ -57,9 +57,7 @@ func (t *tx) AppendOutbox(r pay.OutboxRecord) error {
 	if t.outboxN >= outboxPerTx {
 		return pay.Errorf(pay.EINVALID, "a transaction appends at most %d outbox records", outboxPerTx)
 	}
-	if r.CreatedAt.IsZero() {
-		r.CreatedAt = t.now
-	}
+	store.NowIfZero(t.now, &r.CreatedAt)
 	e := enc{what: "outbox record " + r.ID}
 	created := e.stamp(r.CreatedAt)
 	args := []any{r.ID, r.Type, r.PaymentID, string(r.Status), string(r.From), e.u64("version", r.Version), r.OrderID, r.Amount, r.Currency,
@@ -348,11 +346,7 @@ func (t *tx) InsertDelivery(d pay.Delivery) error {
 	if err := store.CheckStoredDelivery(d); err != nil {
 		return err
 	}
-	for _, tm := range []*time.Time{&d.EventAt, &d.CreatedAt, &d.UpdatedAt} {
-		if tm.IsZero() {
-			*tm = t.now
-		}
-	}
+	store.NowIfZero(t.now, &d.EventAt, &d.CreatedAt, &d.UpdatedAt)
 	if d.State == pay.DeliveryPending && d.NextAttemptAt.IsZero() {
 		d.NextAttemptAt = t.now
 	}

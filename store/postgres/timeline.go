@@ -6,6 +6,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/paystate/paystate/pay"
+	"github.com/paystate/paystate/store"
 )
 
 // AppendStep appends s to its payment's timeline with the next Seq of that
@@ -15,9 +16,7 @@ func (t *tx) AppendStep(s pay.Step) error {
 	if err := checkPart("payment id", s.PaymentID, true); err != nil {
 		return err
 	}
-	if s.At.IsZero() {
-		s.At = t.now
-	}
+	store.NowIfZero(t.now, &s.At)
 	e := enc{what: "step of payment " + s.PaymentID}
 	args := []any{s.PaymentID, e.stamp(s.At), string(s.Source), s.Kind, string(s.From), string(s.To), e.u64("version", s.Version), s.EventID, s.Note}
 	if e.err != nil {
