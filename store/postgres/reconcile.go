@@ -167,6 +167,16 @@ type reconItemJSON struct {
 	Note        string `json:"note,omitempty"`
 }
 
+// encodeReconItems is a run's items as the items column holds them, for
+// PutReconRun and the import alike.
+func encodeReconItems(items []pay.ReconItem) ([]byte, error) {
+	js := make([]reconItemJSON, len(items))
+	for i, it := range items {
+		js[i] = reconItemJSON(it)
+	}
+	return json.Marshal(js)
+}
+
 // reconRunCols are the columns scanReconRun reads, in its order.
 const reconRunCols = `id, provider, source, lines, matched, mismatched, missing_locally, missing_at_psp, posted, items, created_at`
 
@@ -209,11 +219,7 @@ func (t *tx) PutReconRun(r pay.ReconRun) error {
 			}
 		}
 	}
-	js := make([]reconItemJSON, len(r.Items))
-	for i, it := range r.Items {
-		js[i] = reconItemJSON(it)
-	}
-	items, err := json.Marshal(js)
+	items, err := encodeReconItems(r.Items)
 	if err != nil {
 		return fmt.Errorf("encode items of run %s: %w", r.ID, err)
 	}
@@ -261,11 +267,7 @@ func (im *Importer) Settlement(s pay.Settlement) error {
 // ReconRun buffers a reconciliation run.
 func (im *Importer) ReconRun(r pay.ReconRun) error {
 	e := enc{what: "reconciliation run"}
-	js := make([]reconItemJSON, len(r.Items))
-	for i, it := range r.Items {
-		js[i] = reconItemJSON(it)
-	}
-	items, err := json.Marshal(js)
+	items, err := encodeReconItems(r.Items)
 	if err != nil {
 		return fmt.Errorf("copy reconciliation run %s: %w", r.ID, err)
 	}
