@@ -72,9 +72,7 @@ type progress struct {
 
 // newProgress starts a progress on w (the command's stderr).
 func newProgress(w io.Writer, opts progressOptions) *progress {
-	if opts.Now == nil {
-		opts.Now = time.Now
-	}
+	opts.Now = defaults.Clock(opts.Now)
 	opts.Every = defaults.Or(opts.Every, progressEvery)
 	if opts.Unit == "" && !opts.Bytes {
 		opts.Unit = "items"

@@ -28,6 +28,7 @@ import (
 	"github.com/paystate/paystate/config"
 	"github.com/paystate/paystate/finalize"
 	"github.com/paystate/paystate/httpd"
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/psp/mock"
 	"github.com/paystate/paystate/psp/mollie"
@@ -84,9 +85,7 @@ func New(cfg config.Config, logger zerolog.Logger) *Main {
 // Open opens the database, binds the HTTP listener and starts the workers.
 func (m *Main) Open() (err error) {
 	cfg := m.Config
-	if m.Now == nil {
-		m.Now = time.Now
-	}
+	m.Now = defaults.Clock(m.Now)
 	defer func() {
 		if err != nil {
 			m.Close(context.Background())

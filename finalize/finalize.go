@@ -9,6 +9,7 @@ import (
 	"github.com/VictoriaMetrics/metrics"
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
@@ -555,8 +556,5 @@ func joinNote(a, b string) string {
 // clock reads an injected clock, time.Now if none, in UTC. It is the one
 // place the package defaults a Now field.
 func clock(now func() time.Time) time.Time {
-	if now == nil {
-		return time.Now().UTC()
-	}
-	return now().UTC()
+	return defaults.Clock(now)().UTC()
 }

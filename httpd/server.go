@@ -130,9 +130,7 @@ func (s *Server) Open() error {
 	s.MaxBody = defaults.Or(s.MaxBody, DefaultMaxBody)
 	s.RequestTimeout = defaults.Or(s.RequestTimeout, DefaultRequestTimeout)
 	s.ReadTimeout = defaults.Or(s.ReadTimeout, 10*time.Second)
-	if s.Now == nil {
-		s.Now = time.Now
-	}
+	s.Now = defaults.Clock(s.Now)
 	s.SessionTTL = defaults.Or(s.SessionTTL, DashboardSessionTTL)
 	s.hosts = nil
 	for _, h := range s.AllowedHosts {

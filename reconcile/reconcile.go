@@ -110,10 +110,7 @@ func (e *Engine) Import(ctx context.Context, provider, source string, lines Line
 	if provider == "" {
 		return pay.ReconRun{}, pay.Invalidf("provider", "provider is required")
 	}
-	now := time.Now
-	if e.Now != nil {
-		now = e.Now
-	}
+	now := defaults.Clock(e.Now)
 	within := defaults.Or(e.SettleWithin, DefaultSettleWithin)
 	size := defaults.Or(e.Batch, DefaultBatch)
 	// The check reads the whole report; ctx may end it between lines.

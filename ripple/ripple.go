@@ -281,10 +281,7 @@ func target(e effect) string {
 }
 
 func (s *Service) now() time.Time {
-	if s.Now != nil {
-		return s.Now().UTC()
-	}
-	return time.Now().UTC()
+	return defaults.Clock(s.Now)().UTC()
 }
 
 func (s *Service) batch() int {

@@ -205,10 +205,7 @@ func (s *Sweeper) Heartbeat() (last time.Time, interval time.Duration) {
 
 // now reads the injected clock, time.Now if none.
 func (s *Sweeper) now() time.Time {
-	if s.Now != nil {
-		return s.Now()
-	}
-	return time.Now()
+	return defaults.Clock(s.Now)()
 }
 
 // Report is what one pass did.

@@ -21,3 +21,14 @@ func TestOr(t *testing.T) {
 		t.Errorf("Or(0, 7) = %d, want 7", got)
 	}
 }
+
+func TestClock(t *testing.T) {
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	if got := defaults.Clock(func() time.Time { return at })(); !got.Equal(at) {
+		t.Errorf("Clock(injected)() = %s, want %s", got, at)
+	}
+	before := time.Now()
+	if got := defaults.Clock(nil)(); got.Before(before) {
+		t.Errorf("Clock(nil)() = %s, before time.Now() %s", got, before)
+	}
+}

@@ -99,9 +99,7 @@ func Open(path string, opts *Options) (*DB, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Now = defaults.Clock(o.Now)
 	o.Timeout = defaults.Or(o.Timeout, DefaultTimeout)
 	o.SnapshotTimeout = defaults.Or(o.SnapshotTimeout, DefaultSnapshotTimeout)
 	bdb, checked, migrated, err := openBolt(path, o)

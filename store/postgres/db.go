@@ -98,9 +98,7 @@ func Open(ctx context.Context, dsn string, opts *Options) (*DB, error) {
 	if opts != nil {
 		o = *opts
 	}
-	if o.Now == nil {
-		o.Now = time.Now
-	}
+	o.Now = defaults.Clock(o.Now)
 	o.MaxConns = defaults.Or(o.MaxConns, DefaultMaxConns)
 	cfg, err := pgxpool.ParseConfig(dsn)
 	if err != nil {
