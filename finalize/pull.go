@@ -10,6 +10,7 @@ import (
 	"github.com/rs/zerolog"
 	"golang.org/x/time/rate"
 
+	"github.com/paystate/paystate/internal/backoff"
 	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/internal/ids"
 	"github.com/paystate/paystate/internal/metriccache"
@@ -166,24 +167,12 @@ func (pl *Pull) wait(ctx context.Context, provider string) error {
 	if pl.Until != nil {
 		err = pl.Until(ctx, now.Add(d))
 	} else {
-		err = sleep(ctx, d)
+		err = backoff.Sleep(ctx, d)
 	}
 	if err != nil {
 		r.CancelAt(clock(pl.Now))
 	}
 	return err
-}
-
-// sleep waits d, or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	timer := time.NewTimer(d)
-	defer timer.Stop()
-	select {
-	case <-timer.C:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
 }
 
 // Unknown takes a trigger naming a reference paystate does not know: it

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/paystate/paystate/finalize"
+	"github.com/paystate/paystate/internal/backoff"
 	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
@@ -313,21 +314,17 @@ func (s *Sweeper) finalizeThen(ctx context.Context, cur pay.Payment, token uint6
 // not retried.
 func (s *Sweeper) call(ctx context.Context, provider string, fn func(context.Context) (pay.PSPResult, error)) (pay.PSPResult, error) {
 	retries := defaults.Or(s.Retries, DefaultRetries)
-	backoff := defaults.Or(s.RetryBackoff, DefaultRetryBackoff)
+	wait := defaults.Or(s.RetryBackoff, DefaultRetryBackoff)
 	for attempt := 1; ; attempt++ {
 		res, err := fn(ctx)
 		switch code := pay.ErrorCode(err); {
 		case err == nil, code == pay.EUNSUPPORTED, code == pay.EINVALID, attempt >= retries, ctx.Err() != nil:
 			return res, err
 		}
-		t := time.NewTimer(backoff)
-		select {
-		case <-ctx.Done():
-			t.Stop()
+		if backoff.Sleep(ctx, wait) != nil {
 			return res, err
-		case <-t.C:
 		}
-		backoff *= 2
+		wait *= 2
 		if werr := s.limiter(provider).Wait(ctx); werr != nil {
 			return res, err
 		}

@@ -1,6 +1,8 @@
 package backoff_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -16,5 +18,18 @@ func TestDelay(t *testing.T) {
 				t.Fatalf("Delay(1s, 1h, %d)=%s, want in [%s, %s]", n, d, want/2, want)
 			}
 		}
+	}
+}
+
+func TestSleep(t *testing.T) {
+	t.Parallel()
+	if err := backoff.Sleep(context.Background(), 0); err != nil {
+		t.Fatalf("Sleep(0) = %v, want nil", err)
+	}
+	cause := errors.New("shutting down")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(cause)
+	if err := backoff.Sleep(ctx, time.Hour); !errors.Is(err, cause) {
+		t.Fatalf("Sleep on an ended context = %v, want its cause", err)
 	}
 }

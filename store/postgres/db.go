@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/rs/zerolog"
 
+	"github.com/paystate/paystate/internal/backoff"
 	"github.com/paystate/paystate/internal/defaults"
 	"github.com/paystate/paystate/pay"
 	"github.com/paystate/paystate/store"
@@ -209,12 +210,8 @@ func (db *DB) Update(ctx context.Context, fn func(store.Tx) error) error {
 		// Back off for a random time below 0.25 ms · 2^attempt (at most
 		// 32 ms), so that transactions that collided do not collide again.
 		pause := time.Duration(rand.Int64N(int64(250*time.Microsecond) << min(attempt, 7)))
-		timer := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if backoff.Sleep(ctx, pause) != nil {
 			return ctx.Err()
-		case <-timer.C:
 		}
 	}
 }
